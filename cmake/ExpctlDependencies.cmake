@@ -1,0 +1,35 @@
+# Every dependency comes from a Debian 12 package (see scripts/install-deps.sh) and is
+# found through its own CMake config or pkg-config; nothing is downloaded at build time.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(OpenSSL REQUIRED)            # libssl-dev: SHA-256 (EVP)
+find_package(yaml-cpp REQUIRED)           # libyaml-cpp-dev
+find_package(tomlplusplus REQUIRED)       # libtomlplusplus-dev
+find_package(fmt REQUIRED)                # libfmt-dev
+find_package(spdlog REQUIRED)             # libspdlog-dev
+find_package(SQLiteCpp REQUIRED)          # libsqlitecpp-dev
+find_package(CLI11 REQUIRED)              # libcli11-dev
+find_package(nlohmann_json 3.10 REQUIRED) # nlohmann-json3-dev
+find_package(tl-expected REQUIRED)        # libexpected-dev
+
+# yaml-cpp 0.7's config exports a target named "yaml-cpp" without a namespace.
+if(TARGET yaml-cpp AND NOT TARGET yaml-cpp::yaml-cpp)
+  add_library(yaml-cpp::yaml-cpp ALIAS yaml-cpp)
+endif()
+
+set(EXPCTL_TORCH_VERSION_STRING "none")
+set(EXPCTL_HAVE_CUDA NO)
+set(EXPCTL_HAVE_NCCL NO)
+if(EXPCTL_WITH_TORCH)
+  find_package(Torch REQUIRED)            # libtorch-dev (Debian, CPU) or a CUDA LibTorch 2.x
+  set(EXPCTL_TORCH_VERSION_STRING "${Torch_VERSION}")
+  if(TORCH_CUDA_LIBRARIES OR CUDA_FOUND)
+    set(EXPCTL_HAVE_CUDA YES)
+  endif()
+  if(TARGET torch_cuda)
+    get_target_property(_expctl_cuda_defs torch_cuda INTERFACE_COMPILE_DEFINITIONS)
+    if(_expctl_cuda_defs MATCHES "USE_C10D_NCCL")
+      set(EXPCTL_HAVE_NCCL YES)
+    endif()
+  endif()
+endif()

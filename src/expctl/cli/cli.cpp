@@ -1,0 +1,100 @@
+#include "expctl/cli/cli.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "expctl/cli/command.hpp"
+#include "expctl/util/build_info.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/log.hpp"
+
+namespace expctl::cli {
+
+namespace {
+
+constexpr const char* k_description =
+    "expctl: reproducible distributed deep-learning experiments.\n"
+    "An experiment is a YAML spec, validated and SHA-256 hashed; each run is recorded in a\n"
+    "SQLite store with its environment fingerprint, metrics and artifacts.";
+
+std::string version_text() {
+  const auto& info = util::build_info();
+  return fmt::format("expctl {} (commit {}, LibTorch {}, {} {})", info.version, info.git_commit, info.torch_version,
+                     info.compiler, info.build_type);
+}
+
+void add_global_options(CLI::App& app, GlobalOptions& globals) {
+  if (const char* env_db = std::getenv("EXPCTL_DB"); env_db != nullptr && *env_db != '\0') {
+    globals.db_path = env_db;
+  }
+  app.add_option("--db", globals.db_path, "Results database (env EXPCTL_DB)")
+      ->default_str(globals.db_path)
+      ->envname("EXPCTL_DB");
+  app.add_flag("-v,--verbose", globals.verbosity, "More log output on stderr (-vv for debug)");
+  app.add_flag("-q,--quiet", globals.quiet, "Only errors on stderr");
+  app.add_option("--color", globals.color, "Colour: auto|always|never (NO_COLOR is honoured)")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->default_str("auto");
+  app.set_version_flag("--version", version_text, "Print expctl's version, git commit and LibTorch version");
+}
+
+void apply_log_level(const GlobalOptions& globals) {
+  using util::log::Level;
+  if (globals.quiet) {
+    util::log::set_level(Level::error);
+  } else if (globals.verbosity >= 2) {
+    util::log::set_level(Level::debug);
+  } else if (globals.verbosity == 1) {
+    util::log::set_level(Level::info);
+  }
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  CLI::App app{k_description, "expctl"};
+  app.footer(exit_codes_footer() + "\nRun 'expctl <command> --help' for a command's options.");
+  app.require_subcommand(1);
+  app.fallthrough();
+  auto globals = std::make_shared<GlobalOptions>();
+  add_global_options(app, *globals);
+
+  std::vector<CommandRegistration> commands = command_registry();
+  std::stable_sort(commands.begin(), commands.end(),
+                   [](const CommandRegistration& a, const CommandRegistration& b) { return a.order < b.order; });
+  for (const CommandRegistration& command : commands) {
+    command.setup(app, globals);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_footer().empty()) {
+      sub->footer(exit_codes_footer());
+    }
+  }
+  app.parse_complete_callback([&globals] { apply_log_level(*globals); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "expctl: error: " << e.what() << "\n"
+              << "Run 'expctl --help' (or 'expctl <command> --help') for usage.\n";
+    return util::to_int(util::ExitCode::usage);
+  } catch (const util::Failure& e) {
+    std::cerr << e.report() << '\n';
+    return util::to_int(e.exit_code());
+  } catch (const std::exception& e) {
+    std::cerr << "expctl: error: internal error, please report: " << e.what() << '\n';
+    return util::to_int(util::ExitCode::run_failed);
+  }
+  return util::to_int(globals->result);
+}
+
+}  // namespace expctl::cli

@@ -1,0 +1,52 @@
+#include "expctl/cli/command.hpp"
+
+#include <iostream>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace expctl::cli {
+
+std::vector<CommandRegistration>& command_registry() {
+  static std::vector<CommandRegistration> registry;
+  return registry;
+}
+
+void add_format_option(CLI::App* command, std::string& target, std::vector<std::string> allowed) {
+  std::string description = "Output format: ";
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    description += (i > 0 ? "|" : "") + allowed[i];
+  }
+  description += " (json output is stable and versioned by \"format_version\")";
+  command->add_option("--format", target, description)
+      ->check(CLI::IsMember(allowed))
+      ->default_val(allowed.front());
+}
+
+nlohmann::json json_envelope(const std::string& kind) {
+  return nlohmann::json{{"format_version", k_json_format_version}, {"kind", kind}};
+}
+
+void print_json(const nlohmann::json& document) {
+  std::cout << document.dump(2) << '\n';
+}
+
+std::string exit_codes_footer() {
+  std::string text = "Exit codes:\n";
+  for (const auto& entry : util::k_exit_codes) {
+    text += fmt::format("  {:<4} {}\n", util::to_int(entry.code), entry.meaning);
+  }
+  return text;
+}
+
+bool use_color(const GlobalOptions& globals) {
+  if (globals.color == "always") {
+    return true;
+  }
+  if (globals.color == "never" || std::getenv("NO_COLOR") != nullptr) {
+    return false;
+  }
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+}  // namespace expctl::cli

@@ -1,0 +1,61 @@
+#include "support/test_support.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+namespace expctl::test {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::random_device device;
+  const fs::path base = fs::temp_directory_path();
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const fs::path candidate = base / fmt::format("expctl-test-{:08x}{:08x}", device(), device());
+    if (fs::create_directory(candidate)) {
+      m_path = candidate;
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a temporary directory");
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(m_path, ec);
+}
+
+fs::path TempDir::write(const std::string& name, const std::string& content) const {
+  const fs::path target = m_path / name;
+  fs::create_directories(target.parent_path());
+  std::ofstream out(target, std::ios::binary);
+  out << content;
+  return target;
+}
+
+std::string expctl_binary() { return EXPCTL_BINARY_PATH; }
+
+fs::path source_dir() { return EXPCTL_SOURCE_DIR; }
+
+util::SubprocessResult run_expctl(const std::vector<std::string>& args,
+                                  const std::map<std::string, std::optional<std::string>>& env,
+                                  const std::string& working_directory) {
+  std::vector<std::string> argv{expctl_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  util::SubprocessOptions options;
+  options.env = {{"EXPCTL_DB", std::nullopt}, {"NO_COLOR", "1"}};
+  for (const auto& [name, value] : env) {
+    options.env[name] = value;
+  }
+  options.working_directory = working_directory;
+  options.timeout = std::chrono::minutes(2);
+  auto result = util::run_capture(argv, options);
+  REQUIRE(result.has_value());
+  return *result;
+}
+
+}  // namespace expctl::test

@@ -1,0 +1,41 @@
+#pragma once
+/// Shared test helpers: a fresh temporary directory per test, and running the real binary.
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "expctl/util/subprocess.hpp"
+
+namespace expctl::test {
+
+/// A new empty directory under $TMPDIR, removed with everything in it when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return m_path; }
+  std::filesystem::path operator/(const std::string& name) const { return m_path / name; }
+  /// Writes `content` to `name` (creating parent directories) and returns the full path.
+  std::filesystem::path write(const std::string& name, const std::string& content) const;
+
+ private:
+  std::filesystem::path m_path;
+};
+
+/// Absolute path of the expctl binary under test.
+std::string expctl_binary();
+
+/// Absolute path of the source tree (for tests/data, experiments/, envs/).
+std::filesystem::path source_dir();
+
+/// Runs `expctl args...` with EXPCTL_DB and NO_COLOR unset unless given in `env`.
+util::SubprocessResult run_expctl(const std::vector<std::string>& args,
+                                  const std::map<std::string, std::optional<std::string>>& env = {},
+                                  const std::string& working_directory = {});
+
+}  // namespace expctl::test
