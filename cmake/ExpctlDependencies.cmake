@@ -11,6 +11,7 @@ find_package(SQLiteCpp REQUIRED)          # libsqlitecpp-dev
 find_package(CLI11 REQUIRED)              # libcli11-dev
 find_package(nlohmann_json 3.10 REQUIRED) # nlohmann-json3-dev
 find_package(tl-expected REQUIRED)        # libexpected-dev
+find_package(ZLIB REQUIRED)               # zlib1g-dev: gzip-compressed IDX datasets (Fashion-MNIST)
 
 # yaml-cpp 0.7's config exports a target named "yaml-cpp" without a namespace.
 if(TARGET yaml-cpp AND NOT TARGET yaml-cpp::yaml-cpp)
