@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything expctl needs to build, test and run, from Debian 12 packages only.
+# Usage: sudo scripts/install-deps.sh [--bench]
+#   --bench  also installs python3-torch, used only by bench/ to compare against PyTorch's DDP.
+# Rocky Linux / CentOS Stream 9 users: see "Other distributions" in README.md.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  cmake ninja-build g++ pkg-config git ca-certificates
+  # libraries (each found by CMake through its own config or pkg-config)
+  libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libsqlitecpp-dev libsqlite3-dev libssl-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libexpected-dev
+  catch2
+  # LibTorch 1.13.1 (CPU) with c10d + Gloo; libgloo-dev provides the headers c10d includes
+  libtorch-dev libgloo-dev
+  # real data for the quick start: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
+  dataset-fashion-mnist
+  # iproute2: the two-node test builds network namespaces joined by a veth pair
+  iproute2
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch)
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps.sh: run as root (sudo scripts/install-deps.sh)" >&2
+  exit 2
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${packages[@]}"
