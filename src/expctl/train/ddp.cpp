@@ -1,0 +1,352 @@
+#include "expctl/train/ddp.hpp"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include "expctl/util/error.hpp"
+
+namespace expctl::train {
+namespace {
+
+using util::TrainError;
+
+struct BucketKey {
+  at::ScalarType dtype;
+  std::string device;
+  bool operator<(const BucketKey& other) const {
+    return std::tie(dtype, device) < std::tie(other.dtype, other.device);
+  }
+};
+
+std::int64_t tensor_bytes(const at::Tensor& tensor) {
+  return tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
+}
+
+}  // namespace
+
+/// One flat gradient buffer; per-parameter gradients are copied into slices of it.
+struct DistributedDataParallel::Bucket {
+  std::vector<std::size_t> params;
+  at::Tensor flat;
+  at::Tensor wire;  // what is all-reduced: `flat` itself or its float16 copy
+  std::size_t pending = 0;
+  bool launched = false;
+  PendingCollective collective;
+};
+
+/// Runs after a parameter's AccumulateGrad node, when `.grad` holds this backward's gradient.
+/// A plain FunctionPostHook subclass compiles on 1.13 and 2.x (LambdaPostHook's ctor changed).
+struct DistributedDataParallel::Hook : torch::autograd::FunctionPostHook {
+  Hook(DistributedDataParallel& ddp, std::size_t index) : m_ddp(ddp), m_index(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    m_ddp.on_gradient_ready(m_index);
+    return outputs;
+  }
+  DistributedDataParallel& m_ddp;
+  std::size_t m_index;
+};
+
+GradCompression parse_grad_compression(const std::string& text) {
+  if (text == "none") {
+    return GradCompression::none;
+  }
+  EXPCTL_CHECK(text == "fp16", TrainError, "unknown grad_compression \"{}\": use none or fp16", text);
+  return GradCompression::fp16;
+}
+
+std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module) {
+  std::vector<at::Tensor> result;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& param : module.parameters(/*recurse=*/true)) {
+    if (param.requires_grad() && seen.insert(param.unsafeGetTensorImpl()).second) {
+      result.push_back(param);
+    }
+  }
+  return result;
+}
+
+std::vector<std::vector<std::size_t>> compute_bucket_assignment(const std::vector<at::Tensor>& params,
+                                                                std::int64_t first_bucket_bytes,
+                                                                std::int64_t bucket_cap_bytes) {
+  struct Open {
+    std::vector<std::size_t> members;
+    std::int64_t bytes = 0;
+    bool first_closed = false;
+  };
+  std::map<BucketKey, Open> open;
+  std::vector<std::vector<std::size_t>> buckets;
+  for (std::size_t i = params.size(); i-- > 0;) {
+    auto& bucket = open[BucketKey{params[i].scalar_type(), params[i].device().str()}];
+    bucket.members.push_back(i);
+    bucket.bytes += tensor_bytes(params[i]);
+    if (bucket.bytes >= (bucket.first_closed ? bucket_cap_bytes : first_bucket_bytes)) {
+      buckets.push_back(std::move(bucket.members));
+      bucket = Open{{}, 0, true};
+    }
+  }
+  for (auto& [key, bucket] : open) {
+    if (!bucket.members.empty()) {
+      buckets.push_back(std::move(bucket.members));
+    }
+  }
+  // Gradients arrive roughly in reverse registration order, so a bucket whose first member was
+  // registered later is ready earlier and gets a lower index.
+  std::stable_sort(buckets.begin(), buckets.end(),
+                   [](const auto& a, const auto& b) { return a.front() > b.front(); });
+  return buckets;
+}
+
+DistributedDataParallel::DistributedDataParallel(torch::nn::Module& module, Communicator& communicator,
+                                                 DdpOptions options)
+    : m_module(module), m_comm(communicator), m_options(options), m_params(unique_parameters(module)) {
+  EXPCTL_CHECK(options.first_bucket_bytes > 0 && options.bucket_cap_bytes > 0, TrainError,
+               "bucket sizes must be positive (first {} bytes, cap {} bytes)", options.first_bucket_bytes,
+               options.bucket_cap_bytes);
+  if (m_comm.world_size() == 1) {
+    return;  // nothing to agree on and nothing to average: no hooks, no buffers, no cost
+  }
+  verify_same_model();
+  std::vector<at::Tensor> states = m_params;
+  for (const auto& buffer : m_module.buffers(/*recurse=*/true)) {
+    states.push_back(buffer);
+  }
+  broadcast_tensors(states, "broadcast of parameters and buffers from rank 0");
+  register_hooks();
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (std::size_t i = 0; i < m_accumulators.size(); ++i) {
+    m_accumulators[i]->del_post_hook(m_hook_keys[i]);
+  }
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
+    : m_ddp(ddp), m_previous(ddp.m_sync_enabled) {
+  m_ddp.m_sync_enabled = false;
+}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  m_ddp.m_sync_enabled = m_previous;
+}
+
+std::vector<std::vector<std::size_t>> DistributedDataParallel::bucket_assignment() const {
+  std::vector<std::vector<std::size_t>> result;
+  for (const auto& bucket : m_buckets) {
+    result.push_back(bucket->params);
+  }
+  return result;
+}
+
+// The cheap part of Python's verify_params_across_processes: rank 0's parameter count and
+// shapes, folded into a few numbers, must match everyone's, or the all-reduces would mix tensors.
+void DistributedDataParallel::verify_same_model() {
+  std::int64_t numel = 0;
+  std::int64_t shape_hash = 0;
+  for (const auto& param : m_params) {
+    numel += param.numel();
+    for (const auto size : param.sizes()) {
+      shape_hash = shape_hash * 1000003 + size;  // wraps; only equality matters
+    }
+  }
+  auto mine = at::tensor({static_cast<std::int64_t>(m_params.size()), numel, shape_hash}, at::kLong);
+  auto theirs = mine.clone().to(m_comm.device());
+  m_comm.broadcast(theirs, 0, "broadcast of rank 0's model shape");
+  theirs = theirs.cpu();
+  EXPCTL_CHECK(at::equal(mine, theirs), TrainError,
+               "rank {} built a different model than rank 0 ({} parameters with {} elements vs {} with {}): "
+               "every rank must use the same spec",
+               m_comm.rank(), m_params.size(), numel, theirs[0].item<std::int64_t>(), theirs[1].item<std::int64_t>());
+}
+
+// Python's _broadcast_coalesced: one flat broadcast per dtype instead of one per tensor.
+void DistributedDataParallel::broadcast_tensors(std::vector<at::Tensor> tensors, const char* what) {
+  at::NoGradGuard no_grad;
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (auto& tensor : tensors) {
+    by_dtype[tensor.scalar_type()].push_back(tensor);
+  }
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> flat_views;
+    for (const auto& tensor : group) {
+      flat_views.push_back(tensor.reshape({-1}));
+    }
+    auto flat = at::cat(flat_views).to(m_comm.device());
+    m_comm.broadcast(flat, 0, what);
+    std::int64_t offset = 0;
+    for (auto& tensor : group) {
+      tensor.copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+      offset += tensor.numel();
+    }
+  }
+}
+
+void DistributedDataParallel::broadcast_buffers() {
+  if (m_comm.world_size() == 1) {
+    return;
+  }
+  auto buffers = m_module.buffers(/*recurse=*/true);
+  if (!buffers.empty()) {
+    broadcast_tensors(buffers, "broadcast of buffers from rank 0");
+  }
+}
+
+void DistributedDataParallel::register_hooks() {
+  const auto assignment =
+      compute_bucket_assignment(m_params, m_options.first_bucket_bytes, m_options.bucket_cap_bytes);
+  m_bucket_of.assign(m_params.size(), 0);
+  m_offset_of.assign(m_params.size(), 0);
+  m_ready.assign(m_params.size(), false);
+  for (std::size_t b = 0; b < assignment.size(); ++b) {
+    auto bucket = std::make_unique<Bucket>();
+    bucket->params = assignment[b];
+    std::int64_t elements = 0;
+    for (const auto index : bucket->params) {
+      m_bucket_of[index] = b;
+      m_offset_of[index] = static_cast<std::size_t>(elements);
+      elements += m_params[index].numel();
+    }
+    bucket->flat = at::zeros({elements}, m_params[bucket->params.front()].options().requires_grad(false));
+    m_buckets.push_back(std::move(bucket));
+  }
+  for (std::size_t i = 0; i < m_params.size(); ++i) {
+    // The autograd metadata holds the accumulator only weakly: without our shared_ptr it would be
+    // recreated at the next forward and the hook lost.
+    auto accumulator = torch::autograd::impl::grad_accumulator(m_params[i]);
+    EXPCTL_ASSERT(accumulator != nullptr, "parameter {} has no gradient accumulator", i);
+    m_hook_keys.push_back(accumulator->add_post_hook(std::make_unique<Hook>(*this, i)));
+    m_accumulators.push_back(std::move(accumulator));
+  }
+  reset_iteration();
+}
+
+void DistributedDataParallel::reset_iteration() {
+  std::fill(m_ready.begin(), m_ready.end(), false);
+  for (auto& bucket : m_buckets) {
+    bucket->pending = bucket->params.size();
+    bucket->launched = false;
+    bucket->collective = PendingCollective{};
+  }
+  m_next_bucket = 0;
+  m_in_backward = false;
+  m_armed = false;
+}
+
+void DistributedDataParallel::on_gradient_ready(std::size_t param_index) {
+  std::lock_guard lock(m_mutex);
+  if (!m_in_backward) {
+    // First hook of this backward: decide once whether it synchronises, and run the reduction
+    // after the engine finished the whole graph (Python's finalize_backward).
+    m_in_backward = true;
+    m_armed = m_sync_enabled;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { end_of_backward(); });
+  }
+  if (!m_armed || m_error) {
+    return;  // no_sync: the gradient stays accumulated in .grad
+  }
+  EXPCTL_ASSERT(!m_ready[param_index], "gradient of parameter {} became ready twice in one backward", param_index);
+  m_ready[param_index] = true;
+  auto& bucket = *m_buckets[m_bucket_of[param_index]];
+  const auto& param = m_params[param_index];
+  auto view = bucket.flat.narrow(0, static_cast<std::int64_t>(m_offset_of[param_index]), param.numel())
+                  .view(param.sizes());
+  view.copy_(param.grad());
+  if (m_options.compression == GradCompression::none) {
+    // Average = pre-divide, then SUM (Gloo has no AVG); the same order as PyTorch's reducer.
+    view.mul_(1.0 / m_comm.world_size());
+  }
+  if (--bucket.pending == 0) {
+    launch_ready_buckets();
+  }
+}
+
+void DistributedDataParallel::launch_ready_buckets() {
+  // Strict index order on every rank: collectives must be issued in the same sequence everywhere.
+  while (m_next_bucket < m_buckets.size() && m_buckets[m_next_bucket]->pending == 0) {
+    launch(m_next_bucket++);
+  }
+}
+
+void DistributedDataParallel::launch(std::size_t bucket_index) {
+  auto& bucket = *m_buckets[bucket_index];
+  if (m_options.compression == GradCompression::fp16) {
+    // PyTorch's fp16_compress_hook: cast, then divide in half precision.
+    bucket.wire = bucket.flat.to(at::kHalf).div_(m_comm.world_size());
+  } else {
+    bucket.wire = bucket.flat;
+  }
+  bucket.collective = m_comm.allreduce_async(bucket.wire, fmt::format("allreduce of bucket {}", bucket_index));
+  bucket.launched = true;
+  ++m_launched_total;
+}
+
+void DistributedDataParallel::end_of_backward() {
+  std::lock_guard lock(m_mutex);
+  try {
+    if (m_armed && !m_error) {
+      reduce_and_copy_back();
+    }
+  } catch (...) {
+    // Thrown out of the engine's callback it would lose its type; finish() rethrows it.
+    m_error = std::current_exception();
+  }
+  reset_iteration();
+}
+
+void DistributedDataParallel::reduce_and_copy_back() {
+  // Parameters that got no gradient in this backward are reduced as zeros so that every rank
+  // still launches every bucket (the alternative is a hang).
+  for (std::size_t i = 0; i < m_params.size(); ++i) {
+    if (!m_ready[i]) {
+      auto& bucket = *m_buckets[m_bucket_of[i]];
+      bucket.flat.narrow(0, static_cast<std::int64_t>(m_offset_of[i]), m_params[i].numel()).zero_();
+      m_ready[i] = true;
+      bucket.pending -= 1;
+    }
+  }
+  launch_ready_buckets();
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& bucket : m_buckets) {
+    m_comm.wait(bucket->collective);
+  }
+  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  at::NoGradGuard no_grad;
+  for (auto& bucket : m_buckets) {
+    if (m_options.compression == GradCompression::fp16) {
+      bucket->flat.copy_(bucket->wire);
+    }
+    for (const auto index : bucket->params) {
+      auto& param = m_params[index];
+      auto view = bucket->flat.narrow(0, static_cast<std::int64_t>(m_offset_of[index]), param.numel())
+                      .view(param.sizes());
+      if (param.grad().defined()) {
+        param.mutable_grad().copy_(view);
+      } else {
+        param.mutable_grad() = view.clone();
+      }
+    }
+  }
+}
+
+void DistributedDataParallel::finish() {
+  std::lock_guard lock(m_mutex);
+  if (m_error) {
+    auto error = m_error;
+    m_error = nullptr;
+    try {
+      std::rethrow_exception(error);
+    } catch (const util::Failure&) {
+      throw;
+    } catch (const std::exception& failure) {
+      throw TrainError(fmt::format("gradient all-reduce failed: {}", failure.what()));
+    }
+  }
+}
+
+}  // namespace expctl::train

@@ -1,0 +1,147 @@
+#pragma once
+/// Distributed data parallelism for a C++ `torch::nn::Module`, the way PyTorch's DDP reducer does
+/// it: parameters and buffers are broadcast from rank 0 at construction; gradients are grouped
+/// into flat, dtype-homogeneous buckets in reverse registration order (a ~1 MiB first bucket, then
+/// `bucket_cap`), and a hook on each parameter's gradient accumulator launches a bucket's
+/// asynchronous all-reduce the moment its last gradient is ready, strictly in bucket order so all
+/// ranks issue the same collectives. At the end of backward every bucket is waited on and the
+/// averaged gradients are copied back into `.grad`.
+///
+/// Use per optimizer step:
+///   { auto guard = ddp.no_sync(); loss_k.backward(); }   // micro-steps 1..k-1: no communication
+///   loss.backward();                                      // boundary: all-reduce overlaps backward
+///   ddp.finish();                                         // rethrows a communication error
+///   optimizer.step();
+///
+/// Differences from Python DDP: `no_sync` must cover the backward (Python: the forward);
+/// parameters without a gradient in a synchronised backward are reduced as zeros (their `.grad`
+/// becomes defined); buckets are fixed at construction (no ready-order rebuild after step 1).
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "expctl/train/process_group.hpp"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace expctl::train {
+
+/// PyTorch's `kDefaultFirstBucketBytes`: a small first bucket so communication starts early in
+/// backward instead of after 25 MiB of gradients.
+inline constexpr std::int64_t k_default_first_bucket_bytes = 1024 * 1024;
+/// PyTorch's default `bucket_cap_mb = 25` (MiB): large enough to amortise per-collective latency.
+inline constexpr std::int64_t k_default_bucket_cap_bytes = 25 * 1024 * 1024;
+
+/// How buckets travel: as they are, or cast to float16 (the spec's `grad_compression: fp16`).
+enum class GradCompression { none, fp16 };
+
+/// Parses "none" or "fp16"; throws TrainError otherwise.
+GradCompression parse_grad_compression(const std::string& text);
+
+/// Knobs of the reducer (the spec's `distributed.*`).
+struct DdpOptions {
+  std::int64_t first_bucket_bytes = k_default_first_bucket_bytes;
+  std::int64_t bucket_cap_bytes = k_default_bucket_cap_bytes;
+  GradCompression compression = GradCompression::none;
+};
+
+/// Parameters of `module` that require grad, in registration order (Python's order), each tensor
+/// once: tied parameters (one TensorImpl registered twice) are listed at their first position.
+std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module);
+
+/// Bucket assignment: `params` in registration order are walked in reverse; each (dtype, device)
+/// has an open bucket that closes when it reaches its limit (the first closing bucket of a kind
+/// uses `first_bucket_bytes`, later ones `bucket_cap_bytes`). Buckets are ordered by when their
+/// first gradient is expected (bucket 0 holds the last-registered parameters). Each bucket lists
+/// parameter indices in the order their gradients are expected.
+std::vector<std::vector<std::size_t>> compute_bucket_assignment(const std::vector<at::Tensor>& params,
+                                                                std::int64_t first_bucket_bytes,
+                                                                std::int64_t bucket_cap_bytes);
+
+/// The reducer. Holds references to `module` and `communicator`, which must outlive it.
+class DistributedDataParallel {
+ public:
+  /// Checks that every rank has the same parameter shapes, broadcasts parameters and buffers from
+  /// rank 0 and registers the gradient hooks (none in a world of size 1, where nothing is sent).
+  DistributedDataParallel(torch::nn::Module& module, Communicator& communicator, DdpOptions options = {});
+  /// Removes the hooks from the gradient accumulators.
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  /// While alive, backward passes only accumulate local gradients (no communication).
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& m_ddp;
+    bool m_previous;
+  };
+  /// Gradient-accumulation scope (Python's `ddp.no_sync()`).
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  /// Whether the next backward will all-reduce.
+  bool sync_enabled() const { return m_sync_enabled; }
+
+  /// Call after each synchronised backward, before the optimizer step: rethrows a communication
+  /// error (TrainError naming the bucket) captured at the end of backward.
+  void finish();
+
+  /// Broadcasts the module's buffers from rank 0 (Python does this before every synced forward).
+  void broadcast_buffers();
+
+  /// Parameters under synchronisation (see `unique_parameters`).
+  const std::vector<at::Tensor>& parameters() const { return m_params; }
+  /// Bucket assignment (see `compute_bucket_assignment`).
+  std::vector<std::vector<std::size_t>> bucket_assignment() const;
+  /// Bucket all-reduces launched since construction.
+  std::int64_t allreduces_launched() const { return m_launched_total; }
+  /// Seconds spent blocked on gradient all-reduces since construction.
+  double comm_wait_seconds() const { return m_wait_seconds; }
+
+ private:
+  struct Bucket;
+  struct Hook;
+  friend struct Hook;
+
+  void verify_same_model();
+  void broadcast_tensors(std::vector<at::Tensor> tensors, const char* what);
+  void register_hooks();
+  void on_gradient_ready(std::size_t param_index);
+  void launch_ready_buckets();
+  void launch(std::size_t bucket_index);
+  void end_of_backward();
+  void reduce_and_copy_back();
+  void reset_iteration();
+
+  torch::nn::Module& m_module;
+  Communicator& m_comm;
+  DdpOptions m_options;
+  std::vector<at::Tensor> m_params;
+  std::vector<std::unique_ptr<Bucket>> m_buckets;
+  std::vector<std::size_t> m_bucket_of;        // parameter index -> bucket index
+  std::vector<std::size_t> m_offset_of;        // parameter index -> element offset in its bucket
+  std::vector<bool> m_ready;                   // parameter index -> gradient copied this iteration
+  std::vector<std::shared_ptr<torch::autograd::Node>> m_accumulators;  // keeps hooks alive
+  std::vector<std::uintptr_t> m_hook_keys;
+  std::mutex m_mutex;
+  bool m_sync_enabled = true;
+  bool m_in_backward = false;
+  bool m_armed = false;
+  std::size_t m_next_bucket = 0;
+  std::exception_ptr m_error;
+  std::int64_t m_launched_total = 0;
+  double m_wait_seconds = 0.0;
+};
+
+}  // namespace expctl::train

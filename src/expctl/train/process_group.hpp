@@ -1,0 +1,113 @@
+#pragma once
+/// Rendezvous and collectives for one rank: a c10d TCPStore (rank 0 serves it) wrapped in a
+/// PrefixStore, and ProcessGroupGloo (CPU) or ProcessGroupNCCL (CUDA builds). `Communicator` is the
+/// only way the rest of expctl talks to c10d: every collective carries a name, so a hang ends with
+/// "allreduce of bucket 3 timed out after 30 s" instead of Gloo's anonymous "Operation timed out!".
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "expctl/train/compat.hpp"
+
+namespace expctl::train {
+
+/// Which collective library to use; `auto_select` picks NCCL when it is compiled in and CUDA is
+/// available, Gloo otherwise (the spec's `distributed.backend: auto`).
+enum class BackendRequest { auto_select, gloo, nccl };
+
+/// The collective library a Communicator actually runs on.
+enum class Backend { gloo, nccl };
+
+/// Name of a backend as written in specs and summaries ("gloo", "nccl").
+const char* backend_name(Backend backend);
+
+/// Parses "auto", "gloo" or "nccl"; throws TrainError naming the accepted values otherwise.
+BackendRequest parse_backend_request(const std::string& text);
+
+/// Resolves `auto_select`; throws TrainError when NCCL is requested but not available.
+Backend resolve_backend(BackendRequest request);
+
+/// Where and how to rendezvous (torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE contract).
+struct ProcessGroupOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  std::uint16_t master_port = 29500;
+  BackendRequest backend = BackendRequest::auto_select;
+  /// Applies to rendezvous and to every collective (the spec's `timeout_s`).
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  /// Gloo worker threads per device (Python uses 2 per device).
+  int gloo_threads = 2;
+  /// Store key prefix, so several groups can share one store.
+  std::string group_name = "expctl";
+  /// CUDA device index for NCCL (LOCAL_RANK); ignored by Gloo.
+  int local_rank = 0;
+};
+
+/// A collective in flight: wait on it with `Communicator::wait`.
+struct PendingCollective {
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string what;
+};
+
+/// The local IPv4/IPv6 address this host uses to reach `host` (a connected UDP socket's own
+/// address; nothing is sent). "127.0.0.1" for loopback. Throws TrainError if `host` is unknown.
+std::string local_address_towards(const std::string& host);
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (for tests and single-node launches).
+std::uint16_t pick_free_port();
+
+/// One rank's membership in the process group. Construction blocks until all ranks joined.
+class Communicator {
+ public:
+  /// Joins the group; throws TrainError naming MASTER_ADDR:MASTER_PORT if rendezvous fails.
+  explicit Communicator(const ProcessGroupOptions& options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return m_rank; }
+  int world_size() const { return m_world_size; }
+  Backend backend() const { return m_backend; }
+  /// Device the collectives' tensors must live on (CPU for Gloo, cuda:local_rank for NCCL).
+  c10::Device device() const { return m_device; }
+  std::chrono::milliseconds timeout() const { return m_timeout; }
+
+  /// Starts an in-place SUM all-reduce of `tensor` (Gloo has no AVG: pre-scale instead).
+  PendingCollective allreduce_async(at::Tensor& tensor, std::string what);
+  /// Starts an in-place broadcast of `tensor` from `root`.
+  PendingCollective broadcast_async(at::Tensor& tensor, int root, std::string what);
+  /// Blocks until `pending` completes; throws TrainError "<what> timed out after N s" or
+  /// "<what> failed: <reason>". Time spent here is added to `wait_seconds()`.
+  void wait(PendingCollective& pending);
+
+  /// Synchronous SUM all-reduce.
+  void allreduce(at::Tensor& tensor, std::string what);
+  /// Synchronous broadcast from `root`.
+  void broadcast(at::Tensor& tensor, int root, std::string what);
+  /// Blocks until every rank reached the barrier.
+  void barrier(std::string what);
+
+  /// Number of collectives started so far (all kinds).
+  std::int64_t collectives_issued() const { return m_issued; }
+  /// Seconds spent blocked in `wait` so far (for comm_wait_fraction).
+  double wait_seconds() const { return m_wait_seconds; }
+
+ private:
+  int m_rank;
+  int m_world_size;
+  Backend m_backend;
+  c10::Device m_device;
+  std::chrono::milliseconds m_timeout;
+  c10::intrusive_ptr<c10d::Store> m_store;
+  c10::intrusive_ptr<compat::CollectiveBackend> m_group;
+  std::int64_t m_issued = 0;
+  double m_wait_seconds = 0.0;
+};
+
+}  // namespace expctl::train
