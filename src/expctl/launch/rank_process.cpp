@@ -1,0 +1,334 @@
+#include "expctl/launch/rank_process.hpp"
+
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "expctl/launch/control_channel.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::launch::detail {
+
+namespace {
+
+// Output lines longer than this are split: a rank printing a megabyte without a newline must not
+// grow the supervisor without bound. Control lines longer than this are dropped instead, since a
+// cut record is worse than a missing one.
+constexpr size_t k_max_line_bytes = 1 << 20;
+constexpr size_t k_read_chunk_bytes = 1 << 16;
+// Descriptors are moved above this before being placed at 0..3, so none of them is clobbered.
+constexpr int k_high_fd = 10;
+constexpr int k_exec_failed_exit = 127;
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+struct ChildFds {
+  int stdin_fd;
+  int stdout_fd;
+  int stderr_fd;
+  int control_fd;
+  int exec_status_fd;  // close-on-exec: EOF in the parent means exec succeeded
+};
+
+void report_exec_error(int fd) {
+  const int error = errno;
+  [[maybe_unused]] const ssize_t ignored = ::write(fd, &error, sizeof(error));
+  ::_exit(k_exec_failed_exit);
+}
+
+// After fork only async-signal-safe calls: everything was prepared by the parent.
+[[noreturn]] void run_child(ChildFds fds, char* const* argv, char* const* envp, pid_t parent) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) {
+    ::_exit(k_exec_failed_exit);  // the parent died before PR_SET_PDEATHSIG took hold
+  }
+  // Ignored signals and the signal mask survive exec; a rank must start with the defaults.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
+    ::sigaction(signal, &default_action, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  std::array<int, 5> moved = {fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, fds.control_fd, fds.exec_status_fd};
+  for (int& fd : moved) {
+    fd = ::fcntl(fd, F_DUPFD_CLOEXEC, k_high_fd);
+  }
+  const int status_fd = moved[4];
+  for (int target = 0; target <= k_control_fd; ++target) {
+    if (moved[static_cast<size_t>(target)] < 0 || ::dup2(moved[static_cast<size_t>(target)], target) < 0) {
+      report_exec_error(status_fd);
+    }
+  }
+  ::close_range(k_control_fd + 1, ~0U, CLOSE_RANGE_CLOEXEC);  // foreign inherited fds stay out of the rank
+  ::execvpe(argv[0], argv, envp);
+  report_exec_error(status_fd);
+  ::_exit(k_exec_failed_exit);
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) {
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+struct PipePair {
+  int read = -1;
+  int write = -1;
+  PipePair() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      throw util::LaunchError(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
+    }
+    read = fds[0];
+    write = fds[1];
+  }
+  ~PipePair() {
+    close_fd(read);
+    close_fd(write);
+  }
+  int release_read() { return std::exchange(read, -1); }
+};
+
+}  // namespace
+
+RankProcess::RankProcess(RankSpec spec, RankSinks sinks, const std::filesystem::path& log_dir)
+    : m_spec(std::move(spec)), m_sinks(sinks) {
+  m_exit.rank = m_spec.rank;
+  if (log_dir.empty()) {
+    return;
+  }
+  const auto path = log_dir / fmt::format("rank-{}.log", m_spec.rank);
+  m_log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (m_log_fd < 0) {
+    throw util::LaunchError(fmt::format("cannot create the log file {}: {}", path.string(), std::strerror(errno)));
+  }
+}
+
+RankProcess::~RankProcess() {
+  kill_and_reap();
+  close_fd(m_log_fd);
+}
+
+void RankProcess::spawn(const std::vector<std::string>& environment) {
+  if (m_spec.argv.empty()) {
+    throw util::LaunchError(fmt::format("cannot start rank {}: empty command line", m_spec.rank));
+  }
+  PipePair out, err, control, exec_status;
+  const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (dev_null < 0) {
+    throw util::LaunchError(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
+  }
+  std::vector<std::string> args = m_spec.argv;
+  std::vector<std::string> env = environment;
+  const std::vector<char*> c_args = c_strings(args);
+  const std::vector<char*> c_env = c_strings(env);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    run_child({dev_null, out.write, err.write, control.write, exec_status.write}, c_args.data(), c_env.data(), parent);
+  }
+  ::close(dev_null);
+  if (pid < 0) {
+    throw util::LaunchError(fmt::format("cannot start rank {}: fork failed: {}", m_spec.rank, std::strerror(errno)));
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before the first kill(-pid)
+  m_exit.pid = pid;
+  m_running = true;
+  m_last_alive = Clock::now();
+  close_fd(exec_status.write);
+  close_fd(out.write);
+  close_fd(err.write);
+  close_fd(control.write);
+  int exec_errno = 0;
+  ssize_t n = 0;
+  while ((n = ::read(exec_status.read, &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR) {
+  }
+  if (n > 0) {
+    kill_and_reap();
+    throw util::LaunchError(fmt::format("cannot start rank {}: \"{}\": {}", m_spec.rank, m_spec.argv[0],
+                                        std::strerror(exec_errno)));
+  }
+  m_out.fd = out.release_read();
+  m_err.fd = err.release_read();
+  m_control.fd = control.release_read();
+  for (const int fd : {m_out.fd, m_err.fd, m_control.fd}) {
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+}
+
+RankProcess::Stream& RankProcess::stream(Channel channel) {
+  switch (channel) {
+    case Channel::out:
+      return m_out;
+    case Channel::err:
+      return m_err;
+    case Channel::control:
+      break;
+  }
+  return m_control;
+}
+
+void RankProcess::add_poll_fds(std::vector<pollfd>& fds, std::vector<Channel>& channels) const {
+  const std::array<std::pair<const Stream*, Channel>, 3> streams = {
+      {{&m_out, Channel::out}, {&m_err, Channel::err}, {&m_control, Channel::control}}};
+  for (const auto& [s, channel] : streams) {
+    if (s->fd >= 0) {
+      fds.push_back({s->fd, POLLIN, 0});
+      channels.push_back(channel);
+    }
+  }
+}
+
+void RankProcess::on_readable(Channel channel) {
+  if (read_some(channel) == ReadResult::end) {
+    close_stream(channel);
+  }
+}
+
+RankProcess::ReadResult RankProcess::read_some(Channel channel) {
+  Stream& s = stream(channel);
+  std::array<char, k_read_chunk_bytes> buffer{};
+  const ssize_t n = ::read(s.fd, buffer.data(), buffer.size());
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+    return ReadResult::would_block;
+  }
+  if (n <= 0) {
+    return ReadResult::end;  // end of file, or an error that ends the stream the same way
+  }
+  s.partial.append(buffer.data(), static_cast<size_t>(n));
+  size_t start = 0;
+  for (size_t newline = s.partial.find('\n'); newline != std::string::npos;
+       newline = s.partial.find('\n', start)) {
+    on_line(channel, std::string_view(s.partial).substr(start, newline - start));
+    start = newline + 1;
+  }
+  s.partial.erase(0, start);
+  if (s.partial.size() > k_max_line_bytes) {
+    on_line(channel, s.partial);
+    s.partial.clear();
+  }
+  return ReadResult::data;
+}
+
+void RankProcess::close_stream(Channel channel) {
+  Stream& s = stream(channel);
+  if (!s.partial.empty()) {
+    on_line(channel, s.partial);  // a last line without its newline still counts
+    s.partial.clear();
+  }
+  close_fd(s.fd);
+}
+
+void RankProcess::drain_and_close() {
+  for (const Channel channel : {Channel::out, Channel::err, Channel::control}) {
+    Stream& s = stream(channel);
+    // Would-block after the rank ended: only a grandchild still holds the pipe, and what it
+    // writes later is not the rank's.
+    while (s.fd >= 0 && read_some(channel) == ReadResult::data) {
+    }
+    close_stream(channel);
+  }
+}
+
+void RankProcess::on_line(Channel channel, std::string_view line) {
+  if (channel != Channel::control) {
+    on_output_line(channel, line);
+    return;
+  }
+  m_last_alive = Clock::now();
+  if (line.size() > k_max_line_bytes) {
+    on_output_line(Channel::err, fmt::format("expctl: dropped a control line of {} bytes", line.size()));
+    return;
+  }
+  const ControlMessage message = parse_control_line(line);
+  if (message.kind == ControlKind::record && m_sinks.on_record != nullptr && *m_sinks.on_record) {
+    (*m_sinks.on_record)(m_spec.rank, message.payload);
+  }
+}
+
+void RankProcess::on_output_line(Channel channel, std::string_view line) {
+  if (m_log_fd >= 0) {
+    std::string text(line);
+    text += '\n';
+    [[maybe_unused]] const ssize_t ignored = ::write(m_log_fd, text.data(), text.size());
+  }
+  m_tail.emplace_back(line);
+  while (m_tail.size() > m_sinks.tail_lines) {
+    m_tail.pop_front();
+  }
+  if ((channel == Channel::err || m_spec.rank == 0) && m_sinks.console != nullptr && *m_sinks.console) {
+    (*m_sinks.console)(fmt::format("[rank {}] {}", m_spec.rank, line));
+  }
+}
+
+void RankProcess::record_status(int status) {
+  m_running = false;
+  if (WIFEXITED(status)) {
+    m_exit.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    m_exit.signal = WTERMSIG(status);
+  }
+  drain_and_close();
+}
+
+bool RankProcess::try_reap() {
+  if (!m_running) {
+    return false;
+  }
+  int status = 0;
+  if (::waitpid(m_exit.pid, &status, WNOHANG) != m_exit.pid) {
+    return false;
+  }
+  record_status(status);
+  return true;
+}
+
+void RankProcess::signal_group(int signal) {
+  if (m_running) {
+    m_exit.stopped_by_supervisor = true;
+    ::kill(-m_exit.pid, signal);
+  }
+}
+
+void RankProcess::kill_and_reap() {
+  if (m_exit.pid <= 0) {
+    return;
+  }
+  ::kill(-m_exit.pid, SIGKILL);  // also any grandchild left in the group
+  if (m_running) {
+    m_exit.stopped_by_supervisor = true;
+    int status = 0;
+    pid_t reaped = 0;
+    while ((reaped = ::waitpid(m_exit.pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (reaped == m_exit.pid) {
+      record_status(status);
+    } else {
+      m_running = false;
+    }
+  }
+  for (const Channel channel : {Channel::out, Channel::err, Channel::control}) {
+    close_stream(channel);
+  }
+}
+
+}  // namespace expctl::launch::detail

@@ -1,0 +1,87 @@
+#pragma once
+/// Internal to the supervisor: one rank's child process, its three pipes (stdout, stderr,
+/// control channel), its log file and the tail of its output. No policy lives here.
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include "expctl/launch/supervisor.hpp"
+
+namespace expctl::launch::detail {
+
+using Clock = std::chrono::steady_clock;
+
+/// What the supervisor hands each rank: where its output goes.
+struct RankSinks {
+  const ConsoleSink* console = nullptr;
+  const RecordSink* on_record = nullptr;
+  size_t tail_lines = 50;
+};
+
+class RankProcess {
+ public:
+  enum class Channel { out, err, control };
+
+  /// Opens the log file; the process starts with spawn().
+  RankProcess(RankSpec spec, RankSinks sinks, const std::filesystem::path& log_dir);
+  /// SIGKILLs the process group and reaps the process if it is still running.
+  ~RankProcess();
+  RankProcess(const RankProcess&) = delete;
+  RankProcess& operator=(const RankProcess&) = delete;
+
+  /// Forks and execs the rank with `environment` ("NAME=value"). Throws util::LaunchError when
+  /// the program cannot be executed.
+  void spawn(const std::vector<std::string>& environment);
+
+  int rank() const { return m_spec.rank; }
+  pid_t pid() const { return m_exit.pid; }
+  bool running() const { return m_running; }
+  const RankExit& exit() const { return m_exit; }
+  Clock::time_point last_alive() const { return m_last_alive; }
+  std::vector<std::string> last_lines() const { return {m_tail.begin(), m_tail.end()}; }
+
+  /// Appends the open pipes to `fds` and the matching channel to `channels`.
+  void add_poll_fds(std::vector<pollfd>& fds, std::vector<Channel>& channels) const;
+  /// Reads what is available on `channel` (after poll said so).
+  void on_readable(Channel channel);
+  /// Reaps the process if it has ended (then drains and closes its pipes); true when it just did.
+  bool try_reap();
+  /// Sends `signal` to the rank's process group (no-op once reaped).
+  void signal_group(int signal);
+  /// SIGKILL to the whole group (also grandchildren left after the rank ended), blocking reap.
+  void kill_and_reap();
+
+ private:
+  struct Stream {
+    int fd = -1;
+    std::string partial;
+  };
+  enum class ReadResult { data, would_block, end };
+  Stream& stream(Channel channel);
+  /// One read of up to 64 KiB, split into lines.
+  ReadResult read_some(Channel channel);
+  void drain_and_close();
+  void close_stream(Channel channel);
+  void on_line(Channel channel, std::string_view line);
+  void on_output_line(Channel channel, std::string_view line);
+  void record_status(int status);
+
+  RankSpec m_spec;
+  RankSinks m_sinks;
+  int m_log_fd = -1;
+  Stream m_out;
+  Stream m_err;
+  Stream m_control;
+  bool m_running = false;
+  RankExit m_exit;
+  Clock::time_point m_last_alive = Clock::now();
+  std::deque<std::string> m_tail;
+};
+
+}  // namespace expctl::launch::detail

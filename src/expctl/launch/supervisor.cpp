@@ -1,0 +1,249 @@
+#include "expctl/launch/supervisor.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+
+#include <poll.h>
+
+#include <fmt/format.h>
+
+#include "expctl/launch/control_channel.hpp"
+#include "expctl/launch/rank_process.hpp"
+#include "expctl/launch/signal_pipe.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::launch {
+
+namespace {
+
+using detail::Clock;
+using detail::RankProcess;
+using std::chrono::milliseconds;
+
+// Upper bound on one poll(): ranks are reaped on this tick even when a grandchild keeps their
+// pipes open (so no end-of-file wakes us), and it bounds how late a timer fires.
+constexpr milliseconds k_poll_tick{50};
+
+std::string format_duration(milliseconds duration) {
+  if (duration.count() % 1000 == 0) {
+    return fmt::format("{} s", duration.count() / 1000);
+  }
+  return fmt::format("{:.1f} s", static_cast<double>(duration.count()) / 1000.0);
+}
+
+void write_to_stderr(std::string_view line) {
+  std::string text(line);
+  text += '\n';
+  std::fwrite(text.data(), 1, text.size(), stderr);
+}
+
+}  // namespace
+
+std::vector<RankSpec> rank_specs(const LaunchPlan& plan, const std::vector<std::string>& argv) {
+  std::vector<RankSpec> specs;
+  for (const PlannedRank& planned : plan.ranks) {
+    specs.push_back({planned.rank, argv, planned.env});
+  }
+  return specs;
+}
+
+struct Supervisor::State {
+  SupervisorOptions options;
+  std::vector<std::unique_ptr<RankProcess>> ranks;
+  Clock::time_point started = Clock::now();
+  std::optional<RunStatus> verdict;  // set by the first failure or interrupt; never changed after
+  std::optional<RootCause> root_cause;
+  std::optional<int> interrupt_signal;
+  std::optional<Clock::time_point> kill_at;  // when stopping ranks escalates to SIGKILL
+  bool killed = false;
+  // Installed by start(), before the first rank exists, so an early Ctrl-C is not lost (nor
+  // kills the supervisor with the default action); removed when wait() returns.
+  std::optional<detail::InterruptSignals> signals;
+
+  bool any_running() const {
+    return std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r->running(); });
+  }
+
+  void signal_all(int signal) {
+    for (auto& rank : ranks) rank->signal_group(signal);
+  }
+
+  void stop(milliseconds grace) {
+    signal_all(SIGTERM);
+    kill_at = Clock::now() + grace;
+  }
+
+  void escalate() {
+    signal_all(SIGKILL);
+    killed = true;
+  }
+
+  void fail(const RankProcess* rank, std::string description) {
+    if (verdict) {
+      return;  // a consequence of the first failure, not a cause
+    }
+    verdict = RunStatus::failed;
+    root_cause = RootCause{rank ? std::optional<int>(rank->rank()) : std::nullopt, std::move(description),
+                           rank ? rank->last_lines() : std::vector<std::string>{}};
+    stop(options.grace_period);
+  }
+
+  void interrupt(int signal) {
+    if (verdict) {
+      escalate();  // a second interrupt (or one during a failure's grace period): no more waiting
+      return;
+    }
+    verdict = RunStatus::interrupted;
+    interrupt_signal = signal;
+    stop(options.interrupt_grace);
+  }
+
+  void on_rank_ended(const RankProcess& rank) {
+    const RankExit& exit = rank.exit();
+    if (verdict || (exit.signal == 0 && exit.exit_code == 0)) {
+      return;
+    }
+    const std::string description = fmt::format("rank {} {}", rank.rank(), describe(exit));
+    if (exit.signal == 0 && exit.exit_code == k_interrupted_exit_code) {
+      // The rank was asked to stop by someone else (a scheduler's SIGTERM, say) and checkpointed:
+      // stop the others the same way, so the run can be resumed.
+      verdict = RunStatus::interrupted;
+      root_cause = RootCause{rank.rank(), description, rank.last_lines()};
+      stop(options.interrupt_grace);
+      return;
+    }
+    fail(&rank, description);
+  }
+
+  void check_timers(Clock::time_point now) {
+    if (kill_at && now >= *kill_at && !killed) {
+      escalate();
+    }
+    if (options.run_timeout.count() > 0 && now - started >= options.run_timeout) {
+      fail(nullptr, fmt::format("the run timed out after {}", format_duration(options.run_timeout)));
+    }
+    if (verdict || options.heartbeat_timeout.count() <= 0) {
+      return;
+    }
+    for (const auto& rank : ranks) {
+      if (rank->running() && now - rank->last_alive() >= options.heartbeat_timeout) {
+        fail(rank.get(), fmt::format("rank {} stopped answering (no heartbeat for {})", rank->rank(),
+                                     format_duration(options.heartbeat_timeout)));
+        return;
+      }
+    }
+  }
+
+  milliseconds poll_timeout(Clock::time_point now) const {
+    auto timeout = k_poll_tick;
+    if (kill_at && !killed) {
+      timeout = std::min(timeout, std::chrono::duration_cast<milliseconds>(*kill_at - now));
+    }
+    return std::max(timeout, milliseconds(0));
+  }
+
+  void reap() {
+    for (auto& rank : ranks) {
+      if (rank->try_reap()) on_rank_ended(*rank);
+    }
+  }
+
+  void poll_once() {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<RankProcess*, RankProcess::Channel>> sources;
+    if (signals) fds.push_back({signals->fd(), POLLIN, 0});
+    for (auto& rank : ranks) {
+      std::vector<RankProcess::Channel> channels;
+      rank->add_poll_fds(fds, channels);
+      for (const auto channel : channels) sources.emplace_back(rank.get(), channel);
+    }
+    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(poll_timeout(Clock::now()).count()));
+    if (ready <= 0) {
+      return;  // timeout, or EINTR from a signal whose byte the next round reads
+    }
+    const size_t first_rank_fd = signals ? 1 : 0;
+    if (signals && fds[0].revents != 0) {
+      for (const int signal : signals->take()) interrupt(signal);
+    }
+    for (size_t i = first_rank_fd; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) {
+        auto [rank, channel] = sources[i - first_rank_fd];
+        rank->on_readable(channel);
+      }
+    }
+  }
+};
+
+Supervisor::Supervisor(SupervisorOptions options) : m_state(std::make_unique<State>()) {
+  m_state->options = std::move(options);
+  if (!m_state->options.console) {
+    m_state->options.console = write_to_stderr;
+  }
+}
+
+Supervisor::~Supervisor() = default;  // each RankProcess kills and reaps its own process
+
+void Supervisor::start(const std::vector<RankSpec>& ranks) {
+  EXPCTL_ASSERT(m_state->ranks.empty(), "Supervisor::start called twice");
+  State& state = *m_state;
+  if (!state.options.log_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(state.options.log_dir, error);
+    if (error) {
+      throw util::LaunchError(
+          fmt::format("cannot create the log folder {}: {}", state.options.log_dir.string(), error.message()));
+    }
+  }
+  const EnvMap base = state.options.environment ? *state.options.environment : current_environment();
+  const detail::RankSinks sinks{&state.options.console, &state.options.on_record, state.options.tail_lines};
+  if (state.options.handle_signals) {
+    state.signals.emplace();
+  }
+  state.started = Clock::now();
+  for (const RankSpec& spec : ranks) {
+    EnvOverrides env = spec.env;
+    env[k_control_fd_variable] = std::to_string(k_control_fd);
+    auto process = std::make_unique<RankProcess>(spec, sinks, state.options.log_dir);
+    process->spawn(merged_environment(base, env));
+    state.ranks.push_back(std::move(process));
+  }
+}
+
+Outcome Supervisor::wait() {
+  State& state = *m_state;
+  while (true) {
+    state.reap();
+    if (!state.any_running()) {
+      break;
+    }
+    state.check_timers(Clock::now());
+    state.poll_once();
+  }
+  // Every rank has ended: a signal arriving now changes nothing about this run.
+  state.signals.reset();
+  Outcome outcome;
+  outcome.status = state.verdict.value_or(RunStatus::completed);
+  outcome.root_cause = state.root_cause;
+  outcome.interrupt_signal = state.interrupt_signal;
+  for (const auto& rank : state.ranks) {
+    rank->kill_and_reap();  // grandchildren a rank left behind in its group
+    outcome.ranks.push_back(rank->exit());
+  }
+  outcome.wall_time = std::chrono::duration_cast<milliseconds>(Clock::now() - state.started);
+  return outcome;
+}
+
+Outcome Supervisor::run(const std::vector<RankSpec>& ranks) {
+  start(ranks);
+  return wait();
+}
+
+std::vector<pid_t> Supervisor::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& rank : m_state->ranks) out.push_back(rank->pid());
+  return out;
+}
+
+}  // namespace expctl::launch

@@ -1,0 +1,137 @@
+#pragma once
+/// The supervisor: starts this node's ranks as child processes, captures their output into
+/// per-rank logs and the console, listens to their control channels, and ends the run the moment
+/// something goes wrong.
+///
+/// Policy, in one place:
+/// - Fail fast. The first rank that exits non-zero, dies by a signal or stops answering (no
+///   control line for `heartbeat_timeout`) is the root cause; every other rank gets SIGTERM, then
+///   SIGKILL after `grace_period`. Failures after the first are consequences and never root causes.
+/// - Interrupt. SIGINT/SIGTERM/SIGHUP to the supervisor is forwarded once to every rank as SIGTERM
+///   (ranks finish the step, checkpoint, exit 0 or 130); a second one, or `interrupt_grace`
+///   passing, sends SIGKILL. A rank that exits 130 on its own counts as an interrupt too.
+/// - No orphans. Each rank leads its own process group and dies with the supervisor thread that
+///   started it (PR_SET_PDEATHSIG); the destructor kills and reaps whatever is still running.
+/// The supervisor never touches the database: records leave through `on_record`.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "expctl/launch/environment.hpp"
+#include "expctl/launch/launch_plan.hpp"
+
+namespace expctl::launch {
+
+/// The exit code a rank uses for "asked to stop, checkpoint written" (128 + SIGINT).
+inline constexpr int k_interrupted_exit_code = 130;
+
+/// One process to start.
+struct RankSpec {
+  int rank = 0;                   ///< global rank: names the log file and console prefix
+  std::vector<std::string> argv;  ///< argv[0] is looked up in PATH
+  EnvOverrides env;               ///< applied on top of SupervisorOptions::environment
+};
+
+/// One RankSpec per planned local rank, all running `argv` with the plan's environment.
+std::vector<RankSpec> rank_specs(const LaunchPlan& plan, const std::vector<std::string>& argv);
+
+/// Receives console lines, already prefixed "[rank N] ".
+using ConsoleSink = std::function<void(std::string_view line)>;
+/// Receives each record a rank sends on its control channel (see control_channel.hpp).
+/// Called on the supervisor's thread; an exception thrown here ends wait() (ranks are killed).
+using RecordSink = std::function<void(int rank, std::string_view record)>;
+
+struct SupervisorOptions {
+  /// Where rank-<N>.log files are written (created if missing, appended to); empty: no files.
+  std::filesystem::path log_dir;
+  /// Environment the ranks inherit before their RankSpec::env; nullopt: this process's.
+  std::optional<EnvMap> environment;
+  /// From SIGTERM to SIGKILL when stopping ranks after a failure: long enough to flush logs.
+  std::chrono::milliseconds grace_period{std::chrono::seconds(5)};
+  /// From the forwarded interrupt to SIGKILL: long enough to finish a step and checkpoint.
+  std::chrono::milliseconds interrupt_grace{std::chrono::seconds(60)};
+  /// A rank silent on its control channel this long has stopped answering; 0 disables the check
+  /// (ranks that do not speak the protocol).
+  std::chrono::milliseconds heartbeat_timeout{0};
+  /// The whole run fails after this long; 0: no limit.
+  std::chrono::milliseconds run_timeout{0};
+  /// How many of each rank's last output lines are kept for the root-cause report.
+  size_t tail_lines = 50;
+  /// Console output; null: written to stderr.
+  ConsoleSink console;
+  /// Control-channel records; null: dropped.
+  RecordSink on_record;
+  /// Catch SIGINT/SIGTERM/SIGHUP during wait() (one supervisor per process at a time).
+  bool handle_signals = true;
+};
+
+enum class RunStatus { completed, failed, interrupted };
+
+/// "completed", "failed" or "interrupted" (the store's run states).
+std::string_view to_string(RunStatus status);
+
+/// How one rank ended.
+struct RankExit {
+  int rank = 0;
+  pid_t pid = 0;
+  int exit_code = -1;                  ///< -1 when killed by a signal
+  int signal = 0;                      ///< terminating signal, 0 when it exited
+  bool stopped_by_supervisor = false;  ///< it had been sent SIGTERM/SIGKILL before it ended
+};
+
+/// "exited with code 3", "exited normally" or "was killed by SIGKILL".
+std::string describe(const RankExit& exit);
+
+/// Why a run failed (or was interrupted by a rank): the first thing that went wrong.
+struct RootCause {
+  std::optional<int> rank;  ///< none for a whole-run timeout
+  /// "rank 1 exited with code 3", "rank 0 was killed by SIGKILL",
+  /// "rank 1 stopped answering (no heartbeat for 2 s)", "the run timed out after 10 s"
+  std::string description;
+  std::vector<std::string> last_lines;  ///< the rank's last output lines, oldest first
+};
+
+struct Outcome {
+  RunStatus status = RunStatus::completed;
+  std::vector<RankExit> ranks;  ///< in RankSpec order
+  std::optional<RootCause> root_cause;  ///< set when failed, and when a rank's 130 interrupted the run
+  std::optional<int> interrupt_signal;  ///< the signal the supervisor received, if any
+  std::chrono::milliseconds wall_time{0};
+};
+
+/// "SIGKILL" for 9; "signal 64" for numbers without a name.
+std::string signal_name(int signal);
+
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options = {});
+  /// Kills (SIGKILL to each rank's process group) and reaps every rank still running.
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  /// Starts the ranks. Throws util::LaunchError when one cannot be started (the program is
+  /// missing, a log file cannot be created); those already started are killed by the destructor.
+  void start(const std::vector<RankSpec>& ranks);
+  /// Supervises the started ranks until every one has ended, and says how the run went.
+  Outcome wait();
+  /// start() then wait().
+  Outcome run(const std::vector<RankSpec>& ranks);
+
+  /// Process ids of the started ranks, in RankSpec order (each also its process group id).
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> m_state;
+};
+
+}  // namespace expctl::launch

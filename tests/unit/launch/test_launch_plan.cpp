@@ -1,0 +1,120 @@
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "expctl/launch/launch_error.hpp"
+#include "expctl/launch/launch_plan.hpp"
+
+using namespace expctl::launch;
+
+namespace {
+
+std::string env_of(const PlannedRank& rank, const std::string& name) {
+  const auto it = rank.env.find(name);
+  return it == rank.env.end() || !it->second ? "<unset>" : *it->second;
+}
+
+std::string error_of(const LaunchRequest& request) {
+  try {
+    make_launch_plan(request);
+  } catch (const LaunchInputError& error) {
+    CHECK(error.exit_code() == expctl::util::ExitCode::usage);
+    return error.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST_CASE("launch plan: second node of two gets global ranks and torchrun's variables", "[launch][plan]") {
+  LaunchRequest request;
+  request.nnodes = 2;
+  request.node_rank = 1;
+  request.nproc_per_node = 2;
+  request.master_addr = "node01";
+  request.master_port = 29400;
+  request.cores = 8;
+  const LaunchPlan plan = make_launch_plan(request);
+  CHECK(plan.world_size == 4);
+  REQUIRE(plan.ranks.size() == 2);
+  for (int local = 0; local < 2; ++local) {
+    const PlannedRank& rank = plan.ranks[static_cast<size_t>(local)];
+    CHECK(rank.rank == 2 + local);
+    CHECK(rank.local_rank == local);
+    CHECK(env_of(rank, "RANK") == std::to_string(2 + local));
+    CHECK(env_of(rank, "LOCAL_RANK") == std::to_string(local));
+    CHECK(env_of(rank, "WORLD_SIZE") == "4");
+    CHECK(env_of(rank, "LOCAL_WORLD_SIZE") == "2");
+    CHECK(env_of(rank, "GROUP_RANK") == "1");
+    CHECK(env_of(rank, "MASTER_ADDR") == "node01");
+    CHECK(env_of(rank, "MASTER_PORT") == "29400");
+    CHECK(env_of(rank, "OMP_NUM_THREADS") == "4");
+  }
+}
+
+TEST_CASE("launch plan: a single node rendezvouses on loopback at a free port", "[launch][plan]") {
+  LaunchRequest request;
+  request.nproc_per_node = 3;
+  request.cores = 8;
+  const LaunchPlan plan = make_launch_plan(request);
+  CHECK(plan.master_addr == "127.0.0.1");
+  CHECK(plan.master_port != 0);
+  CHECK(env_of(plan.ranks[2], "MASTER_PORT") == std::to_string(plan.master_port));
+  CHECK(plan.omp_num_threads == 2);  // 8 cores / 3 ranks, rounded down
+}
+
+TEST_CASE("launch plan: OMP_NUM_THREADS is at least 1 and a user's value is kept", "[launch][plan]") {
+  LaunchRequest request;
+  request.nproc_per_node = 4;
+  request.cores = 2;
+  CHECK(env_of(make_launch_plan(request).ranks[0], "OMP_NUM_THREADS") == "1");
+  request.environment["OMP_NUM_THREADS"] = "7";
+  const LaunchPlan plan = make_launch_plan(request);
+  CHECK(env_of(plan.ranks[3], "OMP_NUM_THREADS") == "7");
+  CHECK(plan.omp_num_threads == 7);
+}
+
+TEST_CASE("launch plan: bad requests are usage errors naming the option", "[launch][plan]") {
+  LaunchRequest request;
+  request.nnodes = 2;
+  request.node_rank = 2;
+  request.master_addr = "node01";
+  request.master_port = 29500;
+  CHECK(error_of(request) == "--node-rank 2 is out of range for --nnodes 2 (use 0..1)");
+  request.node_rank = 0;
+  request.master_addr.clear();
+  CHECK(error_of(request) == "--master-addr is required with --nnodes 2: give every node the host name of node 0");
+  request.master_addr = "node01";
+  request.master_port = 0;
+  CHECK(error_of(request) == "--master-port is required with --nnodes 2: every node must use the same port");
+  request = LaunchRequest{};
+  request.nnodes = 0;
+  CHECK(error_of(request) == "--nnodes must be at least 1 (got 0)");
+  request = LaunchRequest{};
+  request.nproc_per_node = 0;
+  CHECK(error_of(request) == "distributed.nproc_per_node must be between 1 and 4096 (got 0)");
+  request = LaunchRequest{};
+  request.master_port = 70000;
+  CHECK(error_of(request) == "--master-port must be between 0 and 65535 (got 70000)");
+}
+
+TEST_CASE("launch plan: the chosen port can be bound right away", "[launch][plan]") {
+  const uint16_t port = choose_free_port("127.0.0.1");
+  REQUIRE(port != 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  ::close(fd);
+}
+
+TEST_CASE("launch plan: an unresolvable rendezvous host is named", "[launch][plan]") {
+  CHECK_THROWS_WITH(choose_free_port("no-such-host.invalid"),
+                    Catch::StartsWith("cannot resolve the rendezvous address \"no-such-host.invalid\": "));
+}
