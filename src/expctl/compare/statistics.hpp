@@ -1,0 +1,187 @@
+#pragma once
+/// Statistics for `expctl compare`: descriptive helpers, the two-sided Mann–Whitney U test, a
+/// bootstrap confidence interval of the ratio of medians, Holm's correction across metrics, and
+/// the bitwise comparison of two loss curves. Pure functions over plain numbers: no database, no
+/// I/O, no global state; every random draw comes from a seed the caller passes.
+///
+/// Why these methods:
+/// - Per-step throughput and step times are skewed (stragglers, GC pauses, the first steps'
+///   warm-up) and far from normal, so the test is rank-based (Mann–Whitney U, as asv and Google
+///   Benchmark's compare.py use) and the summary is the median, not the mean.
+/// - The U test says *whether* B differs from A; the bootstrap interval of median(B)/median(A)
+///   says *by how much*, in the unit users think in ("B is 0.88–0.92x of A").
+/// - Several metrics are tested per comparison, so p-values are Holm-adjusted: it controls the
+///   family-wise error like Bonferroni but is uniformly more powerful, and needs no independence
+///   assumption between metrics (throughput and step time are strongly dependent).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace expctl::compare {
+
+// ---------------------------------------------------------------------------------------------
+// Descriptive statistics. Every function takes the values in any order and never modifies them;
+// an empty span is a caller bug (EXPCTL_ASSERT), since "no samples" is decided before this point.
+
+/// Arithmetic mean.
+double mean(std::span<const double> values);
+
+/// Sample standard deviation (Bessel's n-1 denominator, the estimate of the population spread
+/// that numpy calls ddof=1); 0 for a single value, where no spread can be observed.
+double stddev(std::span<const double> values);
+
+/// The q-th percentile, q in [0, 100], by linear interpolation between closest ranks: with the
+/// values sorted x[0..n-1] and h = (n-1)·q/100, the result is x[⌊h⌋] + (h-⌊h⌋)(x[⌊h⌋+1]-x[⌊h⌋]).
+/// This is Hyndman & Fan's type 7, the default of numpy, R and Excel's PERCENTILE.INC, so a
+/// user checking a number by hand in any of them gets ours. It never leaves [min, max].
+double percentile(std::span<const double> values, double q);
+
+/// The median, percentile(values, 50): the mean of the two middle values for an even count.
+double median(std::span<const double> values);
+
+/// Everything a report shows about one side's samples.
+struct Summary {
+  size_t count = 0;
+  double mean = 0;
+  double stddev = 0;
+  double min = 0;
+  double p50 = 0;  ///< median
+  double p95 = 0;
+  double max = 0;
+};
+
+/// All of Summary in one sort.
+Summary summarize(std::span<const double> values);
+
+// ---------------------------------------------------------------------------------------------
+// Mann–Whitney U test (two-sided), also known as the Wilcoxon rank-sum test.
+
+/// Below this many samples on either side the test refuses to conclude ("too few samples").
+/// 5 is the smallest n for which a decision at alpha 0.05 survives Holm's correction: the most
+/// extreme exact two-sided p-value with n per side is 2/C(2n, n), i.e. 0.1 for n=3 (never
+/// significant), 0.029 for n=4 (not significant once two metrics are tested), 0.0079 for n=5
+/// (significant even when six metrics are tested at once). asv asks for 6, Google Benchmark
+/// recommends 9; with per-step samples we usually have hundreds, so 5 only bites for groups of
+/// repeated runs, where each sample costs a whole run.
+inline constexpr size_t k_min_samples_per_side = 5;
+
+/// Up to this many samples per side, and without ties, the p-value comes from the exact null
+/// distribution of U (the classic tables stop at 20, C(40, 20) ≈ 1.4e11 arrangements still count
+/// exactly in 64 bits, and the table costs < 0.2 M additions). Beyond it the normal approximation
+/// with continuity correction is close: at n = 20 per side it is within 0.0023 of the exact
+/// p-value wherever that lies between 0.001 and 0.2.
+inline constexpr size_t k_exact_max_per_side = 20;
+
+/// How a p-value was obtained.
+enum class PValueMethod {
+  exact,   ///< exact null distribution of U (small samples, no ties)
+  normal,  ///< normal approximation with tie-corrected variance and continuity correction
+};
+
+/// "exact" or "normal".
+std::string_view to_string(PValueMethod method);
+
+/// The outcome of a two-sided Mann–Whitney U test of A (baseline) against B (candidate).
+struct MannWhitneyResult {
+  size_t n_a = 0;
+  size_t n_b = 0;
+  /// U of A: the number of (a, b) pairs with a > b, ties counting one half (scipy's statistic
+  /// for its first argument). U of B is n_a·n_b − u_a.
+  double u_a = 0;
+  /// Standardised U of B with continuity correction and tie-corrected variance: positive when B
+  /// tends to be larger than A. Reported even when the p-value is exact; 0 when every value is tied.
+  double z = 0;
+  double p_value = 1;  ///< two-sided
+  PValueMethod method = PValueMethod::normal;
+  /// Common-language effect size: P(B > A) + ½·P(B = A) for a random pair, in [0, 1]; 0.5 means
+  /// no tendency either way, 0 means every B is below every A.
+  double common_language = 0.5;
+  /// Rank-biserial correlation 2·common_language − 1, in [-1, 1]; positive when B is larger.
+  double rank_biserial = 0;
+};
+
+/// Two-sided Mann–Whitney U test. Values must be finite (EXPCTL_ASSERT) and both sides non-empty;
+/// whether there are *enough* samples to conclude is the caller's decision (see
+/// k_min_samples_per_side), the test itself is defined for any n ≥ 1.
+/// Ties get mid-ranks; the p-value is exact for n_a, n_b ≤ k_exact_max_per_side without ties,
+/// otherwise normal with continuity correction (what scipy's method="auto" does for n > 8).
+MannWhitneyResult mann_whitney_u(std::span<const double> a, std::span<const double> b);
+
+/// P(U ≤ u) under the null hypothesis for n_a, n_b ≤ k_exact_max_per_side without ties, where U
+/// is either side's statistic (the distribution is symmetric). Exposed for known-answer tests.
+double exact_u_cdf(size_t n_a, size_t n_b, double u);
+
+// ---------------------------------------------------------------------------------------------
+// Bootstrap confidence interval of median(B) / median(A).
+
+/// How to resample.
+struct BootstrapOptions {
+  /// 2000 resamples: the 2.5th and 97.5th percentiles then rest on 50 draws in each tail, which
+  /// puts their Monte-Carlo error well under 1 % of the interval width for throughput-like data,
+  /// and the whole bootstrap of 2 × 1000 samples stays around 0.1 s.
+  size_t resamples = 2000;
+  /// The caller's seed (e.g. derived from the run ids) so the same comparison always prints the
+  /// same interval. The generator is std::mt19937_64, whose sequence the C++ standard fixes.
+  uint64_t seed = 0;
+  double confidence = 0.95;  ///< two-sided coverage, in (0, 1)
+};
+
+/// A point estimate with its percentile-bootstrap interval.
+struct ConfidenceInterval {
+  double estimate = 0;  ///< median(B) / median(A) of the data itself
+  double low = 0;
+  double high = 0;
+  double confidence = 0;
+  size_t resamples = 0;
+};
+
+/// Percentile bootstrap of median(B)/median(A): each resample draws n_a values from A and n_b
+/// from B with replacement (independently: the runs are not paired), and the interval is the
+/// ((1-c)/2, (1+c)/2) percentiles of the resampled ratios (type 7, as percentile()). The
+/// percentile method needs no variance formula for a ratio of medians, and the interval is
+/// invariant under monotone transforms, so it is the same whether one reads ratios or their
+/// logs. Nullopt when the ratio is undefined: a side is empty, or median(A) is 0 in the data or
+/// in any resample (only possible when A contains zeros).
+std::optional<ConfidenceInterval> bootstrap_median_ratio(std::span<const double> a, std::span<const double> b,
+                                                         const BootstrapOptions& options);
+
+// ---------------------------------------------------------------------------------------------
+// Multiple comparisons.
+
+/// Holm–Bonferroni adjusted p-values, in the input order: with the m p-values sorted ascending,
+/// p_adj(i) = max over j ≤ i of min(1, (m − j + 1)·p(j)) (1-based). Reject metric i at level alpha
+/// exactly when p_adj(i) ≤ alpha. Monotone: a smaller raw p-value never gets a larger adjusted
+/// one. Each p-value must lie in [0, 1] (EXPCTL_ASSERT).
+std::vector<double> holm_adjust(std::span<const double> p_values);
+
+// ---------------------------------------------------------------------------------------------
+// Loss curves.
+
+/// How two loss curves relate. Indices are positions in the sequences as given; the caller maps
+/// them to step numbers.
+struct CurveComparison {
+  /// Same length and every float32 bit pattern equal (so 0.0 vs -0.0 differ, and NaN equals a
+  /// NaN with the same payload): the standard for "a rerun reproduced the run".
+  bool identical = false;
+  size_t length_a = 0;
+  size_t length_b = 0;
+  /// First index whose bit patterns differ, or min(length) when one curve is a strict prefix of
+  /// the other; nullopt when identical.
+  std::optional<size_t> first_divergence;
+  /// Largest |a[i] − b[i]| over the common prefix (computed in double); +inf where exactly one
+  /// side is NaN or the values are different infinities; NaN against NaN counts as 0, and so does
+  /// 0.0 against -0.0 (they differ in bits only). 0 when identical.
+  double max_abs_difference = 0;
+  /// Index of that largest difference (the first such index on a tie); nullopt when no bit
+  /// pattern differs within the common prefix.
+  std::optional<size_t> max_difference_index;
+};
+
+/// Compares two loss curves bit for bit.
+CurveComparison compare_curves(std::span<const float> a, std::span<const float> b);
+
+}  // namespace expctl::compare

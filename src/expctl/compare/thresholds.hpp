@@ -1,0 +1,207 @@
+#pragma once
+/// Regression thresholds, the table of summary metrics, and the verdict for one metric.
+///
+/// A threshold is the change of B against A that is still tolerated, written the way the spec's
+/// `regression` block and `--threshold name=VALUE` take it:
+///   "5%", "-5%", "+2%"   relative to A (a fraction of A's value: -5% is a drop of 5 % of A)
+///   "-0.5pp"             percentage points, for metrics that are fractions in 0..1 (0.005 of 1)
+///   "0.002", "-0.5"      absolute, in the metric's own unit
+/// The sign, when written, must point in the metric's worse direction ("-5%" for throughput,
+/// "+2%" for a loss); without a sign the worse direction comes from the metric table. The same
+/// tolerance in the better direction marks an improvement.
+///
+/// Accuracy-like metrics (eval_accuracy, comm_wait_fraction) are fractions in 0..1, the value the
+/// trainer computes (correct / total) and what JSON consumers expect; "points" therefore need
+/// the explicit "pp" suffix, and a bare "-0.5" for eval_accuracy means half of the whole range.
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "expctl/compare/statistics.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::compare {
+
+/// Which way a metric gets better.
+enum class Direction {
+  higher_is_better,
+  lower_is_better,
+};
+
+/// "higher" or "lower" (the spelling used in JSON and in the spec).
+std::string_view to_string(Direction direction);
+
+/// Parses "higher" or "lower"; nullopt for anything else.
+std::optional<Direction> parse_direction(std::string_view text);
+
+/// The unit a threshold was written in.
+enum class ThresholdUnit {
+  percent,            ///< "5%": relative to A
+  percentage_points,  ///< "0.5pp": absolute, 1 pp = 0.01 (for fractions in 0..1)
+  absolute,           ///< "0.002": absolute, in the metric's unit
+};
+
+/// The sign a threshold was written with.
+enum class ThresholdSign { none, plus, minus };
+
+/// A parsed threshold; see the file comment for the grammar.
+struct Threshold {
+  ThresholdUnit unit = ThresholdUnit::percent;
+  ThresholdSign sign = ThresholdSign::none;
+  double amount = 0;  ///< as written, without its sign: 5 for "-5%", 0.5 for "-0.5pp"
+
+  /// True for percent thresholds (compared with the relative delta).
+  bool is_relative() const { return unit == ThresholdUnit::percent; }
+  /// The tolerated change in comparison units: a fraction of A for percent (0.05 for "5%"),
+  /// metric units otherwise (0.005 for "0.5pp", 0.002 for "0.002"). Never negative.
+  double tolerance() const;
+  /// Canonical spelling, parseable again: "-5%", "+2%", "5%", "-0.5pp", "0.002".
+  std::string to_string() const;
+
+  friend bool operator==(const Threshold&, const Threshold&) = default;
+};
+
+/// Parses a threshold, or says what is wrong with it (the message names the text and the three
+/// accepted forms). Leading and trailing blanks are ignored.
+util::Expected<Threshold> try_parse_threshold(std::string_view text);
+
+/// As try_parse_threshold, throwing util::CompareError (exit 2) on bad input.
+Threshold parse_threshold(std::string_view text);
+
+/// A threshold given as a bare number (a YAML number in the spec's regression block): absolute,
+/// signed like the number. Throws util::CompareError for a non-finite value.
+Threshold threshold_from_number(double value);
+
+/// One `--threshold NAME=VALUE` option.
+struct ThresholdOverride {
+  std::string metric;
+  Threshold threshold;
+};
+
+/// Parses "NAME=VALUE" (e.g. "samples_per_sec=-3%"); throws util::CompareError naming the option.
+ThresholdOverride parse_threshold_override(std::string_view option);
+
+/// Throws util::CompareError when a signed threshold points in the metric's better direction
+/// ("+5%" for a higher-is-better metric would call every speed-up a regression).
+void check_threshold_direction(std::string_view metric, const Threshold& threshold, Direction direction);
+
+// ---------------------------------------------------------------------------------------------
+// Summary metrics.
+
+/// Which statistic of a metric's samples the threshold is applied to.
+enum class Statistic {
+  value,   ///< one value per run (final loss, accuracy); across a group of runs: the median
+  median,  ///< median of the per-step samples
+  p95,     ///< 95th percentile of the per-step samples (tail latency)
+};
+
+/// "value", "median" or "p95".
+std::string_view to_string(Statistic statistic);
+
+/// One summary metric that compare knows: how it is judged by default.
+struct MetricInfo {
+  std::string_view name;
+  Direction direction;
+  std::string_view default_threshold;  ///< in parse_threshold() spelling
+  std::string_view unit;               ///< for reports; "fraction" means 0..1
+  std::string_view series;             ///< per-step series its samples come from; "" = per run
+  Statistic statistic;
+  std::string_view doc;
+};
+
+/// The metric table: every default threshold lives here, nowhere else.
+inline constexpr MetricInfo k_metrics[] = {
+    {"samples_per_sec", Direction::higher_is_better, "-5%", "samples/s", "samples_per_sec", Statistic::median,
+     "training throughput of all ranks together, per step"},
+    {"step_time_ms_p50", Direction::lower_is_better, "+5%", "ms", "step_time_ms", Statistic::median,
+     "median wall time of one optimizer step"},
+    {"step_time_ms_p95", Direction::lower_is_better, "+5%", "ms", "step_time_ms", Statistic::p95,
+     "95th percentile of the step time: stragglers and stalls"},
+    {"comm_wait_fraction", Direction::lower_is_better, "+5pp", "fraction", "", Statistic::value,
+     "share of step time spent waiting for gradient all-reduce, 0..1"},
+    {"final_train_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value,
+     "training loss at the last step"},
+    {"eval_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value, "loss on the evaluation split"},
+    {"eval_accuracy", Direction::higher_is_better, "-0.5pp", "fraction", "", Statistic::value,
+     "accuracy on the evaluation split, 0..1"},
+};
+
+/// The table row for `name`, or nullptr for a metric compare has no defaults for.
+const MetricInfo* find_metric(std::string_view name);
+
+/// The parsed default threshold of a table row.
+Threshold default_threshold(const MetricInfo& metric);
+
+// ---------------------------------------------------------------------------------------------
+// Verdicts.
+
+/// The outcome for one metric.
+enum class Status {
+  ok,               ///< within the threshold, or beyond it without statistical evidence
+  regression,       ///< worse beyond the threshold (and significant, for samples)
+  improvement,      ///< better beyond the threshold (and significant, for samples)
+  too_few_samples,  ///< not enough samples on a side to conclude either way
+};
+
+/// "ok", "regression", "improvement" or "too few samples".
+std::string_view to_string(Status status);
+
+/// The statistical evidence behind a verdict on samples.
+struct SampleEvidence {
+  MannWhitneyResult test;
+  double adjusted_p = 1;  ///< Holm-adjusted across the sampled metrics judged together
+  std::optional<ConfidenceInterval> ratio;  ///< bootstrap CI of median(B) / median(A)
+};
+
+/// The verdict for one metric, with everything a report prints.
+struct Verdict {
+  std::string metric;
+  Status status = Status::ok;
+  double a = 0;  ///< A's value, or the statistic of A's samples; NaN when A has no samples
+  double b = 0;  ///< same for B
+  double absolute_delta = 0;             ///< b − a
+  std::optional<double> relative_delta;  ///< (b − a) / |a|; nullopt when a is 0 or not finite
+  bool threshold_crossed = false;        ///< worse than A by more than the tolerance
+  std::optional<SampleEvidence> evidence;  ///< set for samples that were tested
+  std::string reason;                      ///< one line: why this status
+};
+
+/// Judges one value per side: regression when B is worse than A by more than the tolerance,
+/// improvement when better by more than it, ok otherwise (a change exactly at the tolerance is
+/// ok). A relative threshold against A = 0 counts any change as beyond it. A non-finite B
+/// against a finite A is a regression (a loss that became NaN); the reverse an improvement.
+Verdict judge_values(std::string_view metric, double a, double b, const Threshold& threshold, Direction direction);
+
+/// One metric with samples on both sides: per-step values of two runs, or one value per run
+/// for groups of repeated runs (seeds).
+struct SampledMetric {
+  std::string name;
+  Direction direction = Direction::higher_is_better;
+  Threshold threshold;
+  Statistic statistic = Statistic::median;  ///< value is treated as median
+  std::vector<double> a;
+  std::vector<double> b;
+};
+
+/// How samples are judged.
+struct SampleOptions {
+  double alpha = 0.05;  ///< family-wise error rate across the metrics judged together
+  size_t min_samples = k_min_samples_per_side;
+  /// The seed is mixed with each metric's name, so adding a metric never changes the others'
+  /// intervals.
+  BootstrapOptions bootstrap;
+};
+
+/// Judges several sampled metrics together. A metric with fewer than min_samples on a side is
+/// "too few samples" and takes no part in the correction. The others get a Mann–Whitney U test,
+/// Holm-adjusted across them, and a bootstrap interval of the median ratio. A regression needs
+/// both: the statistic (median or p95) worse beyond the threshold, and an adjusted p ≤ alpha with
+/// the rank effect pointing the same way; an improvement likewise. Throws util::CompareError
+/// naming the metric when a sample is not finite.
+std::vector<Verdict> judge_samples(std::span<const SampledMetric> metrics, const SampleOptions& options);
+
+}  // namespace expctl::compare
