@@ -1,0 +1,250 @@
+#include "expctl/train/datasets.hpp"
+
+#include <zlib.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <memory>
+
+#include "expctl/util/error.hpp"
+
+namespace expctl::train {
+namespace {
+
+using util::TrainError;
+namespace fs = std::filesystem;
+
+constexpr std::uint32_t k_idx_images_magic = 0x00000803;  // unsigned bytes, 3 dimensions
+constexpr std::uint32_t k_idx_labels_magic = 0x00000801;  // unsigned bytes, 1 dimension
+constexpr std::int64_t k_cifar_side = 32;
+constexpr std::int64_t k_cifar_record = 1 + 3 * k_cifar_side * k_cifar_side;  // label byte + CHW pixels
+
+struct DatasetEntry {
+  DatasetKind kind;
+  const char* name;
+  const char* default_root;
+  Normalization normalization;
+};
+
+const std::vector<DatasetEntry>& dataset_table() {
+  static const std::vector<DatasetEntry> table = {
+      {DatasetKind::fashion_mnist, "fashion-mnist", "/usr/share/datasets/fashion-mnist", {{0.2860F}, {0.3530F}}},
+      {DatasetKind::mnist, "mnist", "/usr/share/datasets/mnist", {{0.1307F}, {0.3081F}}},
+      {DatasetKind::cifar10, "cifar10", "/usr/share/datasets/cifar10",
+       {{0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}}},
+      {DatasetKind::synthetic, "synthetic", "", {{0.0F}, {1.0F}}},
+  };
+  return table;
+}
+
+const DatasetEntry& entry_for(DatasetKind kind) {
+  for (const auto& entry : dataset_table()) {
+    if (entry.kind == kind) {
+      return entry;
+    }
+  }
+  EXPCTL_ASSERT(false, "dataset kind {} missing from the table", static_cast<int>(kind));
+}
+
+// Reads a whole file through zlib, which passes plain files through unchanged.
+std::vector<std::uint8_t> read_maybe_gzip(const fs::path& path) {
+  EXPCTL_CHECK(fs::exists(path), TrainError, "{}: no such file", path.string());
+  std::unique_ptr<gzFile_s, decltype(&::gzclose)> file(::gzopen(path.c_str(), "rb"), &::gzclose);
+  EXPCTL_CHECK(file != nullptr, TrainError, "{}: cannot open", path.string());
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint8_t> chunk(1 << 20);
+  for (;;) {
+    const int count = ::gzread(file.get(), chunk.data(), static_cast<unsigned>(chunk.size()));
+    int code = Z_OK;
+    std::string message = ::gzerror(file.get(), &code);
+    // zlib prefixes its message with the path, which ours already starts with.
+    if (const auto prefix = path.string() + ": "; message.rfind(prefix, 0) == 0) {
+      message.erase(0, prefix.size());
+    }
+    // A cut-off gzip stream ends with Z_BUF_ERROR ("unexpected end of file"), a damaged one with
+    // Z_DATA_ERROR; both would otherwise look like a short but valid file.
+    EXPCTL_CHECK(count >= 0 && code == Z_OK, TrainError, "{}: corrupt or truncated gzip data ({})", path.string(),
+                 message);
+    if (count == 0) {
+      break;
+    }
+    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + count);
+  }
+  return bytes;
+}
+
+std::uint32_t big_endian_u32(const std::vector<std::uint8_t>& bytes, std::size_t offset) {
+  return (std::uint32_t{bytes[offset]} << 24) | (std::uint32_t{bytes[offset + 1]} << 16) |
+         (std::uint32_t{bytes[offset + 2]} << 8) | std::uint32_t{bytes[offset + 3]};
+}
+
+// Checks an IDX header and the payload size; returns the dimensions.
+std::vector<std::int64_t> idx_dimensions(const std::vector<std::uint8_t>& bytes, const fs::path& path,
+                                         std::uint32_t magic, const char* kind) {
+  const std::size_t rank = magic & 0xFFU;
+  const std::size_t header = 4 + 4 * rank;
+  EXPCTL_CHECK(bytes.size() >= 4 && big_endian_u32(bytes, 0) == magic, TrainError,
+               "{}: not an IDX {} file (magic 0x{:08x}, expected 0x{:08x})", path.string(), kind,
+               bytes.size() >= 4 ? big_endian_u32(bytes, 0) : 0U, magic);
+  EXPCTL_CHECK(bytes.size() >= header, TrainError, "{}: truncated IDX header ({} bytes)", path.string(),
+               bytes.size());
+  std::vector<std::int64_t> dims;
+  std::int64_t payload = 1;
+  for (std::size_t i = 0; i < rank; ++i) {
+    dims.push_back(big_endian_u32(bytes, 4 + 4 * i));
+    payload *= dims.back();
+  }
+  EXPCTL_CHECK(static_cast<std::int64_t>(bytes.size() - header) == payload, TrainError,
+               "{}: truncated or padded: the header promises {} bytes of {} but the file has {}", path.string(),
+               payload, kind, bytes.size() - header);
+  return dims;
+}
+
+at::Tensor bytes_to_tensor(const std::uint8_t* data, std::vector<std::int64_t> sizes) {
+  return at::from_blob(const_cast<std::uint8_t*>(data), sizes, at::kByte).clone();
+}
+
+void check_labels(const at::Tensor& labels, std::int64_t num_classes, const fs::path& path) {
+  const auto bad = (labels >= num_classes).nonzero();
+  EXPCTL_CHECK(bad.size(0) == 0, TrainError, "{}: label {} at index {} is outside 0..{}", path.string(),
+               bad.size(0) > 0 ? labels[bad[0][0]].item<std::int64_t>() : 0,
+               bad.size(0) > 0 ? bad[0][0].item<std::int64_t>() : 0, num_classes - 1);
+}
+
+// Prefers "<name>.gz", as Debian ships it, and falls back to the uncompressed name.
+fs::path find_idx(const fs::path& root, const std::string& name) {
+  const auto gz = root / (name + ".gz");
+  return fs::exists(gz) || !fs::exists(root / name) ? gz : root / name;
+}
+
+}  // namespace
+
+DatasetKind parse_dataset_kind(const std::string& text) {
+  for (const auto& entry : dataset_table()) {
+    if (text == entry.name) {
+      return entry.kind;
+    }
+  }
+  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10 or synthetic", text));
+}
+
+const char* dataset_name(DatasetKind kind) {
+  return entry_for(kind).name;
+}
+
+Normalization default_normalization(DatasetKind kind) {
+  return entry_for(kind).normalization;
+}
+
+fs::path default_dataset_root(DatasetKind kind) {
+  return entry_for(kind).default_root;
+}
+
+Dataset load_idx(const fs::path& images, const fs::path& labels, std::int64_t num_classes) {
+  const auto image_bytes = read_maybe_gzip(images);
+  const auto image_dims = idx_dimensions(image_bytes, images, k_idx_images_magic, "images");
+  const auto label_bytes = read_maybe_gzip(labels);
+  const auto label_dims = idx_dimensions(label_bytes, labels, k_idx_labels_magic, "labels");
+  EXPCTL_CHECK(image_dims[0] == label_dims[0], TrainError, "{}: {} labels, but {} has {} images", labels.string(),
+               label_dims[0], images.string(), image_dims[0]);
+  Dataset dataset;
+  dataset.images = bytes_to_tensor(image_bytes.data() + 16, {image_dims[0], 1, image_dims[1], image_dims[2]})
+                       .to(at::kFloat)
+                       .div_(255.0);
+  dataset.labels = bytes_to_tensor(label_bytes.data() + 8, {label_dims[0]}).to(at::kLong);
+  dataset.num_classes = num_classes;
+  check_labels(dataset.labels, num_classes, labels);
+  return dataset;
+}
+
+Dataset load_cifar10(const fs::path& root, bool train) {
+  const fs::path dir = fs::exists(root / "cifar-10-batches-bin") ? root / "cifar-10-batches-bin" : root;
+  std::vector<fs::path> files;
+  if (train) {
+    for (int i = 1; i <= 5; ++i) {
+      files.push_back(dir / fmt::format("data_batch_{}.bin", i));
+    }
+  } else {
+    files.push_back(dir / "test_batch.bin");
+  }
+  std::vector<at::Tensor> images;
+  std::vector<at::Tensor> labels;
+  for (const auto& file : files) {
+    const auto bytes = read_maybe_gzip(file);
+    const auto size = static_cast<std::int64_t>(bytes.size());
+    EXPCTL_CHECK(size > 0 && size % k_cifar_record == 0, TrainError,
+                 "{}: truncated or corrupt: {} bytes is not a whole number of {}-byte CIFAR-10 records",
+                 file.string(), size, k_cifar_record);
+    const auto records = bytes_to_tensor(bytes.data(), {size / k_cifar_record, k_cifar_record});
+    labels.push_back(records.select(1, 0).to(at::kLong));
+    check_labels(labels.back(), 10, file);
+    images.push_back(records.narrow(1, 1, k_cifar_record - 1)
+                         .reshape({-1, 3, k_cifar_side, k_cifar_side})
+                         .to(at::kFloat)
+                         .div_(255.0));
+  }
+  return Dataset{at::cat(images), at::cat(labels), 10};
+}
+
+Dataset make_synthetic(std::int64_t size, std::int64_t num_classes, const std::vector<std::int64_t>& shape,
+                       std::uint64_t seed, std::uint64_t stream) {
+  EXPCTL_CHECK(size > 0 && num_classes > 1 && shape.size() == 3, TrainError,
+               "synthetic data needs size > 0, at least 2 classes and a [C, H, W] shape");
+  auto prototype_generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<std::int64_t> prototype_shape{num_classes};
+  prototype_shape.insert(prototype_shape.end(), shape.begin(), shape.end());
+  const auto prototypes = at::randn(prototype_shape, prototype_generator);
+  // Splits share the prototypes (the task) but draw their own samples.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed * 0x9E3779B97F4A7C15ULL + 1 + stream);
+  auto labels = at::randint(num_classes, {size}, generator, at::TensorOptions().dtype(at::kLong));
+  std::vector<std::int64_t> image_shape{size};
+  image_shape.insert(image_shape.end(), shape.begin(), shape.end());
+  // Noise as strong as the signal keeps the task learnable but not trivial.
+  auto images = prototypes.index_select(0, labels) + at::randn(image_shape, generator);
+  return Dataset{images, labels, num_classes};
+}
+
+void normalize(Dataset& dataset, const Normalization& normalization) {
+  const auto channels = dataset.images.size(1);
+  EXPCTL_CHECK(static_cast<std::int64_t>(normalization.mean.size()) == channels &&
+                   normalization.std.size() == normalization.mean.size(),
+               TrainError, "normalisation has {} means for images with {} channels", normalization.mean.size(),
+               channels);
+  const auto mean = at::tensor(normalization.mean).view({1, channels, 1, 1});
+  const auto std = at::tensor(normalization.std).view({1, channels, 1, 1});
+  dataset.images.sub_(mean).div_(std);
+}
+
+Dataset load_dataset(const DatasetOptions& options) {
+  const fs::path root = options.root.empty() ? default_dataset_root(options.kind) : options.root;
+  const std::string split = options.train ? "train" : "t10k";
+  Dataset dataset;
+  switch (options.kind) {
+    case DatasetKind::fashion_mnist:
+    case DatasetKind::mnist:
+      dataset = load_idx(find_idx(root, split + "-images-idx3-ubyte"), find_idx(root, split + "-labels-idx1-ubyte"));
+      break;
+    case DatasetKind::cifar10:
+      dataset = load_cifar10(root, options.train);
+      break;
+    case DatasetKind::synthetic:
+      dataset = make_synthetic(options.synthetic_size, options.synthetic_classes, options.synthetic_shape,
+                               options.seed, options.train ? 0 : 1);
+      return dataset;
+  }
+  if (options.normalize) {
+    normalize(dataset, default_normalization(options.kind));
+  }
+  return dataset;
+}
+
+std::pair<at::Tensor, at::Tensor> gather_batch(const Dataset& dataset, const std::vector<std::int64_t>& indices,
+                                               std::size_t begin, std::size_t count) {
+  EXPCTL_ASSERT(begin + count <= indices.size(), "batch [{}, {}) past {} indices", begin, begin + count,
+                indices.size());
+  const auto rows = at::from_blob(const_cast<std::int64_t*>(indices.data() + begin),
+                                  {static_cast<std::int64_t>(count)}, at::kLong);
+  return {dataset.images.index_select(0, rows), dataset.labels.index_select(0, rows)};
+}
+
+}  // namespace expctl::train
