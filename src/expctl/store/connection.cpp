@@ -1,0 +1,103 @@
+#include "expctl/store/connection.hpp"
+
+#include <random>
+#include <thread>
+
+#include <sqlite3.h>
+
+namespace expctl::store::detail {
+
+namespace {
+
+using util::ExitCode;
+
+/// First retry pause; doubles per attempt up to k_max_backoff, with jitter so that waiting
+/// processes do not retry in lock-step.
+constexpr std::chrono::milliseconds k_first_backoff{5};
+constexpr std::chrono::milliseconds k_max_backoff{250};
+
+struct ErrorText {
+  int code;           ///< primary SQLite result code
+  const char* text;   ///< what it means for the user, and what to do
+  ExitCode exit_code; ///< input problems exit 2, environmental ones 1
+};
+
+/// One line per SQLite failure the user can meet; anything else keeps SQLite's own message.
+constexpr ErrorText k_error_texts[] = {
+    {SQLITE_FULL, "no space left on device (free some disk space and retry); the store is unchanged",
+     ExitCode::run_failed},
+    {SQLITE_READONLY, "the database is read-only (check the permissions of the file and its folder)",
+     ExitCode::run_failed},
+    {SQLITE_CORRUPT, "the database file is corrupt (restore it from a backup, or start a new one with --db)",
+     ExitCode::usage},
+    {SQLITE_NOTADB, "not an expctl database (the file is not SQLite): check --db / EXPCTL_DB", ExitCode::usage},
+    {SQLITE_CANTOPEN, "cannot open the database file (check that its folder exists and is writable)",
+     ExitCode::usage},
+    {SQLITE_IOERR, "input/output error while accessing the database (check the disk); the store is unchanged",
+     ExitCode::run_failed},
+    {SQLITE_PERM, "permission denied (check the permissions of the file and its folder)", ExitCode::run_failed},
+    {SQLITE_BUSY, "still in use by another process after retrying for 2 minutes; retry when it has finished",
+     ExitCode::run_failed},
+    {SQLITE_LOCKED, "still in use by another process after retrying for 2 minutes; retry when it has finished",
+     ExitCode::run_failed},
+};
+
+static_assert(k_retry_budget == std::chrono::minutes(2), "k_error_texts quotes the retry budget");
+
+}  // namespace
+
+Connection::Connection(const std::filesystem::path& path, std::string display, bool create)
+    : m_path(path), m_display(std::move(display)) {
+  const int flags = SQLite::OPEN_READWRITE | (create ? SQLite::OPEN_CREATE : 0);
+  try {
+    m_db = std::make_unique<SQLite::Database>(path.string(), flags, static_cast<int>(k_busy_timeout.count()));
+  } catch (const SQLite::Exception& error) {
+    fail(error);
+  }
+}
+
+void Connection::fail(const SQLite::Exception& error) const {
+  const int code = error.getErrorCode() & 0xff;
+  for (const ErrorText& entry : k_error_texts) {
+    if (entry.code == code) {
+      throw util::StoreError(fmt::format("{}: {}", m_display, entry.text), entry.exit_code);
+    }
+  }
+  throw util::StoreError(fmt::format("{}: {}", m_display, error.what()), ExitCode::run_failed);
+}
+
+bool Connection::is_busy(const SQLite::Exception& error) {
+  const int code = error.getErrorCode() & 0xff;
+  return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
+
+bool Connection::back_off(int attempt, std::chrono::steady_clock::time_point start) {
+  if (std::chrono::steady_clock::now() - start > k_retry_budget) {
+    return false;
+  }
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  const auto base = std::min(k_max_backoff, k_first_backoff * (1 << std::min(attempt, 6)));
+  std::uniform_int_distribution<long> jitter(base.count() / 2, base.count());
+  std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
+  return true;
+}
+
+void Connection::refuse_write() const {
+  EXPCTL_ASSERT(!m_read_only, "write to {} opened read-only", m_display);
+}
+
+std::optional<std::string> optional_text(const SQLite::Column& column) {
+  if (column.isNull()) {
+    return std::nullopt;
+  }
+  return column.getString();
+}
+
+std::optional<int> optional_int(const SQLite::Column& column) {
+  if (column.isNull()) {
+    return std::nullopt;
+  }
+  return column.getInt();
+}
+
+}  // namespace expctl::store::detail

@@ -1,0 +1,83 @@
+#include "expctl/store/run_folder.hpp"
+
+#include <ctime>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "expctl/util/atomic_file.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::store::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Random suffixes are 24 bits (6 hex digits); a later id in the same second steps up from the
+/// greatest one by 1..k_max_step so the next id is still hard to guess but leaves room for
+/// 2^24 / k_max_step ≈ 65 000 runs per second.
+constexpr unsigned k_suffix_limit = 1u << 24;
+constexpr unsigned k_max_step = 256;
+constexpr size_t k_second_length = 15;  // "YYYYMMDD-HHMMSS"
+
+unsigned random_below(unsigned limit) {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  return std::uniform_int_distribution<unsigned>(0, limit - 1)(rng);
+}
+
+void throw_if_error(const util::Expected<void>& result) {
+  if (!result) {
+    throw util::StoreError(result.error().message, util::ExitCode::run_failed);
+  }
+}
+
+}  // namespace
+
+std::string run_id_second(Clock::time_point time) {
+  const std::time_t whole = Clock::to_time_t(time);
+  std::tm utc{};
+  ::gmtime_r(&whole, &utc);
+  return fmt::format("{:04}{:02}{:02}-{:02}{:02}{:02}", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour,
+                     utc.tm_min, utc.tm_sec);
+}
+
+std::string make_run_id(Clock::time_point time, const std::optional<std::string>& greatest_same_second) {
+  const std::string second = run_id_second(time);
+  unsigned suffix = random_below(k_suffix_limit / 2);
+  if (greatest_same_second) {
+    EXPCTL_ASSERT(greatest_same_second->size() == k_second_length + 7, "run id \"{}\"", *greatest_same_second);
+    const unsigned greatest = static_cast<unsigned>(std::stoul(greatest_same_second->substr(k_second_length + 1), nullptr, 16));
+    suffix = greatest + 1 + random_below(k_max_step);
+    if (suffix >= k_suffix_limit) {
+      throw util::StoreError(fmt::format("more than {} runs started in the second {}: wait a second and retry",
+                                         k_suffix_limit / k_max_step, second),
+                             util::ExitCode::run_failed);
+    }
+  }
+  return fmt::format("{}-{:06x}", second, suffix);
+}
+
+void publish_run_folder(const fs::path& root, const std::string& id, const std::string& canonical_spec) {
+  const fs::path staging = root / fmt::format(".staging-{}-{:06x}", id, random_below(k_suffix_limit));
+  try {
+    fs::create_directories(root);
+    fs::create_directory(staging);
+    fs::create_directory(staging / "logs");
+    fs::create_directory(staging / "checkpoints");
+    throw_if_error(util::write_file_atomic(staging / "spec.json", canonical_spec));
+    throw_if_error(util::publish_directory(staging, root / id));
+  } catch (const fs::filesystem_error& error) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    throw util::StoreError(fmt::format("cannot create the run folder \"{}\": {}", (root / id).string(),
+                                       error.code().message()),
+                           util::ExitCode::run_failed);
+  } catch (const util::StoreError&) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    throw;
+  }
+}
+
+}  // namespace expctl::store::detail

@@ -1,0 +1,26 @@
+#pragma once
+/// Internal to the store module: run ids and the atomic creation of run folders.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "expctl/store/types.hpp"
+
+namespace expctl::store::detail {
+
+/// "YYYYMMDD-HHMMSS" of `time` in UTC: the part of a run id that all runs started in the same
+/// second share.
+std::string run_id_second(Clock::time_point time);
+
+/// A new id "YYYYMMDD-HHMMSS-xxxxxx" for a run started at `time`. `greatest_same_second` is the
+/// greatest id already stored with the same second; the new id is greater, so ids sort in
+/// creation order even within one second. Called under the write lock, which makes it unique.
+std::string make_run_id(Clock::time_point time, const std::optional<std::string>& greatest_same_second);
+
+/// Creates `root/id/` holding spec.json (= `canonical_spec`), logs/ and checkpoints/: populated
+/// in a hidden staging folder under `root` and renamed into place, so it appears whole or not at
+/// all. Throws StoreError naming the folder on failure (and leaves no staging folder behind).
+void publish_run_folder(const std::filesystem::path& root, const std::string& id, const std::string& canonical_spec);
+
+}  // namespace expctl::store::detail

@@ -1,0 +1,341 @@
+#include "expctl/store/store.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/store/run_folder.hpp"
+#include "expctl/store/schema.hpp"
+#include "expctl/store/store_impl.hpp"
+#include "expctl/util/strings.hpp"
+
+namespace expctl::store {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+namespace {
+
+/// Columns of a run row, in the order read_run expects.
+constexpr const char* k_run_columns =
+    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary";
+
+/// How many candidates an ambiguous selector's message lists.
+constexpr int k_max_candidates = 5;
+
+RunRecord read_run(SQLite::Statement& query, const fs::path& database_dir) {
+  RunRecord run;
+  run.id = query.getColumn(0).getString();
+  run.spec_hash = query.getColumn(1).getString();
+  run.environment_hash = optional_text(query.getColumn(2));
+  run.name = query.getColumn(3).getString();
+  const std::string status = query.getColumn(4).getString();
+  run.status = parse_run_status(status).value_or(RunStatus::failed);  // the CHECK constraint admits no other
+  run.started_at = query.getColumn(5).getString();
+  run.ended_at = optional_text(query.getColumn(6));
+  run.exit_code = optional_int(query.getColumn(7));
+  run.root_cause = query.getColumn(8).getString();
+  run.run_dir = database_dir / query.getColumn(9).getString();
+  run.summary_json = query.getColumn(10).getString();
+  return run;
+}
+
+std::vector<std::string> read_tags(SQLite::Database& db, const std::string& run_id) {
+  SQLite::Statement query(db, "SELECT tag FROM tags WHERE run_id = ? ORDER BY tag");
+  query.bind(1, run_id);
+  std::vector<std::string> tags;
+  while (query.executeStep()) {
+    tags.push_back(query.getColumn(0).getString());
+  }
+  return tags;
+}
+
+/// Reads every row of `query` as a run, tags included.
+std::vector<RunRecord> read_runs(SQLite::Database& db, SQLite::Statement& query, const fs::path& database_dir) {
+  std::vector<RunRecord> runs;
+  while (query.executeStep()) {
+    runs.push_back(read_run(query, database_dir));
+  }
+  for (RunRecord& run : runs) {
+    run.tags = read_tags(db, run.id);
+  }
+  return runs;
+}
+
+bool is_lower_hex(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+void check_spec_hash(const std::string& hash) {
+  EXPCTL_CHECK(hash.size() == 64 && is_lower_hex(hash), util::StoreError,
+               "spec hash {} is not 64 lowercase hex digits (as printed by 'expctl hash')", util::quoted(hash));
+}
+
+/// Parses `json_text` and throws StoreError unless it is a JSON object.
+void check_json_object(const std::string& json_text, const std::string& what) {
+  const auto parsed = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  EXPCTL_CHECK(parsed.is_object(), util::StoreError, "{} must be a JSON object, got: {}", what,
+               util::quoted(json_text.substr(0, 60)));
+}
+
+}  // namespace
+
+Store open_store(const fs::path& path, OpenMode mode, int target_version) {
+  const std::string display = path.string();
+  EXPCTL_CHECK(!path.empty(), util::StoreError, "the database path is empty: pass --db PATH or set EXPCTL_DB");
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  EXPCTL_CHECK(!ec, util::StoreError, "{}: {}", display, ec.message());
+  EXPCTL_CHECK(!fs::is_directory(absolute, ec), util::StoreError, "{}: is a directory, not a database file", display);
+  if (mode == OpenMode::read_only) {
+    EXPCTL_CHECK(fs::exists(absolute, ec), util::StoreError,
+                 "{}: no such database (runs are recorded by 'expctl run'; pick another with --db PATH or EXPCTL_DB)",
+                 display);
+  } else {
+    fs::create_directories(absolute.parent_path(), ec);
+    EXPCTL_CHECK(!ec, util::StoreError, "{}: cannot create its folder: {}", display, ec.message());
+  }
+  auto impl = std::unique_ptr<Store::Impl>(
+      new Store::Impl{Connection(absolute, display, mode == OpenMode::read_write), 0, absolute.parent_path() / "runs"});
+  impl->connection.set_read_only(mode == OpenMode::read_only);
+  impl->version = prepare(impl->connection, target_version);
+  return StoreAccess::make(std::move(impl));
+}
+
+void require_run(Connection& connection, SQLite::Database& db, const std::string& run_id) {
+  SQLite::Statement query(db, "SELECT 1 FROM runs WHERE id = ?");
+  query.bind(1, run_id);
+  require_changed(connection, query.executeStep() ? 1 : 0, run_id);
+}
+
+void require_changed(const Connection& connection, int changes, const std::string& run_id) {
+  EXPCTL_CHECK(changes > 0, util::StoreError, "no run {} in {} (see 'expctl list')", util::quoted(run_id),
+               connection.display());
+}
+
+}  // namespace detail
+
+int latest_schema_version() { return detail::schema_latest(); }
+
+fs::path runs_root(const fs::path& database) { return fs::absolute(database).parent_path() / "runs"; }
+
+Store Store::open(const fs::path& path, OpenMode mode) {
+  return detail::open_store(path, mode, detail::schema_latest());
+}
+
+Store::Store(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+Store::~Store() = default;
+
+const fs::path& Store::path() const { return m_impl->connection.path(); }
+int Store::schema_version() const { return m_impl->version; }
+
+void Store::put_spec(const std::string& hash, const std::string& canonical, const std::string& name) {
+  detail::check_spec_hash(hash);
+  m_impl->connection.write([&](SQLite::Database& db) {
+    SQLite::Statement insert(db,
+                             "INSERT INTO specs (hash, name, canonical, created_at) VALUES (?, ?, ?, ?) "
+                             "ON CONFLICT (hash) DO NOTHING");
+    insert.bind(1, hash);
+    insert.bind(2, name);
+    insert.bind(3, canonical);
+    insert.bind(4, format_utc(Clock::now()));
+    insert.exec();
+  });
+}
+
+void Store::put_environment(const std::string& hash, const std::string& json_text) {
+  EXPCTL_CHECK(!hash.empty(), util::StoreError, "environment hash is empty");
+  detail::check_json_object(json_text, "an environment fingerprint");
+  m_impl->connection.write([&](SQLite::Database& db) {
+    SQLite::Statement insert(db,
+                             "INSERT INTO environments (hash, fingerprint, created_at) VALUES (?, ?, ?) "
+                             "ON CONFLICT (hash) DO NOTHING");
+    insert.bind(1, hash);
+    insert.bind(2, json_text);
+    insert.bind(3, format_utc(Clock::now()));
+    insert.exec();
+  });
+}
+
+std::optional<SpecRecord> Store::spec(const std::string& hash) const {
+  return m_impl->connection.retry([&]() -> std::optional<SpecRecord> {
+    SQLite::Statement query(m_impl->connection.db(), "SELECT name, canonical FROM specs WHERE hash = ?");
+    query.bind(1, hash);
+    if (!query.executeStep()) {
+      return std::nullopt;
+    }
+    return SpecRecord{hash, query.getColumn(0).getString(), query.getColumn(1).getString()};
+  });
+}
+
+std::optional<std::string> Store::environment(const std::string& hash) const {
+  return m_impl->connection.retry([&]() -> std::optional<std::string> {
+    SQLite::Statement query(m_impl->connection.db(), "SELECT fingerprint FROM environments WHERE hash = ?");
+    query.bind(1, hash);
+    if (!query.executeStep()) {
+      return std::nullopt;
+    }
+    return query.getColumn(0).getString();
+  });
+}
+
+RunRecord Store::create_run(const NewRun& run) {
+  detail::check_spec_hash(run.spec_hash);
+  const Clock::time_point started = run.started_at.value_or(Clock::now());
+  auto& connection = m_impl->connection;
+  return connection.write([&](SQLite::Database& db) {
+    SQLite::Statement spec_query(db, "SELECT name, canonical FROM specs WHERE hash = ?");
+    spec_query.bind(1, run.spec_hash);
+    EXPCTL_CHECK(spec_query.executeStep(), util::StoreError, "spec {} is not in {}: record it (put_spec) first",
+                 run.spec_hash, connection.display());
+    if (run.environment_hash) {
+      SQLite::Statement env_query(db, "SELECT 1 FROM environments WHERE hash = ?");
+      env_query.bind(1, *run.environment_hash);
+      EXPCTL_CHECK(env_query.executeStep(), util::StoreError,
+                   "environment {} is not in {}: record it (put_environment) first", *run.environment_hash,
+                   connection.display());
+    }
+    // Ids of one second sort by creation because each is made greater than the greatest so far;
+    // "-" < "." makes [second-, second.) the range of ids of that second.
+    const std::string second = detail::run_id_second(started);
+    SQLite::Statement greatest(db, "SELECT max(id) FROM runs WHERE id > ? AND id < ?");
+    greatest.bind(1, second + "-");
+    greatest.bind(2, second + ".");
+    greatest.executeStep();
+
+    RunRecord record;
+    record.id = detail::make_run_id(started, detail::optional_text(greatest.getColumn(0)));
+    record.spec_hash = run.spec_hash;
+    record.environment_hash = run.environment_hash;
+    record.name = run.name.empty() ? spec_query.getColumn(0).getString() : run.name;
+    record.started_at = format_utc(started);
+    record.run_dir = m_impl->runs_root / record.id;
+
+    SQLite::Statement insert(db,
+                             "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir) "
+                             "VALUES (?, ?, ?, ?, 'running', ?, ?)");
+    insert.bind(1, record.id);
+    insert.bind(2, record.spec_hash);
+    detail::bind_optional(insert, 3, record.environment_hash);
+    insert.bind(4, record.name);
+    insert.bind(5, record.started_at);
+    insert.bind(6, "runs/" + record.id);  // relative: the database and its runs/ move together
+    insert.exec();
+    // Published last, under the write lock: if it fails the row is rolled back; COMMIT of a WAL
+    // transaction that already holds the write lock does not meet SQLITE_BUSY, so the folder is
+    // never left without its row by a retry.
+    detail::publish_run_folder(m_impl->runs_root, record.id, spec_query.getColumn(1).getString());
+    return record;
+  });
+}
+
+void Store::finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) {
+  EXPCTL_CHECK(status != RunStatus::running, util::StoreError, "finish_run of {} needs an end status, not running",
+               run_id);
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db, "UPDATE runs SET status = ?, exit_code = ?, root_cause = ?, ended_at = ? WHERE id = ?");
+    update.bind(1, std::string(to_string(status)));
+    update.bind(2, exit_code);
+    update.bind(3, root_cause);
+    update.bind(4, format_utc(Clock::now()));
+    update.bind(5, run_id);
+    detail::require_changed(connection, update.exec(), run_id);
+  });
+}
+
+void Store::set_summary(const std::string& run_id, const std::string& json_text) {
+  detail::check_json_object(json_text, "a run summary");
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db, "UPDATE runs SET summary = ? WHERE id = ?");
+    update.bind(1, json_text);
+    update.bind(2, run_id);
+    detail::require_changed(connection, update.exec(), run_id);
+  });
+}
+
+std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
+  EXPCTL_CHECK(detail::is_lower_hex(filter.spec_hash_prefix), util::StoreError,
+               "spec hash prefix {} is not lowercase hex", util::quoted(filter.spec_hash_prefix));
+  // Only fixed fragments are concatenated; every value is a bound parameter.
+  std::string sql = fmt::format("SELECT {} FROM runs WHERE 1", detail::k_run_columns);
+  if (filter.status) {
+    sql += " AND status = :status";
+  }
+  if (filter.tag) {
+    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
+  }
+  if (!filter.spec_hash_prefix.empty()) {
+    sql += " AND substr(spec_hash, 1, length(:spec)) = :spec";
+  }
+  sql += " ORDER BY started_at DESC, rowid DESC";
+  if (filter.limit > 0) {
+    sql += " LIMIT :limit";
+  }
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    SQLite::Statement query(connection.db(), sql);
+    if (filter.status) {
+      query.bind(":status", std::string(to_string(*filter.status)));
+    }
+    if (filter.tag) {
+      query.bind(":tag", *filter.tag);
+    }
+    if (!filter.spec_hash_prefix.empty()) {
+      query.bind(":spec", filter.spec_hash_prefix);
+    }
+    if (filter.limit > 0) {
+      query.bind(":limit", static_cast<int64_t>(filter.limit));
+    }
+    return detail::read_runs(connection.db(), query, connection.path().parent_path());
+  });
+}
+
+std::optional<RunRecord> Store::run(const std::string& run_id) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&]() -> std::optional<RunRecord> {
+    SQLite::Statement query(connection.db(), fmt::format("SELECT {} FROM runs WHERE id = ?", detail::k_run_columns));
+    query.bind(1, run_id);
+    auto runs = detail::read_runs(connection.db(), query, connection.path().parent_path());
+    if (runs.empty()) {
+      return std::nullopt;
+    }
+    return std::move(runs.front());
+  });
+}
+
+RunRecord Store::find_run(const std::string& selector) const {
+  EXPCTL_CHECK(!selector.empty(), util::StoreError, "empty run selector: give a run id or its first characters");
+  if (auto exact = run(selector)) {
+    return *exact;
+  }
+  auto& connection = m_impl->connection;
+  const auto [count, candidates] = connection.retry([&] {
+    SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs WHERE substr(id, 1, length(:p)) = :p");
+    counter.bind(":p", selector);
+    counter.executeStep();
+    SQLite::Statement query(connection.db(),
+                            fmt::format("SELECT {} FROM runs WHERE substr(id, 1, length(:p)) = :p ORDER BY id LIMIT {}",
+                                        detail::k_run_columns, detail::k_max_candidates));
+    query.bind(":p", selector);
+    return std::pair(counter.getColumn(0).getInt(), detail::read_runs(connection.db(), query, connection.path().parent_path()));
+  });
+  EXPCTL_CHECK(count > 0, util::StoreError, "no run matches {} in {} (see 'expctl list' for run ids)",
+               util::quoted(selector), connection.display());
+  if (count == 1) {
+    return candidates.front();
+  }
+  std::vector<std::string> ids;
+  for (const RunRecord& candidate : candidates) {
+    ids.push_back(candidate.id);
+  }
+  throw util::StoreError(fmt::format("run selector {} is ambiguous: it matches {} runs ({}{}); give more of the id",
+                                     util::quoted(selector), count, util::join(ids, ", "),
+                                     count > detail::k_max_candidates ? ", ..." : ""));
+}
+
+}  // namespace expctl::store

@@ -1,0 +1,106 @@
+#pragma once
+/// The results store: one SQLite database (WAL, foreign keys, versioned schema) plus a folder per
+/// run beside it, `<database dir>/runs/<run-id>/` (spec.json, logs/, checkpoints/).
+///
+/// Every write is one `BEGIN IMMEDIATE` transaction, retried while another process holds the
+/// write lock, so several expctl processes may write one database at once without losing rows or
+/// failing with "database is locked". Errors are util::StoreError with one-line messages that name
+/// the database; input problems (unknown run, bad selector, newer schema, not a database) exit 2,
+/// environmental ones (disk full, I/O, read-only file) exit 1.
+///
+/// A Store is one connection: use it from one thread at a time and never across fork().
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "expctl/store/types.hpp"
+
+namespace expctl::store {
+
+/// read_write creates the database (and its folder) when missing; read_only requires it to exist,
+/// never creates it, and refuses writes (it still upgrades an older schema in place).
+enum class OpenMode { read_write, read_only };
+
+/// Newest schema version this expctl reads and writes.
+int latest_schema_version();
+
+/// The folder that holds run folders for the database at `database`: `<database dir>/runs`.
+std::filesystem::path runs_root(const std::filesystem::path& database);
+
+class Store {
+ public:
+  /// Opens (read_write: creating) the database at `path` and migrates it to the latest schema.
+  /// Throws StoreError for a missing file (read_only), a file that is not an expctl database, or a
+  /// schema newer than latest_schema_version() ("written by a newer expctl ...: upgrade expctl").
+  static Store open(const std::filesystem::path& path, OpenMode mode = OpenMode::read_write);
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  /// Absolute path of the database file.
+  const std::filesystem::path& path() const;
+  /// Schema version of the open database (latest_schema_version() unless opened for testing).
+  int schema_version() const;
+
+  /// Records a spec under its hash; a hash already present is left as it is.
+  void put_spec(const std::string& hash, const std::string& canonical, const std::string& name);
+  /// Records an environment fingerprint (a JSON object) under its hash; an existing hash is kept.
+  void put_environment(const std::string& hash, const std::string& json_text);
+  std::optional<SpecRecord> spec(const std::string& hash) const;
+  /// The fingerprint JSON stored under `hash`, or nullopt.
+  std::optional<std::string> environment(const std::string& hash) const;
+
+  /// Records a `running` run with a new id and publishes its folder (spec.json holding the
+  /// canonical spec, logs/, checkpoints/) atomically: the folder appears complete or not at all,
+  /// and only together with the row.
+  RunRecord create_run(const NewRun& run);
+  /// Ends a run: status (not `running`), exit code, root cause (may be empty), ended_at = now.
+  void finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause);
+  /// Replaces the run's summary with `json_text`, which must be a JSON object.
+  void set_summary(const std::string& run_id, const std::string& json_text);
+
+  /// Adds rank `rank.rank` of a run (each rank once).
+  void add_rank(const std::string& run_id, const RankRecord& rank);
+  /// Records how a rank ended (or changed status).
+  void update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
+                   std::optional<int> signal);
+
+  /// Appends metric points in one transaction. A point that exists already (same run, name,
+  /// rank, step) is replaced: a resumed run re-logs the steps after its checkpoint.
+  void append_metrics(const std::string& run_id, std::span<const MetricPoint> points);
+  /// Records an artifact; the same path again replaces its hash and size.
+  void add_artifact(const std::string& run_id, const ArtifactRecord& artifact);
+  /// Tags a run (no whitespace, no commas; adding a tag twice is harmless).
+  void add_tag(const std::string& run_id, const std::string& tag);
+  /// Removes a tag; returns false when the run did not have it.
+  bool remove_tag(const std::string& run_id, const std::string& tag);
+
+  /// Runs matching `filter`, newest first (by start time, then creation order).
+  std::vector<RunRecord> list_runs(const RunFilter& filter = {}) const;
+  /// The run whose id is `selector` or starts with it. Throws StoreError (exit 2) naming the
+  /// selector when none matches, or listing the candidates when several do.
+  RunRecord find_run(const std::string& selector) const;
+  /// The run with exactly this id, or nullopt.
+  std::optional<RunRecord> run(const std::string& run_id) const;
+
+  /// Metric points of a run, ordered by name, rank, step.
+  std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter = {}) const;
+  /// One line per metric name (ordered by name).
+  std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) const;
+  std::vector<ArtifactRecord> artifacts(const std::string& run_id) const;  ///< ordered by path
+  std::vector<RankRecord> ranks(const std::string& run_id) const;          ///< ordered by rank
+
+  struct Impl;
+
+ private:
+  explicit Store(std::unique_ptr<Impl> impl);
+  friend struct StoreAccess;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace expctl::store

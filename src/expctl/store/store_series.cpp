@@ -1,0 +1,217 @@
+// Store members for what hangs off a run: ranks, metric series, artifacts and tags.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "expctl/store/store.hpp"
+#include "expctl/store/store_impl.hpp"
+#include "expctl/util/strings.hpp"
+
+namespace expctl::store {
+
+namespace {
+
+/// SQLite stores a NaN as NULL; read it back as NaN.
+double read_value(const SQLite::Column& column) {
+  return column.isNull() ? std::numeric_limits<double>::quiet_NaN() : column.getDouble();
+}
+
+void check_tag(const std::string& tag) {
+  const bool bad_char = std::any_of(tag.begin(), tag.end(), [](char c) {
+    return c == ',' || static_cast<unsigned char>(c) <= ' ' || c == '\x7f';
+  });
+  EXPCTL_CHECK(!tag.empty() && !bad_char, util::StoreError,
+               "tag {} is not valid: tags are non-empty and have no spaces, commas or control characters",
+               util::quoted(tag));
+}
+
+}  // namespace
+
+void Store::add_rank(const std::string& run_id, const RankRecord& rank) {
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    detail::require_run(connection, db, run_id);
+    SQLite::Statement insert(db,
+                             "INSERT INTO ranks (run_id, rank, host, pid, environment_hash, status, exit_code, signal) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    insert.bind(1, run_id);
+    insert.bind(2, rank.rank);
+    insert.bind(3, rank.host);
+    detail::bind_optional(insert, 4, rank.pid);
+    detail::bind_optional(insert, 5, rank.environment_hash);
+    insert.bind(6, std::string(to_string(rank.status)));
+    detail::bind_optional(insert, 7, rank.exit_code);
+    detail::bind_optional(insert, 8, rank.signal);
+    insert.exec();
+  });
+}
+
+void Store::update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
+                        std::optional<int> signal) {
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db, "UPDATE ranks SET status = ?, exit_code = ?, signal = ? WHERE run_id = ? AND rank = ?");
+    update.bind(1, std::string(to_string(status)));
+    detail::bind_optional(update, 2, exit_code);
+    detail::bind_optional(update, 3, signal);
+    update.bind(4, run_id);
+    update.bind(5, rank);
+    EXPCTL_CHECK(update.exec() > 0, util::StoreError, "run {} has no rank {} in {}", util::quoted(run_id), rank,
+                 connection.display());
+  });
+}
+
+void Store::append_metrics(const std::string& run_id, std::span<const MetricPoint> points) {
+  if (points.empty()) {
+    return;
+  }
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    detail::require_run(connection, db, run_id);
+    // One prepared statement for the whole batch inside one transaction: one fsync per batch.
+    SQLite::Statement insert(db,
+                             "INSERT INTO metrics (run_id, name, rank, step, value) VALUES (?, ?, ?, ?, ?) "
+                             "ON CONFLICT (run_id, name, rank, step) DO UPDATE SET value = excluded.value");
+    insert.bind(1, run_id);
+    for (const MetricPoint& point : points) {
+      EXPCTL_CHECK(!point.name.empty() && point.rank >= 0, util::StoreError,
+                   "metric point of run {} has an empty name or a negative rank", util::quoted(run_id));
+      insert.bind(2, point.name);
+      insert.bind(3, point.rank);
+      insert.bind(4, static_cast<int64_t>(point.step));
+      insert.bind(5, point.value);  // NaN binds as NULL
+      insert.exec();
+      insert.reset();
+    }
+  });
+}
+
+void Store::add_artifact(const std::string& run_id, const ArtifactRecord& artifact) {
+  EXPCTL_CHECK(!artifact.path.empty() && artifact.size_bytes >= 0 && artifact.sha256.size() == 64, util::StoreError,
+               "artifact {} of run {} needs a path, a 64-hex sha256 and a size >= 0", util::quoted(artifact.path),
+               util::quoted(run_id));
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    detail::require_run(connection, db, run_id);
+    SQLite::Statement insert(db,
+                             "INSERT INTO artifacts (run_id, path, sha256, size_bytes) VALUES (?, ?, ?, ?) "
+                             "ON CONFLICT (run_id, path) DO UPDATE SET sha256 = excluded.sha256, "
+                             "size_bytes = excluded.size_bytes");
+    insert.bind(1, run_id);
+    insert.bind(2, artifact.path);
+    insert.bind(3, artifact.sha256);
+    insert.bind(4, static_cast<int64_t>(artifact.size_bytes));
+    insert.exec();
+  });
+}
+
+void Store::add_tag(const std::string& run_id, const std::string& tag) {
+  check_tag(tag);
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    detail::require_run(connection, db, run_id);
+    SQLite::Statement insert(db, "INSERT INTO tags (run_id, tag) VALUES (?, ?) ON CONFLICT (run_id, tag) DO NOTHING");
+    insert.bind(1, run_id);
+    insert.bind(2, tag);
+    insert.exec();
+  });
+}
+
+bool Store::remove_tag(const std::string& run_id, const std::string& tag) {
+  auto& connection = m_impl->connection;
+  return connection.write([&](SQLite::Database& db) {
+    detail::require_run(connection, db, run_id);
+    SQLite::Statement remove(db, "DELETE FROM tags WHERE run_id = ? AND tag = ?");
+    remove.bind(1, run_id);
+    remove.bind(2, tag);
+    return remove.exec() > 0;
+  });
+}
+
+std::vector<MetricPoint> Store::metrics(const std::string& run_id, const MetricFilter& filter) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    // NULL filters match everything, so one statement serves every combination.
+    SQLite::Statement query(connection.db(),
+                            "SELECT name, rank, step, value FROM metrics WHERE run_id = ? "
+                            "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR rank = ?3) ORDER BY name, rank, step");
+    query.bind(1, run_id);
+    detail::bind_optional(query, 2, filter.name);
+    detail::bind_optional(query, 3, filter.rank);
+    std::vector<MetricPoint> points;
+    while (query.executeStep()) {
+      points.push_back(MetricPoint{query.getColumn(1).getInt(), query.getColumn(2).getInt64(),
+                                   query.getColumn(0).getString(), read_value(query.getColumn(3))});
+    }
+    return points;
+  });
+}
+
+std::vector<MetricSeriesInfo> Store::metric_series(const std::string& run_id) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    // One row per (name, rank); the primary key index makes the first/last look-ups cheap.
+    SQLite::Statement query(connection.db(), R"sql(
+SELECT name, rank, count(*), min(step), max(step),
+  (SELECT value FROM metrics f WHERE f.run_id = m.run_id AND f.name = m.name AND f.rank = m.rank ORDER BY step LIMIT 1),
+  (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.name = m.name AND l.rank = m.rank
+   ORDER BY step DESC LIMIT 1)
+FROM metrics m WHERE run_id = ? GROUP BY name, rank ORDER BY name, rank)sql");
+    query.bind(1, run_id);
+    std::vector<MetricSeriesInfo> series;
+    while (query.executeStep()) {
+      const std::string name = query.getColumn(0).getString();
+      if (series.empty() || series.back().name != name) {
+        // Rows come ordered by rank, so the first row of a name is its lowest rank.
+        series.push_back(MetricSeriesInfo{name, 0, 0, query.getColumn(1).getInt(), query.getColumn(3).getInt64(),
+                                          read_value(query.getColumn(5)), query.getColumn(4).getInt64(),
+                                          read_value(query.getColumn(6))});
+      }
+      series.back().points += query.getColumn(2).getInt64();
+      series.back().ranks += 1;
+    }
+    return series;
+  });
+}
+
+std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    SQLite::Statement query(connection.db(),
+                            "SELECT path, sha256, size_bytes FROM artifacts WHERE run_id = ? ORDER BY path");
+    query.bind(1, run_id);
+    std::vector<ArtifactRecord> artifacts;
+    while (query.executeStep()) {
+      artifacts.push_back(ArtifactRecord{query.getColumn(0).getString(), query.getColumn(1).getString(),
+                                         query.getColumn(2).getInt64()});
+    }
+    return artifacts;
+  });
+}
+
+std::vector<RankRecord> Store::ranks(const std::string& run_id) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    SQLite::Statement query(connection.db(),
+                            "SELECT rank, host, pid, environment_hash, status, exit_code, signal FROM ranks "
+                            "WHERE run_id = ? ORDER BY rank");
+    query.bind(1, run_id);
+    std::vector<RankRecord> ranks;
+    while (query.executeStep()) {
+      RankRecord rank;
+      rank.rank = query.getColumn(0).getInt();
+      rank.host = query.getColumn(1).getString();
+      if (!query.getColumn(2).isNull()) {
+        rank.pid = query.getColumn(2).getInt64();
+      }
+      rank.environment_hash = detail::optional_text(query.getColumn(3));
+      rank.status = parse_run_status(query.getColumn(4).getString()).value_or(RunStatus::failed);
+      rank.exit_code = detail::optional_int(query.getColumn(5));
+      rank.signal = detail::optional_int(query.getColumn(6));
+      ranks.push_back(std::move(rank));
+    }
+    return ranks;
+  });
+}
+
+}  // namespace expctl::store

@@ -1,0 +1,19 @@
+#include "expctl/store/testing.hpp"
+
+#include "expctl/store/store_impl.hpp"
+
+namespace expctl::store::testing {
+
+Store open_at_schema_version(const std::filesystem::path& path, int version) {
+  return detail::open_store(path, OpenMode::read_write, version);
+}
+
+void execute_sql(const std::filesystem::path& path, const std::string& sql) {
+  detail::Connection connection(path, path.string(), /*create=*/false);
+  connection.retry([&] {
+    connection.db().exec("PRAGMA foreign_keys = ON");
+    connection.db().exec(sql);
+  });
+}
+
+}  // namespace expctl::store::testing

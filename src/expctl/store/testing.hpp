@@ -1,0 +1,19 @@
+#pragma once
+/// Hooks for tests only: build databases at an old schema version, or reach the SQL directly to
+/// prove what the schema itself enforces. Production code never calls these.
+
+#include <filesystem>
+#include <string>
+
+#include "expctl/store/store.hpp"
+
+namespace expctl::store::testing {
+
+/// Opens (creating) the database at `path` and migrates it up to `version` only, not further.
+/// The write API works on it where a call needs nothing newer than `version`.
+Store open_at_schema_version(const std::filesystem::path& path, int version);
+
+/// Runs raw SQL statements on the database at `path` (errors as StoreError).
+void execute_sql(const std::filesystem::path& path, const std::string& sql);
+
+}  // namespace expctl::store::testing

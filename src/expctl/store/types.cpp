@@ -1,0 +1,73 @@
+#include "expctl/store/types.hpp"
+
+#include <cstdio>
+#include <ctime>
+#include <iterator>
+
+#include <fmt/format.h>
+
+namespace expctl::store {
+
+static_assert(std::size(k_run_status_names) == static_cast<size_t>(RunStatus::interrupted) + 1,
+              "one name per RunStatus value");
+
+std::string_view to_string(RunStatus status) {
+  return k_run_status_names[static_cast<size_t>(status)];
+}
+
+std::optional<RunStatus> parse_run_status(std::string_view text) {
+  for (size_t i = 0; i < std::size(k_run_status_names); ++i) {
+    if (k_run_status_names[i] == text) {
+      return static_cast<RunStatus>(i);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string format_utc(Clock::time_point time) {
+  const auto since_epoch = std::chrono::floor<std::chrono::milliseconds>(time.time_since_epoch());
+  const auto seconds = std::chrono::floor<std::chrono::seconds>(since_epoch);
+  const std::time_t whole = static_cast<std::time_t>(seconds.count());
+  std::tm utc{};
+  ::gmtime_r(&whole, &utc);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                     utc.tm_hour, utc.tm_min, utc.tm_sec, (since_epoch - seconds).count());
+}
+
+std::optional<Clock::time_point> parse_utc(std::string_view text) {
+  std::tm utc{};
+  int millis = 0;
+  int consumed = 0;
+  const std::string copy(text);
+  if (std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &utc.tm_year, &utc.tm_mon, &utc.tm_mday, &utc.tm_hour,
+                  &utc.tm_min, &utc.tm_sec, &consumed) != 6 ||
+      consumed != 19) {
+    return std::nullopt;
+  }
+  std::string_view rest = text.substr(19);
+  if (rest.size() == 5 && rest[0] == '.') {
+    int fraction_consumed = 0;
+    if (std::sscanf(copy.c_str() + 20, "%3d%n", &millis, &fraction_consumed) != 1 || fraction_consumed != 3) {
+      return std::nullopt;
+    }
+    rest.remove_prefix(4);
+  }
+  if (rest != "Z") {
+    return std::nullopt;
+  }
+  utc.tm_year -= 1900;
+  utc.tm_mon -= 1;
+  const std::time_t whole = ::timegm(&utc);
+  return Clock::time_point(std::chrono::seconds(whole)) + std::chrono::milliseconds(millis);
+}
+
+std::optional<double> RunRecord::duration_seconds(Clock::time_point now) const {
+  const auto start = parse_utc(started_at);
+  const auto end = ended_at ? parse_utc(*ended_at) : std::optional<Clock::time_point>(now);
+  if (!start || !end) {
+    return std::nullopt;
+  }
+  return std::chrono::duration<double>(*end - *start).count();
+}
+
+}  // namespace expctl::store

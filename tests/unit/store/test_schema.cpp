@@ -1,0 +1,115 @@
+#include <catch2/catch.hpp>
+
+#include "expctl/store/store.hpp"
+#include "expctl/store/testing.hpp"
+#include "expctl/util/atomic_file.hpp"
+#include "store_fixture.hpp"
+
+using namespace expctl;
+namespace fs = std::filesystem;
+
+TEST_CASE("schema: a v1 database with data is migrated to the latest version, data intact") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("v1");
+  std::string run_id;
+  {
+    auto v1 = store::testing::open_at_schema_version(db_path, 1);
+    CHECK(v1.schema_version() == 1);
+    v1.put_spec(hash, "{\"v\":1}", "v1 spec");
+    run_id = v1.create_run({hash, std::nullopt, "old run", std::nullopt}).id;
+    v1.add_tag(run_id, "legacy");
+    v1.append_metrics(run_id, std::vector<store::MetricPoint>{{0, 1, "loss", 2.5}, {0, 2, "loss", 1.5}});
+    v1.finish_run(run_id, store::RunStatus::completed, 0, "");
+  }
+  // v1 has no summary column yet: the v2 step adds it.
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "SELECT summary FROM runs"), Catch::Contains("summary"));
+
+  auto db = store::Store::open(db_path);
+  CHECK(db.schema_version() == store::latest_schema_version());
+  const auto runs = db.list_runs();
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].id == run_id);
+  CHECK(runs[0].name == "old run");
+  CHECK(runs[0].status == store::RunStatus::completed);
+  CHECK(runs[0].summary_json == "{}");
+  CHECK(runs[0].tags == std::vector<std::string>{"legacy"});
+  CHECK(db.metrics(run_id).size() == 2);
+  CHECK(db.spec(hash)->name == "v1 spec");
+  db.set_summary(run_id, R"({"eval_accuracy":0.9})");
+  CHECK(db.run(run_id)->summary_json == R"({"eval_accuracy":0.9})");
+}
+
+TEST_CASE("schema: reading an older database upgrades it in place") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  { store::testing::open_at_schema_version(db_path, 1); }
+  auto db = store::Store::open(db_path, store::OpenMode::read_only);
+  CHECK(db.schema_version() == store::latest_schema_version());
+  CHECK(db.list_runs().empty());
+}
+
+TEST_CASE("schema: a database from a newer expctl is refused, and left as it is") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  { store::Store::open(db_path); }
+  store::testing::execute_sql(db_path, "PRAGMA user_version = 99");
+  const std::string expected = db_path.string() + ": written by a newer expctl (schema v99, this one reads up to v" +
+                               std::to_string(store::latest_schema_version()) + "): upgrade expctl";
+  for (const auto mode : {store::OpenMode::read_write, store::OpenMode::read_only}) {
+    CHECK_THROWS_WITH(store::Store::open(db_path, mode), expected);
+  }
+  try {
+    store::Store::open(db_path);
+  } catch (const util::StoreError& error) {
+    CHECK(error.exit_code() == util::ExitCode::usage);
+  }
+}
+
+TEST_CASE("schema: a file that is not SQLite is refused by name and never modified") {
+  test::TempDir dir;
+  std::string garbage = "this is not a database, just some text\n";
+  for (int i = 0; i < 200; ++i) {
+    garbage += static_cast<char>((i * 37) & 0xff);
+  }
+  const fs::path db_path = dir.write("notes.db", garbage);
+  for (const auto mode : {store::OpenMode::read_write, store::OpenMode::read_only}) {
+    CHECK_THROWS_WITH(store::Store::open(db_path, mode),
+                      db_path.string() + ": not an expctl database (the file is not SQLite): check --db / EXPCTL_DB");
+  }
+  CHECK(util::read_file(db_path).value() == garbage);
+  CHECK_FALSE(fs::exists(db_path.string() + "-wal"));
+  CHECK_FALSE(fs::exists(db_path.string() + "-journal"));
+}
+
+TEST_CASE("schema: another application's SQLite database is refused") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "other.db";
+  { store::Store::open(db_path); }
+  store::testing::execute_sql(db_path, "PRAGMA application_id = 1234");
+  CHECK_THROWS_WITH(store::Store::open(db_path),
+                    db_path.string() + ": a SQLite database, but not one of expctl's: check --db / EXPCTL_DB");
+}
+
+TEST_CASE("schema: opening for reading never creates a database") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "nested" / "expctl.db";
+  CHECK_THROWS_WITH(store::Store::open(db_path, store::OpenMode::read_only),
+                    db_path.string() +
+                        ": no such database (runs are recorded by 'expctl run'; pick another with --db PATH or "
+                        "EXPCTL_DB)");
+  CHECK_FALSE(fs::exists(db_path.parent_path()));
+}
+
+TEST_CASE("schema: a directory given as the database is refused") {
+  test::TempDir dir;
+  CHECK_THROWS_WITH(store::Store::open(dir.path()), dir.path().string() + ": is a directory, not a database file");
+}
+
+TEST_CASE("schema: a store opened read-only reads but refuses writes") {
+  test::StoreFixture f;
+  const auto run = f.new_run();
+  auto reader = store::Store::open(f.db_path, store::OpenMode::read_only);
+  CHECK(reader.find_run(run.id).id == run.id);
+  CHECK_THROWS_AS(reader.add_tag(run.id, "x"), util::InternalError);
+}

@@ -1,0 +1,312 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "expctl/store/store.hpp"
+#include "expctl/store/testing.hpp"
+#include "expctl/util/atomic_file.hpp"
+#include "store_fixture.hpp"
+
+using namespace expctl;
+using store::RunStatus;
+using test::StoreFixture;
+namespace fs = std::filesystem;
+
+TEST_CASE("store: a new database gets the latest schema, WAL and a runs folder beside it") {
+  StoreFixture f;
+  CHECK(fs::exists(f.db_path));
+  CHECK(f.db.schema_version() == store::latest_schema_version());
+  CHECK(store::latest_schema_version() == 2);
+  CHECK(fs::exists(fs::path(f.db_path.string() + "-wal")));
+  CHECK(f.db.path() == fs::absolute(f.db_path));
+  CHECK(store::runs_root(f.db_path) == fs::absolute(f.dir / "results" / "runs"));
+}
+
+TEST_CASE("store: specs and environments round-trip; a known hash keeps its first record") {
+  StoreFixture f;
+  const auto spec = f.db.spec(f.spec_hash);
+  REQUIRE(spec.has_value());
+  CHECK(spec->hash == f.spec_hash);
+  CHECK(spec->name == "quickstart");
+  CHECK(spec->canonical == test::k_canonical_spec);
+  f.db.put_spec(f.spec_hash, "{}", "other");
+  CHECK(f.db.spec(f.spec_hash)->canonical == test::k_canonical_spec);
+  CHECK_FALSE(f.db.spec(test::fake_spec_hash("nope")).has_value());
+
+  f.db.put_environment("env1", R"({"host":"node1","torch":"1.13.1"})");
+  CHECK(f.db.environment("env1") == std::optional<std::string>(R"({"host":"node1","torch":"1.13.1"})"));
+  CHECK_FALSE(f.db.environment("env2").has_value());
+}
+
+TEST_CASE("store: bad hashes and non-object JSON are refused with clear messages") {
+  StoreFixture f;
+  CHECK_THROWS_WITH(f.db.put_spec("ABC", "{}", "x"),
+                    "spec hash \"ABC\" is not 64 lowercase hex digits (as printed by 'expctl hash')");
+  CHECK_THROWS_WITH(f.db.put_environment("e", "[1,2]"), "an environment fingerprint must be a JSON object, got: \"[1,2]\"");
+  const auto run = f.new_run();
+  CHECK_THROWS_WITH(f.db.set_summary(run.id, "not json"), "a run summary must be a JSON object, got: \"not json\"");
+  CHECK_THROWS_AS(f.db.create_run({test::fake_spec_hash("unknown"), std::nullopt, "x", std::nullopt}),
+                  util::StoreError);
+  CHECK_THROWS_WITH(f.db.create_run({f.spec_hash, std::string("missing-env"), "x", std::nullopt}),
+                    Catch::Contains("environment missing-env is not in"));
+}
+
+TEST_CASE("store: create_run records a running run and publishes its folder with the spec inside") {
+  StoreFixture f;
+  f.db.put_environment("env1", "{}");
+  const auto run = f.db.create_run({f.spec_hash, std::string("env1"), "my run", std::nullopt});
+  CHECK(run.status == RunStatus::running);
+  CHECK(run.name == "my run");
+  CHECK(run.environment_hash == std::optional<std::string>("env1"));
+  CHECK(run.run_dir == store::runs_root(f.db_path) / run.id);
+  CHECK(util::read_file(run.run_dir / "spec.json").value() == test::k_canonical_spec);
+  CHECK(fs::is_directory(run.run_dir / "logs"));
+  CHECK(fs::is_directory(run.run_dir / "checkpoints"));
+  // Nothing but the published folder is left in runs/ (no staging leftovers).
+  std::vector<fs::path> entries(fs::directory_iterator(store::runs_root(f.db_path)), fs::directory_iterator());
+  CHECK(entries == std::vector<fs::path>{run.run_dir});
+
+  const auto stored = f.db.run(run.id);
+  REQUIRE(stored.has_value());
+  CHECK(stored->id == run.id);
+  CHECK(stored->spec_hash == f.spec_hash);
+  CHECK(stored->started_at == run.started_at);
+  CHECK_FALSE(stored->ended_at.has_value());
+  CHECK_FALSE(stored->exit_code.has_value());
+  CHECK(stored->summary_json == "{}");
+  CHECK(stored->run_dir == run.run_dir);
+}
+
+TEST_CASE("store: an empty run name takes the spec's name") {
+  StoreFixture f;
+  CHECK(f.new_run("").name == "quickstart");
+}
+
+TEST_CASE("store: run ids have the documented shape, are unique and sort in creation order") {
+  StoreFixture f;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) {
+    ids.push_back(f.new_run().id);
+  }
+  for (const std::string& id : ids) {
+    CHECK(id.size() == 22);
+    CHECK(id[8] == '-');
+    CHECK(id[15] == '-');
+  }
+  CHECK(std::is_sorted(ids.begin(), ids.end()));
+  CHECK(std::set<std::string>(ids.begin(), ids.end()).size() == ids.size());
+}
+
+TEST_CASE("store: a run started at a given time carries that time in its id and record") {
+  StoreFixture f;
+  const auto time = store::parse_utc("2025-03-04T05:06:07.089Z").value();
+  const auto run = f.db.create_run({f.spec_hash, std::nullopt, "old", time});
+  CHECK(run.id.substr(0, 16) == "20250304-050607-");
+  CHECK(f.db.run(run.id)->started_at == "2025-03-04T05:06:07.089Z");
+}
+
+TEST_CASE("store: finish_run and set_summary are stored; finishing as running is refused") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  f.db.finish_run(run.id, RunStatus::failed, 1, "rank 1 killed by SIGKILL");
+  f.db.set_summary(run.id, R"({"final_train_loss":0.25})");
+  const auto stored = f.db.run(run.id).value();
+  CHECK(stored.status == RunStatus::failed);
+  CHECK(stored.exit_code == std::optional<int>(1));
+  CHECK(stored.root_cause == "rank 1 killed by SIGKILL");
+  CHECK(stored.ended_at.has_value());
+  CHECK(stored.summary_json == R"({"final_train_loss":0.25})");
+  CHECK(stored.duration_seconds().value() >= 0.0);
+  CHECK_THROWS_AS(f.db.finish_run(run.id, RunStatus::running, 0, ""), util::StoreError);
+  CHECK_THROWS_WITH(f.db.finish_run("nosuchrun", RunStatus::completed, 0, ""),
+                    Catch::StartsWith("no run \"nosuchrun\" in "));
+}
+
+TEST_CASE("store: ranks round-trip and update") {
+  StoreFixture f;
+  f.db.put_environment("env-rank1", "{}");
+  const auto run = f.new_run();
+  f.db.add_rank(run.id, store::RankRecord{1, "node2", 4242, std::string("env-rank1"), RunStatus::running, {}, {}});
+  f.db.add_rank(run.id, store::RankRecord{0, "node1", 4241, std::nullopt, RunStatus::running, {}, {}});
+  f.db.update_rank(run.id, 1, RunStatus::failed, std::nullopt, 9);
+  f.db.update_rank(run.id, 0, RunStatus::completed, 0, std::nullopt);
+  const auto ranks = f.db.ranks(run.id);
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[0].rank == 0);
+  CHECK(ranks[0].host == "node1");
+  CHECK(ranks[0].pid == std::optional<std::int64_t>(4241));
+  CHECK(ranks[0].status == RunStatus::completed);
+  CHECK(ranks[0].exit_code == std::optional<int>(0));
+  CHECK_FALSE(ranks[0].signal.has_value());
+  CHECK(ranks[1].environment_hash == std::optional<std::string>("env-rank1"));
+  CHECK(ranks[1].status == RunStatus::failed);
+  CHECK(ranks[1].signal == std::optional<int>(9));
+  CHECK_FALSE(ranks[1].exit_code.has_value());
+  CHECK_THROWS_WITH(f.db.update_rank(run.id, 7, RunStatus::failed, 1, std::nullopt), Catch::Contains("has no rank 7"));
+  CHECK_THROWS_AS(f.db.add_rank(run.id, store::RankRecord{0, "dup", {}, {}, RunStatus::running, {}, {}}),
+                  util::StoreError);
+}
+
+TEST_CASE("store: metrics round-trip in order, keep NaN, and a re-logged step replaces its value") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<store::MetricPoint> points{
+      {0, 2, "loss", 0.5}, {0, 1, "loss", 0.9}, {1, 1, "loss", 0.8}, {0, 1, "lr", 0.1}, {0, 3, "loss", nan}};
+  f.db.append_metrics(run.id, points);
+  f.db.append_metrics(run.id, std::vector<store::MetricPoint>{{0, 2, "loss", 0.4}});
+
+  const auto all = f.db.metrics(run.id);
+  REQUIRE(all.size() == 5);
+  CHECK(all[0].name == "loss");
+  CHECK(all[0].rank == 0);
+  CHECK(all[0].step == 1);
+  CHECK(all[1].step == 2);
+  CHECK(all[1].value == 0.4);
+  CHECK(std::isnan(all[2].value));
+  CHECK(all[3].rank == 1);
+  CHECK(all[4].name == "lr");
+
+  const auto rank1 = f.db.metrics(run.id, store::MetricFilter{std::string("loss"), 1});
+  REQUIRE(rank1.size() == 1);
+  CHECK(rank1[0].value == 0.8);
+  CHECK(f.db.metrics(run.id, store::MetricFilter{std::string("lr"), std::nullopt}).size() == 1);
+
+  const auto series = f.db.metric_series(run.id);
+  REQUIRE(series.size() == 2);
+  CHECK(series[0].name == "loss");
+  CHECK(series[0].points == 4);
+  CHECK(series[0].ranks == 2);
+  CHECK(series[0].first_rank == 0);
+  CHECK(series[0].first_step == 1);
+  CHECK(series[0].first_value == 0.9);
+  CHECK(series[0].last_step == 3);
+  CHECK(std::isnan(series[0].last_value));
+  CHECK(series[1].name == "lr");
+  CHECK(series[1].points == 1);
+
+  CHECK_THROWS_WITH(f.db.append_metrics("nosuchrun", points), Catch::StartsWith("no run \"nosuchrun\""));
+}
+
+TEST_CASE("store: a failing metric batch leaves none of its points behind") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  std::vector<store::MetricPoint> points{{0, 1, "loss", 1.0}, {0, 2, "", 2.0}};
+  CHECK_THROWS_AS(f.db.append_metrics(run.id, points), util::StoreError);
+  CHECK(f.db.metrics(run.id).empty());
+}
+
+TEST_CASE("store: artifacts round-trip; the same path again replaces it") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  const std::string hash_a(64, 'a');
+  const std::string hash_b(64, 'b');
+  f.db.add_artifact(run.id, {"checkpoints/step-10.pt", hash_a, 100});
+  f.db.add_artifact(run.id, {"checkpoints/step-10.pt", hash_b, 120});
+  f.db.add_artifact(run.id, {"a.log", hash_a, 0});
+  const auto artifacts = f.db.artifacts(run.id);
+  REQUIRE(artifacts.size() == 2);
+  CHECK(artifacts[0].path == "a.log");
+  CHECK(artifacts[1].path == "checkpoints/step-10.pt");
+  CHECK(artifacts[1].sha256 == hash_b);
+  CHECK(artifacts[1].size_bytes == 120);
+  CHECK_THROWS_AS(f.db.add_artifact(run.id, {"x", "short", 1}), util::StoreError);
+}
+
+TEST_CASE("store: tags are unique per run, sorted, removable and validated") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  f.db.add_tag(run.id, "nightly:2026-11-29");
+  f.db.add_tag(run.id, "baseline");
+  f.db.add_tag(run.id, "baseline");
+  CHECK(f.db.run(run.id)->tags == std::vector<std::string>{"baseline", "nightly:2026-11-29"});
+  CHECK(f.db.remove_tag(run.id, "baseline"));
+  CHECK_FALSE(f.db.remove_tag(run.id, "baseline"));
+  CHECK(f.db.run(run.id)->tags == std::vector<std::string>{"nightly:2026-11-29"});
+  CHECK_THROWS_WITH(f.db.add_tag(run.id, "a b"),
+                    "tag \"a b\" is not valid: tags are non-empty and have no spaces, commas or control characters");
+  CHECK_THROWS_AS(f.db.add_tag(run.id, "a,b"), util::StoreError);
+  CHECK_THROWS_AS(f.db.add_tag(run.id, ""), util::StoreError);
+}
+
+TEST_CASE("store: list_runs is newest first and filters by status, tag, spec prefix and limit") {
+  StoreFixture f;
+  const std::string other_hash = test::fake_spec_hash("other");
+  f.db.put_spec(other_hash, "{}", "other");
+  const auto t0 = store::parse_utc("2026-01-01T00:00:00.000Z").value();
+  const auto a = f.db.create_run({f.spec_hash, std::nullopt, "a", t0});
+  const auto b = f.db.create_run({other_hash, std::nullopt, "b", t0 + std::chrono::hours(1)});
+  const auto c = f.db.create_run({f.spec_hash, std::nullopt, "c", t0 + std::chrono::hours(2)});
+  f.db.finish_run(b.id, RunStatus::completed, 0, "");
+  f.db.add_tag(a.id, "keep");
+
+  auto ids = [](const std::vector<store::RunRecord>& runs) {
+    std::vector<std::string> out;
+    for (const auto& run : runs) {
+      out.push_back(run.id);
+    }
+    return out;
+  };
+  CHECK(ids(f.db.list_runs()) == std::vector<std::string>{c.id, b.id, a.id});
+  CHECK(ids(f.db.list_runs({RunStatus::completed, {}, "", 0})) == std::vector<std::string>{b.id});
+  CHECK(ids(f.db.list_runs({RunStatus::running, {}, "", 0})) == std::vector<std::string>{c.id, a.id});
+  CHECK(ids(f.db.list_runs({{}, std::string("keep"), "", 0})) == std::vector<std::string>{a.id});
+  CHECK(ids(f.db.list_runs({{}, {}, other_hash.substr(0, 8), 0})) == std::vector<std::string>{b.id});
+  CHECK(ids(f.db.list_runs({{}, {}, "", 2})) == std::vector<std::string>{c.id, b.id});
+  CHECK(f.db.list_runs({{}, std::string("none"), "", 0}).empty());
+  CHECK_THROWS_WITH(f.db.list_runs({{}, {}, "XYZ", 0}), "spec hash prefix \"XYZ\" is not lowercase hex");
+}
+
+TEST_CASE("store: find_run takes a full id or a unique prefix, and names the selector otherwise") {
+  StoreFixture f;
+  const auto t0 = store::parse_utc("2026-02-03T04:05:06.000Z").value();
+  const auto first = f.db.create_run({f.spec_hash, std::nullopt, "a", t0});
+  const auto second = f.db.create_run({f.spec_hash, std::nullopt, "b", t0});
+  const auto later = f.db.create_run({f.spec_hash, std::nullopt, "c", t0 + std::chrono::hours(30)});
+  CHECK(f.db.find_run(first.id).id == first.id);
+  CHECK(f.db.find_run(later.id.substr(0, 8)).id == later.id);
+  CHECK_THROWS_WITH(f.db.find_run("20260203"),
+                    "run selector \"20260203\" is ambiguous: it matches 2 runs (" + first.id + ", " + second.id +
+                        "); give more of the id");
+  CHECK_THROWS_WITH(f.db.find_run("nosuchrun"),
+                    "no run matches \"nosuchrun\" in " + f.db_path.string() + " (see 'expctl list' for run ids)");
+  try {
+    f.db.find_run("nosuchrun");
+  } catch (const util::StoreError& error) {
+    CHECK(error.exit_code() == util::ExitCode::usage);
+  }
+  CHECK_THROWS_AS(f.db.find_run(""), util::StoreError);
+}
+
+TEST_CASE("store: the schema refuses an unknown status and rows of unknown runs") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  CHECK_THROWS_WITH(
+      store::testing::execute_sql(f.db_path, "UPDATE runs SET status = 'exploded' WHERE id = '" + run.id + "'"),
+      Catch::Contains("CHECK constraint failed"));
+  CHECK_THROWS_WITH(store::testing::execute_sql(f.db_path, "INSERT INTO tags (run_id, tag) VALUES ('nosuchrun', 'x')"),
+                    Catch::Contains("FOREIGN KEY constraint failed"));
+  CHECK(f.db.run(run.id)->status == RunStatus::running);
+}
+
+TEST_CASE("store: status names round-trip and unknown ones are refused") {
+  for (const auto name : store::k_run_status_names) {
+    const auto status = store::parse_run_status(name);
+    REQUIRE(status.has_value());
+    CHECK(store::to_string(*status) == name);
+  }
+  CHECK_FALSE(store::parse_run_status("runing").has_value());
+}
+
+TEST_CASE("store: UTC timestamps format and parse to the millisecond") {
+  const auto time = store::Clock::time_point(std::chrono::milliseconds(1'764'455'478'042));
+  CHECK(store::format_utc(time) == "2025-11-29T22:31:18.042Z");
+  CHECK(store::parse_utc("2025-11-29T22:31:18.042Z") == time);
+  CHECK(store::parse_utc("2025-11-29T22:31:18Z") == time - std::chrono::milliseconds(42));
+  CHECK_FALSE(store::parse_utc("2025-11-29 22:31:18").has_value());
+  CHECK_FALSE(store::parse_utc("yesterday").has_value());
+}
