@@ -1,0 +1,342 @@
+#include "expctl/spec/field_table.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "expctl/util/strings.hpp"
+
+namespace expctl::spec {
+
+namespace {
+
+using T = FieldType;
+using H = Hashing;
+
+constexpr double k_inf = std::numeric_limits<double>::infinity();
+// Counts of steps, samples and epochs: large enough for any real run, small enough that
+// products such as steps * batch size cannot overflow 64 bits.
+constexpr double k_max_count = 1e9;
+
+constexpr Range any() { return {}; }
+constexpr Range at_least(double min) { return {min, k_inf, false, false}; }
+constexpr Range above(double min, double max = k_inf) { return {min, max, true, false}; }
+constexpr Range between(double min, double max) { return {min, max, false, false}; }
+constexpr Range unit_interval_open_top() { return {0, 1, false, true}; }
+
+constexpr ListSize items(size_t min, size_t max) { return {min, max}; }
+constexpr ListSize no_items() { return {0, 0}; }
+
+// The table. Columns: path, type, default (YAML), choices, range, list size, hashing, doc,
+// derived-default doc. Documentation order; sections stay together.
+const Field k_fields[] = {
+    {"name", T::string, "\"\"", "", any(), no_items(), H::excluded,
+     "Display name of the experiment.", "the spec file's name without extension"},
+    {"description", T::string, "\"\"", "", any(), no_items(), H::excluded, "Free text: what the experiment is for.", ""},
+    {"tags", T::string_list, "[]", "", any(), items(0, 32), H::excluded, "Labels for selecting runs later.", ""},
+    {"env", T::string, "\"\"", "", any(), no_items(), H::profile_content,
+     "Pinned-stack profile (TOML, e.g. `envs/debian12-cpu.toml`); a relative path is looked up in the spec's "
+     "directory, then in each parent directory. Empty: no pinned stack. Its parsed content, not its path, is hashed.",
+     ""},
+    {"container.image", T::image, "\"\"", "", any(), no_items(), H::hashed,
+     "Container image pinned by digest, `name@sha256:<64 hex>`; empty: none.", ""},
+    {"seed", T::integer, "0", "", between(0, 4294967295.0), no_items(), H::hashed,
+     "Seed of every random number generator (weights, data order, dropout).", ""},
+    {"determinism", T::choice, "strict", "strict|relaxed", any(), no_items(), H::hashed,
+     "`strict`: deterministic kernels and a fixed reduction order, so a rerun is bitwise identical; `relaxed`: "
+     "allow faster non-deterministic kernels.",
+     ""},
+
+    {"distributed.nnodes", T::integer, "1", "", between(1, 1024), no_items(), H::hashed, "Number of hosts.", ""},
+    {"distributed.nproc_per_node", T::integer, "1", "", between(1, 1024), no_items(), H::hashed,
+     "Ranks (processes) per host; world size = nnodes * nproc_per_node.", ""},
+    {"distributed.backend", T::choice, "auto", "auto|gloo|nccl", any(), no_items(), H::hashed,
+     "Collective backend; `auto`: nccl when CUDA GPUs are present, else gloo (CPU only).", ""},
+    {"distributed.bucket_cap_mb", T::floating, "25", "", above(0, 1024), no_items(), H::hashed,
+     "Gradient bucket size in MiB for the all-reduce (changes the summation order).", ""},
+    {"distributed.grad_compression", T::choice, "none", "none|fp16", any(), no_items(), H::hashed,
+     "Compress gradients before the all-reduce (`fp16`: cast to half and back).", ""},
+    {"distributed.timeout_s", T::integer, "1800", "", between(1, 604800), no_items(), H::excluded,
+     "Seconds a collective or the rendezvous may wait before the run fails.", ""},
+    {"distributed.master_port", T::integer, "0", "", between(0, 65535), no_items(), H::excluded,
+     "TCP port of the rendezvous store on the first host; 0: pick a free one.", ""},
+
+    {"data.dataset", T::choice, "fashion-mnist", "fashion-mnist|mnist|cifar10|synthetic", any(), no_items(),
+     H::hashed, "Training and evaluation data.", ""},
+    {"data.root", T::string, "\"\"", "", any(), no_items(), H::excluded,
+     "Directory holding the dataset files; a location, so not hashed (the dataset is named by `data.dataset`).",
+     "`/usr/share/datasets/<dataset>` (empty for synthetic)"},
+    {"data.batch_size", T::integer, "64", "", between(1, 65536), no_items(), H::hashed,
+     "Samples per rank per micro-batch; the global batch is batch_size * world size * grad_accum_steps.", ""},
+    {"data.shuffle", T::boolean, "true", "", any(), no_items(), H::hashed,
+     "Reshuffle the training set every epoch (seeded by `seed` and the epoch).", ""},
+    {"data.drop_last", T::boolean, "false", "", any(), no_items(), H::hashed,
+     "Drop the last incomplete batch of an epoch instead of padding the shard.", ""},
+    {"data.normalize", T::boolean, "true", "", any(), no_items(), H::hashed,
+     "Standardise inputs with the dataset's mean and standard deviation.", ""},
+    {"data.num_samples", T::integer, "1024", "", between(1, 1e7), no_items(), H::hashed,
+     "Synthetic dataset only: number of training samples.", ""},
+    {"data.num_classes", T::integer, "10", "", between(2, 10000), no_items(), H::hashed,
+     "Synthetic dataset only: number of classes.", ""},
+    {"data.input_shape", T::integer_list, "[1, 28, 28]", "", between(1, 4096), items(1, 3), H::hashed,
+     "Synthetic dataset only: shape of one sample, `[features]` or `[channels, height, width]`.", ""},
+
+    {"model.arch", T::choice, "mlp", "mlp|cnn", any(), no_items(), H::hashed,
+     "Model family: `mlp` (fully connected) or `cnn` (conv-ReLU-pool blocks and a linear head).", ""},
+    {"model.hidden_sizes", T::integer_list, "[256, 128]", "", between(1, 65536), items(1, 16), H::hashed,
+     "mlp: width of each hidden layer.", ""},
+    {"model.channels", T::integer_list, "[32, 64]", "", between(1, 4096), items(1, 8), H::hashed,
+     "cnn: output channels of each conv block.", ""},
+    {"model.dropout", T::floating, "0", "", unit_interval_open_top(), no_items(), H::hashed,
+     "Dropout probability after each hidden layer or block.", ""},
+
+    {"optim.name", T::choice, "sgd", "sgd|adamw", any(), no_items(), H::hashed, "Optimizer.", ""},
+    {"optim.lr", T::floating, "0.01", "", above(0, 10), no_items(), H::hashed, "Peak learning rate.", ""},
+    {"optim.momentum", T::floating, "0.9", "", unit_interval_open_top(), no_items(), H::hashed,
+     "sgd: momentum factor (0: plain SGD).", ""},
+    {"optim.nesterov", T::boolean, "false", "", any(), no_items(), H::hashed,
+     "sgd: Nesterov momentum (needs momentum > 0).", ""},
+    {"optim.weight_decay", T::floating, "0", "", between(0, 1), no_items(), H::hashed,
+     "Weight decay (L2 for sgd, decoupled for adamw).", ""},
+    {"optim.betas", T::float_list, "[0.9, 0.999]", "", unit_interval_open_top(), items(2, 2), H::hashed,
+     "adamw: coefficients of the running averages of the gradient and its square.", ""},
+    {"optim.eps", T::floating, "1e-8", "", above(0, 1), no_items(), H::hashed,
+     "adamw: term added to the denominator for numerical stability.", ""},
+
+    {"schedule.name", T::choice, "constant", "constant|step|cosine", any(), no_items(), H::hashed,
+     "Learning-rate schedule after warm-up.", ""},
+    {"schedule.warmup_steps", T::integer, "0", "", between(0, k_max_count), no_items(), H::hashed,
+     "Optimizer steps of linear warm-up from 0 to `optim.lr`.", ""},
+    {"schedule.step_size", T::integer, "1000", "", between(1, k_max_count), no_items(), H::hashed,
+     "step: multiply the learning rate by `gamma` every this many optimizer steps.", ""},
+    {"schedule.gamma", T::floating, "0.1", "", above(0, 1), no_items(), H::hashed,
+     "step: decay factor.", ""},
+    {"schedule.min_lr", T::floating, "0", "", at_least(0), no_items(), H::hashed,
+     "cosine: learning rate at the end of training (at most `optim.lr`).", ""},
+
+    {"train.epochs", T::integer, "0", "", between(0, 100000), no_items(), H::hashed,
+     "Passes over the training set; set this or `max_steps`, not both.", "1 when `max_steps` is 0, else 0"},
+    {"train.max_steps", T::integer, "0", "", between(0, k_max_count), no_items(), H::hashed,
+     "Optimizer steps to train for; 0: use `epochs`.", ""},
+    {"train.grad_accum_steps", T::integer, "1", "", between(1, 1024), no_items(), H::hashed,
+     "Micro-batches accumulated per optimizer step.", ""},
+    {"train.amp.enabled", T::boolean, "false", "", any(), no_items(), H::hashed,
+     "Automatic mixed precision (autocast; a GradScaler for fp16).", ""},
+    {"train.amp.dtype", T::choice, "bf16", "bf16|fp16", any(), no_items(), H::hashed,
+     "Autocast dtype; `fp16` needs CUDA (backend nccl or auto).", ""},
+    {"train.grad_clip_norm", T::floating, "0", "", at_least(0), no_items(), H::hashed,
+     "Clip the global gradient L2 norm to this value; 0: off.", ""},
+    {"train.eval_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::hashed,
+     "Evaluate every this many optimizer steps; 0: only at the end. Hashed: it decides the eval series that "
+     "`compare` reads.",
+     ""},
+    {"train.checkpoint_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::excluded,
+     "Write a checkpoint every this many optimizer steps; 0: only at the end.", ""},
+
+    {"metrics.log_every", T::integer, "10", "", between(1, k_max_count), no_items(), H::excluded,
+     "Record training metrics every this many optimizer steps.", ""},
+
+    {"regression.samples_per_sec", T::threshold, "-5%", "", any(), no_items(), H::excluded,
+     "`compare`: a throughput drop beyond this is a regression.", ""},
+    {"regression.step_time_ms_p50", T::threshold, "+5%", "", any(), no_items(), H::excluded,
+     "`compare`: a rise of the median step time beyond this is a regression.", ""},
+    {"regression.final_train_loss", T::threshold, "+2%", "", any(), no_items(), H::excluded,
+     "`compare`: a rise of the final training loss beyond this is a regression.", ""},
+    {"regression.eval_loss", T::threshold, "+2%", "", any(), no_items(), H::excluded,
+     "`compare`: a rise of the final evaluation loss beyond this is a regression.", ""},
+    {"regression.eval_accuracy", T::threshold, "-0.5", "", any(), no_items(), H::excluded,
+     "`compare`: a drop of the final evaluation accuracy (in percent) by more than this many points is a "
+     "regression.",
+     ""},
+};
+
+// Names people bring from other frameworks (PyTorch, Lightning, Hydra configs), mapped to ours so
+// that "did you mean" can point from e.g. "learning_rate" to "lr".
+struct Synonym {
+  std::string_view section;
+  std::string_view name;
+  std::string_view field;
+};
+
+const Synonym k_synonyms[] = {
+    {"optim", "learning_rate", "lr"},     {"optim", "optimizer", "name"},  {"", "optimizer", "optim"},
+    {"", "scheduler", "schedule"},        {"schedule", "warmup", "warmup_steps"},
+    {"train", "steps", "max_steps"},      {"train", "accumulate_grad_batches", "grad_accum_steps"},
+    {"train", "num_epochs", "epochs"},    {"train", "clip_grad_norm", "grad_clip_norm"},
+    {"data", "batch", "batch_size"},      {"data", "path", "root"},        {"data", "data_dir", "root"},
+    {"distributed", "world_size", "nproc_per_node"}, {"distributed", "num_nodes", "nnodes"},
+};
+
+std::string format_bound(double value) {
+  return value == k_inf ? "inf" : fmt::format("{}", value);
+}
+
+std::string range_text(const Range& range) {
+  const bool has_min = range.min != -k_inf;
+  const bool has_max = range.max != k_inf;
+  if (has_min && has_max) {
+    return fmt::format("{} {} x {} {}", format_bound(range.min), range.min_open ? "<" : "<=",
+                       range.max_open ? "<" : "<=", format_bound(range.max));
+  }
+  if (has_min) {
+    return fmt::format("{} {}", range.min_open ? ">" : ">=", format_bound(range.min));
+  }
+  if (has_max) {
+    return fmt::format("{} {}", range.max_open ? "<" : "<=", format_bound(range.max));
+  }
+  return "";
+}
+
+std::string allowed_text(const Field& field) {
+  switch (field.type) {
+    case T::choice: {
+      std::string text;
+      for (const std::string& choice : choices_of(field)) {
+        text += (text.empty() ? "`" : ", `") + choice + "`";
+      }
+      return text;
+    }
+    case T::image:
+      return "`name@sha256:<64 hex>` or empty";
+    case T::threshold:
+      return "`\"-5%\"`/`\"+2%\"` (relative) or a number (absolute)";
+    case T::string_list:
+    case T::integer_list:
+    case T::float_list: {
+      std::string size = field.size.min == field.size.max
+                             ? fmt::format("{} items", field.size.min)
+                             : fmt::format("{}..{} items", field.size.min, field.size.max);
+      const std::string each = range_text(field.range);
+      return each.empty() ? size : size + ", each " + each;
+    }
+    default:
+      return range_text(field.range);
+  }
+}
+
+std::string_view hashing_text(Hashing hashing) {
+  switch (hashing) {
+    case H::hashed:
+      return "yes";
+    case H::excluded:
+      return "no";
+    case H::profile_content:
+      return "content";
+  }
+  return "";
+}
+
+std::string default_text(const Field& field) {
+  if (!field.default_doc.empty()) {
+    return std::string(field.default_doc);
+  }
+  return "`" + std::string(field.default_yaml) + "`";
+}
+
+// Markdown cells must not contain a bare "|".
+std::string cell(std::string text) {
+  std::string out;
+  for (char c : text) {
+    out += c == '|' ? std::string("\\|") : std::string(1, c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const Field> fields() { return k_fields; }
+
+const Field* find_field(std::string_view path) {
+  for (const Field& field : k_fields) {
+    if (field.path == path) {
+      return &field;
+    }
+  }
+  return nullptr;
+}
+
+bool is_section(std::string_view path) {
+  const std::string prefix = std::string(path) + ".";
+  return std::any_of(std::begin(k_fields), std::end(k_fields),
+                     [&](const Field& field) { return util::starts_with(field.path, prefix); });
+}
+
+std::vector<std::string> child_names(std::string_view section) {
+  const std::string prefix = section.empty() ? "" : std::string(section) + ".";
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const Field& field : k_fields) {
+    if (!util::starts_with(field.path, prefix)) {
+      continue;
+    }
+    const std::string_view rest = field.path.substr(prefix.size());
+    std::string name(rest.substr(0, rest.find('.')));
+    if (seen.insert(name).second) {
+      names.push_back(std::move(name));
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> suggestion_candidates(std::string_view section) {
+  std::vector<std::string> names = child_names(section);
+  for (const Synonym& synonym : k_synonyms) {
+    if (synonym.section == section) {
+      names.emplace_back(synonym.name);
+    }
+  }
+  return names;
+}
+
+std::string suggestion_for(std::string_view section, const std::string& candidate) {
+  for (const Synonym& synonym : k_synonyms) {
+    if (synonym.section == section && synonym.name == candidate) {
+      return std::string(synonym.field);
+    }
+  }
+  return candidate;
+}
+
+std::vector<std::string> choices_of(const Field& field) { return util::split(field.choices, '|'); }
+
+std::string_view type_name(FieldType type) {
+  switch (type) {
+    case T::string:
+      return "string";
+    case T::integer:
+      return "integer";
+    case T::floating:
+      return "float";
+    case T::boolean:
+      return "bool";
+    case T::choice:
+      return "choice";
+    case T::string_list:
+      return "list of strings";
+    case T::integer_list:
+      return "list of integers";
+    case T::float_list:
+      return "list of floats";
+    case T::image:
+      return "image reference";
+    case T::threshold:
+      return "threshold";
+  }
+  return "value";
+}
+
+std::string render_field_table_markdown() {
+  std::string out = std::string(k_table_begin) + "\n\n";
+  out += "| Key | Type | Default | Allowed | Hashed | Meaning |\n";
+  out += "|---|---|---|---|---|---|\n";
+  for (const Field& field : k_fields) {
+    out += fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", field.path, type_name(field.type),
+                       cell(default_text(field)), cell(allowed_text(field)), hashing_text(field.hashing),
+                       cell(std::string(field.doc)));
+  }
+  out += "\n" + std::string(k_table_end) + "\n";
+  return out;
+}
+
+}  // namespace expctl::spec

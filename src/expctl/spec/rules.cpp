@@ -1,0 +1,106 @@
+#include "expctl/spec/rules.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace expctl::spec {
+
+namespace {
+
+// Read access to resolved values by dotted path; every path here is a field of the table.
+class Values {
+ public:
+  explicit Values(const nlohmann::json& values) : m_values(values) {}
+  const nlohmann::json& at(std::string_view path) const {
+    std::string pointer = "/" + std::string(path);
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    return m_values.at(nlohmann::json::json_pointer(pointer));
+  }
+  std::string text(std::string_view path) const { return at(path).get<std::string>(); }
+  int64_t integer(std::string_view path) const { return at(path).get<int64_t>(); }
+  double number(std::string_view path) const { return at(path).get<double>(); }
+  bool flag(std::string_view path) const { return at(path).get<bool>(); }
+
+ private:
+  const nlohmann::json& m_values;
+};
+
+using Check = std::optional<std::string> (*)(const Values&);
+
+struct Rule {
+  std::vector<std::string_view> fields;
+  Check check;
+};
+
+std::optional<std::string> epochs_or_steps(const Values& v) {
+  if (v.integer("train.epochs") > 0 && v.integer("train.max_steps") > 0) {
+    return "train.epochs and train.max_steps are both set: keep one of them";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> fp16_needs_cuda(const Values& v) {
+  if (v.flag("train.amp.enabled") && v.text("train.amp.dtype") == "fp16" && v.text("distributed.backend") == "gloo") {
+    return "train.amp.dtype fp16 needs CUDA, but distributed.backend gloo is CPU-only: use train.amp.dtype bf16 "
+           "or distributed.backend nccl";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> nesterov_needs_momentum(const Values& v) {
+  if (v.flag("optim.nesterov") && (v.text("optim.name") != "sgd" || v.number("optim.momentum") == 0.0)) {
+    return "optim.nesterov needs optim.name sgd with optim.momentum > 0";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> min_lr_below_lr(const Values& v) {
+  if (v.text("schedule.name") == "cosine" && v.number("schedule.min_lr") > v.number("optim.lr")) {
+    return fmt::format("schedule.min_lr ({}) must not exceed optim.lr ({})", v.number("schedule.min_lr"),
+                       v.number("optim.lr"));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> warmup_within_steps(const Values& v) {
+  const int64_t max_steps = v.integer("train.max_steps");
+  if (max_steps > 0 && v.integer("schedule.warmup_steps") >= max_steps) {
+    return fmt::format("schedule.warmup_steps ({}) must be smaller than train.max_steps ({})",
+                       v.integer("schedule.warmup_steps"), max_steps);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> cnn_needs_image_shape(const Values& v) {
+  if (v.text("data.dataset") == "synthetic" && v.text("model.arch") == "cnn" && v.at("data.input_shape").size() != 3) {
+    return fmt::format("model.arch cnn needs data.input_shape [channels, height, width], found {} dimension(s)",
+                       v.at("data.input_shape").size());
+  }
+  return std::nullopt;
+}
+
+const Rule k_rules[] = {
+    {{"train.max_steps", "train.epochs"}, epochs_or_steps},
+    {{"train.amp.dtype", "distributed.backend", "train.amp.enabled"}, fp16_needs_cuda},
+    {{"optim.nesterov", "optim.momentum", "optim.name"}, nesterov_needs_momentum},
+    {{"schedule.min_lr", "optim.lr", "schedule.name"}, min_lr_below_lr},
+    {{"schedule.warmup_steps", "train.max_steps"}, warmup_within_steps},
+    {{"model.arch", "data.input_shape", "data.dataset"}, cnn_needs_image_shape},
+};
+
+}  // namespace
+
+std::vector<RuleViolation> check_rules(const nlohmann::json& values) {
+  const Values view(values);
+  std::vector<RuleViolation> violations;
+  for (const Rule& rule : k_rules) {
+    if (auto message = rule.check(view)) {
+      violations.push_back({rule.fields, std::move(*message)});
+    }
+  }
+  return violations;
+}
+
+}  // namespace expctl::spec

@@ -1,0 +1,406 @@
+#include "expctl/spec/spec.hpp"
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "expctl/spec/canonical.hpp"
+#include "expctl/spec/convert.hpp"
+#include "expctl/spec/profile.hpp"
+#include "expctl/spec/rules.hpp"
+#include "expctl/spec/yaml_tree.hpp"
+#include "expctl/util/atomic_file.hpp"
+#include "expctl/util/diagnostic.hpp"
+#include "expctl/util/sha256.hpp"
+#include "expctl/util/strings.hpp"
+
+namespace expctl::spec {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Where each dataset lives when installed from Debian's dataset-* packages.
+const std::map<std::string, std::string, std::less<>> k_dataset_roots = {
+    {"fashion-mnist", "/usr/share/datasets/fashion-mnist"},
+    {"mnist", "/usr/share/datasets/mnist"},
+    {"cifar10", "/usr/share/datasets/cifar10"},
+    {"synthetic", ""},
+};
+
+// A file with thousands of bad keys should not print thousands of caret blocks: the first ones
+// are enough to see the pattern.
+constexpr size_t k_max_reported = 50;
+
+// An override value is one scalar or a short flow list; nothing longer is legitimate.
+constexpr YamlLimits k_override_limits{4096, 4, 1000};
+
+nlohmann::json::json_pointer pointer_of(std::string_view dotted_path) {
+  std::string pointer = "/" + std::string(dotted_path);
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  return nlohmann::json::json_pointer(pointer);
+}
+
+}  // namespace
+
+// Builds one Spec: defaults, then the file, then the overrides, then derived defaults, rules and
+// the profile. Every problem is collected; nothing stops at the first one.
+class SpecBuilder {
+ public:
+  SpecBuilder(fs::path file, const LoadOptions& options)
+      : m_file(std::move(file)), m_name(m_file.string()), m_options(options) {}
+
+  Spec build() {
+    fill_defaults();
+    if (const auto text = read_spec()) {
+      apply_document(load_yaml(*text, m_name), *text);
+    }
+    for (const std::string& raw : m_options.overrides) {
+      apply_override(raw);
+    }
+    fill_derived_defaults();
+    apply_rules();
+    load_env_profile();
+    if (!m_diagnostics.empty()) {
+      sort_diagnostics();
+      limit_diagnostics();
+      throw util::DiagnosticError(std::move(m_diagnostics));
+    }
+    return finish();
+  }
+
+ private:
+  // Where a value the user set came from, to point diagnostics about it.
+  struct Origin {
+    std::string file;
+    SourceMark mark;
+    std::string source_line;
+  };
+
+  // Problems in the spec file in reading order (rules are checked last but may point anywhere);
+  // then those of the overrides and the profile, in the order they were found.
+  void sort_diagnostics() {
+    std::stable_sort(m_diagnostics.begin(), m_diagnostics.end(), [this](const auto& a, const auto& b) {
+      const auto key = [this](const util::Diagnostic& d) {
+        return std::tuple(d.file == m_name ? 0 : 1, d.file == m_name ? d.line : 0, d.file == m_name ? d.column : 0);
+      };
+      return key(a) < key(b);
+    });
+  }
+
+  void limit_diagnostics() {
+    if (m_diagnostics.size() <= k_max_reported) {
+      return;
+    }
+    const size_t hidden = m_diagnostics.size() - k_max_reported;
+    m_diagnostics.resize(k_max_reported);
+    problem_without_position(m_name, fmt::format("{} more errors not shown: fix the ones above first", hidden));
+  }
+
+  void fill_defaults() {
+    m_values = nlohmann::json::object();
+    for (const Field& field : fields()) {
+      m_values[pointer_of(field.path)] = default_value(field);
+    }
+  }
+
+  std::optional<std::string> read_spec() {
+    std::error_code error;
+    if (!fs::exists(m_file, error)) {
+      problem_without_position(m_name, "no such file: check the path");
+      return std::nullopt;
+    }
+    if (!fs::is_regular_file(m_file, error)) {
+      problem_without_position(m_name, "not a regular file: a spec is a YAML text file");
+      return std::nullopt;
+    }
+    const YamlLimits limits;
+    if (const auto size = fs::file_size(m_file, error); !error && size > limits.max_bytes) {
+      problem_without_position(
+          m_name, fmt::format("the file is {} bytes, more than the {} MiB limit for a spec", size, limits.max_bytes >> 20));
+      return std::nullopt;
+    }
+    auto text = util::read_file(m_file);
+    if (!text) {
+      problem_without_position(m_name, text.error().message);
+      return std::nullopt;
+    }
+    return std::move(*text);
+  }
+
+  void problem_without_position(const std::string& file, std::string message) {
+    m_diagnostics.push_back({file, 0, 0, std::move(message), ""});
+  }
+
+  void problem_at(const Origin& origin, SourceMark mark, std::string message) {
+    const bool in_file = origin.file == m_name && mark.line > 0;
+    m_diagnostics.push_back({origin.file, in_file ? mark.line : 0, in_file ? mark.column : 0, std::move(message),
+                             in_file ? printable_line(m_text, mark.line) : ""});
+  }
+
+  void apply_document(YamlDocument document, const std::string& text) {
+    m_text = text;
+    for (auto& diagnostic : document.diagnostics) {
+      m_diagnostics.push_back(std::move(diagnostic));
+    }
+    if (document.aborted) {
+      return;  // a partial tree would only add confusing follow-up errors
+    }
+    if (document.empty || document.root.kind == YamlNode::Kind::null) {
+      problem_without_position(m_name, "the spec is empty: write a YAML mapping of sections, e.g. \"data: {dataset: "
+                                       "fashion-mnist}\"");
+      return;
+    }
+    if (document.root.kind != YamlNode::Kind::mapping) {
+      problem_at({m_name, {}, ""}, document.root.mark,
+                 fmt::format("the top level of a spec must be a mapping of sections, found {}",
+                             describe_kind(document.root)));
+      return;
+    }
+    apply_mapping(document.root, "");
+  }
+
+  void apply_mapping(const YamlNode& mapping, const std::string& section) {
+    for (const auto& [key, value] : mapping.entries) {
+      const std::string path = section.empty() ? key.value : section + "." + key.value;
+      const Origin origin{m_name, key.mark, ""};
+      if (const Field* field = find_field(path)) {
+        apply_value(*field, value, {m_name, value.mark.line > 0 ? value.mark : key.mark, ""});
+      } else if (is_section(path)) {
+        apply_section(path, value);
+      } else {
+        problem_at(origin, key.mark, unknown_key_message(key.value, section));
+      }
+    }
+  }
+
+  void apply_section(const std::string& path, const YamlNode& value) {
+    if (value.kind == YamlNode::Kind::null) {
+      return;  // "optim:" with nothing under it: all defaults
+    }
+    if (value.kind != YamlNode::Kind::mapping) {
+      problem_at({m_name, value.mark, ""}, value.mark,
+                 fmt::format("{} must be a mapping of fields ({}), found {}", path,
+                             util::join(child_names(path), ", "), describe_kind(value)));
+      return;
+    }
+    apply_mapping(value, path);
+  }
+
+  static std::string unknown_key_message(const std::string& key, const std::string& section) {
+    std::string message = section.empty() ? fmt::format("unknown top-level key {}", util::quoted(key))
+                                          : fmt::format("unknown key {} in {}", util::quoted(key), util::quoted(section));
+    if (const auto suggestion = util::closest_match(key, suggestion_candidates(section))) {
+      message += fmt::format(" (did you mean {}?)", util::quoted(suggestion_for(section, *suggestion)));
+    }
+    return message;
+  }
+
+  void apply_value(const Field& field, const YamlNode& node, const Origin& origin) {
+    auto value = convert_value(field, node);
+    if (!value) {
+      problem_at(origin, value.error().mark.line > 0 ? value.error().mark : origin.mark, value.error().message);
+      m_invalid.emplace(field.path);
+      return;
+    }
+    m_values[pointer_of(field.path)] = std::move(*value);
+    m_origins[std::string(field.path)] = origin;
+    m_invalid.erase(std::string(field.path));
+  }
+
+  void apply_override(const std::string& raw) {
+    const std::string name = "--set " + raw;
+    const size_t equals = raw.find('=');
+    if (equals == std::string::npos) {
+      problem_without_position(name, "expected key.path=value, e.g. --set optim.lr=0.1");
+      return;
+    }
+    const std::string path(util::trim(std::string_view(raw).substr(0, equals)));
+    const Field* field = find_field(path);
+    if (field == nullptr) {
+      problem_without_position(name, unknown_override_message(path));
+      return;
+    }
+    const std::string text = raw.substr(equals + 1);
+    YamlDocument document = load_yaml(text, name, k_override_limits);
+    if (!document.diagnostics.empty()) {
+      problem_without_position(name, "the value is not a YAML scalar or flow list: " + document.diagnostics.front().message);
+      return;
+    }
+    if (document.empty && (field->type == FieldType::string || field->type == FieldType::image)) {
+      document.root.kind = YamlNode::Kind::scalar;  // "--set name=" means the empty string
+    }
+    document.root.mark = {};
+    apply_value(*field, document.root, {name, {}, ""});
+  }
+
+  static std::string unknown_override_message(const std::string& path) {
+    if (is_section(path)) {
+      return fmt::format("{} is a section: set one of its fields ({})", util::quoted(path),
+                         util::join(child_names(path), ", "));
+    }
+    std::string message = fmt::format("unknown field {}", util::quoted(path));
+    if (const auto suggestion = suggest_path(path)) {
+      message += fmt::format(" (did you mean {}?)", util::quoted(*suggestion));
+    }
+    return message;
+  }
+
+  // "optim.lerning_rate" -> "optim.lr": the last name is matched within its section (synonyms
+  // included); a path with an unknown section is matched against every field path.
+  static std::optional<std::string> suggest_path(const std::string& path) {
+    const size_t dot = path.rfind('.');
+    const std::string section = dot == std::string::npos ? "" : path.substr(0, dot);
+    if (section.empty() || is_section(section)) {
+      const std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
+      if (const auto name = util::closest_match(leaf, suggestion_candidates(section))) {
+        const std::string real = suggestion_for(section, *name);
+        return section.empty() ? real : section + "." + real;
+      }
+      return std::nullopt;
+    }
+    std::vector<std::string> paths;
+    for (const Field& field : fields()) {
+      paths.emplace_back(field.path);
+    }
+    return util::closest_match(path, paths);
+  }
+
+  void fill_derived_defaults() {
+    auto& name = m_values["name"];
+    if (name.get<std::string>().empty()) {
+      name = m_file.stem().string();
+    }
+    auto& root = m_values["data"]["root"];
+    if (root.get<std::string>().empty()) {
+      root = k_dataset_roots.at(m_values["data"]["dataset"].get<std::string>());
+    }
+    auto& train = m_values["train"];
+    if (train["epochs"].get<int64_t>() == 0 && train["max_steps"].get<int64_t>() == 0) {
+      train["epochs"] = 1;
+    }
+  }
+
+  void apply_rules() {
+    for (const RuleViolation& violation : check_rules(m_values)) {
+      // A rule that involves a value already reported as invalid would only repeat that problem.
+      if (std::any_of(violation.fields.begin(), violation.fields.end(),
+                      [&](std::string_view f) { return m_invalid.count(std::string(f)) > 0; })) {
+        continue;
+      }
+      const Origin* origin = nullptr;
+      for (std::string_view field : violation.fields) {
+        if (const auto found = m_origins.find(std::string(field)); found != m_origins.end()) {
+          origin = &found->second;
+          break;
+        }
+      }
+      if (origin == nullptr) {
+        problem_without_position(m_name, violation.message);
+      } else {
+        problem_at(*origin, origin->mark, violation.message);
+      }
+    }
+  }
+
+  void load_env_profile() {
+    const std::string env = m_values["env"].get<std::string>();
+    if (env.empty() || m_invalid.count("env") > 0) {
+      return;
+    }
+    const Origin origin = m_origins.count("env") > 0 ? m_origins.at("env") : Origin{m_name, {}, ""};
+    m_env_profile_path = resolve_profile_path(m_file, env);
+    if (!m_env_profile_path) {
+      problem_at(origin, origin.mark,
+                 fmt::format("env profile {} not found in the spec's directory or any parent directory: check the "
+                             "path (profiles live in envs/)",
+                             util::quoted(env)));
+      return;
+    }
+    auto profile = load_profile(*m_env_profile_path, display_path(*m_env_profile_path));
+    if (!profile) {
+      m_diagnostics.push_back(std::move(profile.error()));
+      return;
+    }
+    m_env_profile = std::move(*profile);
+  }
+
+  Spec finish() {
+    nlohmann::json hashed = nlohmann::json::object();
+    for (const Field& field : fields()) {
+      if (field.hashing == Hashing::hashed) {
+        hashed[pointer_of(field.path)] = m_values.at(pointer_of(field.path));
+      }
+    }
+    const nlohmann::json document = {
+        {"expctl_spec_version", k_spec_version},
+        {"env_profile", m_env_profile},
+        {"spec", hashed},
+    };
+    Spec spec;
+    spec.m_file = m_file;
+    spec.m_values = std::move(m_values);
+    spec.m_env_profile_path = std::move(m_env_profile_path);
+    spec.m_env_profile = std::move(m_env_profile);
+    spec.m_canonical = canonical_json(document);
+    spec.m_hash = util::sha256_hex(spec.m_canonical);
+    return spec;
+  }
+
+  fs::path m_file;
+  std::string m_name;
+  const LoadOptions& m_options;
+  std::string m_text;
+  nlohmann::json m_values;
+  std::map<std::string, Origin> m_origins;
+  std::set<std::string> m_invalid;
+  std::optional<fs::path> m_env_profile_path;
+  nlohmann::json m_env_profile;
+  std::vector<util::Diagnostic> m_diagnostics;
+};
+
+const nlohmann::json& Spec::at(std::string_view dotted_path, FieldType type) const {
+  const Field* field = find_field(dotted_path);
+  EXPCTL_ASSERT(field != nullptr, "no spec field {}", dotted_path);
+  EXPCTL_ASSERT(field->type == type || (type == FieldType::string && field->type == FieldType::choice) ||
+                    (type == FieldType::string && field->type == FieldType::image),
+                "spec field {} is a {}, not a {}", dotted_path, type_name(field->type), type_name(type));
+  return m_values.at(pointer_of(dotted_path));
+}
+
+std::string Spec::get_string(std::string_view path) const { return at(path, FieldType::string).get<std::string>(); }
+int64_t Spec::get_int(std::string_view path) const { return at(path, FieldType::integer).get<int64_t>(); }
+double Spec::get_float(std::string_view path) const { return at(path, FieldType::floating).get<double>(); }
+bool Spec::get_bool(std::string_view path) const { return at(path, FieldType::boolean).get<bool>(); }
+
+std::vector<std::string> Spec::get_string_list(std::string_view path) const {
+  return at(path, FieldType::string_list).get<std::vector<std::string>>();
+}
+std::vector<int64_t> Spec::get_int_list(std::string_view path) const {
+  return at(path, FieldType::integer_list).get<std::vector<int64_t>>();
+}
+std::vector<double> Spec::get_float_list(std::string_view path) const {
+  return at(path, FieldType::float_list).get<std::vector<double>>();
+}
+
+Spec load_spec(const fs::path& file, const LoadOptions& options) { return SpecBuilder(file, options).build(); }
+
+std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b) {
+  std::vector<SpecChange> changes;
+  for (const Field& field : fields()) {
+    const auto pointer = pointer_of(field.path);
+    const nlohmann::json& old_value = a.values().at(pointer);
+    const nlohmann::json& new_value = b.values().at(pointer);
+    if (canonical_json(old_value) != canonical_json(new_value)) {
+      changes.push_back({std::string(field.path), old_value, new_value, field.hashing == Hashing::hashed});
+    }
+  }
+  if (canonical_json(a.env_profile()) != canonical_json(b.env_profile())) {
+    changes.push_back({"env (profile content)", a.env_profile(), b.env_profile(), true});
+  }
+  return changes;
+}
+
+}  // namespace expctl::spec

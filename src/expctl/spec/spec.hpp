@@ -1,0 +1,84 @@
+#pragma once
+/// An experiment spec: a YAML file validated against the field table (every problem reported at
+/// once), with defaults filled in, `--set` overrides applied, and a canonical form whose SHA-256
+/// is the spec hash. The recipe and every field are documented in docs/spec.md.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/spec/field_table.hpp"
+
+namespace expctl::spec {
+
+class SpecBuilder;
+
+/// Options for loading a spec.
+struct LoadOptions {
+  std::vector<std::string> overrides;  ///< "key.path=value" from --set, typed by the field table, applied in order
+};
+
+/// A validated spec with defaults filled in and overrides applied.
+class Spec {
+ public:
+  /// As given by the user.
+  const std::filesystem::path& file() const { return m_file; }
+  /// Full nested tree of every field (defaults filled): integers as JSON integers, floats as
+  /// JSON floats, lists as arrays.
+  const nlohmann::json& values() const { return m_values; }
+
+  /// Typed access by dotted path (e.g. "data.dataset"); the path must name a field of that type
+  /// (a wrong path or type is an internal error).
+  std::string get_string(std::string_view dotted_path) const;
+  int64_t get_int(std::string_view dotted_path) const;
+  double get_float(std::string_view dotted_path) const;
+  bool get_bool(std::string_view dotted_path) const;
+  std::vector<std::string> get_string_list(std::string_view dotted_path) const;
+  std::vector<int64_t> get_int_list(std::string_view dotted_path) const;
+  std::vector<double> get_float_list(std::string_view dotted_path) const;
+
+  /// Absolute path of the pinned-stack profile named by `env`, resolved as documented (relative
+  /// paths: the spec's directory, then each ancestor directory in turn); nullopt when `env` is unset.
+  const std::optional<std::filesystem::path>& env_profile_path() const { return m_env_profile_path; }
+  /// The profile's parsed content as hashed (null when `env` is unset).
+  const nlohmann::json& env_profile() const { return m_env_profile; }
+
+  /// Exact bytes that were hashed (versioned, sorted, compact JSON).
+  const std::string& canonical() const { return m_canonical; }
+  /// 64 lowercase hex: SHA-256(canonical()).
+  const std::string& hash() const { return m_hash; }
+
+ private:
+  friend class SpecBuilder;
+  const nlohmann::json& at(std::string_view dotted_path, FieldType type) const;
+
+  std::filesystem::path m_file;
+  nlohmann::json m_values;
+  std::optional<std::filesystem::path> m_env_profile_path;
+  nlohmann::json m_env_profile;
+  std::string m_canonical;
+  std::string m_hash;
+};
+
+/// Loads, validates (every problem at once) and canonicalises a spec; throws
+/// util::DiagnosticError (exit 2) listing every problem as FILE:LINE:COL with caret (override
+/// problems are named "--set key=value" instead of a position).
+Spec load_spec(const std::filesystem::path& file, const LoadOptions& options = {});
+
+/// One field that differs between two specs.
+struct SpecChange {
+  std::string path;         ///< dotted key path, or "env (profile content)" when only the profile differs
+  nlohmann::json old_value; ///< in `a`
+  nlohmann::json new_value; ///< in `b`
+  bool hashed = false;      ///< the change is part of the spec hash
+};
+
+/// Every field whose value differs from `a` to `b`, in field-table order, then the profile content.
+std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b);
+
+}  // namespace expctl::spec
