@@ -148,15 +148,17 @@ Result to_image(const std::string& label, const YamlNode& node) {
 }
 
 Result to_threshold(const std::string& label, const YamlNode& node) {
-  static const std::regex percent(R"([-+][0-9]+(\.[0-9]+)?%)");
-  if (node.kind == YamlNode::Kind::scalar && std::regex_match(node.value, percent)) {
+  // The grammar of compare::parse_threshold: relative "-5%", percentage points "-0.5pp", or a
+  // number (absolute); the sign, when written, names the worse direction.
+  static const std::regex relative_or_points(R"([-+]?[0-9]+(\.[0-9]+)?(%|pp))");
+  if (node.kind == YamlNode::Kind::scalar && std::regex_match(node.value, relative_or_points)) {
     return node.value;
   }
   if (is_plain(node) && looks_like_float(node.value)) {
     return to_float(label, Range{}, node);
   }
-  return refuse(node, fmt::format("{} must be a signed percentage such as \"-5%\" or a number of absolute points, "
-                                  "found {}",
+  return refuse(node, fmt::format("{} must be a percentage (\"-5%\"), percentage points (\"-0.5pp\") or "
+                                  "a number, found {}",
                                   label, describe_kind(node)));
 }
 

@@ -137,17 +137,25 @@ const Field k_fields[] = {
     {"metrics.log_every", T::integer, "10", "", between(1, k_max_count), no_items(), H::excluded,
      "Record training metrics every this many optimizer steps.", ""},
 
+    // Metric names, defaults and the threshold grammar follow compare's metric table
+    // (compare/thresholds.hpp), which interprets them.
     {"regression.samples_per_sec", T::threshold, "-5%", "", any(), no_items(), H::excluded,
-     "`compare`: a throughput drop beyond this is a regression.", ""},
+     "`compare`: a drop of training throughput beyond this is a regression.", ""},
     {"regression.step_time_ms_p50", T::threshold, "+5%", "", any(), no_items(), H::excluded,
-     "`compare`: a rise of the median step time beyond this is a regression.", ""},
+     "`compare`: a rise of the median optimizer-step time beyond this is a regression.", ""},
+    {"regression.step_time_ms_p95", T::threshold, "+5%", "", any(), no_items(), H::excluded,
+     "`compare`: a rise of the 95th-percentile step time (stragglers, stalls) beyond this is a regression.", ""},
+    {"regression.comm_wait_fraction", T::threshold, "+5pp", "", any(), no_items(), H::excluded,
+     "`compare`: a rise of the share of step time spent waiting for the all-reduce (0..1) beyond this is a "
+     "regression.",
+     ""},
     {"regression.final_train_loss", T::threshold, "+2%", "", any(), no_items(), H::excluded,
      "`compare`: a rise of the final training loss beyond this is a regression.", ""},
     {"regression.eval_loss", T::threshold, "+2%", "", any(), no_items(), H::excluded,
      "`compare`: a rise of the final evaluation loss beyond this is a regression.", ""},
-    {"regression.eval_accuracy", T::threshold, "-0.5", "", any(), no_items(), H::excluded,
-     "`compare`: a drop of the final evaluation accuracy (in percent) by more than this many points is a "
-     "regression.",
+    {"regression.eval_accuracy", T::threshold, "-0.5pp", "", any(), no_items(), H::excluded,
+     "`compare`: a drop of the evaluation accuracy (a fraction, 0..1) beyond this is a regression; `pp` are "
+     "percentage points.",
      ""},
 };
 
@@ -200,7 +208,7 @@ std::string allowed_text(const Field& field) {
     case T::image:
       return "`name@sha256:<64 hex>` or empty";
     case T::threshold:
-      return "`\"-5%\"`/`\"+2%\"` (relative) or a number (absolute)";
+      return "`\"-5%\"` (relative), `\"-0.5pp\"` (points) or a number (absolute)";
     case T::string_list:
     case T::integer_list:
     case T::float_list: {

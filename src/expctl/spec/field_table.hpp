@@ -22,7 +22,7 @@ enum class FieldType {
   integer_list,  ///< list of integers
   float_list,    ///< list of floats
   image,         ///< "name@sha256:<64 lowercase hex>" or "" (no container)
-  threshold,     ///< regression threshold: "-5%" (relative) or a number (absolute, in the metric's unit)
+  threshold,     ///< regression threshold: "-5%" (relative), "-0.5pp" (percentage points) or a number (absolute)
 };
 
 /// Whether and how a field enters the spec hash.

@@ -204,9 +204,11 @@ const std::map<std::string, std::string> k_unhashed_alternates = {
     {"metrics.log_every", "1"},
     {"regression.samples_per_sec", "-10%"},
     {"regression.step_time_ms_p50", "+1%"},
+    {"regression.step_time_ms_p95", "+10%"},
+    {"regression.comm_wait_fraction", "+2pp"},
     {"regression.final_train_loss", "+5%"},
     {"regression.eval_loss", "+1%"},
-    {"regression.eval_accuracy", "-2"},
+    {"regression.eval_accuracy", "-0.02"},
 };
 
 }  // namespace
