@@ -44,7 +44,8 @@ void validate(const LaunchRequest& request) {
 }
 
 int omp_threads_for(const LaunchRequest& request, EnvOverrides& env) {
-  const auto user_value = lookup(request.environment, "OMP_NUM_THREADS");
+  const auto user_value =
+      lookup(request.environment ? *request.environment : current_environment(), "OMP_NUM_THREADS");
   if (user_value) {
     env["OMP_NUM_THREADS"] = *user_value;  // kept as given: the user knows their machine
     try {

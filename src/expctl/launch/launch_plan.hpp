@@ -4,6 +4,7 @@
 /// MASTER_PORT, GROUP_RANK), so a rank cannot tell expctl from torchrun.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,9 @@ struct LaunchRequest {
   int master_port = 0;
   /// CPU cores to share among local ranks; 0 = the cores this process may run on.
   int cores = 0;
-  /// The launching process's environment: a user-set OMP_NUM_THREADS is kept.
-  EnvMap environment;
+  /// The launching process's environment (nullopt: this process's): a user-set
+  /// OMP_NUM_THREADS is kept.
+  std::optional<EnvMap> environment;
 };
 
 /// One local rank: its identity and the variables it gets on top of the inherited environment.

@@ -145,9 +145,14 @@ struct Supervisor::State {
   }
 
   void reap() {
+    std::vector<const RankProcess*> ended;
     for (auto& rank : ranks) {
-      if (rank->try_reap()) on_rank_ended(*rank);
+      if (rank->try_reap()) ended.push_back(rank.get());
     }
+    // Ranks that ended within one tick cannot be ordered by time. A crash (death by a signal)
+    // is the likelier cause and a peer's error exit ("connection closed") its consequence.
+    std::stable_partition(ended.begin(), ended.end(), [](const RankProcess* r) { return r->exit().signal != 0; });
+    for (const RankProcess* rank : ended) on_rank_ended(*rank);
   }
 
   void poll_once() {

@@ -38,6 +38,7 @@ TEST_CASE("launch plan: second node of two gets global ranks and torchrun's vari
   request.master_addr = "node01";
   request.master_port = 29400;
   request.cores = 8;
+  request.environment = EnvMap{};
   const LaunchPlan plan = make_launch_plan(request);
   CHECK(plan.world_size == 4);
   REQUIRE(plan.ranks.size() == 2);
@@ -60,6 +61,7 @@ TEST_CASE("launch plan: a single node rendezvouses on loopback at a free port", 
   LaunchRequest request;
   request.nproc_per_node = 3;
   request.cores = 8;
+  request.environment = EnvMap{};
   const LaunchPlan plan = make_launch_plan(request);
   CHECK(plan.master_addr == "127.0.0.1");
   CHECK(plan.master_port != 0);
@@ -71,8 +73,9 @@ TEST_CASE("launch plan: OMP_NUM_THREADS is at least 1 and a user's value is kept
   LaunchRequest request;
   request.nproc_per_node = 4;
   request.cores = 2;
+  request.environment = EnvMap{};
   CHECK(env_of(make_launch_plan(request).ranks[0], "OMP_NUM_THREADS") == "1");
-  request.environment["OMP_NUM_THREADS"] = "7";
+  request.environment = EnvMap{{"OMP_NUM_THREADS", "7"}};
   const LaunchPlan plan = make_launch_plan(request);
   CHECK(env_of(plan.ranks[3], "OMP_NUM_THREADS") == "7");
   CHECK(plan.omp_num_threads == 7);

@@ -57,6 +57,7 @@ TEST_CASE("supervisor: every rank gets the launch contract of the plan", "[launc
   LaunchRequest request;
   request.nproc_per_node = 2;
   request.cores = 4;
+  request.environment = EnvMap{};
   const LaunchPlan plan = make_launch_plan(request);
   Supervisor supervisor(quiet_options(dir, console));
   const Outcome outcome = supervisor.run(rank_specs(plan, {data_file("print_env.sh")}));
@@ -195,7 +196,8 @@ TEST_CASE("supervisor: control-channel records reach the callback, heartbeats do
   std::vector<std::pair<int, std::string>> records;
   options.on_record = [&](int rank, std::string_view record) { records.emplace_back(rank, record); };
   Supervisor supervisor(options);
-  const std::string send = "echo heartbeat >&3; echo 'record {\"step\":1}' >&3; echo 'record {\"step\":2}' >&3";
+  const std::string send =
+      "echo heartbeat >&3; echo 'record {\"step\":1}' >&3; echo 'progress 1/2' >&3; echo 'record {\"step\":2}' >&3";
   const Outcome outcome = supervisor.run({shell_rank(0, send), shell_rank(1, "echo 'record {\"rank\":1}' >&3")});
   CHECK(outcome.status == RunStatus::completed);
   std::sort(records.begin(), records.end());
@@ -253,4 +255,16 @@ TEST_CASE("supervisor: the destructor kills and reaps running ranks", "[launch][
   }
   REQUIRE(pids.size() == 2);
   require_all_gone(pids);
+}
+
+TEST_CASE("supervisor: ranks inherit the given environment plus their own changes", "[launch][supervisor]") {
+  TempDir dir;
+  Console console;
+  SupervisorOptions options = quiet_options(dir, console);
+  options.environment = EnvMap{{"PATH", "/usr/bin:/bin"}, {"KEEP", "kept"}, {"DROP", "dropped"}};
+  Supervisor supervisor(options);
+  RankSpec rank = shell_rank(0, "echo KEEP=${KEEP-unset} DROP=${DROP-unset} HOME=${HOME-unset} ADD=${ADD-unset}");
+  rank.env = {{"DROP", std::nullopt}, {"ADD", "added"}};
+  CHECK(supervisor.run({rank}).status == RunStatus::completed);
+  CHECK(read_file(dir.path() / "logs/rank-0.log") == "KEEP=kept DROP=unset HOME=unset ADD=added\n");
 }

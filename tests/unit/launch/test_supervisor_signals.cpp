@@ -102,7 +102,11 @@ TEST_CASE("supervisor: a second SIGINT escalates to SIGKILL", "[launch][signals]
 
 TEST_CASE("supervisor: ranks die with a supervisor that is SIGKILLed", "[launch][signals]") {
   TempDir dir;
-  const std::vector<RankSpec> ranks = {obedient_rank(0, dir), obedient_rank(1, dir)};
+  // Silent sleepers: a rank that writes would also die of SIGPIPE, hiding a missing death signal.
+  const std::string sleeper = "echo $$ > " + dir.path().string() + "/pid-$RANK.tmp; mv " + dir.path().string() +
+                              "/pid-$RANK.tmp " + dir.path().string() + "/pid-$RANK; exec sleep 30";
+  const std::vector<RankSpec> ranks = {{0, {"sh", "-c", sleeper}, {{"RANK", "0"}}},
+                                       {1, {"sh", "-c", sleeper}, {{"RANK", "1"}}}};
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
