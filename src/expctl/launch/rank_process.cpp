@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,10 +143,17 @@ void RankProcess::spawn(const std::vector<std::string>& environment) {
   const std::vector<char*> c_args = c_strings(args);
   const std::vector<char*> c_env = c_strings(env);
   const pid_t parent = ::getpid();
+  // Signals stay blocked until the child has reset its handlers: a SIGTERM arriving in between
+  // would otherwise run the supervisor's handler inside the child (a false "interrupt").
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = ::fork();
   if (pid == 0) {
     run_child({dev_null, out.write, err.write, control.write, exec_status.write}, c_args.data(), c_env.data(), parent);
   }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   ::close(dev_null);
   if (pid < 0) {
     throw util::LaunchError(fmt::format("cannot start rank {}: fork failed: {}", m_spec.rank, std::strerror(errno)));

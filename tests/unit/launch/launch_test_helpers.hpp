@@ -70,29 +70,52 @@ inline bool wait_until_gone(pid_t pid, std::chrono::milliseconds limit = std::ch
   return true;
 }
 
-/// Waits (up to `limit`) for a file to exist and returns its content.
+/// Waits (up to `limit`) for a file to have content and returns it.
 inline std::string wait_for_file(const std::filesystem::path& path,
-                                 std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+                                 std::chrono::milliseconds limit = std::chrono::seconds(30)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!std::filesystem::exists(path) && std::chrono::steady_clock::now() < deadline) {
+  std::string content = read_file(path);
+  while (content.empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    content = read_file(path);
   }
-  return read_file(path);
+  return content;
 }
 
-/// Waits for a forked child (up to `limit`, then SIGKILL): its exit code, or -signal.
-inline int wait_for_child(pid_t child, std::chrono::milliseconds limit = std::chrono::seconds(60)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (::waitpid(child, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, &status, 0);
-      return -1000;
+/// A forked child of the test: killed with SIGKILL (its ranks then die of their parent-death
+/// signal) when a failed check ends the test before the child was waited for.
+class ForkedChild {
+ public:
+  explicit ForkedChild(pid_t pid) : m_pid(pid) {}
+  ~ForkedChild() {
+    if (m_pid > 0) {
+      ::kill(m_pid, SIGKILL);
+      ::waitpid(m_pid, nullptr, 0);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
+  ForkedChild(const ForkedChild&) = delete;
+  ForkedChild& operator=(const ForkedChild&) = delete;
+  pid_t pid() const { return m_pid; }
+
+  /// Waits (up to `limit`, then SIGKILL): the exit code, or -signal.
+  int wait(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(m_pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(m_pid, SIGKILL);
+        ::waitpid(m_pid, &status, 0);
+        m_pid = -1;
+        return -1000;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    m_pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+
+ private:
+  pid_t m_pid;
+};
 
 }  // namespace expctl::launch::test

@@ -58,15 +58,16 @@ RankSpec obedient_rank(int rank, const TempDir& dir) {
 TEST_CASE("supervisor: SIGINT reaches the ranks as SIGTERM; they checkpoint; run interrupted", "[launch][signals]") {
   TempDir dir;
   const std::vector<RankSpec> ranks = {obedient_rank(0, dir), obedient_rank(1, dir)};
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
     supervise_in_child(ranks, dir / "report", [](const RankExit& e) { return e.exit_code == 130; });
   }
+  ForkedChild child(pid);
   const pid_t rank0 = read_pid(dir / "pid-0");
   const pid_t rank1 = read_pid(dir / "pid-1");
-  ::kill(child, SIGINT);
-  const int code = wait_for_child(child);
+  ::kill(child.pid(), SIGINT);
+  const int code = child.wait();
   INFO(read_file(dir.path() / "report"));
   CHECK(code == k_child_ok);
   CHECK(read_file(dir.path() / "term-0") == "checkpoint\n");
@@ -78,22 +79,24 @@ TEST_CASE("supervisor: SIGINT reaches the ranks as SIGTERM; they checkpoint; run
 TEST_CASE("supervisor: a second SIGINT escalates to SIGKILL", "[launch][signals]") {
   TempDir dir;
   // A rank that notes each SIGTERM and carries on (its sleeps die, the shell's loop survives).
-  const std::string stubborn = "trap 'echo term >> " + dir.path().string() + "/term-$RANK' TERM; echo $$ > " +
-                               dir.path().string() + "/pid-$RANK; while true; do sleep 0.05; done";
+  const std::string d = dir.path().string();
+  const std::string stubborn = "trap 'echo term >> " + d + "/term-$RANK' TERM; echo $$ > " + d + "/pid-$RANK.tmp; mv " +
+                               d + "/pid-$RANK.tmp " + d + "/pid-$RANK; while true; do sleep 0.05; done";
   const std::vector<RankSpec> ranks = {{0, {"sh", "-c", stubborn}, {{"RANK", "0"}}},
                                        {1, {"sh", "-c", stubborn}, {{"RANK", "1"}}}};
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
     supervise_in_child(ranks, dir / "report", [](const RankExit& e) { return e.signal == SIGKILL; });
   }
+  ForkedChild child(pid);
   const pid_t rank0 = read_pid(dir / "pid-0");
   const pid_t rank1 = read_pid(dir / "pid-1");
-  ::kill(child, SIGINT);
+  ::kill(child.pid(), SIGINT);
   CHECK_FALSE(wait_for_file(dir / "term-0").empty());
   CHECK_FALSE(wait_for_file(dir / "term-1").empty());
-  ::kill(child, SIGINT);
-  const int code = wait_for_child(child);
+  ::kill(child.pid(), SIGINT);
+  const int code = child.wait();
   INFO(read_file(dir.path() / "report"));
   CHECK(code == k_child_ok);
   CHECK(wait_until_gone(rank0));
@@ -107,15 +110,16 @@ TEST_CASE("supervisor: ranks die with a supervisor that is SIGKILLed", "[launch]
                               "/pid-$RANK.tmp " + dir.path().string() + "/pid-$RANK; exec sleep 30";
   const std::vector<RankSpec> ranks = {{0, {"sh", "-c", sleeper}, {{"RANK", "0"}}},
                                        {1, {"sh", "-c", sleeper}, {{"RANK", "1"}}}};
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
     supervise_in_child(ranks, dir / "report", [](const RankExit&) { return true; });
   }
+  ForkedChild child(pid);
   const pid_t rank0 = read_pid(dir / "pid-0");
   const pid_t rank1 = read_pid(dir / "pid-1");
-  ::kill(child, SIGKILL);
-  CHECK(wait_for_child(child) == -SIGKILL);
+  ::kill(child.pid(), SIGKILL);
+  CHECK(child.wait() == -SIGKILL);
   CHECK(wait_until_gone(rank0));
   CHECK(wait_until_gone(rank1));
 }
