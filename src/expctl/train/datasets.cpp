@@ -188,8 +188,8 @@ Dataset load_cifar10(const fs::path& root, bool train) {
 
 Dataset make_synthetic(std::int64_t size, std::int64_t num_classes, const std::vector<std::int64_t>& shape,
                        std::uint64_t seed, std::uint64_t stream) {
-  EXPCTL_CHECK(size > 0 && num_classes > 1 && shape.size() == 3, TrainError,
-               "synthetic data needs size > 0, at least 2 classes and a [C, H, W] shape");
+  EXPCTL_CHECK(size > 0 && num_classes > 1 && !shape.empty() && shape.size() <= 3, TrainError,
+               "synthetic data needs size > 0, at least 2 classes and a [features] or [C, H, W] shape");
   auto prototype_generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::vector<std::int64_t> prototype_shape{num_classes};
   prototype_shape.insert(prototype_shape.end(), shape.begin(), shape.end());

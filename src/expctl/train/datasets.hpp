@@ -48,7 +48,7 @@ struct DatasetOptions {
 
 /// A labelled image set.
 struct Dataset {
-  at::Tensor images;  ///< [N, C, H, W] float32
+  at::Tensor images;  ///< [N, C, H, W] float32 ([N, features] for a 1-d synthetic shape)
   at::Tensor labels;  ///< [N] int64 in [0, num_classes)
   std::int64_t num_classes = 0;
   std::int64_t size() const { return labels.size(0); }

@@ -2,6 +2,7 @@
 
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 
@@ -14,14 +15,24 @@ namespace {
 
 using util::TrainError;
 
+void add_dropout(torch::nn::Sequential& layers, double dropout) {
+  if (dropout > 0.0) {
+    layers->push_back(torch::nn::Dropout(dropout));
+  }
+}
+
 class MlpImpl : public ClassifierImpl {
  public:
   explicit MlpImpl(const ModelOptions& options) {
-    std::int64_t width = options.input_shape[0] * options.input_shape[1] * options.input_shape[2];
+    std::int64_t width = 1;
+    for (const auto size : options.input_shape) {
+      width *= size;
+    }
     for (const auto hidden : options.hidden) {
       EXPCTL_CHECK(hidden > 0, TrainError, "mlp hidden widths must be positive, got {}", hidden);
       m_layers->push_back(torch::nn::Linear(width, hidden));
       m_layers->push_back(torch::nn::ReLU());
+      add_dropout(m_layers, options.dropout);
       width = hidden;
     }
     m_layers->push_back(torch::nn::Linear(width, options.num_classes));
@@ -36,26 +47,36 @@ class MlpImpl : public ClassifierImpl {
 class CnnImpl : public ClassifierImpl {
  public:
   explicit CnnImpl(const ModelOptions& options) {
-    EXPCTL_CHECK(options.channels.size() == 2 && options.channels[0] > 0 && options.channels[1] > 0, TrainError,
-                 "cnn needs two positive channel counts, got {}", options.channels.size());
-    const auto height = options.input_shape[1];
-    const auto width = options.input_shape[2];
-    EXPCTL_CHECK(height % 4 == 0 && width % 4 == 0, TrainError,
-                 "cnn input {}x{} must be divisible by 4 (two 2x2 poolings)", height, width);
-    // "same" padding keeps H and W; each pooling halves them.
-    const auto conv = [](std::int64_t in, std::int64_t out) {
-      return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 5).padding(2));
-    };
-    m_layers->push_back(conv(options.input_shape[0], options.channels[0]));
-    m_layers->push_back(torch::nn::ReLU());
-    m_layers->push_back(torch::nn::MaxPool2d(2));
-    m_layers->push_back(conv(options.channels[0], options.channels[1]));
-    m_layers->push_back(torch::nn::ReLU());
-    m_layers->push_back(torch::nn::MaxPool2d(2));
+    EXPCTL_CHECK(options.input_shape.size() == 3, TrainError,
+                 "cnn needs an input shape [channels, height, width], got {} dimension(s)",
+                 options.input_shape.size());
+    EXPCTL_CHECK(!options.channels.empty(), TrainError, "cnn needs at least one conv block");
+    std::int64_t channels = options.input_shape[0];
+    std::int64_t height = options.input_shape[1];
+    std::int64_t width = options.input_shape[2];
+    for (const auto out : options.channels) {
+      EXPCTL_CHECK(out > 0, TrainError, "cnn channel counts must be positive, got {}", out);
+      EXPCTL_CHECK(height >= 2 && width >= 2, TrainError,
+                   "cnn input {}x{} is too small for {} 2x2 poolings", options.input_shape[1],
+                   options.input_shape[2], options.channels.size());
+      // "same" padding keeps H and W; each pooling halves them (rounding down).
+      m_layers->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, out, 5).padding(2)));
+      m_layers->push_back(torch::nn::ReLU());
+      m_layers->push_back(torch::nn::MaxPool2d(2));
+      add_dropout(m_layers, options.dropout);
+      channels = out;
+      height /= 2;
+      width /= 2;
+    }
     m_layers->push_back(torch::nn::Flatten());
-    m_layers->push_back(torch::nn::Linear(options.channels[1] * (height / 4) * (width / 4), options.dense));
-    m_layers->push_back(torch::nn::ReLU());
-    m_layers->push_back(torch::nn::Linear(options.dense, options.num_classes));
+    std::int64_t features = channels * height * width;
+    if (options.dense > 0) {
+      m_layers->push_back(torch::nn::Linear(features, options.dense));
+      m_layers->push_back(torch::nn::ReLU());
+      add_dropout(m_layers, options.dropout);
+      features = options.dense;
+    }
+    m_layers->push_back(torch::nn::Linear(features, options.num_classes));
     register_module("layers", m_layers);
   }
   at::Tensor forward(at::Tensor images) override { return m_layers->forward(images); }
@@ -75,9 +96,13 @@ ModelKind parse_model_kind(const std::string& text) {
 }
 
 std::shared_ptr<ClassifierImpl> make_model(const ModelOptions& options) {
-  EXPCTL_CHECK(options.input_shape.size() == 3 && options.input_shape[0] > 0 && options.input_shape[1] > 0 &&
-                   options.input_shape[2] > 0,
-               TrainError, "model input shape must be [C, H, W] with positive sizes");
+  EXPCTL_CHECK(!options.input_shape.empty() && options.input_shape.size() <= 3, TrainError,
+               "model input shape must be [features] or [C, H, W], got {} dimension(s)", options.input_shape.size());
+  for (const auto size : options.input_shape) {
+    EXPCTL_CHECK(size > 0, TrainError, "model input sizes must be positive, got {}", size);
+  }
+  EXPCTL_CHECK(options.dropout >= 0.0 && options.dropout < 1.0, TrainError, "dropout must be in [0, 1), got {}",
+               options.dropout);
   EXPCTL_CHECK(options.num_classes > 1, TrainError, "a classifier needs at least 2 classes, got {}",
                options.num_classes);
   if (options.kind == ModelKind::cnn) {

@@ -135,6 +135,7 @@ TEST_CASE("datasets: synthetic data is seeded, and its splits share one task", "
   CHECK((class_mean(a, 0) - class_mean(test, 0)).abs().mean().item<float>() <
         (class_mean(a, 0) - class_mean(other, 0)).abs().mean().item<float>());
   CHECK(a.labels.max().item<std::int64_t>() < 4);
+  CHECK(make_synthetic(8, 2, {5}, 1).images.sizes() == torch::IntArrayRef{8, 5});  // [features] samples
 }
 
 TEST_CASE("datasets: normalisation and batch gathering", "[train][data]") {

@@ -19,9 +19,18 @@ TEST_CASE("models: mlp and cnn map Fashion-MNIST images to 10 logits", "[train][
   options.kind = ModelKind::cnn;
   auto cnn = make_model(options);
   CHECK(cnn->forward(torch::zeros({2, 1, 28, 28})).sizes() == torch::IntArrayRef{2, 10});
-  CHECK(parameter_count(*cnn) == (25 * 32 + 32) + (32 * 25 * 64 + 64) + (64 * 7 * 7 * 1024 + 1024) + (1024 * 10 + 10));
-  options.input_shape = {3, 30, 30};
-  CHECK_THROWS_WITH(make_model(options), "cnn input 30x30 must be divisible by 4 (two 2x2 poolings)");
+  CHECK(parameter_count(*cnn) == (25 * 32 + 32) + (32 * 25 * 64 + 64) + (64 * 7 * 7 * 10 + 10));
+  options.dense = 100;
+  options.channels = {8, 8, 8};
+  options.input_shape = {3, 30, 30};  // 30 -> 15 -> 7 -> 3
+  CHECK(parameter_count(*make_model(options)) ==
+        (75 * 8 + 8) + 2 * (200 * 8 + 8) + (8 * 3 * 3 * 100 + 100) + (100 * 10 + 10));
+  options.input_shape = {3, 4, 4};
+  CHECK_THROWS_WITH(make_model(options), "cnn input 4x4 is too small for 3 2x2 poolings");
+  options.input_shape = {12};
+  CHECK_THROWS_WITH(make_model(options), "cnn needs an input shape [channels, height, width], got 1 dimension(s)");
+  options.kind = ModelKind::mlp;
+  CHECK(make_model(options)->forward(torch::zeros({2, 12})).sizes() == torch::IntArrayRef{2, 10});
   CHECK(parse_model_kind("cnn") == ModelKind::cnn);
   CHECK_THROWS_WITH(parse_model_kind("resnet"), "unknown model \"resnet\": use mlp or cnn");
 }
@@ -30,6 +39,7 @@ TEST_CASE("models: the same seed builds the same weights", "[train][models]") {
   ModelOptions options;
   options.kind = ModelKind::cnn;
   options.dense = 16;
+  options.dropout = 0.5;
   torch::manual_seed(4);
   auto a = make_model(options);
   torch::manual_seed(4);
@@ -39,6 +49,12 @@ TEST_CASE("models: the same seed builds the same weights", "[train][models]") {
   for (std::size_t i = 0; i < pa.size(); ++i) {
     CHECK(torch::equal(pa[i], pb[i]));
   }
+  // Dropout is active in training mode only.
+  const auto x = torch::ones({4, 1, 28, 28});
+  a->eval();
+  CHECK(torch::equal(a->forward(x), a->forward(x)));
+  a->train();
+  CHECK_FALSE(torch::equal(a->forward(x), a->forward(x)));
 }
 
 TEST_CASE("schedules: warm-up, then constant, step or cosine", "[train][optim]") {
