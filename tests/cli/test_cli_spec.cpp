@@ -18,7 +18,7 @@ std::string quickstart() { return in_source("experiments/quickstart.yaml"); }
 
 }  // namespace
 
-TEST_CASE("cli spec: validate prints ok with the hash, exit 0") {
+TEST_CASE("cli spec: validate prints ok with the hash - exit 0") {
   const auto result = run_expctl({"validate", quickstart()});
   CHECK(result.exit_code == 0);
   const auto hash = run_expctl({"hash", quickstart()});
@@ -54,7 +54,7 @@ TEST_CASE("cli spec: the shipped experiments say what the issue asks of them") {
   CHECK(amp["train"]["grad_accum_steps"].get<int>() > 1);
 }
 
-TEST_CASE("cli spec: an invalid spec prints every problem and exits 2, other specs are still checked") {
+TEST_CASE("cli spec: an invalid spec prints every problem and exits 2 - other specs are still checked") {
   const TempDir dir;
   const auto bad = dir.write("bad.yaml", "optim:\n  lerning_rate: 3e-4\ntrain:\n  grad_accum_steps: 0\n");
   const auto result = run_expctl({"validate", bad.string(), quickstart()});
@@ -93,7 +93,7 @@ TEST_CASE("cli spec: validate --format json has a stable shape") {
                                                     R"(", "line": 1, "column": 7, "message": "seed must be an integer, found \"x\""}])"));
 }
 
-TEST_CASE("cli spec: --set overrides on validate and hash; a bad one names the override") {
+TEST_CASE("cli spec: --set overrides on validate and hash - a bad one names the override") {
   const auto base = run_expctl({"hash", quickstart()});
   const auto changed = run_expctl({"hash", quickstart(), "--set", "seed=43"});
   const auto same = run_expctl({"hash", "--set", "seed=42", quickstart(), "--set", "optim.lr=5e-2"});
@@ -106,7 +106,7 @@ TEST_CASE("cli spec: --set overrides on validate and hash; a bad one names the o
   CHECK(bad.err == "expctl: error: --set optim.lr=abc: optim.lr must be a float, found \"abc\"\n");
 }
 
-TEST_CASE("cli spec: hash --canonical prints the hashed bytes; json carries both") {
+TEST_CASE("cli spec: hash --canonical prints the hashed bytes - json carries both") {
   const auto canonical = run_expctl({"hash", "--canonical", quickstart()});
   REQUIRE(canonical.exit_code == 0);
   CHECK_THAT(canonical.out, Catch::StartsWith("{\"env_profile\":{"));

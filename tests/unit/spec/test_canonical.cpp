@@ -32,7 +32,7 @@ TEST_CASE("canonical: integers and floats never share bytes") {
   CHECK(canonical_json(nlohmann::json(64.0)) == "64.0");
 }
 
-TEST_CASE("canonical: compact, keys sorted by bytes, minimal escapes") {
+TEST_CASE("canonical: compact - keys sorted by bytes - minimal escapes") {
   const nlohmann::json value = {{"b", {1, 2}}, {"a", {{"z", true}, {"Z", nullptr}}}, {"s", "q\"\\\n\x01é"}};
   CHECK(canonical_json(value) == "{\"a\":{\"Z\":null,\"z\":true},\"b\":[1,2],\"s\":\"q\\\"\\\\\\n\\u0001é\"}");
 }

@@ -20,7 +20,7 @@ std::string error_of(const char* path, const std::string& yaml) {
 
 }  // namespace
 
-TEST_CASE("convert: integers are strict: no quotes, no decimal point") {
+TEST_CASE("convert: integers are strict: no quotes - no decimal point") {
   CHECK(convert("data.batch_size", "64")->get<int64_t>() == 64);
   CHECK(convert("data.batch_size", "+64")->is_number_integer());
   CHECK(error_of("data.batch_size", "\"64\"") ==
@@ -53,7 +53,7 @@ TEST_CASE("convert: negative zero is zero") {
   CHECK_FALSE(std::signbit(value->get<double>()));
 }
 
-TEST_CASE("convert: ranges, with open and closed bounds named") {
+TEST_CASE("convert: ranges - with open and closed bounds named") {
   CHECK(error_of("optim.lr", "0") == "optim.lr must be > 0 and <= 10, found 0");
   CHECK(convert("optim.lr", "10"));
   CHECK(error_of("optim.momentum", "1") == "optim.momentum must be >= 0 and < 1, found 1");
@@ -76,7 +76,7 @@ TEST_CASE("convert: choices suggest the closest one") {
   CHECK(error_of("distributed.backend", "mpi") == "distributed.backend must be one of auto, gloo, nccl, found \"mpi\"");
 }
 
-TEST_CASE("convert: lists check size and each element, pointing at the element") {
+TEST_CASE("convert: lists check size and each element - pointing at the element") {
   CHECK(*convert("model.hidden_sizes", "[512, 256, 128]") == nlohmann::json({512, 256, 128}));
   CHECK(error_of("optim.betas", "[0.9]") == "optim.betas must have exactly 2 items, found 1");
   const auto bad = convert("model.hidden_sizes", "- 1\n- x\n");

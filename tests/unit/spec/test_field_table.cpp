@@ -28,7 +28,7 @@ TEST_CASE("field_table: paths are unique and no field is also a section") {
   }
 }
 
-TEST_CASE("field_table: lookups, sections and child names") {
+TEST_CASE("field_table: lookups - sections and child names") {
   REQUIRE(find_field("optim.lr") != nullptr);
   CHECK(find_field("optim.lr")->type == FieldType::floating);
   CHECK(find_field("optim") == nullptr);

@@ -6,7 +6,7 @@
 using namespace expctl::spec;
 using expctl::test::TempDir;
 
-TEST_CASE("profile: a relative env path is looked up in the spec's directory, then its parents") {
+TEST_CASE("profile: a relative env path is looked up in the spec's directory - then its parents") {
   const TempDir dir;
   const auto root_profile = dir.write("envs/cpu.toml", "a = 1\n");
   const auto spec = dir.write("experiments/deep/x.yaml", "");
@@ -20,7 +20,7 @@ TEST_CASE("profile: a relative env path is looked up in the spec's directory, th
   CHECK_FALSE(resolve_profile_path(spec, "envs").has_value());  // a directory is not a profile
 }
 
-TEST_CASE("profile: TOML becomes JSON with integers, floats and dates kept apart") {
+TEST_CASE("profile: TOML becomes JSON with integers - floats and dates kept apart") {
   const TempDir dir;
   const auto path = dir.write("p.toml",
                               "# comment\nname = \"x\"\n[a]\nn = 3\nf = 3.0\nb = true\nd = 2024-01-02\n"

@@ -39,7 +39,7 @@ TEST_CASE("rules: epochs and max_steps together") {
   CHECK(violations[0].fields.front() == "train.max_steps");
 }
 
-TEST_CASE("rules: fp16 autocast needs CUDA, bf16 or an undecided backend is fine") {
+TEST_CASE("rules: fp16 autocast needs CUDA - bf16 or an undecided backend is fine") {
   auto values = defaults();
   values["train"]["amp"] = {{"enabled", true}, {"dtype", "fp16"}};
   CHECK(check_rules(values).empty());  // backend auto

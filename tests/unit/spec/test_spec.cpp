@@ -88,7 +88,7 @@ TEST_CASE("spec: known answer: canonical bytes and hash are pinned") {
   CHECK(spec.hash() == "d3af70a02409c9313555664e8d9e22a6fb4ac3709af71452eff37b42c268277d");
 }
 
-TEST_CASE("spec: defaults fill every field; derived defaults follow other fields") {
+TEST_CASE("spec: defaults fill every field - derived defaults follow other fields") {
   const Workspace ws;
   const Spec spec = ws.load("{}\n", {}, "my-exp.yaml");
   CHECK(spec.get_string("name") == "my-exp");
@@ -146,7 +146,7 @@ TEST_CASE("spec: --set overrides are typed by the field table and applied after 
   CHECK(ws.hash("{}\n", {"seed=1", "seed=2"}) == ws.hash("seed: 2\n"));
 }
 
-TEST_CASE("spec: an invalid override is reported by name, with the file's problems") {
+TEST_CASE("spec: an invalid override is reported by name - with the file's problems") {
   const Workspace ws;
   const std::string report = report_of([&] {
     ws.load("seed: x\n", {"optim.lr=abc", "optim.lerning_rate=1", "optim=1", "seed", "data.batch_size=\"64\"",
@@ -194,7 +194,7 @@ TEST_CASE("spec: every invalid spec in tests/data/specs/invalid gives exactly it
   }
 }
 
-TEST_CASE("spec: a huge file is refused before it is read, and a big one with many errors is cut short") {
+TEST_CASE("spec: a huge file is refused before it is read - and a big one with many errors is cut short") {
   const Workspace ws;
   const auto huge = ws.dir.write("huge.yaml", "# " + std::string(3 * 1024 * 1024, 'x') + "\n");
   CHECK(report_of([&] { load_spec(huge); }) ==

@@ -236,7 +236,7 @@ TEST_CASE("spec hash: identical for 300 generated re-orderings and re-formatting
   }
 }
 
-TEST_CASE("spec hash: every hashed field changes the hash, each change to a different hash") {
+TEST_CASE("spec hash: every hashed field changes the hash - each change to a different hash") {
   const Workspace ws;
   const std::string base_yaml = "name: base\nenv: envs/p.toml\n";
   const std::string base = ws.hash(base_yaml);

@@ -21,7 +21,7 @@ const YamlNode& value_of(const YamlNode& mapping, const std::string& key) {
 
 }  // namespace
 
-TEST_CASE("yaml_tree: mappings, lists and positions (1-based)") {
+TEST_CASE("yaml_tree: mappings - lists and positions (1-based)") {
   const auto doc = load_yaml("a: 1\nb:\n  - x\n  - 'y'\n", "t.yaml");
   REQUIRE(doc.diagnostics.empty());
   REQUIRE(doc.root.kind == Kind::mapping);
@@ -54,7 +54,7 @@ TEST_CASE("yaml_tree: small aliases are expanded") {
   CHECK(copy.mark.line == 2);
 }
 
-TEST_CASE("yaml_tree: an alias bomb is refused by the node budget, quickly") {
+TEST_CASE("yaml_tree: an alias bomb is refused by the node budget - quickly") {
   std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int level = 1; level < 12; ++level) {
     text += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [";
@@ -69,7 +69,7 @@ TEST_CASE("yaml_tree: an alias bomb is refused by the node budget, quickly") {
   CHECK_THAT(doc.diagnostics[0].message, Catch::Contains("more than 100000 nodes"));
 }
 
-TEST_CASE("yaml_tree: nesting past the depth limit is refused, even far past yaml-cpp's own guard") {
+TEST_CASE("yaml_tree: nesting past the depth limit is refused - even far past yaml-cpp's own guard") {
   for (const int depth : {65, 5000, 100000}) {
     const auto doc = load_yaml("a: " + std::string(depth, '[') + std::string(depth, ']'), "deep.yaml");
     CHECK(doc.aborted);
@@ -80,7 +80,7 @@ TEST_CASE("yaml_tree: nesting past the depth limit is refused, even far past yam
   CHECK(ok.diagnostics.empty());
 }
 
-TEST_CASE("yaml_tree: duplicate keys are reported with both positions, and the first value wins") {
+TEST_CASE("yaml_tree: duplicate keys are reported with both positions - and the first value wins") {
   const auto doc = load_yaml("x: 1\ny: 2\nx: 3\n", "dup.yaml");
   REQUIRE(doc.diagnostics.size() == 1);
   CHECK(doc.diagnostics[0].line == 3);
@@ -90,7 +90,7 @@ TEST_CASE("yaml_tree: duplicate keys are reported with both positions, and the f
   CHECK(value_of(doc.root, "x").value == "1");
 }
 
-TEST_CASE("yaml_tree: bytes are checked before parsing: size cap, NUL, UTF-8") {
+TEST_CASE("yaml_tree: bytes are checked before parsing: size cap - NUL - UTF-8") {
   SECTION("too large") {
     const auto doc = load_yaml(std::string(2048, '#'), "big.yaml", YamlLimits{1024, 64, 100000});
     REQUIRE(doc.diagnostics.size() == 1);
@@ -113,7 +113,7 @@ TEST_CASE("yaml_tree: bytes are checked before parsing: size cap, NUL, UTF-8") {
   }
 }
 
-TEST_CASE("yaml_tree: syntax errors carry a position; empty input has no document") {
+TEST_CASE("yaml_tree: syntax errors carry a position - empty input has no document") {
   const auto bad = load_yaml("a: [1, 2\nb: 3\n", "bad.yaml");
   CHECK(bad.aborted);
   REQUIRE(bad.diagnostics.size() == 1);
