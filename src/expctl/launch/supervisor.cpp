@@ -152,7 +152,10 @@ struct Supervisor::State {
     // Ranks that ended within one tick cannot be ordered by time. A crash (death by a signal)
     // is the likelier cause and a peer's error exit ("connection closed") its consequence.
     std::stable_partition(ended.begin(), ended.end(), [](const RankProcess* r) { return r->exit().signal != 0; });
-    for (const RankProcess* rank : ended) on_rank_ended(*rank);
+    for (const RankProcess* rank : ended) {
+      on_rank_ended(*rank);
+      if (options.on_rank_exit) options.on_rank_exit(rank->exit());
+    }
   }
 
   void poll_once() {

@@ -48,6 +48,9 @@ using ConsoleSink = std::function<void(std::string_view line)>;
 /// Receives each record a rank sends on its control channel (see control_channel.hpp).
 /// Called on the supervisor's thread; an exception thrown here ends wait() (ranks are killed).
 using RecordSink = std::function<void(int rank, std::string_view record)>;
+struct RankExit;
+/// Told about each rank as it ends (before the run's verdict is known), e.g. to record it.
+using RankExitSink = std::function<void(const RankExit& exit)>;
 
 struct SupervisorOptions {
   /// Where rank-<N>.log files are written (created if missing, appended to); empty: no files.
@@ -69,6 +72,8 @@ struct SupervisorOptions {
   ConsoleSink console;
   /// Control-channel records; null: dropped.
   RecordSink on_record;
+  /// Rank ends, in the order the supervisor saw them; null: not reported.
+  RankExitSink on_rank_exit;
   /// Catch SIGINT/SIGTERM/SIGHUP during wait() (one supervisor per process at a time).
   bool handle_signals = true;
 };

@@ -95,7 +95,10 @@ TEST_CASE("supervisor: all ranks succeed; logs and console get the right lines",
 TEST_CASE("supervisor: a failing rank is the root cause and its sibling is stopped", "[launch][supervisor]") {
   TempDir dir;
   Console console;
-  Supervisor supervisor(quiet_options(dir, console));
+  SupervisorOptions options = quiet_options(dir, console);
+  std::vector<RankExit> exits;
+  options.on_rank_exit = [&](const RankExit& exit) { exits.push_back(exit); };
+  Supervisor supervisor(options);
   const Outcome outcome = supervisor.run({shell_rank(0, "echo training; exec sleep 30"),
                                           shell_rank(1, "echo step 1; echo 'loss is nan' >&2; exit 3")});
   CHECK(outcome.status == RunStatus::failed);
@@ -105,6 +108,10 @@ TEST_CASE("supervisor: a failing rank is the root cause and its sibling is stopp
   CHECK(outcome.root_cause->last_lines == std::vector<std::string>{"step 1", "loss is nan"});
   CHECK(outcome.ranks[1].exit_code == 3);
   CHECK(outcome.ranks[0].signal == SIGTERM);
+  REQUIRE(exits.size() == 2);
+  CHECK(exits[0].rank == 1);  // the failure is reported first, then the rank it brought down
+  CHECK(exits[1].rank == 0);
+  CHECK(exits[1].signal == SIGTERM);
   CHECK(outcome.ranks[0].stopped_by_supervisor);
   CHECK_FALSE(outcome.ranks[1].stopped_by_supervisor);
   require_all_gone(supervisor.pids());
