@@ -22,9 +22,11 @@ Expected<std::vector<std::string>> split_top_level(std::string_view text) {
   int depth = 0;
   for (const char c : text) {
     if (c == '[') {
-      if (++depth > 1) return make_error("nested \"[\"");
+      if (++depth > 1)
+        return make_error("nested \"[\"");
     } else if (c == ']') {
-      if (--depth < 0) return make_error("unbalanced \"]\"");
+      if (--depth < 0)
+        return make_error("unbalanced \"]\"");
     }
     if (c == ',' && depth == 0) {
       items.push_back(std::move(current));
@@ -33,7 +35,8 @@ Expected<std::vector<std::string>> split_top_level(std::string_view text) {
       current += c;
     }
   }
-  if (depth != 0) return make_error("unbalanced \"[\"");
+  if (depth != 0)
+    return make_error("unbalanced \"[\"");
   items.push_back(std::move(current));
   return items;
 }
@@ -54,10 +57,14 @@ Expected<std::vector<std::string>> expand_range(std::string_view range) {
   const std::string_view high_text = dash == std::string_view::npos ? low_text : range.substr(dash + 1);
   const auto low = parse_number(low_text);
   const auto high = parse_number(high_text);
-  if (!low) return tl::unexpected(low.error());
-  if (!high) return tl::unexpected(high.error());
-  if (*high < *low) return make_error(fmt::format("range {} runs backwards", range));
-  if (*high - *low >= k_max_hosts) return make_error(fmt::format("range {} is too large", range));
+  if (!low)
+    return tl::unexpected(low.error());
+  if (!high)
+    return tl::unexpected(high.error());
+  if (*high < *low)
+    return make_error(fmt::format("range {} runs backwards", range));
+  if (*high - *low >= k_max_hosts)
+    return make_error(fmt::format("range {} is too large", range));
   std::vector<std::string> out;
   for (unsigned long value = *low; value <= *high; ++value) {
     out.push_back(fmt::format("{:0{}}", value, low_text.size()));
@@ -73,15 +80,18 @@ Expected<std::vector<std::string>> expand_item(std::string_view item) {
   const size_t close = item.find(']', open);
   const std::string_view prefix = item.substr(0, open);
   const auto suffixes = expand_item(item.substr(close + 1));
-  if (!suffixes) return suffixes;
+  if (!suffixes)
+    return suffixes;
   std::vector<std::string> out;
   for (const std::string& range : util::split(item.substr(open + 1, close - open - 1), ',')) {
     const auto numbers = expand_range(range);
-    if (!numbers) return numbers;
+    if (!numbers)
+      return numbers;
     for (const std::string& number : *numbers) {
       for (const std::string& suffix : *suffixes) {
         out.push_back(fmt::format("{}{}{}", prefix, number, suffix));
-        if (out.size() > k_max_hosts) return make_error("the hostlist is too large");
+        if (out.size() > k_max_hosts)
+          return make_error("the hostlist is too large");
       }
     }
   }
@@ -92,21 +102,26 @@ Expected<std::vector<std::string>> expand_item(std::string_view item) {
 
 Expected<std::vector<std::string>> expand_hostlist(std::string_view hostlist) {
   const auto items = split_top_level(hostlist);
-  if (!items) return items;
+  if (!items)
+    return items;
   std::vector<std::string> hosts;
   for (const std::string& item : *items) {
-    if (item.empty()) return make_error("empty host name");
+    if (item.empty())
+      return make_error("empty host name");
     auto expanded = expand_item(item);
-    if (!expanded) return expanded;
+    if (!expanded)
+      return expanded;
     hosts.insert(hosts.end(), expanded->begin(), expanded->end());
-    if (hosts.size() > k_max_hosts) return make_error("the hostlist is too large");
+    if (hosts.size() > k_max_hosts)
+      return make_error("the hostlist is too large");
   }
   return hosts;
 }
 
 Expected<std::string> first_host(std::string_view hostlist) {
   auto hosts = expand_hostlist(hostlist);
-  if (!hosts) return tl::unexpected(hosts.error());
+  if (!hosts)
+    return tl::unexpected(hosts.error());
   return std::move(hosts->front());
 }
 
@@ -115,15 +130,19 @@ Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
   for (const std::string& item : util::split(text, ',')) {
     const size_t paren = item.find("(x");
     const auto count = parse_number(std::string_view(item).substr(0, paren));
-    if (!count) return tl::unexpected(count.error());
+    if (!count)
+      return tl::unexpected(count.error());
     unsigned long repeat = 1;
     if (paren != std::string::npos) {
-      if (item.back() != ')') return make_error(fmt::format("\"{}\" lacks its closing \")\"", item));
+      if (item.back() != ')')
+        return make_error(fmt::format("\"{}\" lacks its closing \")\"", item));
       const auto parsed = parse_number(std::string_view(item).substr(paren + 2, item.size() - paren - 3));
-      if (!parsed) return tl::unexpected(parsed.error());
+      if (!parsed)
+        return tl::unexpected(parsed.error());
       repeat = *parsed;
     }
-    if (repeat > k_max_hosts || counts.size() + repeat > k_max_hosts) return make_error("the list is too large");
+    if (repeat > k_max_hosts || counts.size() + repeat > k_max_hosts)
+      return make_error("the list is too large");
     counts.insert(counts.end(), repeat, static_cast<int>(*count));
   }
   return counts;

@@ -5,11 +5,12 @@
 #include <cstring>
 #include <thread>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "expctl/launch/launch_error.hpp"
 
@@ -36,16 +37,14 @@ void validate(const LaunchRequest& request) {
   EXPCTL_CHECK(request.cores >= 0, LaunchInputError, "the core count must not be negative (got {})", request.cores);
   if (request.nnodes > 1) {
     EXPCTL_CHECK(!request.master_addr.empty(), LaunchInputError,
-                 "--master-addr is required with --nnodes {}: give every node the host name of node 0",
-                 request.nnodes);
+                 "--master-addr is required with --nnodes {}: give every node the host name of node 0", request.nnodes);
     EXPCTL_CHECK(request.master_port != 0, LaunchInputError,
                  "--master-port is required with --nnodes {}: every node must use the same port", request.nnodes);
   }
 }
 
 int omp_threads_for(const LaunchRequest& request, EnvOverrides& env) {
-  const auto user_value =
-      lookup(request.environment ? *request.environment : current_environment(), "OMP_NUM_THREADS");
+  const auto user_value = lookup(request.environment ? *request.environment : current_environment(), "OMP_NUM_THREADS");
   if (user_value) {
     env["OMP_NUM_THREADS"] = *user_value;  // kept as given: the user knows their machine
     try {
@@ -79,7 +78,8 @@ uint16_t choose_free_port(const std::string& address) {
   addrinfo* found = nullptr;
   const int rc = ::getaddrinfo(address.c_str(), "0", &hints, &found);
   if (rc != 0) {
-    throw LaunchInputError(fmt::format("cannot resolve the rendezvous address \"{}\": {}", address, ::gai_strerror(rc)));
+    throw LaunchInputError(
+        fmt::format("cannot resolve the rendezvous address \"{}\": {}", address, ::gai_strerror(rc)));
   }
   std::string last_error = "no usable address";
   for (const addrinfo* candidate = found; candidate != nullptr; candidate = candidate->ai_next) {
@@ -115,8 +115,8 @@ LaunchPlan make_launch_plan(const LaunchRequest& request) {
   plan.nproc_per_node = request.nproc_per_node;
   plan.world_size = request.nnodes * request.nproc_per_node;
   plan.master_addr = request.master_addr.empty() ? k_loopback_address : request.master_addr;
-  plan.master_port = request.master_port != 0 ? static_cast<uint16_t>(request.master_port)
-                                              : choose_free_port(plan.master_addr);
+  plan.master_port =
+      request.master_port != 0 ? static_cast<uint16_t>(request.master_port) : choose_free_port(plan.master_addr);
   EnvOverrides common;
   plan.omp_num_threads = omp_threads_for(request, common);
   common["WORLD_SIZE"] = std::to_string(plan.world_size);

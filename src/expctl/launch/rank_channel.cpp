@@ -6,10 +6,10 @@
 #include <ctime>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/launch_error.hpp"
@@ -30,7 +30,8 @@ bool write_all(int fd, std::string_view data) {
   bool ok = true;
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR)
+      continue;
     if (n < 0) {
       ok = false;
       break;
@@ -49,11 +50,11 @@ bool write_all(int fd, std::string_view data) {
 int parse_control_fd(const std::string& text) {
   int fd = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), fd);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || fd < 0 ||
-      ::fcntl(fd, F_GETFD) < 0) {
-    throw LaunchInputError(fmt::format("{}=\"{}\" is not an open file descriptor: start this rank with expctl, or "
-                                       "unset {}",
-                                       k_control_fd_variable, text, k_control_fd_variable));
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || fd < 0 || ::fcntl(fd, F_GETFD) < 0) {
+    throw LaunchInputError(
+        fmt::format("{}=\"{}\" is not an open file descriptor: start this rank with expctl, or "
+                    "unset {}",
+                    k_control_fd_variable, text, k_control_fd_variable));
   }
   return fd;
 }
@@ -78,13 +79,16 @@ bool RankChannel::connected() const {
   return m_fd >= 0;
 }
 
-void RankChannel::heartbeat() { send_line(std::string(k_heartbeat_message)); }
+void RankChannel::heartbeat() {
+  send_line(std::string(k_heartbeat_message));
+}
 
 void RankChannel::record(std::string_view payload) {
   std::string line(k_record_prefix);
   line.append(payload);
   for (size_t i = k_record_prefix.size(); i < line.size(); ++i) {
-    if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+    if (line[i] == '\n' || line[i] == '\r')
+      line[i] = ' ';
   }
   send_line(std::move(line));
 }

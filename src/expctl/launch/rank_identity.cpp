@@ -67,13 +67,14 @@ class LauncherEnv {
 
 void check_consistent(const LauncherEnv& env, const RankIdentity& id, std::string_view rank_var,
                       std::string_view size_var, std::string_view local_var, std::string_view local_size_var) {
-  if (id.world_size < 1) env.fail(fmt::format("{}={} must be at least 1", size_var, id.world_size));
+  if (id.world_size < 1)
+    env.fail(fmt::format("{}={} must be at least 1", size_var, id.world_size));
   if (id.rank >= id.world_size) {
     env.fail(fmt::format("{}={} is not below {}={}", rank_var, id.rank, size_var, id.world_size));
   }
   if (id.local_world_size < 1 || id.local_world_size > id.world_size) {
-    env.fail(fmt::format("{}={} must be between 1 and {}={}", local_size_var, id.local_world_size, size_var,
-                         id.world_size));
+    env.fail(
+        fmt::format("{}={} must be between 1 and {}={}", local_size_var, id.local_world_size, size_var, id.world_size));
   }
   if (id.local_rank >= id.local_world_size) {
     env.fail(fmt::format("{}={} is not below {}={}", local_var, id.local_rank, local_size_var, id.local_world_size));
@@ -81,7 +82,8 @@ void check_consistent(const LauncherEnv& env, const RankIdentity& id, std::strin
 }
 
 uint16_t read_port(const LauncherEnv& env, int port) {
-  if (port < 1 || port > 65535) env.fail(fmt::format("MASTER_PORT={} is not a TCP port", port));
+  if (port < 1 || port > 65535)
+    env.fail(fmt::format("MASTER_PORT={} is not a TCP port", port));
   return static_cast<uint16_t>(port);
 }
 
@@ -91,9 +93,10 @@ void read_rendezvous(const LauncherEnv& env, RankIdentity& id, const std::string
   if (const auto addr = env.text("MASTER_ADDR")) {
     id.master_addr = *addr;
   } else if (id.local_world_size != id.world_size) {
-    env.fail(fmt::format("MASTER_ADDR is not set: {} does not tell a rank where rank 0 runs; export the host of "
-                         "rank 0 to every rank ({})",
-                         id.launcher, export_hint));
+    env.fail(
+        fmt::format("MASTER_ADDR is not set: {} does not tell a rank where rank 0 runs; export the host of "
+                    "rank 0 to every rank ({})",
+                    id.launcher, export_hint));
   }
   if (const auto port = env.optional_integer("MASTER_PORT")) {
     id.master_port = read_port(env, *port);
@@ -153,7 +156,8 @@ int slurm_local_world_size(const LauncherEnv& env, int node_rank) {
   for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
     if (const auto text = env.text(name)) {
       const auto counts = expand_tasks_per_node(*text);
-      if (!counts) env.fail(fmt::format("{}=\"{}\": {}", name, *text, counts.error().message));
+      if (!counts)
+        env.fail(fmt::format("{}=\"{}\": {}", name, *text, counts.error().message));
       if (static_cast<size_t>(node_rank) >= counts->size()) {
         env.fail(fmt::format("{}=\"{}\" lists {} nodes but SLURM_NODEID={}", name, *text, counts->size(), node_rank));
       }
@@ -163,8 +167,9 @@ int slurm_local_world_size(const LauncherEnv& env, int node_rank) {
   if (const auto per_node = env.optional_integer("SLURM_NTASKS_PER_NODE")) {
     return *per_node;
   }
-  env.fail("none of SLURM_STEP_TASKS_PER_NODE, SLURM_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE is set: cannot tell "
-           "how many tasks run on this node");
+  env.fail(
+      "none of SLURM_STEP_TASKS_PER_NODE, SLURM_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE is set: cannot tell "
+      "how many tasks run on this node");
 }
 
 std::string slurm_master_addr(const LauncherEnv& env) {
@@ -174,12 +179,14 @@ std::string slurm_master_addr(const LauncherEnv& env) {
   for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
     if (const auto list = env.text(name)) {
       const auto host = first_host(*list);
-      if (!host) env.fail(fmt::format("{}=\"{}\": {}", name, *list, host.error().message));
+      if (!host)
+        env.fail(fmt::format("{}=\"{}\": {}", name, *list, host.error().message));
       return *host;
     }
   }
-  env.fail("neither MASTER_ADDR nor SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is set: cannot tell where rank 0 "
-           "runs");
+  env.fail(
+      "neither MASTER_ADDR nor SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is set: cannot tell where rank 0 "
+      "runs");
 }
 
 std::optional<RankIdentity> read_slurm(const LauncherEnv& env) {
@@ -211,7 +218,9 @@ static_assert(std::size(k_readers) == std::size(k_launchers), "one reader per la
 
 }  // namespace
 
-std::span<const LauncherInfo> launchers() { return k_launchers; }
+std::span<const LauncherInfo> launchers() {
+  return k_launchers;
+}
 
 std::optional<RankIdentity> detect_launcher(const EnvMap& env) {
   for (size_t i = 0; i < std::size(k_launchers); ++i) {

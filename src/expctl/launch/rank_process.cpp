@@ -6,12 +6,12 @@
 #include <cstring>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/util/error.hpp"
@@ -172,8 +172,8 @@ void RankProcess::spawn(const std::vector<std::string>& environment) {
   }
   if (n > 0) {
     kill_and_reap();
-    throw util::LaunchError(fmt::format("cannot start rank {}: \"{}\": {}", m_spec.rank, m_spec.argv[0],
-                                        std::strerror(exec_errno)));
+    throw util::LaunchError(
+        fmt::format("cannot start rank {}: \"{}\": {}", m_spec.rank, m_spec.argv[0], std::strerror(exec_errno)));
   }
   m_out.fd = out.release_read();
   m_err.fd = err.release_read();
@@ -224,8 +224,7 @@ RankProcess::ReadResult RankProcess::read_some(Channel channel) {
   }
   s.partial.append(buffer.data(), static_cast<size_t>(n));
   size_t start = 0;
-  for (size_t newline = s.partial.find('\n'); newline != std::string::npos;
-       newline = s.partial.find('\n', start)) {
+  for (size_t newline = s.partial.find('\n'); newline != std::string::npos; newline = s.partial.find('\n', start)) {
     on_line(channel, std::string_view(s.partial).substr(start, newline - start));
     start = newline + 1;
   }

@@ -147,21 +147,24 @@ struct Supervisor::State {
   void reap() {
     std::vector<const RankProcess*> ended;
     for (auto& rank : ranks) {
-      if (rank->try_reap()) ended.push_back(rank.get());
+      if (rank->try_reap())
+        ended.push_back(rank.get());
     }
     // Ranks that ended within one tick cannot be ordered by time. A crash (death by a signal)
     // is the likelier cause and a peer's error exit ("connection closed") its consequence.
     std::stable_partition(ended.begin(), ended.end(), [](const RankProcess* r) { return r->exit().signal != 0; });
     for (const RankProcess* rank : ended) {
       on_rank_ended(*rank);
-      if (options.on_rank_exit) options.on_rank_exit(rank->exit());
+      if (options.on_rank_exit)
+        options.on_rank_exit(rank->exit());
     }
   }
 
   void poll_once() {
     std::vector<pollfd> fds;
     std::vector<std::pair<RankProcess*, RankProcess::Channel>> sources;
-    if (signals) fds.push_back({signals->fd(), POLLIN, 0});
+    if (signals)
+      fds.push_back({signals->fd(), POLLIN, 0});
     for (auto& rank : ranks) {
       std::vector<RankProcess::Channel> channels;
       rank->add_poll_fds(fds, channels);

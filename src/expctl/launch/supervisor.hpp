@@ -106,7 +106,7 @@ struct RootCause {
 
 struct Outcome {
   RunStatus status = RunStatus::completed;
-  std::vector<RankExit> ranks;  ///< in RankSpec order
+  std::vector<RankExit> ranks;          ///< in RankSpec order
   std::optional<RootCause> root_cause;  ///< set when failed, and when a rank's 130 interrupted the run
   std::optional<int> interrupt_signal;  ///< the signal the supervisor received, if any
   std::chrono::milliseconds wall_time{0};

@@ -41,7 +41,9 @@ class TempDir {
   std::filesystem::path m_path;
 };
 
-inline std::string data_file(const std::string& name) { return std::string(EXPCTL_LAUNCH_TEST_DATA) + "/" + name; }
+inline std::string data_file(const std::string& name) {
+  return std::string(EXPCTL_LAUNCH_TEST_DATA) + "/" + name;
+}
 
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -64,7 +66,8 @@ inline bool process_gone(pid_t pid) {
 inline bool wait_until_gone(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!process_gone(pid)) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
-
 #include <cerrno>
 
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <netinet/in.h>
 
 #include "expctl/launch/launch_error.hpp"
 #include "expctl/launch/launch_plan.hpp"

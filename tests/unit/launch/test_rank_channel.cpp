@@ -1,9 +1,9 @@
-#include <catch2/catch.hpp>
-
 #include <csignal>
 
 #include <fcntl.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/launch_error.hpp"
@@ -27,9 +27,14 @@ std::string read_available(int fd) {
 TEST_CASE("rank channel: heartbeats and records are lines on the control fd", "[launch][channel]") {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
-  EnvMap env = {{"EXPCTL_CONTROL_FD", std::to_string(fds[1])}, {"RANK", "1"},         {"WORLD_SIZE", "2"},
-                {"LOCAL_RANK", "1"},        {"LOCAL_WORLD_SIZE", "2"},    {"GROUP_RANK", "0"},
-                {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}};
+  EnvMap env = {{"EXPCTL_CONTROL_FD", std::to_string(fds[1])},
+                {"RANK", "1"},
+                {"WORLD_SIZE", "2"},
+                {"LOCAL_RANK", "1"},
+                {"LOCAL_WORLD_SIZE", "2"},
+                {"GROUP_RANK", "0"},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", "29511"}};
   RankChannel channel = RankChannel::from_environment(env);
   CHECK(channel.connected());
   CHECK(channel.identity() == RankIdentity{1, 2, 1, 2, 0, "127.0.0.1", 29511, "expctl"});

@@ -8,15 +8,19 @@ using namespace expctl::launch;
 namespace {
 
 EnvMap torchrun_env() {
-  return {{"RANK", "5"},        {"WORLD_SIZE", "8"},         {"LOCAL_RANK", "1"},       {"LOCAL_WORLD_SIZE", "4"},
-          {"GROUP_RANK", "1"},  {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}, {"PATH", "/usr/bin"}};
+  return {{"RANK", "5"},       {"WORLD_SIZE", "8"},         {"LOCAL_RANK", "1"},      {"LOCAL_WORLD_SIZE", "4"},
+          {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}, {"PATH", "/usr/bin"}};
 }
 
 EnvMap slurm_env() {
-  return {{"SLURM_PROCID", "3"},          {"SLURM_NTASKS", "6"},
-          {"SLURM_LOCALID", "0"},         {"SLURM_NODEID", "1"},
-          {"SLURM_NNODES", "2"},          {"SLURM_STEP_ID", "0"},
-          {"SLURM_STEP_TASKS_PER_NODE", "3(x2)"}, {"SLURM_STEP_NODELIST", "node[07-08]"},
+  return {{"SLURM_PROCID", "3"},
+          {"SLURM_NTASKS", "6"},
+          {"SLURM_LOCALID", "0"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEP_TASKS_PER_NODE", "3(x2)"},
+          {"SLURM_STEP_NODELIST", "node[07-08]"},
           {"SLURM_JOB_NODELIST", "node[01-08]"}};
 }
 
@@ -85,7 +89,10 @@ TEST_CASE("launcher: Open MPI's mpirun", "[launch][identity]") {
 }
 
 TEST_CASE("launcher: MPICH/Hydra's PMI variables", "[launch][identity]") {
-  EnvMap env = {{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "2"},
+  EnvMap env = {{"PMI_RANK", "2"},
+                {"PMI_SIZE", "4"},
+                {"MPI_LOCALRANKID", "0"},
+                {"MPI_LOCALNRANKS", "2"},
                 {"MASTER_ADDR", "hostA"}};
   CHECK(*detect_launcher(env) == RankIdentity{2, 4, 0, 2, 1, "hostA", k_default_master_port, "pmi"});
   env.erase("PMI_SIZE");
@@ -125,17 +132,19 @@ TEST_CASE("launcher: an sbatch script itself is not a Slurm task", "[launch][ide
 TEST_CASE("launcher: Slurm errors name the variable", "[launch][identity]") {
   EnvMap env = slurm_env();
   env.erase("SLURM_LOCALID");
-  CHECK(error_of(env) == "slurm: SLURM_PROCID is set but SLURM_LOCALID is not (a slurm rank needs SLURM_PROCID, "
-                         "SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE (or "
-                         "SLURM_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE), SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), "
-                         "MASTER_ADDR, MASTER_PORT)");
+  CHECK(error_of(env) ==
+        "slurm: SLURM_PROCID is set but SLURM_LOCALID is not (a slurm rank needs SLURM_PROCID, "
+        "SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE (or "
+        "SLURM_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE), SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), "
+        "MASTER_ADDR, MASTER_PORT)");
   env = slurm_env();
   env["SLURM_STEP_NODELIST"] = "node[07-08";
   CHECK(error_of(env) == "slurm: SLURM_STEP_NODELIST=\"node[07-08\": unbalanced \"[\"");
   env = slurm_env();
   env.erase("SLURM_STEP_TASKS_PER_NODE");
-  CHECK(error_of(env) == "slurm: none of SLURM_STEP_TASKS_PER_NODE, SLURM_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE is "
-                         "set: cannot tell how many tasks run on this node");
+  CHECK(error_of(env) ==
+        "slurm: none of SLURM_STEP_TASKS_PER_NODE, SLURM_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE is "
+        "set: cannot tell how many tasks run on this node");
   env = slurm_env();
   env["SLURM_STEP_TASKS_PER_NODE"] = "3";
   CHECK(error_of(env) == "slurm: SLURM_STEP_TASKS_PER_NODE=\"3\" lists 1 nodes but SLURM_NODEID=1");

@@ -1,14 +1,14 @@
-#include <catch2/catch.hpp>
-
-#include <csignal>
 #include <algorithm>
+#include <csignal>
 #include <sstream>
 #include <thread>
+
+#include "launch_test_helpers.hpp"
+#include <catch2/catch.hpp>
 
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/supervisor.hpp"
 #include "expctl/util/error.hpp"
-#include "launch_test_helpers.hpp"
 
 using namespace expctl::launch;
 using namespace expctl::launch::test;
@@ -16,7 +16,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-RankSpec shell_rank(int rank, const std::string& script) { return {rank, {"sh", "-c", script}, {}}; }
+RankSpec shell_rank(int rank, const std::string& script) {
+  return {rank, {"sh", "-c", script}, {}};
+}
 
 // Console lines collected from the supervisor.
 struct Console {
@@ -99,8 +101,8 @@ TEST_CASE("supervisor: a failing rank is the root cause and its sibling is stopp
   std::vector<RankExit> exits;
   options.on_rank_exit = [&](const RankExit& exit) { exits.push_back(exit); };
   Supervisor supervisor(options);
-  const Outcome outcome = supervisor.run({shell_rank(0, "echo training; exec sleep 30"),
-                                          shell_rank(1, "echo step 1; echo 'loss is nan' >&2; exit 3")});
+  const Outcome outcome = supervisor.run(
+      {shell_rank(0, "echo training; exec sleep 30"), shell_rank(1, "echo step 1; echo 'loss is nan' >&2; exit 3")});
   CHECK(outcome.status == RunStatus::failed);
   REQUIRE(outcome.root_cause);
   CHECK(outcome.root_cause->rank == 1);
@@ -135,11 +137,12 @@ TEST_CASE("supervisor: a rank killed by SIGKILL mid-run fails the run", "[launch
   const std::string pid_file = dir / "victim.pid";
   std::thread killer([&] {
     const std::string pid = wait_for_file(pid_file);
-    if (!pid.empty()) ::kill(std::stoi(pid), SIGKILL);
+    if (!pid.empty())
+      ::kill(std::stoi(pid), SIGKILL);
   });
-  const Outcome outcome = supervisor.run({shell_rank(0, "exec sleep 30"),
-                                          shell_rank(1, "echo $$ > " + pid_file + ".tmp; mv " + pid_file +
-                                                            ".tmp " + pid_file + "; exec sleep 30")});
+  const Outcome outcome =
+      supervisor.run({shell_rank(0, "exec sleep 30"), shell_rank(1, "echo $$ > " + pid_file + ".tmp; mv " + pid_file +
+                                                                        ".tmp " + pid_file + "; exec sleep 30")});
   killer.join();
   CHECK(outcome.status == RunStatus::failed);
   REQUIRE(outcome.root_cause);
@@ -154,9 +157,8 @@ TEST_CASE("supervisor: a rank that ignores SIGTERM gets SIGKILL after the grace 
   Console console;
   Supervisor supervisor(quiet_options(dir, console));
   const std::string ready = dir / "ready";
-  const Outcome outcome = supervisor.run(
-      {shell_rank(0, "trap '' TERM; touch " + ready + "; exec sleep 30"),
-       shell_rank(1, "while [ ! -e " + ready + " ]; do sleep 0.01; done; exit 4")});
+  const Outcome outcome = supervisor.run({shell_rank(0, "trap '' TERM; touch " + ready + "; exec sleep 30"),
+                                          shell_rank(1, "while [ ! -e " + ready + " ]; do sleep 0.01; done; exit 4")});
   CHECK(outcome.status == RunStatus::failed);
   CHECK(outcome.root_cause->description == "rank 1 exited with code 4");
   CHECK(outcome.ranks[0].signal == SIGKILL);
@@ -171,9 +173,8 @@ TEST_CASE("supervisor: a silent rank has stopped answering", "[launch][superviso
   Supervisor supervisor(options);
   // Rank 0 heartbeats without pause (echo is a shell builtin), so even a loaded machine cannot
   // make it look silent.
-  const Outcome outcome = supervisor.run(
-      {shell_rank(0, "while true; do echo heartbeat >&$EXPCTL_CONTROL_FD; done"),
-       shell_rank(1, "echo 'waiting in all_reduce' >&2; exec sleep 30")});
+  const Outcome outcome = supervisor.run({shell_rank(0, "while true; do echo heartbeat >&$EXPCTL_CONTROL_FD; done"),
+                                          shell_rank(1, "echo 'waiting in all_reduce' >&2; exec sleep 30")});
   CHECK(outcome.status == RunStatus::failed);
   REQUIRE(outcome.root_cause);
   CHECK(outcome.root_cause->rank == 1);
@@ -210,8 +211,8 @@ TEST_CASE("supervisor: control-channel records reach the callback, heartbeats do
   const Outcome outcome = supervisor.run({shell_rank(0, send), shell_rank(1, "echo 'record {\"rank\":1}' >&3")});
   CHECK(outcome.status == RunStatus::completed);
   std::sort(records.begin(), records.end());
-  CHECK(records == std::vector<std::pair<int, std::string>>{{0, "{\"step\":1}"}, {0, "{\"step\":2}"},
-                                                            {1, "{\"rank\":1}"}});
+  CHECK(records ==
+        std::vector<std::pair<int, std::string>>{{0, "{\"step\":1}"}, {0, "{\"step\":2}"}, {1, "{\"rank\":1}"}});
 }
 
 TEST_CASE("supervisor: a rank that exits 130 on its own interrupts the run", "[launch][supervisor]") {

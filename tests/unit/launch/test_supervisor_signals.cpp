@@ -1,11 +1,11 @@
 // Signals to the supervisor itself: the supervisor runs in a forked child of the test (its
 // handlers are process-wide), the test signals that child and checks the ranks' fate.
-#include <catch2/catch.hpp>
-
 #include <csignal>
 
-#include "expctl/launch/supervisor.hpp"
 #include "launch_test_helpers.hpp"
+#include <catch2/catch.hpp>
+
+#include "expctl/launch/supervisor.hpp"
 
 using namespace expctl::launch;
 using namespace expctl::launch::test;
@@ -29,7 +29,8 @@ constexpr int k_child_exception = 2;
     options.interrupt_grace = 10min;  // only the second signal may escalate
     Supervisor supervisor(options);
     const Outcome outcome = supervisor.run(ranks);
-    std::string text = fmt::format("status={} signal={}", to_string(outcome.status), outcome.interrupt_signal.value_or(0));
+    std::string text =
+        fmt::format("status={} signal={}", to_string(outcome.status), outcome.interrupt_signal.value_or(0));
     bool ok = outcome.status == RunStatus::interrupted && outcome.interrupt_signal == SIGINT && !outcome.root_cause;
     for (const RankExit& exit : outcome.ranks) {
       text += fmt::format(" rank{}:{}", exit.rank, describe(exit));
