@@ -81,12 +81,12 @@ Expected<std::vector<std::string>> expand_item(std::string_view item) {
   const std::string_view prefix = item.substr(0, open);
   const auto suffixes = expand_item(item.substr(close + 1));
   if (!suffixes)
-    return suffixes;
+    return tl::unexpected(suffixes.error());
   std::vector<std::string> out;
   for (const std::string& range : util::split(item.substr(open + 1, close - open - 1), ',')) {
     const auto numbers = expand_range(range);
     if (!numbers)
-      return numbers;
+      return tl::unexpected(numbers.error());
     for (const std::string& number : *numbers) {
       for (const std::string& suffix : *suffixes) {
         out.push_back(fmt::format("{}{}{}", prefix, number, suffix));
@@ -103,7 +103,7 @@ Expected<std::vector<std::string>> expand_item(std::string_view item) {
 Expected<std::vector<std::string>> expand_hostlist(std::string_view hostlist) {
   const auto items = split_top_level(hostlist);
   if (!items)
-    return items;
+    return tl::unexpected(items.error());
   std::vector<std::string> hosts;
   for (const std::string& item : *items) {
     if (item.empty())

@@ -278,3 +278,12 @@ TEST_CASE("supervisor: ranks inherit the given environment plus their own change
   CHECK(supervisor.run({rank}).status == RunStatus::completed);
   CHECK(read_file(dir.path() / "logs/rank-0.log") == "KEEP=kept DROP=unset HOME=unset ADD=added\n");
 }
+
+TEST_CASE("supervisor: signals and rank ends read as words", "[launch][supervisor]") {
+  CHECK(signal_name(SIGKILL) == "SIGKILL");
+  CHECK(signal_name(SIGSEGV) == "SIGSEGV");
+  CHECK(signal_name(9999) == "signal 9999");
+  CHECK(describe(RankExit{.rank = 2, .exit_code = -1, .signal = SIGABRT}) == "was killed by SIGABRT");
+  CHECK(describe(RankExit{.rank = 2, .exit_code = 130}) == "exited with code 130");
+  CHECK(to_string(RunStatus::interrupted) == "interrupted");
+}
