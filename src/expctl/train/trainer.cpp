@@ -1,0 +1,271 @@
+#include "expctl/train/trainer.hpp"
+
+#include <torch/nn/functional/loss.h>
+
+#include <chrono>
+
+#include "expctl/train/amp.hpp"
+#include "expctl/train/checkpoint.hpp"
+#include "expctl/train/determinism.hpp"
+#include "expctl/train/sampler.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::train {
+namespace {
+
+using util::TrainError;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+DistributedSamplerOptions sampler_options(const TrainerConfig& config, std::int64_t size, int world, int rank) {
+  DistributedSamplerOptions options;
+  options.dataset_size = size;
+  options.num_replicas = world;
+  options.rank = rank;
+  options.shuffle = config.shuffle;
+  options.seed = static_cast<std::int64_t>(config.seed);
+  options.drop_last = config.drop_last;
+  return options;
+}
+
+std::int64_t micro_batches(std::int64_t samples, std::int64_t batch, bool drop_last) {
+  return drop_last ? samples / batch : (samples + batch - 1) / batch;
+}
+
+/// All state of one rank's run; one method per phase.
+class Trainer {
+ public:
+  Trainer(const TrainerConfig& config, MetricSink& sink)
+      : m_config(config),
+        m_sink(sink),
+        m_comm((set_deterministic(config.strict_determinism), config.group)),
+        m_train(load_split(true)),
+        m_test(load_split(false)),
+        m_model(build_model()),
+        m_ddp(*m_model, m_comm, config.ddp),
+        m_optimizer(make_optimizer(m_ddp.parameters(), config.optim)),
+        m_scaler(scaler_options()),
+        m_sampler(sampler_options(config, m_train.size(), m_comm.world_size(), m_comm.rank())),
+        m_steps_per_epoch(steps_per_epoch(config, m_train.size(), m_comm.world_size())),
+        m_total_steps(config.max_steps > 0 ? config.max_steps : config.epochs * m_steps_per_epoch) {
+    m_schedule = config.schedule;
+    m_schedule.total_steps = m_total_steps;
+    // Dropout must differ between ranks (as with per-rank DataLoader workers), reproducibly.
+    seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
+    if (!config.resume_from.empty()) {
+      m_position = load_checkpoint(config.resume_from, *m_model, *m_optimizer, m_scaler);
+    }
+  }
+
+  TrainResult run(const std::atomic<bool>* stop) {
+    TrainResult result;
+    std::int64_t loaded_epoch = -1;
+    while (m_position.step < m_total_steps) {
+      m_position.epoch = m_position.step / m_steps_per_epoch;
+      if (m_position.epoch != loaded_epoch) {
+        m_sampler.set_epoch(m_position.epoch);
+        m_indices = m_sampler.indices();
+        loaded_epoch = m_position.epoch;
+      }
+      const auto metrics = train_step();
+      result.losses.push_back(static_cast<float>(metrics.loss));
+      result.final_train_loss = metrics.loss;
+      m_sink.on_step(metrics);
+      after_step(result);
+      if (stop_agreed(stop)) {
+        result.interrupted = true;
+        break;
+      }
+    }
+    if (!result.interrupted && (!result.final_eval || result.final_eval->step != m_position.step)) {
+      result.final_eval = evaluate();
+    }
+    checkpoint();
+    result.steps = m_position.step;
+    return result;
+  }
+
+ private:
+  Dataset load_split(bool train) const {
+    auto options = m_config.data;
+    options.train = train;
+    auto dataset = load_dataset(options);
+    dataset.images = dataset.images.to(m_comm.device());
+    dataset.labels = dataset.labels.to(m_comm.device());
+    return dataset;
+  }
+
+  std::shared_ptr<ClassifierImpl> build_model() const {
+    seed_everything(m_config.seed);  // identical initial weights everywhere (DDP broadcasts anyway)
+    auto options = m_config.model;
+    options.input_shape.assign(m_train.images.sizes().begin() + 1, m_train.images.sizes().end());
+    options.num_classes = m_train.num_classes;
+    auto model = make_model(options);
+    model->to(m_comm.device());
+    return model;
+  }
+
+  GradScalerOptions scaler_options() const {
+    // bfloat16 has float32's range: loss scaling is only needed for float16.
+    GradScalerOptions options;
+    options.enabled = m_config.amp && m_config.amp_dtype == at::kHalf;
+    return options;
+  }
+
+  at::Tensor micro_loss(std::int64_t micro) {
+    const auto begin = static_cast<std::size_t>(micro * m_config.batch_size);
+    const auto count = std::min<std::size_t>(static_cast<std::size_t>(m_config.batch_size), m_indices.size() - begin);
+    const auto [images, labels] = gather_batch(m_train, m_indices, begin, count);
+    std::optional<AutocastGuard> autocast;
+    if (m_config.amp) {
+      autocast.emplace(m_comm.device().type(), m_config.amp_dtype);
+    }
+    return torch::nn::functional::cross_entropy(m_model->forward(images), labels);
+  }
+
+  StepMetrics train_step() {
+    const auto start = Clock::now();
+    const double wait_before = m_comm.wait_seconds();
+    const double lr = learning_rate_at(m_schedule, m_config.optim.lr, m_position.step);
+    set_learning_rate(*m_optimizer, lr);
+    m_optimizer->zero_grad();
+    const auto first_micro = (m_position.step % m_steps_per_epoch) * m_config.grad_accum_steps;
+    double loss_sum = 0.0;
+    std::int64_t samples = 0;
+    for (std::int64_t k = 0; k < m_config.grad_accum_steps; ++k) {
+      const auto loss = micro_loss(first_micro + k);
+      const auto scaled = m_scaler.scale(loss / static_cast<double>(m_config.grad_accum_steps));
+      if (k + 1 < m_config.grad_accum_steps) {
+        auto no_sync = m_ddp.no_sync();
+        scaled.backward();
+      } else {
+        scaled.backward();
+        m_ddp.finish();
+      }
+      loss_sum += loss.item<double>();
+      samples += std::min<std::int64_t>(m_config.batch_size,
+                                        static_cast<std::int64_t>(m_indices.size()) - (first_micro + k) * m_config.batch_size);
+    }
+    StepMetrics metrics;
+    metrics.grad_scale = m_scaler.get_scale();
+    if (m_config.grad_clip_norm > 0.0) {
+      m_scaler.unscale(*m_optimizer);  // clip the true gradients, not the scaled ones
+      clip_grad_norm(m_ddp.parameters(), m_config.grad_clip_norm);
+    }
+    metrics.skipped = !m_scaler.step(*m_optimizer, &m_comm);
+    m_scaler.update();
+    m_position.step += 1;
+    metrics.step = m_position.step;
+    metrics.epoch = m_position.epoch;
+    metrics.loss = loss_sum / static_cast<double>(m_config.grad_accum_steps);
+    metrics.lr = lr;
+    metrics.step_time_s = seconds_since(start);
+    metrics.comm_wait_s = m_comm.wait_seconds() - wait_before;
+    metrics.samples_per_sec = metrics.step_time_s > 0.0 ? static_cast<double>(samples) / metrics.step_time_s : 0.0;
+    return metrics;
+  }
+
+  void after_step(TrainResult& result) {
+    if (m_config.eval_every > 0 && m_position.step % m_config.eval_every == 0) {
+      result.final_eval = evaluate();
+    }
+    if (m_config.checkpoint_every > 0 && m_position.step % m_config.checkpoint_every == 0 &&
+        m_position.step < m_total_steps) {
+      checkpoint();
+    }
+  }
+
+  // Every rank evaluates a strided shard without padding; sums are all-reduced so the result is
+  // exactly the whole test split's loss and accuracy.
+  EvalMetrics evaluate() {
+    at::NoGradGuard no_grad;
+    m_model->eval();
+    const auto size = m_test.size();
+    const auto rows = at::arange(m_comm.rank(), size, m_comm.world_size(),
+                                 at::TensorOptions().dtype(at::kLong).device(m_comm.device()));
+    double loss_sum = 0.0;
+    double correct = 0.0;
+    for (std::int64_t begin = 0; begin < rows.size(0); begin += m_config.eval_batch_size) {
+      const auto chunk = rows.narrow(0, begin, std::min(m_config.eval_batch_size, rows.size(0) - begin));
+      const auto labels = m_test.labels.index_select(0, chunk);
+      std::optional<AutocastGuard> autocast;
+      if (m_config.amp) {
+        autocast.emplace(m_comm.device().type(), m_config.amp_dtype);
+      }
+      const auto logits = m_model->forward(m_test.images.index_select(0, chunk)).to(at::kFloat);
+      loss_sum += torch::nn::functional::cross_entropy(
+                      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                      .item<double>();
+      correct += (logits.argmax(1) == labels).sum().item<double>();
+    }
+    m_model->train();
+    auto totals = at::tensor({loss_sum, correct}, at::kDouble).to(m_comm.device());
+    m_comm.allreduce(totals, "allreduce of evaluation totals");
+    totals = totals.cpu();
+    const auto n = static_cast<double>(size);
+    EvalMetrics metrics{m_position.step, totals[0].item<double>() / n, totals[1].item<double>() / n};
+    m_sink.on_eval(metrics);
+    return metrics;
+  }
+
+  void checkpoint() {
+    if (m_config.checkpoint_dir.empty()) {
+      return;
+    }
+    const auto path = m_config.checkpoint_dir / fmt::format("rank{}.pt", m_comm.rank());
+    const auto sha = save_checkpoint(path, *m_model, *m_optimizer, m_scaler, m_position);
+    m_sink.on_checkpoint(path, sha);
+  }
+
+  // Ranks must stop after the same step, or the ones going on would wait for the others'
+  // collectives until the timeout: any rank's request stops everyone.
+  bool stop_agreed(const std::atomic<bool>* stop) {
+    const bool mine = stop != nullptr && stop->load();
+    if (m_comm.world_size() == 1) {
+      return mine;
+    }
+    auto flag = at::full({}, mine ? 1.0F : 0.0F, at::kFloat).to(m_comm.device());
+    m_comm.allreduce(flag, "allreduce of the stop flag");
+    return flag.item<float>() > 0.0F;
+  }
+
+  const TrainerConfig& m_config;
+  MetricSink& m_sink;
+  Communicator m_comm;
+  Dataset m_train;
+  Dataset m_test;
+  std::shared_ptr<ClassifierImpl> m_model;
+  DistributedDataParallel m_ddp;
+  std::unique_ptr<torch::optim::Optimizer> m_optimizer;
+  GradScaler m_scaler;
+  DistributedSampler m_sampler;
+  std::int64_t m_steps_per_epoch;
+  std::int64_t m_total_steps;
+  ScheduleOptions m_schedule;
+  TrainingPosition m_position;
+  std::vector<std::int64_t> m_indices;
+};
+
+}  // namespace
+
+std::int64_t steps_per_epoch(const TrainerConfig& config, std::int64_t dataset_size, int world_size) {
+  EXPCTL_CHECK(config.batch_size > 0 && config.grad_accum_steps > 0, TrainError,
+               "batch_size and grad_accum_steps must be positive");
+  DistributedSampler sampler(sampler_options(config, dataset_size, world_size, 0));
+  const auto steps = micro_batches(sampler.num_samples(), config.batch_size, config.drop_last) /
+                     config.grad_accum_steps;
+  EXPCTL_CHECK(steps > 0, TrainError,
+               "an epoch has no complete optimizer step: {} samples per rank, batch_size {} x grad_accum_steps {}",
+               sampler.num_samples(), config.batch_size, config.grad_accum_steps);
+  return steps;
+}
+
+TrainResult run_training(const TrainerConfig& config, MetricSink& sink, const std::atomic<bool>* stop) {
+  Trainer trainer(config, sink);
+  return trainer.run(stop);
+}
+
+}  // namespace expctl::train
