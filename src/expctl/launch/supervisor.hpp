@@ -45,8 +45,9 @@ std::vector<RankSpec> rank_specs(const LaunchPlan& plan, const std::vector<std::
 
 /// Receives console lines, already prefixed "[rank N] ".
 using ConsoleSink = std::function<void(std::string_view line)>;
-/// Receives each record a rank sends on its control channel (see control_channel.hpp).
-/// Called on the supervisor's thread; an exception thrown here ends wait() (ranks are killed).
+/// Receives each record a rank sends on its control channel (see control_channel.hpp); the view
+/// is valid during the call only. Called on the supervisor's thread, in order per rank; an
+/// exception thrown here ends wait() (the ranks are then killed by the destructor).
 using RecordSink = std::function<void(int rank, std::string_view record)>;
 struct RankExit;
 /// Told about each rank as it ends (before the run's verdict is known), e.g. to record it.
