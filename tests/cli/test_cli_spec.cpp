@@ -1,10 +1,8 @@
 // `expctl validate` and `expctl hash` through the real binary.
 
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 using expctl::test::run_expctl;
 using expctl::test::source_dir;
@@ -12,9 +10,13 @@ using expctl::test::TempDir;
 
 namespace {
 
-std::string in_source(const std::string& relative) { return (source_dir() / relative).string(); }
+std::string in_source(const std::string& relative) {
+  return (source_dir() / relative).string();
+}
 
-std::string quickstart() { return in_source("experiments/quickstart.yaml"); }
+std::string quickstart() {
+  return in_source("experiments/quickstart.yaml");
+}
 
 }  // namespace
 
@@ -29,8 +31,8 @@ TEST_CASE("cli spec: validate prints ok with the hash - exit 0") {
 }
 
 TEST_CASE("cli spec: every shipped experiment is valid") {
-  const auto result = run_expctl({"validate", in_source("experiments/quickstart.yaml"), in_source("experiments/cnn.yaml"),
-                                  in_source("experiments/amp_accum.yaml")});
+  const auto result = run_expctl({"validate", in_source("experiments/quickstart.yaml"),
+                                  in_source("experiments/cnn.yaml"), in_source("experiments/amp_accum.yaml")});
   CHECK(result.exit_code == 0);
   CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 3);
 }
@@ -63,11 +65,13 @@ TEST_CASE("cli spec: an invalid spec prints every problem and exits 2 - other sp
                           ":2:3: unknown key \"lerning_rate\" in \"optim\" (did you mean \"lr\"?)\n"
                           "    2 |   lerning_rate: 3e-4\n"
                           "      |   ^\n"
-                          "expctl: error: " + bad.string() +
+                          "expctl: error: " +
+                          bad.string() +
                           ":4:21: train.grad_accum_steps must be between 1 and 1024, found 0\n"
                           "    4 |   grad_accum_steps: 0\n"
                           "      |                     ^\n"
-                          "expctl: 2 errors in " + bad.string() + "\n");
+                          "expctl: 2 errors in " +
+                          bad.string() + "\n");
   CHECK_THAT(result.out, Catch::StartsWith("ok: " + quickstart()));
 }
 
@@ -89,8 +93,9 @@ TEST_CASE("cli spec: validate --format json has a stable shape") {
   const auto& invalid = document["specs"][1];
   CHECK(invalid["valid"] == false);
   CHECK(invalid["hash"].is_null());
-  CHECK(invalid["errors"] == nlohmann::json::parse(R"([{"file": ")" + bad.string() +
-                                                    R"(", "line": 1, "column": 7, "message": "seed must be an integer, found \"x\""}])"));
+  CHECK(invalid["errors"] ==
+        nlohmann::json::parse(R"([{"file": ")" + bad.string() +
+                              R"(", "line": 1, "column": 7, "message": "seed must be an integer, found \"x\""}])"));
 }
 
 TEST_CASE("cli spec: --set overrides on validate and hash - a bad one names the override") {

@@ -39,8 +39,7 @@ void setup_hash(CLI::App& app, const std::shared_ptr<GlobalOptions>& /*globals*/
       "numbers normalised by type, plus the content of the `env` profile (recipe: docs/spec.md).\n"
       "Example: expctl hash experiments/quickstart.yaml --set seed=1");
   command->add_option("spec", options->spec, "Spec file (YAML)")->required();
-  command
-      ->add_option("--set", options->overrides, "Override a field: --set key.path=value (repeatable)")
+  command->add_option("--set", options->overrides, "Override a field: --set key.path=value (repeatable)")
       ->allow_extra_args(false)  // "--set a=1 SPEC": SPEC is positional, not a second override
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command->add_flag("--canonical", options->canonical,

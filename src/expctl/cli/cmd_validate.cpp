@@ -31,7 +31,8 @@ nlohmann::json validate_one(const std::string& file, const ValidateOptions& opti
   nlohmann::json entry = {{"file", file}};
   try {
     const spec::Spec spec = spec::load_spec(file, spec::LoadOptions{options.overrides});
-    entry.update({{"valid", true}, {"hash", spec.hash()}, {"values", spec.values()}, {"errors", nlohmann::json::array()}});
+    entry.update(
+        {{"valid", true}, {"hash", spec.hash()}, {"values", spec.values()}, {"errors", nlohmann::json::array()}});
     if (options.format == "text") {
       std::cout << "ok: " << file << " (spec " << spec.hash() << ")\n";
     }
@@ -85,8 +86,9 @@ void setup_validate(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals
       ->allow_extra_args(false)  // "--set a=1 SPEC": SPEC is positional, not a second override
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_format_option(command, options->format);
-  command->add_flag("--print-field-table", options->print_field_table,
-                    "Print the Markdown field table of docs/spec.md and exit")
+  command
+      ->add_flag("--print-field-table", options->print_field_table,
+                 "Print the Markdown field table of docs/spec.md and exit")
       ->group("");
   command->callback([options, globals] { run_validate(*options, *globals); });
 }

@@ -19,7 +19,9 @@ tl::unexpected<ConversionError> refuse(const YamlNode& node, std::string message
   return tl::unexpected<ConversionError>(ConversionError{node.mark, std::move(message)});
 }
 
-bool is_plain(const YamlNode& node) { return node.kind == YamlNode::Kind::scalar && !node.quoted; }
+bool is_plain(const YamlNode& node) {
+  return node.kind == YamlNode::Kind::scalar && !node.quoted;
+}
 
 // YAML 1.2 core schema: decimal integers only (no 0x/0o, no "_" separators, which YAML 1.1 had).
 bool looks_like_integer(std::string_view text) {
@@ -40,7 +42,9 @@ std::string found(const YamlNode& node, bool valid_unquoted) {
   return describe_kind(node);
 }
 
-std::string bound_text(double value) { return fmt::format("{}", value); }
+std::string bound_text(double value) {
+  return fmt::format("{}", value);
+}
 
 std::optional<std::string> range_problem(const Range& range, double value) {
   const bool too_low = range.min_open ? value <= range.min : value < range.min;
@@ -71,7 +75,8 @@ Result number_in_range(const std::string& label, const Range& range, const YamlN
 
 Result to_integer(const std::string& label, const Range& range, const YamlNode& node) {
   if (!is_plain(node) || !looks_like_integer(node.value)) {
-    return refuse(node, fmt::format("{} must be an integer, found {}", label, found(node, looks_like_integer(node.value))));
+    return refuse(node,
+                  fmt::format("{} must be an integer, found {}", label, found(node, looks_like_integer(node.value))));
   }
   int64_t value = 0;
   const std::string_view text = node.value[0] == '+' ? std::string_view(node.value).substr(1) : node.value;
@@ -124,8 +129,8 @@ Result to_choice(const Field& field, const std::string& label, const YamlNode& n
   if (node.kind == YamlNode::Kind::scalar && std::find(choices.begin(), choices.end(), node.value) != choices.end()) {
     return node.value;
   }
-  std::string message = fmt::format("{} must be one of {}, found {}", label, util::join(choices, ", "),
-                                    describe_kind(node));
+  std::string message =
+      fmt::format("{} must be one of {}, found {}", label, util::join(choices, ", "), describe_kind(node));
   if (node.kind == YamlNode::Kind::scalar) {
     if (const auto suggestion = util::closest_match(node.value, choices)) {
       message += fmt::format(" (did you mean {}?)", util::quoted(*suggestion));

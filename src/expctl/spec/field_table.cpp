@@ -19,21 +19,36 @@ constexpr double k_inf = std::numeric_limits<double>::infinity();
 // products such as steps * batch size cannot overflow 64 bits.
 constexpr double k_max_count = 1e9;
 
-constexpr Range any() { return {}; }
-constexpr Range at_least(double min) { return {min, k_inf, false, false}; }
-constexpr Range above(double min, double max = k_inf) { return {min, max, true, false}; }
-constexpr Range between(double min, double max) { return {min, max, false, false}; }
-constexpr Range unit_interval_open_top() { return {0, 1, false, true}; }
+constexpr Range any() {
+  return {};
+}
+constexpr Range at_least(double min) {
+  return {min, k_inf, false, false};
+}
+constexpr Range above(double min, double max = k_inf) {
+  return {min, max, true, false};
+}
+constexpr Range between(double min, double max) {
+  return {min, max, false, false};
+}
+constexpr Range unit_interval_open_top() {
+  return {0, 1, false, true};
+}
 
-constexpr ListSize items(size_t min, size_t max) { return {min, max}; }
-constexpr ListSize no_items() { return {0, 0}; }
+constexpr ListSize items(size_t min, size_t max) {
+  return {min, max};
+}
+constexpr ListSize no_items() {
+  return {0, 0};
+}
 
 // The table. Columns: path, type, default (YAML), choices, range, list size, hashing, doc,
 // derived-default doc. Documentation order; sections stay together.
 const Field k_fields[] = {
-    {"name", T::string, "\"\"", "", any(), no_items(), H::excluded,
-     "Display name of the experiment.", "the spec file's name without extension"},
-    {"description", T::string, "\"\"", "", any(), no_items(), H::excluded, "Free text: what the experiment is for.", ""},
+    {"name", T::string, "\"\"", "", any(), no_items(), H::excluded, "Display name of the experiment.",
+     "the spec file's name without extension"},
+    {"description", T::string, "\"\"", "", any(), no_items(), H::excluded, "Free text: what the experiment is for.",
+     ""},
     {"tags", T::string_list, "[]", "", any(), items(0, 32), H::excluded, "Labels for selecting runs later.", ""},
     {"env", T::string, "\"\"", "", any(), no_items(), H::profile_content,
      "Pinned-stack profile (TOML, e.g. `envs/debian12-cpu.toml`); a relative path is looked up in the spec's "
@@ -62,8 +77,8 @@ const Field k_fields[] = {
     {"distributed.master_port", T::integer, "0", "", between(0, 65535), no_items(), H::excluded,
      "TCP port of the rendezvous store on the first host; 0: pick a free one.", ""},
 
-    {"data.dataset", T::choice, "fashion-mnist", "fashion-mnist|mnist|cifar10|synthetic", any(), no_items(),
-     H::hashed, "Training and evaluation data.", ""},
+    {"data.dataset", T::choice, "fashion-mnist", "fashion-mnist|mnist|cifar10|synthetic", any(), no_items(), H::hashed,
+     "Training and evaluation data.", ""},
     {"data.root", T::string, "\"\"", "", any(), no_items(), H::excluded,
      "Directory holding the dataset files; a location, so not hashed (the dataset is named by `data.dataset`).",
      "`/usr/share/datasets/<dataset>` (empty for synthetic)"},
@@ -110,8 +125,7 @@ const Field k_fields[] = {
      "Optimizer steps of linear warm-up from 0 to `optim.lr`.", ""},
     {"schedule.step_size", T::integer, "1000", "", between(1, k_max_count), no_items(), H::hashed,
      "step: multiply the learning rate by `gamma` every this many optimizer steps.", ""},
-    {"schedule.gamma", T::floating, "0.1", "", above(0, 1), no_items(), H::hashed,
-     "step: decay factor.", ""},
+    {"schedule.gamma", T::floating, "0.1", "", above(0, 1), no_items(), H::hashed, "step: decay factor.", ""},
     {"schedule.min_lr", T::floating, "0", "", at_least(0), no_items(), H::hashed,
      "cosine: learning rate at the end of training (at most `optim.lr`).", ""},
 
@@ -168,12 +182,20 @@ struct Synonym {
 };
 
 const Synonym k_synonyms[] = {
-    {"optim", "learning_rate", "lr"},     {"optim", "optimizer", "name"},  {"", "optimizer", "optim"},
-    {"", "scheduler", "schedule"},        {"schedule", "warmup", "warmup_steps"},
-    {"train", "steps", "max_steps"},      {"train", "accumulate_grad_batches", "grad_accum_steps"},
-    {"train", "num_epochs", "epochs"},    {"train", "clip_grad_norm", "grad_clip_norm"},
-    {"data", "batch", "batch_size"},      {"data", "path", "root"},        {"data", "data_dir", "root"},
-    {"distributed", "world_size", "nproc_per_node"}, {"distributed", "num_nodes", "nnodes"},
+    {"optim", "learning_rate", "lr"},
+    {"optim", "optimizer", "name"},
+    {"", "optimizer", "optim"},
+    {"", "scheduler", "schedule"},
+    {"schedule", "warmup", "warmup_steps"},
+    {"train", "steps", "max_steps"},
+    {"train", "accumulate_grad_batches", "grad_accum_steps"},
+    {"train", "num_epochs", "epochs"},
+    {"train", "clip_grad_norm", "grad_clip_norm"},
+    {"data", "batch", "batch_size"},
+    {"data", "path", "root"},
+    {"data", "data_dir", "root"},
+    {"distributed", "world_size", "nproc_per_node"},
+    {"distributed", "num_nodes", "nnodes"},
 };
 
 std::string format_bound(double value) {
@@ -184,8 +206,8 @@ std::string range_text(const Range& range) {
   const bool has_min = range.min != -k_inf;
   const bool has_max = range.max != k_inf;
   if (has_min && has_max) {
-    return fmt::format("{} {} x {} {}", format_bound(range.min), range.min_open ? "<" : "<=",
-                       range.max_open ? "<" : "<=", format_bound(range.max));
+    return fmt::format("{} {} x {} {}", format_bound(range.min),
+                       range.min_open ? "<" : "<=", range.max_open ? "<" : "<=", format_bound(range.max));
   }
   if (has_min) {
     return fmt::format("{} {}", range.min_open ? ">" : ">=", format_bound(range.min));
@@ -212,9 +234,8 @@ std::string allowed_text(const Field& field) {
     case T::string_list:
     case T::integer_list:
     case T::float_list: {
-      std::string size = field.size.min == field.size.max
-                             ? fmt::format("{} items", field.size.min)
-                             : fmt::format("{}..{} items", field.size.min, field.size.max);
+      std::string size = field.size.min == field.size.max ? fmt::format("{} items", field.size.min)
+                                                          : fmt::format("{}..{} items", field.size.min, field.size.max);
       const std::string each = range_text(field.range);
       return each.empty() ? size : size + ", each " + each;
     }
@@ -253,7 +274,9 @@ std::string cell(std::string text) {
 
 }  // namespace
 
-std::span<const Field> fields() { return k_fields; }
+std::span<const Field> fields() {
+  return k_fields;
+}
 
 const Field* find_field(std::string_view path) {
   for (const Field& field : k_fields) {
@@ -306,7 +329,9 @@ std::string suggestion_for(std::string_view section, const std::string& candidat
   return candidate;
 }
 
-std::vector<std::string> choices_of(const Field& field) { return util::split(field.choices, '|'); }
+std::vector<std::string> choices_of(const Field& field) {
+  return util::split(field.choices, '|');
+}
 
 std::string_view type_name(FieldType type) {
   switch (type) {
@@ -339,9 +364,9 @@ std::string render_field_table_markdown() {
   out += "| Key | Type | Default | Allowed | Hashed | Meaning |\n";
   out += "|---|---|---|---|---|---|\n";
   for (const Field& field : k_fields) {
-    out += fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", field.path, type_name(field.type),
-                       cell(default_text(field)), cell(allowed_text(field)), hashing_text(field.hashing),
-                       cell(std::string(field.doc)));
+    out +=
+        fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", field.path, type_name(field.type), cell(default_text(field)),
+                    cell(allowed_text(field)), hashing_text(field.hashing), cell(std::string(field.doc)));
   }
   out += "\n" + std::string(k_table_end) + "\n";
   return out;

@@ -100,7 +100,8 @@ tl::expected<nlohmann::json, util::Diagnostic> load_profile(const fs::path& path
   std::error_code error;
   const auto size = fs::file_size(path, error);
   if (!error && size > k_max_profile_bytes) {
-    return tl::unexpected(problem(display_name, fmt::format("the profile is {} bytes, more than the 1 MiB limit", size)));
+    return tl::unexpected(
+        problem(display_name, fmt::format("the profile is {} bytes, more than the 1 MiB limit", size)));
   }
   auto text = util::read_file(path);
   if (!text) {
@@ -112,9 +113,8 @@ tl::expected<nlohmann::json, util::Diagnostic> load_profile(const fs::path& path
   } catch (const toml::parse_error& e) {
     const int line = static_cast<int>(e.source().begin.line);
     const int column = static_cast<int>(e.source().begin.column);
-    return tl::unexpected(util::Diagnostic{display_name, line, column,
-                                           "TOML syntax error: " + std::string(e.description()),
-                                           printable_line(*text, line)});
+    return tl::unexpected(util::Diagnostic{
+        display_name, line, column, "TOML syntax error: " + std::string(e.description()), printable_line(*text, line)});
   }
 }
 

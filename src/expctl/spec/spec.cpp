@@ -118,8 +118,8 @@ class SpecBuilder {
     }
     const YamlLimits limits;
     if (const auto size = fs::file_size(m_file, error); !error && size > limits.max_bytes) {
-      problem_without_position(
-          m_name, fmt::format("the file is {} bytes, more than the {} MiB limit for a spec", size, limits.max_bytes >> 20));
+      problem_without_position(m_name, fmt::format("the file is {} bytes, more than the {} MiB limit for a spec", size,
+                                                   limits.max_bytes >> 20));
       return std::nullopt;
     }
     auto text = util::read_file(m_file);
@@ -149,14 +149,15 @@ class SpecBuilder {
       return;  // a partial tree would only add confusing follow-up errors
     }
     if (document.empty || document.root.kind == YamlNode::Kind::null) {
-      problem_without_position(m_name, "the spec is empty: write a YAML mapping of sections, e.g. \"data: {dataset: "
-                                       "fashion-mnist}\"");
+      problem_without_position(m_name,
+                               "the spec is empty: write a YAML mapping of sections, e.g. \"data: {dataset: "
+                               "fashion-mnist}\"");
       return;
     }
     if (document.root.kind != YamlNode::Kind::mapping) {
-      problem_at({m_name, {}, ""}, document.root.mark,
-                 fmt::format("the top level of a spec must be a mapping of sections, found {}",
-                             describe_kind(document.root)));
+      problem_at(
+          {m_name, {}, ""}, document.root.mark,
+          fmt::format("the top level of a spec must be a mapping of sections, found {}", describe_kind(document.root)));
       return;
     }
     apply_mapping(document.root, "");
@@ -182,16 +183,20 @@ class SpecBuilder {
     }
     if (value.kind != YamlNode::Kind::mapping) {
       problem_at({m_name, value.mark, ""}, value.mark,
-                 fmt::format("{} must be a mapping of fields ({}), found {}", path,
-                             util::join(child_names(path), ", "), describe_kind(value)));
+                 fmt::format("{} must be a mapping of fields ({}), found {}", path, util::join(child_names(path), ", "),
+                             describe_kind(value)));
       return;
     }
     apply_mapping(value, path);
   }
 
   static std::string unknown_key_message(const std::string& key, const std::string& section) {
-    std::string message = section.empty() ? fmt::format("unknown top-level key {}", util::quoted(key))
-                                          : fmt::format("unknown key {} in {}", util::quoted(key), util::quoted(section));
+    if (key == "<<") {
+      return "YAML merge keys (<<) are not supported in a spec: write the fields out";
+    }
+    std::string message = section.empty()
+                              ? fmt::format("unknown top-level key {}", util::quoted(key))
+                              : fmt::format("unknown key {} in {}", util::quoted(key), util::quoted(section));
     if (const auto suggestion = util::closest_match(key, suggestion_candidates(section))) {
       message += fmt::format(" (did you mean {}?)", util::quoted(suggestion_for(section, *suggestion)));
     }
@@ -226,7 +231,8 @@ class SpecBuilder {
     const std::string text = raw.substr(equals + 1);
     YamlDocument document = load_yaml(text, name, k_override_limits);
     if (!document.diagnostics.empty()) {
-      problem_without_position(name, "the value is not a YAML scalar or flow list: " + document.diagnostics.front().message);
+      problem_without_position(name,
+                               "the value is not a YAML scalar or flow list: " + document.diagnostics.front().message);
       return;
     }
     if (document.empty && (field->type == FieldType::string || field->type == FieldType::image)) {
@@ -370,10 +376,18 @@ const nlohmann::json& Spec::at(std::string_view dotted_path, FieldType type) con
   return m_values.at(pointer_of(dotted_path));
 }
 
-std::string Spec::get_string(std::string_view path) const { return at(path, FieldType::string).get<std::string>(); }
-int64_t Spec::get_int(std::string_view path) const { return at(path, FieldType::integer).get<int64_t>(); }
-double Spec::get_float(std::string_view path) const { return at(path, FieldType::floating).get<double>(); }
-bool Spec::get_bool(std::string_view path) const { return at(path, FieldType::boolean).get<bool>(); }
+std::string Spec::get_string(std::string_view path) const {
+  return at(path, FieldType::string).get<std::string>();
+}
+int64_t Spec::get_int(std::string_view path) const {
+  return at(path, FieldType::integer).get<int64_t>();
+}
+double Spec::get_float(std::string_view path) const {
+  return at(path, FieldType::floating).get<double>();
+}
+bool Spec::get_bool(std::string_view path) const {
+  return at(path, FieldType::boolean).get<bool>();
+}
 
 std::vector<std::string> Spec::get_string_list(std::string_view path) const {
   return at(path, FieldType::string_list).get<std::vector<std::string>>();
@@ -385,7 +399,9 @@ std::vector<double> Spec::get_float_list(std::string_view path) const {
   return at(path, FieldType::float_list).get<std::vector<double>>();
 }
 
-Spec load_spec(const fs::path& file, const LoadOptions& options) { return SpecBuilder(file, options).build(); }
+Spec load_spec(const fs::path& file, const LoadOptions& options) {
+  return SpecBuilder(file, options).build();
+}
 
 std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b) {
   std::vector<SpecChange> changes;

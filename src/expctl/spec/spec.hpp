@@ -72,10 +72,10 @@ Spec load_spec(const std::filesystem::path& file, const LoadOptions& options = {
 
 /// One field that differs between two specs.
 struct SpecChange {
-  std::string path;         ///< dotted key path, or "env (profile content)" when only the profile differs
-  nlohmann::json old_value; ///< in `a`
-  nlohmann::json new_value; ///< in `b`
-  bool hashed = false;      ///< the change is part of the spec hash
+  std::string path;          ///< dotted key path, or "env (profile content)" when only the profile differs
+  nlohmann::json old_value;  ///< in `a`
+  nlohmann::json new_value;  ///< in `b`
+  bool hashed = false;       ///< the change is part of the spec hash
 };
 
 /// Every field whose value differs from `a` to `b`, in field-table order, then the profile content.

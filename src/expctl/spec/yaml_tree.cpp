@@ -117,7 +117,8 @@ class TreeBuilder : public YAML::EventHandler {
   }
 
   void add_diagnostic(SourceMark mark, std::string message) {
-    m_out.diagnostics.push_back({m_name, mark.line, mark.column, std::move(message), printable_line(m_text, mark.line)});
+    m_out.diagnostics.push_back(
+        {m_name, mark.line, mark.column, std::move(message), printable_line(m_text, mark.line)});
   }
 
  private:
@@ -135,8 +136,8 @@ class TreeBuilder : public YAML::EventHandler {
     if (tag == "?" || tag == "!" || tag == "tag:yaml.org,2002:str") {
       return;
     }
-    add_diagnostic(mark, fmt::format("YAML tags are not supported in a spec (found {}): remove the tag",
-                                     written_tag(tag)));
+    add_diagnostic(mark,
+                   fmt::format("YAML tags are not supported in a spec (found {}): remove the tag", written_tag(tag)));
   }
 
   void count(size_t nodes, SourceMark mark, bool from_alias = false) {
@@ -155,8 +156,8 @@ class TreeBuilder : public YAML::EventHandler {
   void open(YamlNode::Kind kind, const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor) {
     const SourceMark position = to_mark(mark);
     if (tag != "?" && tag != "!" && !tag.empty()) {
-      add_diagnostic(position, fmt::format("YAML tags are not supported in a spec (found {}): remove the tag",
-                                           written_tag(tag)));
+      add_diagnostic(position,
+                     fmt::format("YAML tags are not supported in a spec (found {}): remove the tag", written_tag(tag)));
     }
     if (static_cast<int>(m_stack.size()) >= m_limits.max_depth) {
       fail(position, fmt::format("nesting is deeper than {} levels: a spec needs at most 3", m_limits.max_depth));
@@ -253,8 +254,8 @@ class SecondDocumentProbe : public YAML::EventHandler {
 bool check_bytes(std::string_view text, const std::string& name, const YamlLimits& limits, YamlDocument& out) {
   if (text.size() > limits.max_bytes) {
     out.diagnostics.push_back({name, 0, 0,
-                               fmt::format("the file is {} bytes, more than the {} MiB limit for a spec",
-                                           text.size(), limits.max_bytes / (1024 * 1024)),
+                               fmt::format("the file is {} bytes, more than the {} MiB limit for a spec", text.size(),
+                                           limits.max_bytes / (1024 * 1024)),
                                ""});
     return false;
   }
@@ -292,7 +293,13 @@ void parse_events(std::string_view text, const std::string& name, const YamlLimi
     out.aborted = true;
   } catch (const YAML::Exception& e) {
     out.aborted = true;
-    builder.add_diagnostic(to_mark(e.mark), "YAML syntax error: " + e.msg);
+    // yaml-cpp's message for tab indentation ("illegal map value") does not say what to fix.
+    const SourceMark mark = to_mark(e.mark);
+    const std::string line = util::line_of(text, mark.line);
+    const bool tab_indented = line.find_first_not_of(" \t") != std::string::npos &&
+                              line.substr(0, line.find_first_not_of(" \t")).find('\t') != std::string::npos;
+    builder.add_diagnostic(
+        mark, "YAML syntax error: " + e.msg + (tab_indented ? " (indent with spaces: YAML forbids tabs)" : ""));
   }
 }
 

@@ -27,10 +27,10 @@ struct YamlNode {
   enum class Kind { null, scalar, sequence, mapping };
   Kind kind = Kind::null;
   SourceMark mark;
-  std::string value;   ///< scalar text (kind == scalar)
-  bool quoted = false; ///< scalar was quoted or tagged !!str: it is a string, never a number or bool
-  std::vector<YamlNode> items;                          ///< kind == sequence
-  std::vector<std::pair<YamlNode, YamlNode>> entries;   ///< kind == mapping, in source order
+  std::string value;            ///< scalar text (kind == scalar)
+  bool quoted = false;          ///< scalar was quoted or tagged !!str: it is a string, never a number or bool
+  std::vector<YamlNode> items;  ///< kind == sequence
+  std::vector<std::pair<YamlNode, YamlNode>> entries;  ///< kind == mapping, in source order
 };
 
 /// Limits that keep loading bounded in time and memory; each has a reason in yaml_tree.cpp.

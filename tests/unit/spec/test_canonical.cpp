@@ -1,8 +1,8 @@
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+
+#include <catch2/catch.hpp>
 
 #include "expctl/spec/canonical.hpp"
 

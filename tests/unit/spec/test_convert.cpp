@@ -27,8 +27,7 @@ TEST_CASE("convert: integers are strict: no quotes - no decimal point") {
         "data.batch_size must be an integer, found the string \"64\" (write it without quotes)");
   CHECK(error_of("data.batch_size", "64.0") == "data.batch_size must be an integer, found \"64.0\"");
   CHECK(error_of("data.batch_size", "0x40") == "data.batch_size must be an integer, found \"0x40\"");
-  CHECK(error_of("seed", "99999999999999999999") ==
-        "seed must be an integer, found 99999999999999999999 (too large)");
+  CHECK(error_of("seed", "99999999999999999999") == "seed must be an integer, found 99999999999999999999 (too large)");
 }
 
 TEST_CASE("convert: floats accept integers and every spelling of one number") {
@@ -42,7 +41,8 @@ TEST_CASE("convert: floats accept integers and every spelling of one number") {
   CHECK(convert("distributed.bucket_cap_mb", "64")->is_number_float());
   CHECK(*convert("distributed.bucket_cap_mb", "64") == *convert("distributed.bucket_cap_mb", "64.0"));
   CHECK(error_of("optim.lr", "abc") == "optim.lr must be a float, found \"abc\"");
-  CHECK(error_of("optim.lr", "'0.1'") == "optim.lr must be a float, found the string \"0.1\" (write it without quotes)");
+  CHECK(error_of("optim.lr", "'0.1'") ==
+        "optim.lr must be a float, found the string \"0.1\" (write it without quotes)");
   CHECK(error_of("optim.lr", ".inf") == "optim.lr must be a finite number, found .inf");
   CHECK(error_of("optim.lr", "1e999") == "optim.lr must be a finite float, found 1e999");
 }
@@ -91,7 +91,8 @@ TEST_CASE("convert: container images must be pinned by digest") {
   const std::string digest(64, 'a');
   CHECK(convert("container.image", "ghcr.io/acme/train@sha256:" + digest));
   CHECK(convert("container.image", "''")->get<std::string>().empty());
-  CHECK_THAT(error_of("container.image", "ubuntu:22.04"), Catch::StartsWith("container.image must be pinned by digest"));
+  CHECK_THAT(error_of("container.image", "ubuntu:22.04"),
+             Catch::StartsWith("container.image must be pinned by digest"));
   CHECK_THAT(error_of("container.image", "x@sha256:" + std::string(63, 'a')), Catch::StartsWith("container.image"));
 }
 

@@ -1,12 +1,12 @@
-#include <catch2/catch.hpp>
-
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+
 #include "expctl/spec/convert.hpp"
 #include "expctl/spec/field_table.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl::spec;
 
@@ -49,8 +49,9 @@ TEST_CASE("field_table: synonyms lead a did-you-mean hint to the real name") {
 }
 
 TEST_CASE("field_table: the issue's documented hashing decisions hold") {
-  for (const char* excluded : {"name", "description", "tags", "metrics.log_every", "distributed.timeout_s",
-                               "regression.samples_per_sec", "regression.final_train_loss", "regression.eval_accuracy"}) {
+  for (const char* excluded :
+       {"name", "description", "tags", "metrics.log_every", "distributed.timeout_s", "regression.samples_per_sec",
+        "regression.final_train_loss", "regression.eval_accuracy"}) {
     INFO(excluded);
     CHECK(find_field(excluded)->hashing == Hashing::excluded);
   }

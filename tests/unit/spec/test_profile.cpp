@@ -1,7 +1,7 @@
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/spec/profile.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl::spec;
 using expctl::test::TempDir;

@@ -27,7 +27,9 @@ std::vector<std::string> messages(const nlohmann::json& values) {
 
 }  // namespace
 
-TEST_CASE("rules: the defaults are consistent") { CHECK(check_rules(defaults()).empty()); }
+TEST_CASE("rules: the defaults are consistent") {
+  CHECK(check_rules(defaults()).empty());
+}
 
 TEST_CASE("rules: epochs and max_steps together") {
   auto values = defaults();
@@ -64,9 +66,9 @@ TEST_CASE("rules: cosine min_lr and warm-up length") {
   values["schedule"]["min_lr"] = 0.5;
   values["schedule"]["warmup_steps"] = 10;
   values["train"]["max_steps"] = 10;
-  CHECK(messages(values) == std::vector<std::string>{
-                                "schedule.min_lr (0.5) must not exceed optim.lr (0.01)",
-                                "schedule.warmup_steps (10) must be smaller than train.max_steps (10)"});
+  CHECK(messages(values) ==
+        std::vector<std::string>{"schedule.min_lr (0.5) must not exceed optim.lr (0.01)",
+                                 "schedule.warmup_steps (10) must be smaller than train.max_steps (10)"});
 }
 
 TEST_CASE("rules: a synthetic CNN needs an image shape") {
@@ -76,5 +78,6 @@ TEST_CASE("rules: a synthetic CNN needs an image shape") {
   CHECK(check_rules(values).empty());
   values["data"]["input_shape"] = {784};
   CHECK(messages(values) ==
-        std::vector<std::string>{"model.arch cnn needs data.input_shape [channels, height, width], found 1 dimension(s)"});
+        std::vector<std::string>{
+            "model.arch cnn needs data.input_shape [channels, height, width], found 1 dimension(s)"});
 }

@@ -1,5 +1,3 @@
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -7,9 +5,11 @@
 #include <set>
 #include <sstream>
 
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+
 #include "expctl/spec/spec.hpp"
 #include "expctl/util/diagnostic.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl::spec;
 using expctl::test::TempDir;
@@ -19,13 +19,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* k_profile = "# a pinned stack\n[os]\nid = \"debian\"\nversion = \"12\"\n[libtorch]\nversion = \"1.13.*\"\n";
+constexpr const char* k_profile =
+    "# a pinned stack\n[os]\nid = \"debian\"\nversion = \"12\"\n[libtorch]\nversion = \"1.13.*\"\n";
 
 // A spec directory with envs/p.toml, like a checkout.
 struct Workspace {
   TempDir dir;
   Workspace() { dir.write("envs/p.toml", k_profile); }
-  Spec load(const std::string& yaml, std::vector<std::string> overrides = {}, const std::string& name = "s.yaml") const {
+  Spec load(const std::string& yaml, std::vector<std::string> overrides = {},
+            const std::string& name = "s.yaml") const {
     return load_spec(dir.write(name, yaml), LoadOptions{std::move(overrides)});
   }
   std::string hash(const std::string& yaml, std::vector<std::string> overrides = {}) const {
@@ -75,16 +77,17 @@ TEST_CASE("spec: known answer: canonical bytes and hash are pinned") {
   const Workspace ws;
   const Spec spec = ws.load(k_known_answer_spec);
   // A change here changes every spec hash: bump k_spec_version and say so in docs/spec.md.
-  CHECK(spec.canonical() ==
-        R"({"env_profile":{"libtorch":{"version":"1.13.*"},"os":{"id":"debian","version":"12"}},)"
-        R"("expctl_spec_version":1,"spec":{"container":{"image":""},"data":{"batch_size":64,"dataset":"fashion-mnist",)"
-        R"("drop_last":false,"input_shape":[1,28,28],"normalize":true,"num_classes":10,"num_samples":1024,"shuffle":true},)"
-        R"("determinism":"strict","distributed":{"backend":"gloo","bucket_cap_mb":25.0,"grad_compression":"none",)"
-        R"("nnodes":1,"nproc_per_node":2},"model":{"arch":"mlp","channels":[32,64],"dropout":0.0,"hidden_sizes":[256,128]},)"
-        R"("optim":{"betas":[0.9,0.999],"eps":1e-08,"lr":0.0003,"momentum":0.9,"name":"adamw","nesterov":false,)"
-        R"("weight_decay":0.0},"schedule":{"gamma":0.1,"min_lr":0.0,"name":"constant","step_size":1000,"warmup_steps":0},)"
-        R"("seed":3,"train":{"amp":{"dtype":"bf16","enabled":false},"epochs":0,"eval_every":0,"grad_accum_steps":1,)"
-        R"("grad_clip_norm":0.0,"max_steps":100}}})");
+  CHECK(
+      spec.canonical() ==
+      R"({"env_profile":{"libtorch":{"version":"1.13.*"},"os":{"id":"debian","version":"12"}},)"
+      R"("expctl_spec_version":1,"spec":{"container":{"image":""},"data":{"batch_size":64,"dataset":"fashion-mnist",)"
+      R"("drop_last":false,"input_shape":[1,28,28],"normalize":true,"num_classes":10,"num_samples":1024,"shuffle":true},)"
+      R"("determinism":"strict","distributed":{"backend":"gloo","bucket_cap_mb":25.0,"grad_compression":"none",)"
+      R"("nnodes":1,"nproc_per_node":2},"model":{"arch":"mlp","channels":[32,64],"dropout":0.0,"hidden_sizes":[256,128]},)"
+      R"("optim":{"betas":[0.9,0.999],"eps":1e-08,"lr":0.0003,"momentum":0.9,"name":"adamw","nesterov":false,)"
+      R"("weight_decay":0.0},"schedule":{"gamma":0.1,"min_lr":0.0,"name":"constant","step_size":1000,"warmup_steps":0},)"
+      R"("seed":3,"train":{"amp":{"dtype":"bf16","enabled":false},"epochs":0,"eval_every":0,"grad_accum_steps":1,)"
+      R"("grad_clip_norm":0.0,"max_steps":100}}})");
   CHECK(spec.hash() == "d3af70a02409c9313555664e8d9e22a6fb4ac3709af71452eff37b42c268277d");
 }
 
@@ -105,7 +108,8 @@ TEST_CASE("spec: defaults fill every field - derived defaults follow other field
   CHECK_FALSE(spec.env_profile_path().has_value());
   CHECK(spec.env_profile().is_null());
   CHECK(spec.hash().size() == 64);
-  CHECK(ws.load("data: {dataset: mnist}\ntrain: {max_steps: 5}\n").get_string("data.root") == "/usr/share/datasets/mnist");
+  CHECK(ws.load("data: {dataset: mnist}\ntrain: {max_steps: 5}\n").get_string("data.root") ==
+        "/usr/share/datasets/mnist");
   CHECK(ws.load("train: {max_steps: 5}\n").get_int("train.epochs") == 0);
 }
 
@@ -135,7 +139,7 @@ TEST_CASE("spec: env profile is resolved from the spec's directory upwards and h
 TEST_CASE("spec: --set overrides are typed by the field table and applied after the file") {
   const Workspace ws;
   const Spec spec = ws.load("data: {batch_size: 64}\n", {"data.batch_size=128", "optim.lr=1e-2", "tags=[a, b]",
-                                                          "name=", "distributed.backend='gloo'"});
+                                                         "name=", "distributed.backend='gloo'"});
   CHECK(spec.get_int("data.batch_size") == 128);
   CHECK(spec.values()["data"]["batch_size"].is_number_integer());
   CHECK(spec.get_float("optim.lr") == 0.01);
@@ -153,21 +157,23 @@ TEST_CASE("spec: an invalid override is reported by name - with the file's probl
                           "train.amp.dtype=fp16", "distributed.backend=gloo", "train.amp.enabled=true"});
   });
   const std::string file = (ws.dir.path() / "s.yaml").string();
-  CHECK(report == "expctl: error: " + file +
-                      ":1:7: seed must be an integer, found \"x\"\n"
-                      "    1 | seed: x\n"
-                      "      |       ^\n"
-                      "expctl: error: --set optim.lr=abc: optim.lr must be a float, found \"abc\"\n"
-                      "expctl: error: --set optim.lerning_rate=1: unknown field \"optim.lerning_rate\" (did you mean "
-                      "\"optim.lr\"?)\n"
-                      "expctl: error: --set optim=1: \"optim\" is a section: set one of its fields (name, lr, momentum, "
-                      "nesterov, weight_decay, betas, eps)\n"
-                      "expctl: error: --set seed: expected key.path=value, e.g. --set optim.lr=0.1\n"
-                      "expctl: error: --set data.batch_size=\"64\": data.batch_size must be an integer, found the string "
-                      "\"64\" (write it without quotes)\n"
-                      "expctl: error: --set train.amp.dtype=fp16: train.amp.dtype fp16 needs CUDA, but "
-                      "distributed.backend gloo is CPU-only: use train.amp.dtype bf16 or distributed.backend nccl\n"
-                      "expctl: 7 errors in " + file);
+  CHECK(report ==
+        "expctl: error: " + file +
+            ":1:7: seed must be an integer, found \"x\"\n"
+            "    1 | seed: x\n"
+            "      |       ^\n"
+            "expctl: error: --set optim.lr=abc: optim.lr must be a float, found \"abc\"\n"
+            "expctl: error: --set optim.lerning_rate=1: unknown field \"optim.lerning_rate\" (did you mean "
+            "\"optim.lr\"?)\n"
+            "expctl: error: --set optim=1: \"optim\" is a section: set one of its fields (name, lr, momentum, "
+            "nesterov, weight_decay, betas, eps)\n"
+            "expctl: error: --set seed: expected key.path=value, e.g. --set optim.lr=0.1\n"
+            "expctl: error: --set data.batch_size=\"64\": data.batch_size must be an integer, found the string "
+            "\"64\" (write it without quotes)\n"
+            "expctl: error: --set train.amp.dtype=fp16: train.amp.dtype fp16 needs CUDA, but "
+            "distributed.backend gloo is CPU-only: use train.amp.dtype bf16 or distributed.backend nccl\n"
+            "expctl: 7 errors in " +
+            file);
 }
 
 TEST_CASE("spec: every invalid spec in tests/data/specs/invalid gives exactly its expected message") {

@@ -1,13 +1,13 @@
 // The spec hash: invariant under every re-formatting, different for every semantic change.
 
-#include <catch2/catch.hpp>
-
 #include <map>
 #include <random>
 #include <set>
 
-#include "expctl/spec/spec.hpp"
 #include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+
+#include "expctl/spec/spec.hpp"
 
 using namespace expctl::spec;
 using expctl::test::TempDir;
