@@ -17,6 +17,7 @@ struct Store::Impl {
 /// Builds Store objects from an Impl (used by Store::open and the testing hooks).
 struct StoreAccess {
   static Store make(std::unique_ptr<Store::Impl> impl) { return Store(std::move(impl)); }
+  static Store::Impl& impl(Store& store) { return *store.m_impl; }
 };
 
 namespace detail {

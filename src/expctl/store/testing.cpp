@@ -8,6 +8,12 @@ Store open_at_schema_version(const std::filesystem::path& path, int version) {
   return detail::open_store(path, OpenMode::read_write, version);
 }
 
+void limit_database_pages(Store& store, int max_pages) {
+  auto& connection = StoreAccess::impl(store).connection;
+  // PRAGMA takes no bound parameters; max_pages is an int from the test itself.
+  connection.retry([&] { connection.db().exec(fmt::format("PRAGMA max_page_count = {}", max_pages)); });
+}
+
 void execute_sql(const std::filesystem::path& path, const std::string& sql) {
   detail::Connection connection(path, path.string(), /*create=*/false);
   connection.retry([&] {

@@ -13,6 +13,10 @@ namespace expctl::store::testing {
 /// The write API works on it where a call needs nothing newer than `version`.
 Store open_at_schema_version(const std::filesystem::path& path, int version);
 
+/// Caps the database file of `store`'s connection at `max_pages` pages, so that writes past it
+/// fail exactly as they do on a full disk (SQLITE_FULL).
+void limit_database_pages(Store& store, int max_pages);
+
 /// Runs raw SQL statements on the database at `path` (errors as StoreError).
 void execute_sql(const std::filesystem::path& path, const std::string& sql);
 

@@ -310,3 +310,23 @@ TEST_CASE("store: UTC timestamps format and parse to the millisecond") {
   CHECK_FALSE(store::parse_utc("2025-11-29 22:31:18").has_value());
   CHECK_FALSE(store::parse_utc("yesterday").has_value());
 }
+
+TEST_CASE("store: a full disk is reported in one line and the failed batch leaves the store unchanged") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  f.db.append_metrics(run.id, std::vector<store::MetricPoint>{{0, 0, "loss", 1.0}});
+  store::testing::limit_database_pages(f.db, 1);  // below the current size: every page-adding write fails
+  std::vector<store::MetricPoint> many;
+  for (int step = 1; step <= 5000; ++step) {
+    many.push_back({0, step, "loss", 1.0 / step});
+  }
+  try {
+    f.db.append_metrics(run.id, many);
+    FAIL("append_metrics did not fail on a full database");
+  } catch (const util::StoreError& error) {
+    CHECK(std::string(error.what()) ==
+          f.db_path.string() + ": no space left on device (free some disk space and retry); the store is unchanged");
+    CHECK(error.exit_code() == util::ExitCode::run_failed);
+  }
+  CHECK(f.db.metrics(run.id).size() == 1);
+}
