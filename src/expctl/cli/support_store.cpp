@@ -1,0 +1,80 @@
+#include "expctl/cli/support_store.hpp"
+
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace expctl::cli {
+
+namespace {
+
+template <typename T>
+nlohmann::json or_null(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+store::Store open_store(const GlobalOptions& globals, store::OpenMode mode) {
+  return store::Store::open(globals.db_path, mode);
+}
+
+std::optional<store::Store> open_store_if_present(const GlobalOptions& globals) {
+  std::error_code ec;
+  if (!std::filesystem::exists(globals.db_path, ec)) {
+    return std::nullopt;
+  }
+  return open_store(globals, store::OpenMode::read_only);
+}
+
+std::string missing_database_hint(const GlobalOptions& globals) {
+  return fmt::format(
+      "no database at {} yet: runs are recorded there by 'expctl run' (pick another with --db PATH or EXPCTL_DB)",
+      globals.db_path);
+}
+
+nlohmann::json run_json(const store::RunRecord& run) {
+  const auto duration = run.duration_seconds();
+  return nlohmann::json{
+      {"id", run.id},
+      {"name", run.name},
+      {"status", store::to_string(run.status)},
+      {"spec_hash", run.spec_hash},
+      {"environment_hash", or_null(run.environment_hash)},
+      {"started_at", run.started_at},
+      {"ended_at", or_null(run.ended_at)},
+      {"duration_s", or_null(duration)},
+      {"exit_code", or_null(run.exit_code)},
+      {"root_cause", run.root_cause},
+      {"run_dir", run.run_dir.string()},
+      {"tags", run.tags},
+  };
+}
+
+std::string duration_text(std::optional<double> seconds) {
+  if (!seconds || !std::isfinite(*seconds) || *seconds < 0) {
+    return "-";
+  }
+  if (*seconds < 1.0) {
+    return fmt::format("{}ms", static_cast<long>(std::lround(*seconds * 1000)));
+  }
+  if (*seconds < 60.0) {
+    return fmt::format("{:.1f}s", *seconds);
+  }
+  const long whole = std::lround(*seconds);
+  if (whole < 3600) {
+    return fmt::format("{}m{:02}s", whole / 60, whole % 60);
+  }
+  return fmt::format("{}h{:02}m", whole / 3600, (whole % 3600) / 60);
+}
+
+std::string short_time(const std::string& utc) {
+  // Only reformat what has the stored shape; anything else is shown as it is.
+  if (utc.size() < 19 || utc[10] != 'T') {
+    return utc;
+  }
+  return utc.substr(0, 10) + " " + utc.substr(11, 8);
+}
+
+}  // namespace expctl::cli

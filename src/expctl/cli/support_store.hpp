@@ -1,0 +1,37 @@
+#pragma once
+/// Helpers for subcommands that read or write the results store: opening the database that
+/// --db / EXPCTL_DB names, and the one JSON and text rendering of a run that every command shares.
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/cli/command.hpp"
+#include "expctl/store/store.hpp"
+
+namespace expctl::cli {
+
+/// Opens the database named by --db / EXPCTL_DB. read_only requires it to exist (StoreError,
+/// exit 2, naming the path and how to pick another); read_write creates it.
+store::Store open_store(const GlobalOptions& globals, store::OpenMode mode);
+
+/// For reading commands where "no database yet" is a normal state: nullopt when the file does
+/// not exist; otherwise the store opened read-only (errors as in open_store).
+std::optional<store::Store> open_store_if_present(const GlobalOptions& globals);
+
+/// The hint printed when the database does not exist yet.
+std::string missing_database_hint(const GlobalOptions& globals);
+
+/// A run as a JSON object with a stable shape (documented in docs/store.md): id, name, status,
+/// spec_hash, environment_hash, started_at, ended_at, duration_s, exit_code, root_cause, run_dir,
+/// tags. Absent values are null.
+nlohmann::json run_json(const store::RunRecord& run);
+
+/// A duration for people: "850ms", "42.0s", "3m05s", "2h04m"; "-" when unknown.
+std::string duration_text(std::optional<double> seconds);
+
+/// "2026-11-29T22:31:18.042Z" -> "2026-11-29 22:31:18" (UTC, to the second).
+std::string short_time(const std::string& utc);
+
+}  // namespace expctl::cli
