@@ -403,16 +403,26 @@ Spec load_spec(const fs::path& file, const LoadOptions& options) {
   return SpecBuilder(file, options).build();
 }
 
-std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b) {
+std::vector<SpecChange> diff_values(const nlohmann::json& a, const nlohmann::json& b) {
+  const auto value_at = [](const nlohmann::json& tree, const nlohmann::json::json_pointer& pointer) {
+    return tree.is_object() && tree.contains(pointer) ? tree.at(pointer) : nlohmann::json();
+  };
   std::vector<SpecChange> changes;
   for (const Field& field : fields()) {
     const auto pointer = pointer_of(field.path);
-    const nlohmann::json& old_value = a.values().at(pointer);
-    const nlohmann::json& new_value = b.values().at(pointer);
+    nlohmann::json old_value = value_at(a, pointer);
+    nlohmann::json new_value = value_at(b, pointer);
+    // Compared by canonical bytes: 64 and 64.0 differ in type, which the JSON == would ignore.
     if (canonical_json(old_value) != canonical_json(new_value)) {
-      changes.push_back({std::string(field.path), old_value, new_value, field.hashing == Hashing::hashed});
+      changes.push_back(
+          {std::string(field.path), std::move(old_value), std::move(new_value), field.hashing == Hashing::hashed});
     }
   }
+  return changes;
+}
+
+std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b) {
+  std::vector<SpecChange> changes = diff_values(a.values(), b.values());
   if (canonical_json(a.env_profile()) != canonical_json(b.env_profile())) {
     changes.push_back({"env (profile content)", a.env_profile(), b.env_profile(), true});
   }

@@ -81,4 +81,8 @@ struct SpecChange {
 /// Every field whose value differs from `a` to `b`, in field-table order, then the profile content.
 std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b);
 
+/// The same over stored value trees (Spec::values(), or the "spec" object of a canonical form):
+/// a field missing from one side compares as null. Profile content is not part of these trees.
+std::vector<SpecChange> diff_values(const nlohmann::json& a, const nlohmann::json& b);
+
 }  // namespace expctl::spec

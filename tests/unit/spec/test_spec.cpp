@@ -249,3 +249,20 @@ TEST_CASE("spec: diff_specs lists changed fields with their hashed flag") {
   CHECK(changes[3].hashed);
   CHECK(diff_specs(a, a).empty());
 }
+
+TEST_CASE("spec: diff_values works on stored trees with missing fields") {
+  const Workspace ws;
+  const Spec a = ws.load("seed: 1\n", {}, "a.yaml");
+  const Spec b = ws.load("seed: 2\n", {}, "b.yaml");
+  const auto canonical_a = nlohmann::json::parse(a.canonical())["spec"];
+  const auto canonical_b = nlohmann::json::parse(b.canonical())["spec"];
+  const auto changes = diff_values(canonical_a, canonical_b);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].path == "seed");
+  CHECK(changes[0].old_value == 1);
+  CHECK(changes[0].new_value == 2);
+  const auto against_empty = diff_values(canonical_a, nlohmann::json::object());
+  CHECK(static_cast<std::ptrdiff_t>(against_empty.size()) ==
+        std::count_if(fields().begin(), fields().end(), [](const Field& f) { return f.hashing == Hashing::hashed; }));
+  CHECK(against_empty.front().new_value.is_null());
+}
