@@ -103,16 +103,25 @@ void distributed_training(const RankEnv& env, bool tied, GradCompression compres
   DistributedDataParallel ddp(*model, comm, small_buckets(compression));
   REQUIRE(ddp.bucket_assignment().size() >= 2);  // several buckets: the async path runs
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  // Overlap: when the first layer's gradient (the last one computed) arrives, the buckets of
+  // later layers must already be in flight.
+  std::int64_t launched_before_last_gradient = 0;
+  std::int64_t step_start = 0;
+  model->first->weight.register_hook([&](const torch::Tensor&) {
+    launched_before_last_gradient += ddp.allreduces_launched() - step_start;
+  });
   for (int step = 0; step < k_steps; ++step) {
     auto [x, y] = global_batch(step, k_batch * env.world_size);
     optimizer.zero_grad();
     auto mine = [&](const torch::Tensor& t) { return t.narrow(0, env.rank * k_batch, k_batch); };
+    step_start = ddp.allreduces_launched();
     torch::mse_loss(model(mine(x)), mine(y)).backward();
     ddp.finish();
     optimizer.step();
   }
   torch::save(snapshot(*model), (env.dir / fmt::format("params{}.pt", env.rank)).string());
-  torch::save(std::vector<torch::Tensor>{torch::tensor({static_cast<std::int64_t>(ddp.parameters().size())})},
+  torch::save(std::vector<torch::Tensor>{torch::tensor({static_cast<std::int64_t>(ddp.parameters().size()),
+                                                        launched_before_last_gradient})},
               (env.dir / fmt::format("count{}.pt", env.rank)).string());
 }
 
@@ -152,6 +161,9 @@ void check_equivalence(const char* scenario, bool tied, double rtol, double atol
   const auto rank1 = load(dir / "params1.pt");
   require_bitwise_equal(rank0, rank1);  // replicas never drift apart
   require_close(rank0, reference_training(tied, 2 * k_batch), rtol, atol);
+  const auto counts = load(dir / "count0.pt").at(0);
+  CHECK(counts[0].item<std::int64_t>() == (tied ? 7 : 8));  // parameters under DDP, tied ones once
+  CHECK(counts[1].item<std::int64_t>() >= k_steps);          // >= 1 bucket in flight during backward
 }
 
 }  // namespace
@@ -161,7 +173,6 @@ TEST_CASE("ddp: 2 ranks with batch b equal 1 rank with batch 2b", "[train][ddp][
 }
 
 TEST_CASE("ddp: tied parameters are reduced once and still match the reference", "[train][ddp][multiprocess]") {
-  expctl::test::TempDir dir;
   check_equivalence("ddp_tied", true, 1e-5, 1e-6);
 }
 
