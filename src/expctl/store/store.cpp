@@ -247,6 +247,22 @@ void Store::finish_run(const std::string& run_id, RunStatus status, int exit_cod
   });
 }
 
+void Store::resume_run(const std::string& run_id) {
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement query(db, "SELECT status FROM runs WHERE id = ?");
+    query.bind(1, run_id);
+    detail::require_changed(connection, query.executeStep() ? 1 : 0, run_id);
+    const std::string status = query.getColumn(0).getString();
+    EXPCTL_CHECK(status == "interrupted" || status == "failed", util::StoreError,
+                 "run {} is {}: only an interrupted or failed run can be resumed", run_id, status);
+    SQLite::Statement update(
+        db, "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '' WHERE id = ?");
+    update.bind(1, run_id);
+    update.exec();
+  });
+}
+
 void Store::set_summary(const std::string& run_id, const std::string& json_text) {
   detail::check_json_object(json_text, "a run summary");
   auto& connection = m_impl->connection;

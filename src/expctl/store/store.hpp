@@ -61,6 +61,9 @@ class Store {
   RunRecord create_run(const NewRun& run);
   /// Ends a run: status (not `running`), exit code, root cause (may be empty), ended_at = now.
   void finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause);
+  /// Marks an interrupted or failed run `running` again for `expctl resume` (clears ended_at,
+  /// exit code and root cause). Throws StoreError for a run that is running or completed.
+  void resume_run(const std::string& run_id);
   /// Replaces the run's summary with `json_text`, which must be a JSON object.
   void set_summary(const std::string& run_id, const std::string& json_text);
 

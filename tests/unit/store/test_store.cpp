@@ -330,3 +330,21 @@ TEST_CASE("store: a full disk is reported in one line and the failed batch leave
   }
   CHECK(f.db.metrics(run.id).size() == 1);
 }
+
+TEST_CASE("store: an interrupted run can be resumed; a completed one cannot") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  f.db.finish_run(run.id, RunStatus::interrupted, 130, "SIGINT at step 40");
+  f.db.resume_run(run.id);
+  const auto resumed = f.db.run(run.id).value();
+  CHECK(resumed.status == RunStatus::running);
+  CHECK_FALSE(resumed.ended_at.has_value());
+  CHECK_FALSE(resumed.exit_code.has_value());
+  CHECK(resumed.root_cause.empty());
+  CHECK(resumed.started_at == run.started_at);
+  CHECK_THROWS_WITH(f.db.resume_run(run.id),
+                    "run " + run.id + " is running: only an interrupted or failed run can be resumed");
+  f.db.finish_run(run.id, RunStatus::completed, 0, "");
+  CHECK_THROWS_AS(f.db.resume_run(run.id), util::StoreError);
+  CHECK_THROWS_WITH(f.db.resume_run("nosuchrun"), Catch::StartsWith("no run \"nosuchrun\""));
+}
