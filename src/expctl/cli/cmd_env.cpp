@@ -1,0 +1,161 @@
+// `expctl env`: the fingerprint of this machine; `expctl env diff A B`: what differs between two.
+
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "expctl/cli/command.hpp"
+#include "expctl/env/diff.hpp"
+#include "expctl/env/fields.hpp"
+#include "expctl/env/fingerprint.hpp"
+#include "expctl/util/error.hpp"
+
+#if defined(EXPCTL_WITH_TORCH_PROVIDER) && __has_include("expctl/train/torch_info.hpp")
+#include "expctl/train/torch_info.hpp"
+#define EXPCTL_ENV_HAS_TORCH 1
+#endif
+
+namespace expctl::cli {
+
+namespace {
+
+struct EnvOptions {
+  std::string format = "text";
+  std::string directory = ".";
+};
+
+struct EnvDiffOptions {
+  std::string left;
+  std::string right;
+  std::string format = "text";
+};
+
+env::FingerprintOptions fingerprint_options(const EnvOptions& options) {
+  env::FingerprintOptions fingerprint;
+  fingerprint.code_directory = options.directory;
+#ifdef EXPCTL_ENV_HAS_TORCH
+  fingerprint.torch_fields = train::torch_build_fields;
+#endif
+  return fingerprint;
+}
+
+// Maps and file lists get one entry per line, aligned under the value column.
+std::vector<std::string> value_lines(const nlohmann::json& value) {
+  if (!(value.is_object() || (value.is_array() && !value.empty() && value.front().is_object())) || value.empty()) {
+    return {env::value_text(value)};
+  }
+  std::vector<std::string> lines;
+  for (const auto& [key, element] : value.items()) {
+    lines.push_back(value.is_object() ? key + "=" + env::value_text(element)
+                                      : env::value_text(nlohmann::json::array({element})));
+  }
+  return lines;
+}
+
+void print_text(const env::Fingerprint& fingerprint) {
+  size_t width = 0;
+  for (const env::FieldSpec& spec : env::fields()) {
+    width = std::max(width, env::key_of(spec.name).size());
+  }
+  std::cout << "fingerprint " << fingerprint.hash() << "  (SHA-256 of the fields not marked \"not hashed\")\n";
+  for (std::string_view group : env::groups()) {
+    std::cout << '\n' << group << '\n';
+    for (const env::FieldSpec& spec : env::fields()) {
+      const nlohmann::json* value = fingerprint.find(spec.name);
+      if (env::group_of(spec.name) != group || value == nullptr) {
+        continue;
+      }
+      const std::vector<std::string> lines = value_lines(*value);
+      for (size_t i = 0; i < lines.size(); ++i) {
+        const std::string key = i == 0 ? std::string(env::key_of(spec.name)) : "";
+        const std::string note = i == 0 && !spec.hashed ? "  (not hashed)" : "";
+        std::cout << fmt::format("  {:<{}}  {}{}\n", key, width, lines[i], note);
+      }
+    }
+  }
+}
+
+void run_env(const EnvOptions& options) {
+  const env::Fingerprint fingerprint = env::collect_fingerprint(fingerprint_options(options));
+  if (options.format == "json") {
+    nlohmann::json document = json_envelope("env");
+    document.update(fingerprint.to_json());
+    print_json(document);
+    return;
+  }
+  print_text(fingerprint);
+}
+
+env::Fingerprint read_fingerprint(const std::string& source) {
+  std::ifstream in(source, std::ios::binary);
+  EXPCTL_CHECK(in.good(), util::EnvError,
+               "{}: no such fingerprint file: give a file saved with expctl env --format json > FILE", source);
+  nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+  EXPCTL_CHECK(!document.is_discarded(), util::EnvError,
+               "{}: not valid JSON: save a fingerprint with expctl env --format json > FILE", source);
+  return env::Fingerprint::from_json(document, source);
+}
+
+void run_env_diff(const EnvDiffOptions& options, GlobalOptions& globals) {
+  const env::Fingerprint left = read_fingerprint(options.left);
+  const env::Fingerprint right = read_fingerprint(options.right);
+  const std::vector<env::DiffRow> rows = env::diff_fingerprints(left, right);
+  const bool differ = env::any_hashed(rows);
+  globals.result = differ ? util::ExitCode::mismatch : util::ExitCode::ok;
+  if (options.format == "json") {
+    nlohmann::json document = json_envelope("env-diff");
+    document["a"] = {{"source", options.left}, {"hash", left.hash()}};
+    document["b"] = {{"source", options.right}, {"hash", right.hash()}};
+    document["identical"] = !differ;
+    document["differences"] = env::diff_rows_json(rows);
+    print_json(document);
+    return;
+  }
+  if (!rows.empty()) {
+    std::cout << env::render_diff(rows, "A", "B");
+  }
+  std::cout << fmt::format("A {}  {}\nB {}  {}\n", left.hash(), options.left, right.hash(), options.right);
+  if (differ) {
+    std::cout << "fingerprints differ\n";
+  } else {
+    std::cout << (rows.empty() ? "fingerprints identical\n"
+                               : "fingerprints identical (the differences above are in fields that are not hashed)\n");
+  }
+}
+
+void setup_env(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
+  auto options = std::make_shared<EnvOptions>();
+  CLI::App* command =
+      app.add_subcommand("env",
+                         "Print the environment fingerprint of this machine: host, GPU, software stack, code state,\n"
+                         "container, determinism settings and allow-listed variables (secrets masked as ***).\n"
+                         "The hash covers the stable fields only (fields list: docs/env.md).\n"
+                         "Example: expctl env --format json > node3.json");
+  add_format_option(command, options->format);
+  command->add_option("--dir", options->directory, "Experiment directory whose git state is recorded")
+      ->default_str(".");
+
+  auto diff_options = std::make_shared<EnvDiffOptions>();
+  CLI::App* diff = command->add_subcommand(
+      "diff",
+      "Show the fields that differ between two fingerprints saved with `expctl env --format json`.\n"
+      "Exit 0 when every hashed field is equal, 3 when one differs.\n"
+      "Example: expctl env diff node3.json node4.json");
+  diff->add_option("a", diff_options->left, "First fingerprint (JSON file)")->required();
+  diff->add_option("b", diff_options->right, "Second fingerprint (JSON file)")->required();
+  add_format_option(diff, diff_options->format);
+  diff->callback([diff_options, globals] { run_env_diff(*diff_options, *globals); });
+
+  command->callback([options, command, diff] {
+    if (!command->got_subcommand(diff)) {
+      run_env(*options);
+    }
+  });
+}
+
+}  // namespace
+
+EXPCTL_REGISTER_COMMAND(env, 40, setup_env);
+
+}  // namespace expctl::cli

@@ -1,0 +1,99 @@
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+
+#include "expctl/env/profile.hpp"
+#include "expctl/util/diagnostic.hpp"
+
+using namespace expctl::env;
+
+namespace {
+
+std::string report_of(const std::string& text) {
+  try {
+    parse_profile(text, "envs/x.toml");
+  } catch (const expctl::util::DiagnosticError& error) {
+    CHECK(error.exit_code() == expctl::util::ExitCode::usage);
+    return error.report();
+  }
+  FAIL("no error for:\n" << text);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("profile: the shipped profiles parse") {
+  for (const char* name : {"debian12-cpu.toml", "rocky9-cuda12.toml", "centos7-cuda118.toml"}) {
+    CAPTURE(name);
+    const Profile profile = load_profile(expctl::test::source_dir() / "envs" / name);
+    CHECK_FALSE(profile.description.empty());
+    CHECK(profile.pins.size() >= 9);
+  }
+}
+
+TEST_CASE("profile: keys map to fingerprint fields, in file order, with positions") {
+  const Profile profile = parse_profile(
+      "description = \"d\"\n[libtorch]\nversion = \"1.13.*\"\n[os]\nid = \"debian\"\n"
+      "[env]\nOMP_NUM_THREADS = \"4\"\n[container]\nimage = \"*\"\n",
+      "p.toml");
+  REQUIRE(profile.pins.size() == 4);
+  CHECK(profile.description == "d");
+  CHECK(profile.pins[0].key == "libtorch.version");
+  CHECK(profile.pins[0].field == "software.libtorch_version");
+  CHECK(profile.pins[0].line == 3);
+  CHECK(profile.pins[0].column == 11);
+  CHECK(profile.pins[1].field == "host.os_id");
+  CHECK(profile.pins[2].key == "env.OMP_NUM_THREADS");
+  CHECK(profile.pins[2].field == "env.vars");
+  CHECK(profile.pins[3].comparison == PinComparison::image_digest);
+  CHECK(profile.env_names() == std::vector<std::string>{"OMP_NUM_THREADS"});
+}
+
+TEST_CASE("profile: a TOML syntax error is a positioned diagnostic") {
+  CHECK(report_of("[os]\nid = \"debian\nversion = \"12\"\n") ==
+        "expctl: error: envs/x.toml:2:13: invalid TOML: Error while parsing string: unescaped control characters "
+        "other than TAB (U+0009) are explicitly prohibited\n"
+        "    2 | id = \"debian\n"
+        "      |             ^");
+}
+
+TEST_CASE("profile: unknown keys get a did-you-mean hint") {
+  CHECK(report_of("[libtorch]\nverison = \"1.13.*\"\n") ==
+        "expctl: error: envs/x.toml:2:1: unknown key \"verison\" in \"libtorch\" (did you mean \"version\"?)\n"
+        "    2 | verison = \"1.13.*\"\n"
+        "      | ^");
+  CHECK(report_of("[cudann]\nversion = \"8.*\"\n") ==
+        "expctl: error: envs/x.toml:1:2: unknown key \"cudann\" (did you mean \"cudnn\"?)\n"
+        "    1 | [cudann]\n"
+        "      |  ^");
+}
+
+TEST_CASE("profile: wrong types, bad patterns: every problem at once") {
+  CHECK(report_of("[os]\nversion = 12\n[cuda]\nversion = \"=>12\"\n[nccl]\nversion = [\"2\"]\nos = \"x\"\n") ==
+        "expctl: error: envs/x.toml:2:11: \"os.version\" should be a string such as \"1.13.*\", not an integer "
+        "(quote it: \"12\")\n"
+        "    2 | version = 12\n"
+        "      |           ^\n"
+        "expctl: error: envs/x.toml:4:11: bad pattern for \"cuda.version\": \"=>12\" in range \"=>12\": each "
+        "comparison starts with >=, >, <=, <, == or !=\n"
+        "    4 | version = \"=>12\"\n"
+        "      |           ^\n"
+        "expctl: error: envs/x.toml:6:11: \"nccl.version\" should be a string such as \"1.13.*\", not an array\n"
+        "    6 | version = [\"2\"]\n"
+        "      |           ^\n"
+        "expctl: error: envs/x.toml:7:1: unknown key \"os\" in \"nccl\" (expected one of: version)\n"
+        "    7 | os = \"x\"\n"
+        "      | ^\n"
+        "expctl: 4 errors in envs/x.toml");
+}
+
+TEST_CASE("profile: a section must be a table") {
+  CHECK(report_of("os = \"debian\"\n") ==
+        "expctl: error: envs/x.toml:1:1: \"os\" should be a table ([os]), not a string\n"
+        "    1 | os = \"debian\"\n"
+        "      | ^");
+}
+
+TEST_CASE("profile: an unreadable file is an input error naming it") {
+  CHECK_THROWS_WITH(load_profile("/nonexistent/p.toml"),
+                    "/nonexistent/p.toml: cannot read the pinned-stack profile: check the path");
+}
