@@ -264,7 +264,7 @@ std::string default_text(const Field& field) {
 }
 
 // Markdown cells must not contain a bare "|".
-std::string cell(std::string text) {
+std::string cell(std::string_view text) {
   std::string out;
   for (char c : text) {
     out += c == '|' ? std::string("\\|") : std::string(1, c);
@@ -366,7 +366,7 @@ std::string render_field_table_markdown() {
   for (const Field& field : k_fields) {
     out +=
         fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", field.path, type_name(field.type), cell(default_text(field)),
-                    cell(allowed_text(field)), hashing_text(field.hashing), cell(std::string(field.doc)));
+                    cell(allowed_text(field)), hashing_text(field.hashing), cell(field.doc));
   }
   out += "\n" + std::string(k_table_end) + "\n";
   return out;

@@ -17,7 +17,7 @@ namespace {
 
 // Profiles are a few dozen lines; the cap only stops a wrong path (a dataset, /dev/zero) from
 // being read whole.
-constexpr size_t k_max_profile_bytes = 1024 * 1024;
+constexpr size_t k_max_profile_bytes = size_t{1024} * 1024;
 
 template <typename T>
 std::string toml_text(const T& value) {
@@ -121,7 +121,7 @@ tl::expected<nlohmann::json, util::Diagnostic> load_profile(const fs::path& path
 std::string display_path(const fs::path& path) {
   std::error_code error;
   const fs::path relative = path.lexically_proximate(fs::current_path(error));
-  const std::string text = relative.string();
+  std::string text = relative.string();
   if (text.empty() || util::starts_with(text, "..")) {
     return path.string();
   }

@@ -52,8 +52,8 @@ size_t count_nodes(const YamlNode& node) {
   for (const YamlNode& item : node.items) {
     count += count_nodes(item);
   }
-  for (const auto& [key, value] : node.entries) {
-    count += count_nodes(key) + count_nodes(value);
+  for (const YamlEntry& entry : node.entries) {
+    count += count_nodes(entry.key) + count_nodes(entry.value);
   }
   return count;
 }
@@ -175,7 +175,7 @@ class TreeBuilder : public YAML::EventHandler {
     m_stack.pop_back();
     if (frame.has_key) {
       // A key without value cannot come out of yaml-cpp's parser; keep the tree consistent anyway.
-      frame.node.entries.emplace_back(std::move(frame.key), YamlNode{});
+      frame.node.entries.push_back({std::move(frame.key), YamlNode{}});
     }
     complete(std::move(frame.node), frame.anchor, /*counted=*/true);
   }
@@ -200,7 +200,7 @@ class TreeBuilder : public YAML::EventHandler {
     } else {
       parent.has_key = false;
       if (!parent.skip_value) {
-        parent.node.entries.emplace_back(std::move(parent.key), std::move(node));
+        parent.node.entries.push_back({std::move(parent.key), std::move(node)});
       }
     }
   }
@@ -255,7 +255,7 @@ bool check_bytes(std::string_view text, const std::string& name, const YamlLimit
   if (text.size() > limits.max_bytes) {
     out.diagnostics.push_back({name, 0, 0,
                                fmt::format("the file is {} bytes, more than the {} MiB limit for a spec", text.size(),
-                                           limits.max_bytes / (1024 * 1024)),
+                                           limits.max_bytes / (size_t{1024} * 1024)),
                                ""});
     return false;
   }

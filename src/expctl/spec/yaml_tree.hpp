@@ -22,22 +22,32 @@ struct SourceMark {
   int column = 0;
 };
 
+struct YamlEntry;
+
 /// One YAML node. Mapping keys are kept as nodes so each has its own position.
 struct YamlNode {
   enum class Kind { null, scalar, sequence, mapping };
   Kind kind = Kind::null;
   SourceMark mark;
-  std::string value;            ///< scalar text (kind == scalar)
-  bool quoted = false;          ///< scalar was quoted or tagged !!str: it is a string, never a number or bool
-  std::vector<YamlNode> items;  ///< kind == sequence
-  std::vector<std::pair<YamlNode, YamlNode>> entries;  ///< kind == mapping, in source order
+  std::string value;               ///< scalar text (kind == scalar)
+  bool quoted = false;             ///< scalar was quoted or tagged !!str: it is a string, never a number or bool
+  std::vector<YamlNode> items;     ///< kind == sequence
+  std::vector<YamlEntry> entries;  ///< kind == mapping, in source order
 };
 
-/// Limits that keep loading bounded in time and memory; each has a reason in yaml_tree.cpp.
+/// One key and its value in a mapping.
+struct YamlEntry {
+  YamlNode key;
+  YamlNode value;
+};
+
+/// Limits that keep loading bounded in time and memory. A real spec is a few kilobytes, three
+/// levels deep and a few hundred nodes, so each limit leaves a wide margin while stopping a bad
+/// file long before it costs seconds or hundreds of megabytes.
 struct YamlLimits {
-  size_t max_bytes = 1024 * 1024;  ///< larger input is refused before parsing
-  int max_depth = 64;              ///< deeper nesting is refused
-  size_t max_nodes = 100000;       ///< nodes after alias expansion
+  size_t max_bytes = size_t{1024} * 1024;  ///< larger input is refused before parsing
+  int max_depth = 64;                      ///< deeper nesting is refused (yaml-cpp's own guard is 2000)
+  size_t max_nodes = 100000;               ///< nodes, counting every alias expansion
 };
 
 /// Result of loading: the document root (null when the input has no document) and every problem.

@@ -10,9 +10,9 @@ using Kind = expctl::spec::YamlNode::Kind;
 namespace {
 
 const YamlNode& value_of(const YamlNode& mapping, const std::string& key) {
-  for (const auto& [k, v] : mapping.entries) {
-    if (k.value == key) {
-      return v;
+  for (const auto& entry : mapping.entries) {
+    if (entry.key.value == key) {
+      return entry.value;
     }
   }
   FAIL("no key " << key);
