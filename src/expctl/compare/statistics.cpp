@@ -31,17 +31,20 @@ std::vector<double> sorted_copy(std::span<const double> values) {
   return sorted;
 }
 
-// Median by partial selection: the bootstrap takes thousands of medians, and nth_element is
-// linear where a sort is n log n. Same value as the type-7 median (mean of the middle two).
-double median_in_place(std::vector<double>& values) {
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  const double upper = values[mid];
-  if (values.size() % 2 == 1) {
-    return upper;
+// Type-7 percentile by partial selection: the bootstrap takes thousands of them, and
+// nth_element is linear where a sort is n log n. Same value as sorted_percentile().
+double percentile_in_place(std::vector<double>& values, double q) {
+  const double h = static_cast<double>(values.size() - 1) * q / 100.0;
+  const auto low = static_cast<size_t>(std::floor(h));
+  const auto low_it = values.begin() + static_cast<std::ptrdiff_t>(low);
+  std::nth_element(values.begin(), low_it, values.end());
+  const double lower = *low_it;
+  if (low + 1 >= values.size()) {
+    return lower;
   }
-  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-  return lower + (upper - lower) / 2;
+  // After nth_element everything past `low` is >= lower, so its minimum is the next rank.
+  const double upper = *std::min_element(low_it + 1, values.end());
+  return lower + (h - static_cast<double>(low)) * (upper - lower);
 }
 
 void assert_finite(std::span<const double> values) {
@@ -139,6 +142,17 @@ void resample(std::span<const double> values, IndexSampler& sampler, std::vector
   for (double& value : out) value = values[sampler.draw(values.size())];
 }
 
+// Share of sorted resampled ratios on the far side of 1 from the estimate, as a two-sided
+// p-value (see ConfidenceInterval::p_value).
+double bootstrap_p_value(std::span<const double> sorted_ratios, double estimate) {
+  const auto below = static_cast<double>(std::lower_bound(sorted_ratios.begin(), sorted_ratios.end(), 1.0) - sorted_ratios.begin());
+  const auto not_above = static_cast<double>(std::upper_bound(sorted_ratios.begin(), sorted_ratios.end(), 1.0) - sorted_ratios.begin());
+  const auto total = static_cast<double>(sorted_ratios.size());
+  const double ties = not_above - below;
+  const double far_side = estimate >= 1 ? below + ties / 2 : (total - not_above) + ties / 2;
+  return std::min(1.0, 2 * (far_side + 1) / (total + 1));
+}
+
 }  // namespace
 
 double mean(std::span<const double> values) {
@@ -160,7 +174,11 @@ double stddev(std::span<const double> values) {
 }
 
 double percentile(std::span<const double> values, double q) {
-  return sorted_percentile(sorted_copy(values), q);
+  EXPCTL_ASSERT(!values.empty(), "percentile of no values");
+  EXPCTL_ASSERT(q >= 0 && q <= 100, "percentile {} outside [0, 100]", q);
+  // The selection path the bootstrap uses, so the percentile tests cover it too.
+  std::vector<double> copy(values.begin(), values.end());
+  return percentile_in_place(copy, q);
 }
 
 double median(std::span<const double> values) { return percentile(values, 50); }
@@ -235,15 +253,15 @@ MannWhitneyResult mann_whitney_u(std::span<const double> a, std::span<const doub
   return result;
 }
 
-std::optional<ConfidenceInterval> bootstrap_median_ratio(std::span<const double> a, std::span<const double> b,
-                                                         const BootstrapOptions& options) {
+std::optional<ConfidenceInterval> bootstrap_ratio(std::span<const double> a, std::span<const double> b, double q,
+                                                  const BootstrapOptions& options) {
   EXPCTL_ASSERT(options.resamples > 0, "bootstrap with no resamples");
   EXPCTL_ASSERT(options.confidence > 0 && options.confidence < 1, "confidence {} outside (0, 1)", options.confidence);
   if (a.empty() || b.empty()) {
     return std::nullopt;
   }
-  const double median_a = median(a);
-  if (median_a == 0) {
+  const double base = percentile(a, q);
+  if (base == 0) {
     return std::nullopt;
   }
 
@@ -255,22 +273,28 @@ std::optional<ConfidenceInterval> bootstrap_median_ratio(std::span<const double>
   for (size_t i = 0; i < options.resamples; ++i) {
     resample(a, sampler, draw_a);
     resample(b, sampler, draw_b);
-    const double resampled_a = median_in_place(draw_a);
-    if (resampled_a == 0) {
+    const double resampled_base = percentile_in_place(draw_a, q);
+    if (resampled_base == 0) {
       return std::nullopt;
     }
-    ratios.push_back(median_in_place(draw_b) / resampled_a);
+    ratios.push_back(percentile_in_place(draw_b, q) / resampled_base);
   }
   std::sort(ratios.begin(), ratios.end());
 
   const double tail = (1 - options.confidence) / 2;
   ConfidenceInterval interval;
-  interval.estimate = median(b) / median_a;
+  interval.estimate = percentile(b, q) / base;
   interval.low = sorted_percentile(ratios, 100 * tail);
   interval.high = sorted_percentile(ratios, 100 * (1 - tail));
   interval.confidence = options.confidence;
   interval.resamples = options.resamples;
+  interval.p_value = bootstrap_p_value(ratios, interval.estimate);
   return interval;
+}
+
+std::optional<ConfidenceInterval> bootstrap_median_ratio(std::span<const double> a, std::span<const double> b,
+                                                         const BootstrapOptions& options) {
+  return bootstrap_ratio(a, b, 50, options);
 }
 
 std::vector<double> holm_adjust(std::span<const double> p_values) {

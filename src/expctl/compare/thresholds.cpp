@@ -42,14 +42,24 @@ std::optional<double> parse_unsigned_number(std::string_view text) {
   return value;
 }
 
-// Change from A to B in the worse direction, in the threshold's comparison units: positive
-// means worse. A relative change against A = 0 is infinite in whichever way B moved.
-double worsening(double a, double b, const Threshold& threshold, Direction direction) {
+// Which side of the tolerance B lies on. A change exactly at the tolerance crosses nothing.
+struct Crossing {
+  bool worse = false;
+  bool better = false;
+};
+
+// The change from A to B is measured in the threshold's units (a fraction of |A| for percent)
+// and oriented so that positive means worse. A relative change against A = 0 is infinite in
+// whichever way B moved.
+Crossing crossing(double a, double b, const Threshold& threshold, Direction direction) {
   double change = b - a;
   if (threshold.is_relative()) {
-    change = a != 0 ? change / std::fabs(a) : (change == 0 ? 0 : std::copysign(std::numeric_limits<double>::infinity(), change));
+    const double infinite = std::copysign(std::numeric_limits<double>::infinity(), change);
+    change = a != 0 ? change / std::fabs(a) : (change == 0 ? 0 : infinite);
   }
-  return direction == Direction::higher_is_better ? -change : change;
+  const double worse = direction == Direction::higher_is_better ? -change : change;
+  const double tolerance = threshold.tolerance();
+  return Crossing{worse > tolerance, worse < -tolerance};
 }
 
 std::optional<double> relative_delta(double a, double b) {
@@ -125,34 +135,37 @@ Verdict too_few(const SampledMetric& metric, size_t min_samples) {
   return verdict;
 }
 
-// Combines the threshold decision on the statistic with the Holm-adjusted rank test.
+// Combines the threshold decision on the statistic with the Holm-adjusted deciding test.
 Verdict judge_tested(const SampledMetric& metric, const SampleEvidence& evidence, double alpha) {
   const double a = statistic_of(metric.a, metric.statistic);
   const double b = statistic_of(metric.b, metric.statistic);
   Verdict verdict = base_verdict(metric.name, a, b);
-  const double worse = worsening(a, b, metric.threshold, metric.direction);
-  const double tolerance = metric.threshold.tolerance();
-  verdict.threshold_crossed = worse > tolerance;
-  const bool crossed_better = worse < -tolerance;
+  const Crossing crossed = crossing(a, b, metric.threshold, metric.direction);
+  verdict.threshold_crossed = crossed.worse;
+  const bool crossed_better = crossed.better;
 
-  // The rank test is two-sided, so its effect must point the way the statistic moved: B
-  // stochastically smaller is worse for a higher-is-better metric.
-  const double effect = evidence.test.rank_biserial;
+  // The tests are two-sided, so their effect must point the way the statistic moved: for the U
+  // test, B stochastically smaller is worse for a higher-is-better metric.
+  const double effect = evidence.decided_by == SignificanceTest::mann_whitney ? evidence.test.rank_biserial : b - a;
   const bool effect_worse = metric.direction == Direction::higher_is_better ? effect < 0 : effect > 0;
   const bool significant = evidence.adjusted_p <= alpha;
   const std::string limit = metric.threshold.to_string();
-  const std::string p_text = fmt::format("Holm-adjusted p = {:.3g}", evidence.adjusted_p);
+  const std::string_view statistic = to_string(metric.statistic);
+  const std::string p_text =
+      fmt::format("{} p = {:.3g} after Holm", to_string(evidence.decided_by), evidence.adjusted_p);
 
   if (verdict.threshold_crossed && significant && effect_worse) {
     verdict.status = Status::regression;
-    verdict.reason = fmt::format("{} beyond threshold {} and significant ({} <= {})", to_string(metric.statistic), limit, p_text, alpha);
+    verdict.reason = fmt::format("{} worse beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
   } else if (crossed_better && significant && !effect_worse) {
     verdict.status = Status::improvement;
-    verdict.reason = fmt::format("{} better beyond threshold {} and significant ({} <= {})", to_string(metric.statistic), limit, p_text, alpha);
+    verdict.reason = fmt::format("{} better beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
+  } else if ((verdict.threshold_crossed || crossed_better) && !significant) {
+    verdict.reason = fmt::format("{} beyond threshold {} but not significant ({} > {})", statistic, limit, p_text, alpha);
   } else if (verdict.threshold_crossed || crossed_better) {
-    verdict.reason = fmt::format("{} beyond threshold {} but not significant ({}, alpha {})", to_string(metric.statistic), limit, p_text, alpha);
+    verdict.reason = fmt::format("{} beyond threshold {} but the test's effect points the other way ({})", statistic, limit, p_text);
   } else {
-    verdict.reason = fmt::format("{} within threshold {}", to_string(metric.statistic), limit);
+    verdict.reason = fmt::format("{} within threshold {}", statistic, limit);
   }
   verdict.evidence = evidence;
   return verdict;
@@ -269,6 +282,10 @@ Threshold default_threshold(const MetricInfo& metric) {
   return *threshold;
 }
 
+std::string_view to_string(SignificanceTest test) {
+  return test == SignificanceTest::mann_whitney ? "mann-whitney" : "bootstrap";
+}
+
 std::string_view to_string(Status status) {
   switch (status) {
     case Status::ok: return "ok";
@@ -284,14 +301,13 @@ Verdict judge_values(std::string_view metric, double a, double b, const Threshol
     return *verdict;
   }
   Verdict verdict = base_verdict(metric, a, b);
-  const double worse = worsening(a, b, threshold, direction);
-  const double tolerance = threshold.tolerance();
-  verdict.threshold_crossed = worse > tolerance;
+  const Crossing crossed = crossing(a, b, threshold, direction);
+  verdict.threshold_crossed = crossed.worse;
   const std::string limit = threshold.to_string();
   if (verdict.threshold_crossed) {
     verdict.status = Status::regression;
     verdict.reason = fmt::format("worse beyond threshold {}", limit);
-  } else if (worse < -tolerance) {
+  } else if (crossed.better) {
     verdict.status = Status::improvement;
     verdict.reason = fmt::format("better beyond threshold {}", limit);
   } else {
@@ -313,8 +329,15 @@ std::vector<Verdict> judge_samples(std::span<const SampledMetric> metrics, const
     tested.test = mann_whitney_u(metric.a, metric.b);
     BootstrapOptions bootstrap = options.bootstrap;
     bootstrap.seed ^= name_hash(metric.name);
-    tested.ratio = bootstrap_median_ratio(metric.a, metric.b, bootstrap);
-    p_values.push_back(tested.test.p_value);
+    const double q = metric.statistic == Statistic::p95 ? 95 : 50;
+    tested.ratio = bootstrap_ratio(metric.a, metric.b, q, bootstrap);
+    tested.p_value = tested.test.p_value;
+    if (metric.statistic == Statistic::p95) {
+      tested.decided_by = SignificanceTest::bootstrap;
+      // An undefined ratio (zeros in A) leaves no evidence about the tail: not significant.
+      tested.p_value = tested.ratio ? tested.ratio->p_value : 1.0;
+    }
+    p_values.push_back(tested.p_value);
   }
 
   const std::vector<double> adjusted = holm_adjust(p_values);

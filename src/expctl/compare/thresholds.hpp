@@ -150,11 +150,27 @@ enum class Status {
 /// "ok", "regression", "improvement" or "too few samples".
 std::string_view to_string(Status status);
 
+/// Which test decides significance for a sampled metric.
+enum class SignificanceTest {
+  /// Mann–Whitney U, for the median (and per-run values): it detects a shift of the whole
+  /// distribution and needs no resampling.
+  mann_whitney,
+  /// The bootstrap of the p95 ratio, for tail statistics: stalls in a few percent of the steps
+  /// move the p95 a lot but the ranks hardly at all, so the U test would miss them.
+  bootstrap,
+};
+
+/// "mann-whitney" or "bootstrap".
+std::string_view to_string(SignificanceTest test);
+
 /// The statistical evidence behind a verdict on samples.
 struct SampleEvidence {
-  MannWhitneyResult test;
+  MannWhitneyResult test;  ///< always computed, whichever test decides
+  /// Bootstrap CI of statistic(B) / statistic(A) (median or p95); nullopt when undefined.
+  std::optional<ConfidenceInterval> ratio;
+  SignificanceTest decided_by = SignificanceTest::mann_whitney;
+  double p_value = 1;     ///< raw p-value of the deciding test
   double adjusted_p = 1;  ///< Holm-adjusted across the sampled metrics judged together
-  std::optional<ConfidenceInterval> ratio;  ///< bootstrap CI of median(B) / median(A)
 };
 
 /// The verdict for one metric, with everything a report prints.
@@ -191,17 +207,18 @@ struct SampledMetric {
 struct SampleOptions {
   double alpha = 0.05;  ///< family-wise error rate across the metrics judged together
   size_t min_samples = k_min_samples_per_side;
-  /// The seed is mixed with each metric's name, so adding a metric never changes the others'
-  /// intervals.
+  /// The seed is mixed with each metric's name: metrics draw independent resamples, and adding
+  /// or reordering metrics never changes another metric's interval.
   BootstrapOptions bootstrap;
 };
 
 /// Judges several sampled metrics together. A metric with fewer than min_samples on a side is
-/// "too few samples" and takes no part in the correction. The others get a Mann–Whitney U test,
-/// Holm-adjusted across them, and a bootstrap interval of the median ratio. A regression needs
-/// both: the statistic (median or p95) worse beyond the threshold, and an adjusted p ≤ alpha with
-/// the rank effect pointing the same way; an improvement likewise. Throws util::CompareError
-/// naming the metric when a sample is not finite.
+/// "too few samples" and takes no part in the correction. The others get a Mann–Whitney U test
+/// and a bootstrap interval of the ratio of their statistic; the deciding test (U for medians,
+/// the bootstrap for p95, see SignificanceTest) is Holm-adjusted across them. A regression needs
+/// both: the statistic worse beyond the threshold, and an adjusted p ≤ alpha with the test's
+/// effect pointing the same way; an improvement likewise. Throws util::CompareError naming the
+/// metric when a sample is not finite.
 std::vector<Verdict> judge_samples(std::span<const SampledMetric> metrics, const SampleOptions& options);
 
 }  // namespace expctl::compare

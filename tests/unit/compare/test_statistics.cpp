@@ -180,6 +180,29 @@ TEST_CASE("bootstrap: the same seed gives the same interval, another seed anothe
   CHECK((first->low != other->low || first->high != other->high));
 }
 
+TEST_CASE("bootstrap: p-value is tiny for a clear shift and large for none") {
+  Noise noise(2025);
+  const std::vector<double> a = noise.samples(40, 1000, 0.02);
+  const auto shifted = bootstrap_median_ratio(a, noise.samples(40, 900, 0.02), {.seed = 3});
+  const auto same = bootstrap_median_ratio(a, noise.samples(40, 1000, 0.02), {.seed = 3});
+  REQUIRE((shifted && same));
+  // No resampled ratio reaches 1, so k = 0 and p is the floor 2/(B + 1).
+  CHECK_THAT(shifted->p_value, WithinRel(2.0 / 2001.0, 1e-12));
+  CHECK(same->p_value > 0.05);
+  CHECK(same->low < 1.0);
+  CHECK(same->high > 1.0);
+}
+
+TEST_CASE("bootstrap: other percentiles use the same interpolation") {
+  Noise noise(6);
+  const std::vector<double> a = noise.samples(60, 10, 0.1);
+  const std::vector<double> b = noise.samples(60, 12, 0.1);
+  const auto tail = bootstrap_ratio(a, b, 95, {.resamples = 500, .seed = 9});
+  REQUIRE(tail.has_value());
+  CHECK(tail->estimate == percentile(b, 95) / percentile(a, 95));
+  CHECK(tail->low < tail->high);
+}
+
 TEST_CASE("bootstrap: the ratio is undefined when A's median can be zero") {
   const std::vector<double> zeros{0, 0, 0, 1, 2};
   const std::vector<double> b{1, 2, 3, 4, 5};

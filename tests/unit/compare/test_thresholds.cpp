@@ -205,7 +205,7 @@ TEST_CASE("verdict on samples: a 10 % throughput drop with 30 samples a side is 
   REQUIRE(verdict.evidence->ratio.has_value());
   CHECK(verdict.evidence->ratio->low < 0.9);
   CHECK(verdict.evidence->ratio->high > 0.9);
-  CHECK_THAT(verdict.reason, Contains("median beyond threshold -5% and significant"));
+  CHECK_THAT(verdict.reason, Contains("median worse beyond threshold -5% and significant (mann-whitney p = "));
 }
 
 TEST_CASE("verdict on samples: 1 % noise is not flagged") {
@@ -268,17 +268,31 @@ TEST_CASE("verdict on samples: a clear speed-up is an improvement") {
   CHECK_FALSE(verdict.threshold_crossed);
 }
 
-TEST_CASE("verdict on samples: p95 statistic for tail latency") {
+TEST_CASE("verdict on samples: stalls in the tail are judged on p95 by the bootstrap") {
   Noise noise(12);
-  std::vector<double> a = noise.samples(200, 100, 0.02);
-  std::vector<double> b = a;
-  // Stalls in 10 % of B's steps move its p95 far up, and the rank test sees the shift.
+  const std::vector<double> a = noise.samples(200, 100, 0.02);
+  std::vector<double> b = noise.samples(200, 100, 0.02);
+  // Stalls in 10 % of B's steps move its p95 far up but barely move the ranks: the U test alone
+  // (p ≈ 0.06 here) would not see them.
   for (size_t i = 0; i < b.size(); i += 10) b[i] *= 1.6;
   const SampledMetric tail{"step_time_ms_p95", Direction::lower_is_better, parse_threshold("+5%"), Statistic::p95, a, b};
   const Verdict verdict = judge_samples(std::vector{tail}, {}).at(0);
   CHECK(verdict.a == percentile(a, 95));
   CHECK(verdict.b == percentile(b, 95));
   CHECK(verdict.threshold_crossed);
+  REQUIRE(verdict.evidence.has_value());
+  CHECK(verdict.evidence->decided_by == SignificanceTest::bootstrap);
+  CHECK(verdict.evidence->test.p_value > 0.05);
+  CHECK(verdict.status == Status::regression);
+  CHECK_THAT(verdict.reason, Contains("p95 worse beyond threshold +5% and significant (bootstrap p = "));
+
+  // The same samples judged on the median are within the threshold.
+  SampledMetric middle = tail;
+  middle.name = "step_time_ms_p50";
+  middle.statistic = Statistic::median;
+  const Verdict median_verdict = judge_samples(std::vector{middle}, {}).at(0);
+  CHECK(median_verdict.status == Status::ok);
+  CHECK(median_verdict.evidence->decided_by == SignificanceTest::mann_whitney);
 }
 
 TEST_CASE("verdict on samples: intervals are reproducible for a fixed seed") {
@@ -290,6 +304,36 @@ TEST_CASE("verdict on samples: intervals are reproducible for a fixed seed") {
   REQUIRE((first.evidence->ratio && second.evidence->ratio));
   CHECK(first.evidence->ratio->low == second.evidence->ratio->low);
   CHECK(first.evidence->ratio->high == second.evidence->ratio->high);
+}
+
+TEST_CASE("verdict on samples: another metric in front does not change an interval") {
+  Noise noise(32);
+  const SampledMetric metric = throughput(noise.samples(20, 1000, 0.03), noise.samples(20, 990, 0.03));
+  SampledMetric other = throughput(noise.samples(20, 10, 0.03), noise.samples(20, 10, 0.03));
+  other.name = "step_time_ms_p50";
+  const SampleOptions options{.bootstrap = {.seed = 5}};
+  const Verdict alone = judge_samples(std::vector{metric}, options).at(0);
+  const Verdict second = judge_samples(std::vector{other, metric}, options).at(1);
+  REQUIRE((alone.evidence->ratio && second.evidence->ratio));
+  CHECK(alone.evidence->ratio->low == second.evidence->ratio->low);
+  CHECK(alone.evidence->ratio->high == second.evidence->ratio->high);
+}
+
+TEST_CASE("verdict on samples: a lower median with stochastically larger B is no regression") {
+  // A spreads evenly over 90..110 (median 100). B has 55 % of its steps at 94, which beat 20 %
+  // of A, and 45 % at 200: its median drops 6 %, yet a random B beats a random A 56 % of the
+  // time, significantly so with 500 a side. The two disagree, so nothing is concluded.
+  std::vector<double> a(500);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 90 + 20 * (static_cast<double>(i) + 0.5) / 500;
+  std::vector<double> b(275, 94);
+  b.resize(500, 200);
+  const Verdict verdict = judge_samples(std::vector{throughput(a, b)}, {}).at(0);
+  CHECK(verdict.threshold_crossed);
+  REQUIRE(verdict.evidence.has_value());
+  CHECK_THAT(verdict.evidence->test.common_language, WithinRel(0.56, 1e-12));
+  CHECK(verdict.evidence->adjusted_p < 0.05);
+  CHECK(verdict.status == Status::ok);
+  CHECK_THAT(verdict.reason, Contains("but the test's effect points the other way"));
 }
 
 TEST_CASE("verdict on samples: a non-finite sample is an input error naming the metric") {
