@@ -80,7 +80,8 @@ RankSums rank_pooled(std::span<const double> a, std::span<const double> b) {
     const double mid_rank = (static_cast<double>(begin + 1) + static_cast<double>(end)) / 2.0;
     const auto tied = static_cast<double>(end - begin);
     for (size_t i = begin; i < end; ++i) {
-      if (pooled[i].from_a) sums.rank_sum_a += mid_rank;
+      if (pooled[i].from_a)
+        sums.rank_sum_a += mid_rank;
     }
     sums.tie_term += tied * tied * tied - tied;
     sums.has_ties = sums.has_ties || end - begin > 1;
@@ -145,8 +146,10 @@ void resample(std::span<const double> values, IndexSampler& sampler, std::vector
 // Share of sorted resampled ratios on the far side of 1 from the estimate, as a two-sided
 // p-value (see ConfidenceInterval::p_value).
 double bootstrap_p_value(std::span<const double> sorted_ratios, double estimate) {
-  const auto below = static_cast<double>(std::lower_bound(sorted_ratios.begin(), sorted_ratios.end(), 1.0) - sorted_ratios.begin());
-  const auto not_above = static_cast<double>(std::upper_bound(sorted_ratios.begin(), sorted_ratios.end(), 1.0) - sorted_ratios.begin());
+  const auto below =
+      static_cast<double>(std::lower_bound(sorted_ratios.begin(), sorted_ratios.end(), 1.0) - sorted_ratios.begin());
+  const auto not_above =
+      static_cast<double>(std::upper_bound(sorted_ratios.begin(), sorted_ratios.end(), 1.0) - sorted_ratios.begin());
   const auto total = static_cast<double>(sorted_ratios.size());
   const double ties = not_above - below;
   const double far_side = estimate >= 1 ? below + ties / 2 : (total - not_above) + ties / 2;
@@ -181,7 +184,9 @@ double percentile(std::span<const double> values, double q) {
   return percentile_in_place(copy, q);
 }
 
-double median(std::span<const double> values) { return percentile(values, 50); }
+double median(std::span<const double> values) {
+  return percentile(values, 50);
+}
 
 Summary summarize(std::span<const double> values) {
   const std::vector<double> sorted = sorted_copy(values);
@@ -209,7 +214,8 @@ double exact_u_cdf(size_t n_a, size_t n_b, double u) {
   const std::vector<uint64_t> counts = u_counts(n_a, n_b);
   const auto last = std::min(counts.size() - 1, static_cast<size_t>(std::floor(u)));
   const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
-  const uint64_t below = std::accumulate(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(last) + 1, uint64_t{0});
+  const uint64_t below =
+      std::accumulate(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(last) + 1, uint64_t{0});
   return static_cast<double>(below) / static_cast<double>(total);
 }
 
@@ -328,7 +334,8 @@ CurveComparison compare_curves(std::span<const float> a, std::span<const float> 
     if (std::bit_cast<uint32_t>(a[i]) == std::bit_cast<uint32_t>(b[i])) {
       continue;
     }
-    if (!result.first_divergence) result.first_divergence = i;
+    if (!result.first_divergence)
+      result.first_divergence = i;
     const double x = a[i];
     const double y = b[i];
     // Differing bits with both NaN (another payload) is no numeric difference; NaN against a

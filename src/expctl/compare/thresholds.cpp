@@ -128,7 +128,8 @@ uint64_t name_hash(std::string_view name) {
 }
 
 Verdict too_few(const SampledMetric& metric, size_t min_samples) {
-  Verdict verdict = base_verdict(metric.name, statistic_of(metric.a, metric.statistic), statistic_of(metric.b, metric.statistic));
+  Verdict verdict =
+      base_verdict(metric.name, statistic_of(metric.a, metric.statistic), statistic_of(metric.b, metric.statistic));
   verdict.status = Status::too_few_samples;
   verdict.reason = fmt::format("too few samples: A has {}, B has {} (at least {} per side are needed to conclude)",
                                metric.a.size(), metric.b.size(), min_samples);
@@ -156,14 +157,18 @@ Verdict judge_tested(const SampledMetric& metric, const SampleEvidence& evidence
 
   if (verdict.threshold_crossed && significant && effect_worse) {
     verdict.status = Status::regression;
-    verdict.reason = fmt::format("{} worse beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
+    verdict.reason =
+        fmt::format("{} worse beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
   } else if (crossed_better && significant && !effect_worse) {
     verdict.status = Status::improvement;
-    verdict.reason = fmt::format("{} better beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
+    verdict.reason =
+        fmt::format("{} better beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
   } else if ((verdict.threshold_crossed || crossed_better) && !significant) {
-    verdict.reason = fmt::format("{} beyond threshold {} but not significant ({} > {})", statistic, limit, p_text, alpha);
+    verdict.reason =
+        fmt::format("{} beyond threshold {} but not significant ({} > {})", statistic, limit, p_text, alpha);
   } else if (verdict.threshold_crossed || crossed_better) {
-    verdict.reason = fmt::format("{} beyond threshold {} but the test's effect points the other way ({})", statistic, limit, p_text);
+    verdict.reason =
+        fmt::format("{} beyond threshold {} but the test's effect points the other way ({})", statistic, limit, p_text);
   } else {
     verdict.reason = fmt::format("{} within threshold {}", statistic, limit);
   }
@@ -178,8 +183,10 @@ std::string_view to_string(Direction direction) {
 }
 
 std::optional<Direction> parse_direction(std::string_view text) {
-  if (text == "higher") return Direction::higher_is_better;
-  if (text == "lower") return Direction::lower_is_better;
+  if (text == "higher")
+    return Direction::higher_is_better;
+  if (text == "lower")
+    return Direction::lower_is_better;
   return std::nullopt;
 }
 
@@ -192,7 +199,8 @@ std::string Threshold::to_string() const {
   const std::string_view sign_text = sign == ThresholdSign::plus ? "+" : sign == ThresholdSign::minus ? "-" : "";
   std::string_view suffix;
   for (const UnitSuffix& entry : k_unit_suffixes) {
-    if (entry.unit == unit) suffix = entry.suffix;
+    if (entry.unit == unit)
+      suffix = entry.suffix;
   }
   // {} is the shortest spelling that reads back to the same double.
   return fmt::format("{}{}{}", sign_text, amount, suffix);
@@ -262,16 +270,20 @@ void check_threshold_direction(std::string_view metric, const Threshold& thresho
 
 std::string_view to_string(Statistic statistic) {
   switch (statistic) {
-    case Statistic::value: return "value";
-    case Statistic::median: return "median";
-    case Statistic::p95: return "p95";
+    case Statistic::value:
+      return "value";
+    case Statistic::median:
+      return "median";
+    case Statistic::p95:
+      return "p95";
   }
   return "value";
 }
 
 const MetricInfo* find_metric(std::string_view name) {
   for (const MetricInfo& metric : k_metrics) {
-    if (metric.name == name) return &metric;
+    if (metric.name == name)
+      return &metric;
   }
   return nullptr;
 }
@@ -288,10 +300,14 @@ std::string_view to_string(SignificanceTest test) {
 
 std::string_view to_string(Status status) {
   switch (status) {
-    case Status::ok: return "ok";
-    case Status::regression: return "regression";
-    case Status::improvement: return "improvement";
-    case Status::too_few_samples: return "too few samples";
+    case Status::ok:
+      return "ok";
+    case Status::regression:
+      return "regression";
+    case Status::improvement:
+      return "improvement";
+    case Status::too_few_samples:
+      return "too few samples";
   }
   return "ok";
 }
@@ -322,7 +338,8 @@ std::vector<Verdict> judge_samples(std::span<const SampledMetric> metrics, const
   for (size_t i = 0; i < metrics.size(); ++i) {
     const SampledMetric& metric = metrics[i];
     check_samples_finite(metric);
-    if (metric.a.size() < options.min_samples || metric.b.size() < options.min_samples || metric.a.empty() || metric.b.empty()) {
+    if (metric.a.size() < options.min_samples || metric.b.size() < options.min_samples || metric.a.empty() ||
+        metric.b.empty()) {
       continue;
     }
     SampleEvidence& tested = evidence[i].emplace();

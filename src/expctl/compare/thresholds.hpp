@@ -123,8 +123,7 @@ inline constexpr MetricInfo k_metrics[] = {
      "95th percentile of the step time: stragglers and stalls"},
     {"comm_wait_fraction", Direction::lower_is_better, "+5pp", "fraction", "", Statistic::value,
      "share of step time spent waiting for gradient all-reduce, 0..1"},
-    {"final_train_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value,
-     "training loss at the last step"},
+    {"final_train_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value, "training loss at the last step"},
     {"eval_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value, "loss on the evaluation split"},
     {"eval_accuracy", Direction::higher_is_better, "-0.5pp", "fraction", "", Statistic::value,
      "accuracy on the evaluation split, 0..1"},
@@ -177,11 +176,11 @@ struct SampleEvidence {
 struct Verdict {
   std::string metric;
   Status status = Status::ok;
-  double a = 0;  ///< A's value, or the statistic of A's samples; NaN when A has no samples
-  double b = 0;  ///< same for B
-  double absolute_delta = 0;             ///< b − a
-  std::optional<double> relative_delta;  ///< (b − a) / |a|; nullopt when a is 0 or not finite
-  bool threshold_crossed = false;        ///< worse than A by more than the tolerance
+  double a = 0;                            ///< A's value, or the statistic of A's samples; NaN when A has no samples
+  double b = 0;                            ///< same for B
+  double absolute_delta = 0;               ///< b − a
+  std::optional<double> relative_delta;    ///< (b − a) / |a|; nullopt when a is 0 or not finite
+  bool threshold_crossed = false;          ///< worse than A by more than the tolerance
   std::optional<SampleEvidence> evidence;  ///< set for samples that were tested
   std::string reason;                      ///< one line: why this status
 };

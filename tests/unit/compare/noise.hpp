@@ -18,9 +18,7 @@ class Noise {
   double uniform() { return (static_cast<double>(m_engine() >> 11) + 0.5) * 0x1.0p-53; }
 
   /// Standard normal by Box–Muller (one of the pair; simplicity over speed).
-  double normal() {
-    return std::sqrt(-2 * std::log(uniform())) * std::cos(2 * std::numbers::pi * uniform());
-  }
+  double normal() { return std::sqrt(-2 * std::log(uniform())) * std::cos(2 * std::numbers::pi * uniform()); }
 
   /// `count` samples around `centre` with a standard deviation of `relative_sd` · centre.
   std::vector<double> samples(size_t count, double centre, double relative_sd) {

@@ -1,17 +1,17 @@
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "noise.hpp"
+#include <catch2/catch.hpp>
+
 #include "expctl/compare/statistics.hpp"
 #include "expctl/util/error.hpp"
-#include "noise.hpp"
 
 using namespace expctl::compare;
-using expctl::compare::testing::Noise;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
+using expctl::compare::testing::Noise;
 
 // Reference values: scipy is not installed here, so every expected number below comes from a
 // published example or a hand computation written next to it. The exact U distribution was
@@ -71,8 +71,8 @@ TEST_CASE("mann-whitney: scipy's documented example (Conover), exact p-value") {
 TEST_CASE("mann-whitney: exact distribution reproduces the critical-value table") {
   // Two-sided alpha = 0.05 critical values of U for n per side (any statistics textbook table):
   // the test rejects at U ≤ critical and not at critical + 1.
-  const std::vector<std::pair<size_t, double>> table{{5, 2},   {6, 5},   {7, 8},   {8, 13},  {9, 17},  {10, 23},
-                                                     {11, 30}, {12, 37}, {13, 45}, {14, 55}, {15, 64}, {16, 75},
+  const std::vector<std::pair<size_t, double>> table{{5, 2},   {6, 5},   {7, 8},    {8, 13},  {9, 17},  {10, 23},
+                                                     {11, 30}, {12, 37}, {13, 45},  {14, 55}, {15, 64}, {16, 75},
                                                      {17, 87}, {18, 99}, {19, 113}, {20, 127}};
   for (const auto& [n, critical] : table) {
     CAPTURE(n);
@@ -233,7 +233,8 @@ TEST_CASE("holm: adjusted values are monotone in the raw ones and never below th
     CHECK(adjusted[i] >= raw[i]);
     CHECK(adjusted[i] <= 1.0);
     for (size_t j = 0; j < raw.size(); ++j) {
-      if (raw[i] < raw[j]) CHECK(adjusted[i] <= adjusted[j]);
+      if (raw[i] < raw[j])
+        CHECK(adjusted[i] <= adjusted[j]);
     }
   }
 }

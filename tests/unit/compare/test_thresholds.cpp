@@ -1,19 +1,19 @@
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "expctl/compare/thresholds.hpp"
 #include "noise.hpp"
+#include <catch2/catch.hpp>
+
+#include "expctl/compare/thresholds.hpp"
 
 using namespace expctl::compare;
-using expctl::compare::testing::Noise;
-using expctl::util::CompareError;
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinRel;
+using expctl::compare::testing::Noise;
+using expctl::util::CompareError;
 
 namespace {
 
@@ -23,8 +23,9 @@ std::string error_of(const std::string& text) {
 }
 
 SampledMetric throughput(std::vector<double> a, std::vector<double> b) {
-  return SampledMetric{"samples_per_sec", Direction::higher_is_better, parse_threshold("-5%"), Statistic::median,
-                       std::move(a), std::move(b)};
+  return SampledMetric{"samples_per_sec",      Direction::higher_is_better,
+                       parse_threshold("-5%"), Statistic::median,
+                       std::move(a),           std::move(b)};
 }
 
 }  // namespace
@@ -71,10 +72,11 @@ TEST_CASE("thresholds: canonical spelling reads back the same") {
 }
 
 TEST_CASE("thresholds: garbage is refused with one clear line") {
-  CHECK(error_of("abc") ==
-        R"(invalid threshold "abc": write a relative change like "-5%", percentage points like "-0.5pp" or an absolute change like "0.002")");
-  for (const std::string text : {"", " ", "%", "-", "5%%", "--5%", "+-5", "5 %", "nan", "inf", "-inf%", "1,5%", "0x10", "5pct",
-                                 "%5", "pp"}) {
+  CHECK(
+      error_of("abc") ==
+      R"(invalid threshold "abc": write a relative change like "-5%", percentage points like "-0.5pp" or an absolute change like "0.002")");
+  for (const std::string text :
+       {"", " ", "%", "-", "5%%", "--5%", "+-5", "5 %", "nan", "inf", "-inf%", "1,5%", "0x10", "5pct", "%5", "pp"}) {
     CAPTURE(text);
     CHECK_THAT(error_of(text), Contains("invalid threshold"));
   }
@@ -213,8 +215,7 @@ TEST_CASE("verdict on samples: 1 % noise is not flagged") {
   const std::vector<double> a = noise.samples(30, 1200, 0.01);
   const std::vector<double> same = noise.samples(30, 1200, 0.01);
   const std::vector<double> slower = noise.samples(30, 1188, 0.01);  // a real 1 % drop, within -5 %
-  const std::vector<Verdict> verdicts =
-      judge_samples(std::vector{throughput(a, same), throughput(a, slower)}, {});
+  const std::vector<Verdict> verdicts = judge_samples(std::vector{throughput(a, same), throughput(a, slower)}, {});
   CHECK(verdicts[0].status == Status::ok);
   CHECK(verdicts[1].status == Status::ok);
   CHECK_FALSE(verdicts[1].threshold_crossed);
@@ -275,7 +276,8 @@ TEST_CASE("verdict on samples: stalls in the tail are judged on p95 by the boots
   // Stalls in 10 % of B's steps move its p95 far up but barely move the ranks: the U test alone
   // (p ≈ 0.06 here) would not see them.
   for (size_t i = 0; i < b.size(); i += 10) b[i] *= 1.6;
-  const SampledMetric tail{"step_time_ms_p95", Direction::lower_is_better, parse_threshold("+5%"), Statistic::p95, a, b};
+  const SampledMetric tail{
+      "step_time_ms_p95", Direction::lower_is_better, parse_threshold("+5%"), Statistic::p95, a, b};
   const Verdict verdict = judge_samples(std::vector{tail}, {}).at(0);
   CHECK(verdict.a == percentile(a, 95));
   CHECK(verdict.b == percentile(b, 95));
