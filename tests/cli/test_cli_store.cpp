@@ -1,13 +1,12 @@
 // `expctl list` and `expctl show` against stores built through the store API.
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/store.hpp"
 #include "expctl/store/testing.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/sha256.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl;
 using test::run_expctl;
@@ -35,8 +34,8 @@ struct CliStore {
     done = db.create_run({spec_hash, std::string("env-1"), "quickstart", t0});
     db.add_rank(done.id, {0, "node1", 100, std::nullopt, store::RunStatus::completed, 0, std::nullopt});
     db.add_rank(done.id, {1, "node1", 101, std::nullopt, store::RunStatus::completed, 0, std::nullopt});
-    db.append_metrics(done.id, std::vector<store::MetricPoint>{{0, 1, "loss", 2.5}, {0, 2, "loss", 0.75},
-                                                               {1, 1, "samples_per_sec", 900.0}});
+    db.append_metrics(done.id, std::vector<store::MetricPoint>{
+                                   {0, 1, "loss", 2.5}, {0, 2, "loss", 0.75}, {1, 1, "samples_per_sec", 900.0}});
     db.add_artifact(done.id, {"checkpoints/step-2.pt", std::string(64, 'c'), 2048});
     db.add_tag(done.id, "baseline");
     db.set_summary(done.id, R"({"final_train_loss":0.75,"eval_accuracy":0.9})");
@@ -59,7 +58,8 @@ TEST_CASE("cli store: list prints an aligned table, newest first") {
   const auto result = s.expctl({"list"});
   REQUIRE(result.exit_code == 0);
   CHECK(result.err.empty());
-  const std::string expected_first_line = "id                      status     name        spec          started (UTC)        duration  tags";
+  const std::string expected_first_line =
+      "id                      status     name        spec          started (UTC)        duration  tags";
   CHECK_THAT(result.out, Catch::StartsWith(expected_first_line + "\n"));
   const auto running_at = result.out.find(s.running.id);
   const auto failed_at = result.out.find(s.failed.id);
@@ -157,8 +157,13 @@ TEST_CASE("cli store: show --format json has the run, summary, environment, rank
   CHECK(document["summary"] == nlohmann::json{{"final_train_loss", 0.75}, {"eval_accuracy", 0.9}});
   CHECK(document["environment"]["torch"] == "1.13.1");
   REQUIRE(document["ranks"].size() == 2);
-  CHECK(document["ranks"][1] == nlohmann::json{{"rank", 1}, {"host", "node1"}, {"pid", 101}, {"environment_hash", nullptr},
-                                                {"status", "completed"}, {"exit_code", 0}, {"signal", nullptr}});
+  CHECK(document["ranks"][1] == nlohmann::json{{"rank", 1},
+                                               {"host", "node1"},
+                                               {"pid", 101},
+                                               {"environment_hash", nullptr},
+                                               {"status", "completed"},
+                                               {"exit_code", 0},
+                                               {"signal", nullptr}});
   CHECK(document["artifacts"][0] ==
         nlohmann::json{{"path", "checkpoints/step-2.pt"}, {"sha256", std::string(64, 'c')}, {"size_bytes", 2048}});
   REQUIRE(document["metrics"].size() == 2);
@@ -176,11 +181,12 @@ TEST_CASE("cli store: show of an unknown or ambiguous run exits 2 naming the sel
   CliStore s;
   const auto unknown = s.expctl({"show", "nosuchrun"});
   CHECK(unknown.exit_code == 2);
-  CHECK(unknown.err == "expctl: error: no run matches \"nosuchrun\" in " + s.db_path.string() +
-                           " (see 'expctl list' for run ids)\n");
+  CHECK(unknown.err ==
+        "expctl: error: no run matches \"nosuchrun\" in " + s.db_path.string() + " (see 'expctl list' for run ids)\n");
   const auto ambiguous = s.expctl({"show", "2026"});
   CHECK(ambiguous.exit_code == 2);
-  CHECK_THAT(ambiguous.err, Catch::StartsWith("expctl: error: run selector \"2026\" is ambiguous: it matches 3 runs ("));
+  CHECK_THAT(ambiguous.err,
+             Catch::StartsWith("expctl: error: run selector \"2026\" is ambiguous: it matches 3 runs ("));
 }
 
 TEST_CASE("cli store: a missing database lists no runs with a hint, and show refuses it without creating it") {
@@ -211,7 +217,8 @@ TEST_CASE("cli store: a database from a newer expctl is refused with exit 2") {
     }
     const auto result = s.expctl(args);
     CHECK(result.exit_code == 2);
-    CHECK(result.err == "expctl: error: " + s.db_path.string() + ": written by a newer expctl (schema v7, this one reads up to v" +
+    CHECK(result.err == "expctl: error: " + s.db_path.string() +
+                            ": written by a newer expctl (schema v7, this one reads up to v" +
                             std::to_string(store::latest_schema_version()) + "): upgrade expctl\n");
   }
 }

@@ -75,21 +75,23 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
 
 void setup_list(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   auto options = std::make_shared<ListOptions>();
-  CLI::App* command = app.add_subcommand(
-      "list",
-      "List the recorded runs, newest first: id, status, name, spec hash (first 12 hex digits),\n"
-      "start time (UTC), duration and tags. Filters combine (all must match).\n"
-      "A database that does not exist yet lists no runs (exit 0).\n"
-      "Examples:\n"
-      "  expctl list\n"
-      "  expctl list --status failed --limit 5\n"
-      "  expctl list --tag baseline --spec 3fa9c2 --format json\n"
-      "  expctl --db /data/results/expctl.db list");
+  CLI::App* command =
+      app.add_subcommand("list",
+                         "List the recorded runs, newest first: id, status, name, spec hash (first 12 hex digits),\n"
+                         "start time (UTC), duration and tags. Filters combine (all must match).\n"
+                         "A database that does not exist yet lists no runs (exit 0).\n"
+                         "Examples:\n"
+                         "  expctl list\n"
+                         "  expctl list --status failed --limit 5\n"
+                         "  expctl list --tag baseline --spec 3fa9c2 --format json\n"
+                         "  expctl --db /data/results/expctl.db list");
   std::vector<std::string> statuses(std::begin(store::k_run_status_names), std::end(store::k_run_status_names));
   command->add_option("--status", options->status, "Only runs with this status: " + util::join(statuses, "|"))
       ->check(CLI::IsMember(statuses));
   command->add_option("--tag", options->tag, "Only runs carrying this tag");
-  command->add_option("--spec", options->spec_prefix, "Only runs of specs whose hash starts with HASHPREFIX (lowercase hex)")
+  command
+      ->add_option("--spec", options->spec_prefix,
+                   "Only runs of specs whose hash starts with HASHPREFIX (lowercase hex)")
       ->option_text("HASHPREFIX");
   command->add_option("--limit", options->limit, "Show at most N runs (0: all)")
       ->option_text("N")

@@ -58,7 +58,9 @@ std::string or_dash(const std::optional<T>& value) {
   return value ? fmt::format("{}", *value) : "-";
 }
 
-std::string number_text(double value) { return fmt::format("{:.6g}", value); }
+std::string number_text(double value) {
+  return fmt::format("{:.6g}", value);
+}
 
 /// Numbers to 6 significant digits, strings bare, anything else as compact JSON.
 std::string summary_value_text(const nlohmann::json& value) {
@@ -196,15 +198,15 @@ void run_show(const ShowOptions& options, const GlobalOptions& globals) {
 
 void setup_show(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   auto options = std::make_shared<ShowOptions>();
-  CLI::App* command = app.add_subcommand(
-      "show",
-      "Show everything recorded about one run: its fields, tags, ranks, artifacts, metrics\n"
-      "(points, first and last value) and the summary the runner wrote.\n"
-      "RUN is a run id or any unique prefix of one (see 'expctl list').\n"
-      "JSON output adds the environment fingerprint (\"environment\", null when none was taken).\n"
-      "Examples:\n"
-      "  expctl show 20261129-223118-3fa9c2\n"
-      "  expctl show 20261129-2231 --format json");
+  CLI::App* command =
+      app.add_subcommand("show",
+                         "Show everything recorded about one run: its fields, tags, ranks, artifacts, metrics\n"
+                         "(points, first and last value) and the summary the runner wrote.\n"
+                         "RUN is a run id or any unique prefix of one (see 'expctl list').\n"
+                         "JSON output adds the environment fingerprint (\"environment\", null when none was taken).\n"
+                         "Examples:\n"
+                         "  expctl show 20261129-223118-3fa9c2\n"
+                         "  expctl show 20261129-2231 --format json");
   command->add_option("run", options->selector, "Run id or unique prefix")->required()->option_text("RUN");
   add_format_option(command, options->format);
   command->callback([options, globals] { run_show(*options, *globals); });

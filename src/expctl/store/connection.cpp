@@ -17,9 +17,9 @@ constexpr std::chrono::milliseconds k_first_backoff{5};
 constexpr std::chrono::milliseconds k_max_backoff{250};
 
 struct ErrorText {
-  int code;           ///< primary SQLite result code
-  const char* text;   ///< what it means for the user, and what to do
-  ExitCode exit_code; ///< input problems exit 2, environmental ones 1
+  int code;            ///< primary SQLite result code
+  const char* text;    ///< what it means for the user, and what to do
+  ExitCode exit_code;  ///< input problems exit 2, environmental ones 1
 };
 
 /// One line per SQLite failure the user can meet; anything else keeps SQLite's own message.
@@ -31,8 +31,7 @@ constexpr ErrorText k_error_texts[] = {
     {SQLITE_CORRUPT, "the database file is corrupt (restore it from a backup, or start a new one with --db)",
      ExitCode::usage},
     {SQLITE_NOTADB, "not an expctl database (the file is not SQLite): check --db / EXPCTL_DB", ExitCode::usage},
-    {SQLITE_CANTOPEN, "cannot open the database file (check that its folder exists and is writable)",
-     ExitCode::usage},
+    {SQLITE_CANTOPEN, "cannot open the database file (check that its folder exists and is writable)", ExitCode::usage},
     {SQLITE_IOERR, "input/output error while accessing the database (check the disk); the store is unchanged",
      ExitCode::run_failed},
     {SQLITE_PERM, "permission denied (check the permissions of the file and its folder)", ExitCode::run_failed},

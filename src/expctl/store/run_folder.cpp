@@ -47,7 +47,8 @@ std::string make_run_id(Clock::time_point time, const std::optional<std::string>
   unsigned suffix = random_below(k_suffix_limit / 2);
   if (greatest_same_second) {
     EXPCTL_ASSERT(greatest_same_second->size() == k_second_length + 7, "run id \"{}\"", *greatest_same_second);
-    const unsigned greatest = static_cast<unsigned>(std::stoul(greatest_same_second->substr(k_second_length + 1), nullptr, 16));
+    const unsigned greatest =
+        static_cast<unsigned>(std::stoul(greatest_same_second->substr(k_second_length + 1), nullptr, 16));
     suffix = greatest + 1 + random_below(k_max_step);
     if (suffix >= k_suffix_limit) {
       throw util::StoreError(fmt::format("more than {} runs started in the second {}: wait a second and retry",
@@ -70,9 +71,9 @@ void publish_run_folder(const fs::path& root, const std::string& id, const std::
   } catch (const fs::filesystem_error& error) {
     std::error_code ignored;
     fs::remove_all(staging, ignored);
-    throw util::StoreError(fmt::format("cannot create the run folder \"{}\": {}", (root / id).string(),
-                                       error.code().message()),
-                           util::ExitCode::run_failed);
+    throw util::StoreError(
+        fmt::format("cannot create the run folder \"{}\": {}", (root / id).string(), error.code().message()),
+        util::ExitCode::run_failed);
   } catch (const util::StoreError&) {
     std::error_code ignored;
     fs::remove_all(staging, ignored);

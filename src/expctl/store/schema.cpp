@@ -103,10 +103,10 @@ Identity read_identity(SQLite::Database& db) {
 /// Throws unless the file is an expctl database this expctl can read (or a new, empty one).
 void check_identity(const Connection& connection, const Identity& identity) {
   const bool foreign = identity.application_id != 0 ? identity.application_id != k_application_id
-                                                     : identity.version != 0 || identity.has_tables;
+                                                    : identity.version != 0 || identity.has_tables;
   if (foreign) {
-    throw util::StoreError(fmt::format("{}: a SQLite database, but not one of expctl's: check --db / EXPCTL_DB",
-                                       connection.display()));
+    throw util::StoreError(
+        fmt::format("{}: a SQLite database, but not one of expctl's: check --db / EXPCTL_DB", connection.display()));
   }
   if (identity.version > k_latest) {
     throw util::StoreError(
@@ -123,8 +123,8 @@ void apply_migrations(Connection& connection, int target_version) {
     for (const Migration& step : k_migrations) {
       if (step.version > identity.version && step.version <= target_version) {
         db.exec(step.sql);
-        util::log::debug(fmt::format("store: migrated {} to schema v{} ({})", connection.display(), step.version,
-                                     step.description));
+        util::log::debug(
+            fmt::format("store: migrated {} to schema v{} ({})", connection.display(), step.version, step.description));
       }
     }
     if (target_version > identity.version) {
@@ -157,8 +157,8 @@ int prepare(Connection& connection, int target_version) {
   const Identity identity = connection.retry([&] { return read_identity(connection.db()); });
   check_identity(connection, identity);
   if (connection.read_only() && identity.version == 0) {
-    throw util::StoreError(fmt::format("{}: empty file, not an expctl database yet: check --db / EXPCTL_DB",
-                                       connection.display()));
+    throw util::StoreError(
+        fmt::format("{}: empty file, not an expctl database yet: check --db / EXPCTL_DB", connection.display()));
   }
   if (!connection.read_only()) {
     use_wal(connection);

@@ -116,9 +116,13 @@ void require_changed(const Connection& connection, int changes, const std::strin
 
 }  // namespace detail
 
-int latest_schema_version() { return detail::schema_latest(); }
+int latest_schema_version() {
+  return detail::schema_latest();
+}
 
-fs::path runs_root(const fs::path& database) { return fs::absolute(database).parent_path() / "runs"; }
+fs::path runs_root(const fs::path& database) {
+  return fs::absolute(database).parent_path() / "runs";
+}
 
 Store Store::open(const fs::path& path, OpenMode mode) {
   return detail::open_store(path, mode, detail::schema_latest());
@@ -129,8 +133,12 @@ Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
-const fs::path& Store::path() const { return m_impl->connection.path(); }
-int Store::schema_version() const { return m_impl->version; }
+const fs::path& Store::path() const {
+  return m_impl->connection.path();
+}
+int Store::schema_version() const {
+  return m_impl->version;
+}
 
 void Store::put_spec(const std::string& hash, const std::string& canonical, const std::string& name) {
   detail::check_spec_hash(hash);
@@ -237,7 +245,8 @@ void Store::finish_run(const std::string& run_id, RunStatus status, int exit_cod
                run_id);
   auto& connection = m_impl->connection;
   connection.write([&](SQLite::Database& db) {
-    SQLite::Statement update(db, "UPDATE runs SET status = ?, exit_code = ?, root_cause = ?, ended_at = ? WHERE id = ?");
+    SQLite::Statement update(db,
+                             "UPDATE runs SET status = ?, exit_code = ?, root_cause = ?, ended_at = ? WHERE id = ?");
     update.bind(1, std::string(to_string(status)));
     update.bind(2, exit_code);
     update.bind(3, root_cause);
@@ -338,7 +347,8 @@ RunRecord Store::find_run(const std::string& selector) const {
                             fmt::format("SELECT {} FROM runs WHERE substr(id, 1, length(:p)) = :p ORDER BY id LIMIT {}",
                                         detail::k_run_columns, detail::k_max_candidates));
     query.bind(":p", selector);
-    return std::pair(counter.getColumn(0).getInt(), detail::read_runs(connection.db(), query, connection.path().parent_path()));
+    return std::pair(counter.getColumn(0).getInt(),
+                     detail::read_runs(connection.db(), query, connection.path().parent_path()));
   });
   EXPCTL_CHECK(count > 0, util::StoreError, "no run matches {} in {} (see 'expctl list' for run ids)",
                util::quoted(selector), connection.display());

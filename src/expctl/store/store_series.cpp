@@ -17,9 +17,8 @@ double read_value(const SQLite::Column& column) {
 }
 
 void check_tag(const std::string& tag) {
-  const bool bad_char = std::any_of(tag.begin(), tag.end(), [](char c) {
-    return c == ',' || static_cast<unsigned char>(c) <= ' ' || c == '\x7f';
-  });
+  const bool bad_char = std::any_of(
+      tag.begin(), tag.end(), [](char c) { return c == ',' || static_cast<unsigned char>(c) <= ' ' || c == '\x7f'; });
   EXPCTL_CHECK(!tag.empty() && !bad_char, util::StoreError,
                "tag {} is not valid: tags are non-empty and have no spaces, commas or control characters",
                util::quoted(tag));
@@ -50,7 +49,8 @@ void Store::update_rank(const std::string& run_id, int rank, RunStatus status, s
                         std::optional<int> signal) {
   auto& connection = m_impl->connection;
   connection.write([&](SQLite::Database& db) {
-    SQLite::Statement update(db, "UPDATE ranks SET status = ?, exit_code = ?, signal = ? WHERE run_id = ? AND rank = ?");
+    SQLite::Statement update(db,
+                             "UPDATE ranks SET status = ?, exit_code = ?, signal = ? WHERE run_id = ? AND rank = ?");
     update.bind(1, std::string(to_string(status)));
     detail::bind_optional(update, 2, exit_code);
     detail::bind_optional(update, 3, signal);

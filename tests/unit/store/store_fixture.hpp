@@ -3,14 +3,17 @@
 
 #include <string>
 
+#include "support/test_support.hpp"
+
 #include "expctl/store/store.hpp"
 #include "expctl/util/sha256.hpp"
-#include "support/test_support.hpp"
 
 namespace expctl::test {
 
 /// A 64-hex spec hash derived from `seed` (distinct seeds, distinct hashes).
-inline std::string fake_spec_hash(const std::string& seed) { return util::sha256_hex(seed); }
+inline std::string fake_spec_hash(const std::string& seed) {
+  return util::sha256_hex(seed);
+}
 
 inline const std::string k_canonical_spec = R"({"format":"expctl-spec-v1","name":"quickstart","seed":1})";
 

@@ -1,6 +1,4 @@
 // Several processes writing one database at once: nothing lost, never "database is locked".
-#include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -8,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "expctl/store/store.hpp"
 #include "store_fixture.hpp"
+#include <catch2/catch.hpp>
+
+#include "expctl/store/store.hpp"
 
 using namespace expctl;
 namespace fs = std::filesystem;

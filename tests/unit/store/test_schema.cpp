@@ -1,9 +1,9 @@
+#include "store_fixture.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/store/store.hpp"
 #include "expctl/store/testing.hpp"
 #include "expctl/util/atomic_file.hpp"
-#include "store_fixture.hpp"
 
 using namespace expctl;
 namespace fs = std::filesystem;

@@ -1,15 +1,15 @@
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <set>
 
+#include "store_fixture.hpp"
+#include <catch2/catch.hpp>
+
 #include "expctl/store/store.hpp"
 #include "expctl/store/testing.hpp"
 #include "expctl/util/atomic_file.hpp"
-#include "store_fixture.hpp"
 
 using namespace expctl;
 using store::RunStatus;
@@ -46,7 +46,8 @@ TEST_CASE("store: bad hashes and non-object JSON are refused with clear messages
   StoreFixture f;
   CHECK_THROWS_WITH(f.db.put_spec("ABC", "{}", "x"),
                     "spec hash \"ABC\" is not 64 lowercase hex digits (as printed by 'expctl hash')");
-  CHECK_THROWS_WITH(f.db.put_environment("e", "[1,2]"), "an environment fingerprint must be a JSON object, got: \"[1,2]\"");
+  CHECK_THROWS_WITH(f.db.put_environment("e", "[1,2]"),
+                    "an environment fingerprint must be a JSON object, got: \"[1,2]\"");
   const auto run = f.new_run();
   CHECK_THROWS_WITH(f.db.set_summary(run.id, "not json"), "a run summary must be a JSON object, got: \"not json\"");
   CHECK_THROWS_AS(f.db.create_run({test::fake_spec_hash("unknown"), std::nullopt, "x", std::nullopt}),
@@ -269,9 +270,8 @@ TEST_CASE("store: find_run takes a full id or a unique prefix, and names the sel
   const auto later = f.db.create_run({f.spec_hash, std::nullopt, "c", t0 + std::chrono::hours(30)});
   CHECK(f.db.find_run(first.id).id == first.id);
   CHECK(f.db.find_run(later.id.substr(0, 8)).id == later.id);
-  CHECK_THROWS_WITH(f.db.find_run("20260203"),
-                    "run selector \"20260203\" is ambiguous: it matches 2 runs (" + first.id + ", " + second.id +
-                        "); give more of the id");
+  CHECK_THROWS_WITH(f.db.find_run("20260203"), "run selector \"20260203\" is ambiguous: it matches 2 runs (" +
+                                                   first.id + ", " + second.id + "); give more of the id");
   CHECK_THROWS_WITH(f.db.find_run("nosuchrun"),
                     "no run matches \"nosuchrun\" in " + f.db_path.string() + " (see 'expctl list' for run ids)");
   try {
