@@ -60,13 +60,13 @@ Summary summarize(std::span<const double> values);
 // ---------------------------------------------------------------------------------------------
 // Mann–Whitney U test (two-sided), also known as the Wilcoxon rank-sum test.
 
-/// Below this many samples on either side the test refuses to conclude ("too few samples").
-/// 5 is the smallest n for which a decision at alpha 0.05 survives Holm's correction: the most
-/// extreme exact two-sided p-value with n per side is 2/C(2n, n), i.e. 0.1 for n=3 (never
-/// significant), 0.029 for n=4 (not significant once two metrics are tested), 0.0079 for n=5
-/// (significant even when six metrics are tested at once). asv asks for 6, Google Benchmark
-/// recommends 9; with per-step samples we usually have hundreds, so 5 only bites for groups of
-/// repeated runs, where each sample costs a whole run.
+/// Below this many samples on either side compare refuses to conclude ("too few samples").
+/// 5 is the smallest n at which even a perfect separation stays significant at alpha 0.05 once
+/// several metrics are Holm-corrected together: the most extreme exact two-sided p-value with n
+/// per side is 2/C(2n, n), i.e. 0.1 for n=3 (never significant), 0.029 for n=4 (lost as soon as
+/// two metrics are tested), 0.0079 for n=5 (significant with up to six metrics at once). asv asks for 6, Google
+/// Benchmark recommends 9; with per-step samples we usually have hundreds, so 5 only bites for groups of repeated runs,
+/// where each sample costs a whole run.
 inline constexpr size_t k_min_samples_per_side = 5;
 
 /// Up to this many samples per side, and without ties, the p-value comes from the exact null
@@ -108,7 +108,8 @@ struct MannWhitneyResult {
 /// whether there are *enough* samples to conclude is the caller's decision (see
 /// k_min_samples_per_side), the test itself is defined for any n ≥ 1.
 /// Ties get mid-ranks; the p-value is exact for n_a, n_b ≤ k_exact_max_per_side without ties,
-/// otherwise normal with continuity correction (what scipy's method="auto" does for n > 8).
+/// otherwise normal with continuity correction (scipy's method="auto" makes the same choice,
+/// only switching to the normal approximation earlier, above 8 per side).
 MannWhitneyResult mann_whitney_u(std::span<const double> a, std::span<const double> b);
 
 /// P(U ≤ u) under the null hypothesis for n_a, n_b ≤ k_exact_max_per_side without ties, where U

@@ -32,7 +32,7 @@ enum class Direction {
   lower_is_better,
 };
 
-/// "higher" or "lower" (the spelling used in JSON and in the spec).
+/// "higher" or "lower" (the spelling for JSON reports and a custom metric's direction).
 std::string_view to_string(Direction direction);
 
 /// Parses "higher" or "lower"; nullopt for anything else.
