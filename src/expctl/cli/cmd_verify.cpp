@@ -53,7 +53,8 @@ void print_text(const VerifyOptions& options, const std::optional<env::Profile>&
   std::cout << env::render_verify_table(rows);
   const auto drifted = std::count_if(rows.begin(), rows.end(), [](const env::VerifyRow& row) { return !row.ok; });
   if (drifted == 0) {
-    std::cout << fmt::format("this machine matches the pinned stack ({} pins)\n", rows.size());
+    std::cout << fmt::format("this machine matches the pinned stack ({} pin{})\n", rows.size(),
+                             rows.size() == 1 ? "" : "s");
   } else {
     std::cout << fmt::format("this machine does not match the pinned stack: {} of {} pins differ\n", drifted,
                              rows.size());

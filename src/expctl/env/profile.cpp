@@ -228,7 +228,7 @@ Profile parse_profile(std::string_view text, const std::string& file) {
     root = toml::parse(text, file);
   } catch (const toml::parse_error& error) {
     throw util::DiagnosticError(
-        {diagnostic_at(text, file, error.source(), "invalid TOML: " + std::string(error.description()))});
+        {diagnostic_at(text, file, error.source(), "TOML syntax error: " + std::string(error.description()))});
   }
   return ProfileParser(text, file).parse(root);
 }

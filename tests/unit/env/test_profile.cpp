@@ -50,7 +50,7 @@ TEST_CASE("profile: keys map to fingerprint fields, in file order, with position
 
 TEST_CASE("profile: a TOML syntax error is a positioned diagnostic") {
   CHECK(report_of("[os]\nid = \"debian\nversion = \"12\"\n") ==
-        "expctl: error: envs/x.toml:2:13: invalid TOML: Error while parsing string: unescaped control characters "
+        "expctl: error: envs/x.toml:2:13: TOML syntax error: Error while parsing string: unescaped control characters "
         "other than TAB (U+0009) are explicitly prohibited\n"
         "    2 | id = \"debian\n"
         "      |             ^");

@@ -1,0 +1,191 @@
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+using expctl::test::run_expctl;
+using expctl::test::source_dir;
+using expctl::test::TempDir;
+
+namespace {
+
+const std::string k_secret = "supersecret-4f1c";
+
+std::string data(const std::string& name) {
+  return (source_dir() / "tests/data/env" / name).string();
+}
+
+nlohmann::json env_json(const std::map<std::string, std::optional<std::string>>& env = {}) {
+  const auto result = run_expctl({"env", "--format", "json"}, env);
+  REQUIRE(result.exit_code == 0);
+  return nlohmann::json::parse(result.out);
+}
+
+// A spec that pins the profile `profile_text` (and optionally an image) in a fresh directory.
+std::string write_spec(const TempDir& dir, const std::string& profile_text, const std::string& image = "") {
+  dir.write("envs/p.toml", profile_text);
+  std::string spec = "name: verify-test\nenv: envs/p.toml\n";
+  if (!image.empty()) {
+    spec += "container:\n  image: " + image + "\n";
+  }
+  return dir.write("exp.yaml", spec).string();
+}
+
+}  // namespace
+
+TEST_CASE("cli env: text output is grouped and names the hash") {
+  const auto result = run_expctl({"env"});
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::StartsWith("fingerprint "));
+  for (const char* heading :
+       {"\nhost\n", "\ngpu\n", "\nsoftware\n", "\ncode\n", "\ncontainer\n", "\ndeterminism\n", "\nenv\n"}) {
+    CHECK_THAT(result.out, Catch::Contains(heading));
+  }
+  CHECK_THAT(result.out, Catch::Contains("(not hashed)"));
+}
+
+TEST_CASE("cli env: JSON output is an envelope with typed, grouped fields and the hash") {
+  const nlohmann::json document = env_json();
+  CHECK(document["kind"] == "env");
+  CHECK(document["format_version"] == 1);
+  CHECK(document["hash"].get<std::string>().size() == 64);
+  CHECK(document["fields"]["host"]["os_id"].is_string());
+  CHECK(document["fields"]["host"]["cpu_logical_cores"].is_number_integer());
+  CHECK(document["fields"]["gpu"]["count"].is_number_integer());
+  CHECK(document["fields"]["code"]["dirty"].is_boolean());
+  CHECK(document["fields"]["software"]["libraries"].is_object());
+}
+
+TEST_CASE("cli env: the hash is the same for two calls on one machine") {
+  CHECK(env_json()["hash"] == env_json()["hash"]);
+}
+
+TEST_CASE("cli env: a secret-looking variable never reaches the output") {
+  const std::map<std::string, std::optional<std::string>> env{{"NCCL_API_TOKEN", k_secret},
+                                                              {"TORCH_PASSWORD_FILE", k_secret}};
+  const auto json = run_expctl({"env", "--format", "json"}, env);
+  CHECK(json.exit_code == 0);
+  CHECK(json.out.find(k_secret) == std::string::npos);
+  CHECK(nlohmann::json::parse(json.out)["fields"]["env"]["vars"]["NCCL_API_TOKEN"] == "***");
+  const auto text = run_expctl({"env"}, env);
+  CHECK(text.out.find(k_secret) == std::string::npos);
+  CHECK_THAT(text.out, Catch::Contains("NCCL_API_TOKEN=***"));
+  CHECK(text.err.find(k_secret) == std::string::npos);
+}
+
+TEST_CASE("cli env: a secret pinned by a profile is masked in verify's table too") {
+  TempDir dir;
+  const std::string spec = write_spec(dir, "[env]\nNCCL_API_TOKEN = \"*\"\n");
+  const auto result = run_expctl({"verify", spec}, {{"NCCL_API_TOKEN", k_secret}});
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.find(k_secret) == std::string::npos);
+  CHECK_THAT(result.out, Catch::Contains("env.NCCL_API_TOKEN  *       ***     ok"));
+}
+
+TEST_CASE("cli env diff: hand-made fingerprints that differ exit 3 with the grouped fields") {
+  const auto result = run_expctl({"env", "diff", data("node_a.json"), data("node_b.json")});
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.out, Catch::Contains("gpu    driver_version"));
+  CHECK_THAT(result.out, Catch::Contains("535.104.05"));
+  CHECK_THAT(result.out, Catch::Contains("vars.OMP_NUM_THREADS"));
+  CHECK_THAT(result.out, Catch::EndsWith("fingerprints differ\n"));
+}
+
+TEST_CASE("cli env diff: differences in unhashed fields only exit 0") {
+  const auto result = run_expctl({"env", "diff", data("node_a.json"), data("node_c.json")});
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains("hostname"));
+  CHECK_THAT(result.out,
+             Catch::EndsWith("fingerprints identical (the differences above are in fields that are not hashed)\n"));
+}
+
+TEST_CASE("cli env diff: two fingerprints of this machine taken apart have equal hashes (exit 0)") {
+  TempDir dir;
+  const auto first = run_expctl({"env", "--format", "json"});
+  const auto second = run_expctl({"env", "--format", "json"});
+  const std::string a = dir.write("a.json", first.out).string();
+  const std::string b = dir.write("b.json", second.out).string();
+  const auto result = run_expctl({"env", "diff", a, b, "--format", "json"});
+  CHECK(result.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(result.out);
+  CHECK(document["kind"] == "env-diff");
+  CHECK(document["identical"] == true);
+  for (const nlohmann::json& row : document["differences"]) {
+    CAPTURE(row.dump());
+    CHECK(row["hashed"] == false);  // uptime and free memory may move between the two calls
+  }
+  CHECK(document["a"]["hash"] == nlohmann::json::parse(first.out)["hash"]);
+  CHECK(document["a"]["hash"] == document["b"]["hash"]);
+}
+
+TEST_CASE("cli env diff: a missing or malformed file is an input error") {
+  TempDir dir;
+  const auto missing = run_expctl({"env", "diff", "nope.json", data("node_a.json")});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err ==
+        "expctl: error: nope.json: no such fingerprint file: give a file saved with expctl env --format json > FILE\n");
+  const std::string bad = dir.write("bad.json", "{not json").string();
+  const auto malformed = run_expctl({"env", "diff", bad, data("node_a.json")});
+  CHECK(malformed.exit_code == 2);
+  CHECK_THAT(malformed.err, Catch::EndsWith("bad.json: not valid JSON: save a fingerprint with expctl env --format "
+                                            "json > FILE\n"));
+}
+
+TEST_CASE("cli verify: a profile that matches this machine exits 0") {
+  const nlohmann::json fields = env_json()["fields"];
+  TempDir dir;
+  const std::string spec = write_spec(
+      dir, "[os]\nid = \"" + fields["host"]["os_id"].get<std::string>() + "\"\nversion = \"" +
+               fields["host"]["os_version"].get<std::string>() + "\"\n[compiler]\nid = \"" +
+               fields["software"]["compiler_id"].get<std::string>() + "\"\nversion = \"*\"\n[cudnn]\nversion = \"" +
+               fields["gpu"]["cudnn"].get<std::string>() + "\"\n");
+  const auto result = run_expctl({"verify", spec});
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains("field             pinned"));
+  CHECK_THAT(result.out, Catch::EndsWith("this machine matches the pinned stack (5 pins)\n"));
+}
+
+TEST_CASE("cli verify: a profile that does not match exits 3 with the table") {
+  TempDir dir;
+  const std::string spec = write_spec(dir, "[os]\nid = \"no-such-os\"\n[libtorch]\nversion = \">=99\"\n");
+  const auto result = run_expctl({"verify", spec});
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.out, Catch::Contains("os.id             no-such-os"));
+  CHECK_THAT(result.out, Catch::Contains("MISMATCH"));
+  CHECK_THAT(result.out, Catch::EndsWith("this machine does not match the pinned stack: 2 of 2 pins differ\n"));
+  const auto json = run_expctl({"verify", spec, "--format", "json"});
+  CHECK(json.exit_code == 3);
+  const nlohmann::json document = nlohmann::json::parse(json.out);
+  CHECK(document["ok"] == false);
+  CHECK(document["rows"][0]["field"] == "os.id");
+  CHECK(document["rows"][0]["ok"] == false);
+}
+
+TEST_CASE("cli verify: the spec's image pin holds against EXPCTL_IMAGE_DIGEST") {
+  TempDir dir;
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  const std::string spec = write_spec(dir, "description = \"image only\"\n", "registry.example.org/expctl@" + digest);
+  CHECK(run_expctl({"verify", spec}, {{"EXPCTL_IMAGE_DIGEST", digest}}).exit_code == 0);
+  const auto other = run_expctl({"verify", spec}, {{"EXPCTL_IMAGE_DIGEST", "sha256:" + std::string(64, 'b')}});
+  CHECK(other.exit_code == 3);
+  CHECK_THAT(other.out, Catch::Contains("spec container.image"));
+  CHECK(run_expctl({"verify", spec}, {{"EXPCTL_IMAGE_DIGEST", std::nullopt}}).exit_code == 3);
+}
+
+TEST_CASE("cli verify: profile errors are positioned diagnostics (exit 2)") {
+  TempDir dir;
+  const std::string spec = write_spec(dir, "[os]\nidd = \"debian\"\n");
+  const auto result = run_expctl({"verify", spec}, {}, dir.path().string());
+  CHECK(result.exit_code == 2);
+  CHECK(result.err ==
+        "expctl: error: envs/p.toml:2:1: unknown key \"idd\" in \"os\" (did you mean \"id\"?)\n"
+        "    2 | idd = \"debian\"\n"
+        "      | ^\n");
+}
+
+TEST_CASE("cli verify: a spec that pins nothing has nothing to verify") {
+  TempDir dir;
+  const std::string spec = dir.write("exp.yaml", "name: free\n").string();
+  const auto result = run_expctl({"verify", spec});
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::EndsWith("pins nothing (no env profile, no container.image): nothing to verify\n"));
+}
