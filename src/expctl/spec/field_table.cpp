@@ -98,11 +98,13 @@ const Field k_fields[] = {
      "Synthetic dataset only: shape of one sample, `[features]` or `[channels, height, width]`.", ""},
 
     {"model.arch", T::choice, "mlp", "mlp|cnn", any(), no_items(), H::hashed,
-     "Model family: `mlp` (fully connected) or `cnn` (conv-ReLU-pool blocks and a linear head).", ""},
+     "Model family: `mlp` (fully connected, ReLU) or `cnn` (convolution blocks and a linear head).", ""},
     {"model.hidden_sizes", T::integer_list, "[256, 128]", "", between(1, 65536), items(1, 16), H::hashed,
      "mlp: width of each hidden layer.", ""},
     {"model.channels", T::integer_list, "[32, 64]", "", between(1, 4096), items(1, 8), H::hashed,
-     "cnn: output channels of each conv block.", ""},
+     "cnn: output channels of each block (5x5 convolution with same padding, ReLU, 2x2 max-pool).", ""},
+    {"model.dense", T::integer, "0", "", between(0, 65536), no_items(), H::hashed,
+     "cnn: width of a hidden dense layer between the blocks and the linear head; 0: none.", ""},
     {"model.dropout", T::floating, "0", "", unit_interval_open_top(), no_items(), H::hashed,
      "Dropout probability after each hidden layer or block.", ""},
 

@@ -74,9 +74,8 @@ class SpecBuilder {
  private:
   // Where a value the user set came from, to point diagnostics about it.
   struct Origin {
-    std::string file;
-    SourceMark mark;
-    std::string source_line;
+    std::string file;  // the spec file, or "--set key=value"
+    SourceMark mark;   // line 0 for an override
   };
 
   // Problems in the spec file in reading order (rules are checked last but may point anywhere);
@@ -156,7 +155,7 @@ class SpecBuilder {
     }
     if (document.root.kind != YamlNode::Kind::mapping) {
       problem_at(
-          {m_name, {}, ""}, document.root.mark,
+          {m_name, {}}, document.root.mark,
           fmt::format("the top level of a spec must be a mapping of sections, found {}", describe_kind(document.root)));
       return;
     }
@@ -166,9 +165,9 @@ class SpecBuilder {
   void apply_mapping(const YamlNode& mapping, const std::string& section) {
     for (const auto& [key, value] : mapping.entries) {
       const std::string path = section.empty() ? key.value : section + "." + key.value;
-      const Origin origin{m_name, key.mark, ""};
+      const Origin origin{m_name, key.mark};
       if (const Field* field = find_field(path)) {
-        apply_value(*field, value, {m_name, value.mark.line > 0 ? value.mark : key.mark, ""});
+        apply_value(*field, value, {m_name, value.mark.line > 0 ? value.mark : key.mark});
       } else if (is_section(path)) {
         apply_section(path, value);
       } else {
@@ -182,7 +181,7 @@ class SpecBuilder {
       return;  // "optim:" with nothing under it: all defaults
     }
     if (value.kind != YamlNode::Kind::mapping) {
-      problem_at({m_name, value.mark, ""}, value.mark,
+      problem_at({m_name, value.mark}, value.mark,
                  fmt::format("{} must be a mapping of fields ({}), found {}", path, util::join(child_names(path), ", "),
                              describe_kind(value)));
       return;
@@ -239,7 +238,7 @@ class SpecBuilder {
       document.root.kind = YamlNode::Kind::scalar;  // "--set name=" means the empty string
     }
     document.root.mark = {};
-    apply_value(*field, document.root, {name, {}, ""});
+    apply_value(*field, document.root, {name, {}});
   }
 
   static std::string unknown_override_message(const std::string& path) {
@@ -316,7 +315,7 @@ class SpecBuilder {
     if (env.empty() || m_invalid.count("env") > 0) {
       return;
     }
-    const Origin origin = m_origins.count("env") > 0 ? m_origins.at("env") : Origin{m_name, {}, ""};
+    const Origin origin = m_origins.count("env") > 0 ? m_origins.at("env") : Origin{m_name, {}};
     m_env_profile_path = resolve_profile_path(m_file, env);
     if (!m_env_profile_path) {
       problem_at(origin, origin.mark,

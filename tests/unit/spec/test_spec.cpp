@@ -83,12 +83,12 @@ TEST_CASE("spec: known answer: canonical bytes and hash are pinned") {
       R"("expctl_spec_version":1,"spec":{"container":{"image":""},"data":{"batch_size":64,"dataset":"fashion-mnist",)"
       R"("drop_last":false,"input_shape":[1,28,28],"normalize":true,"num_classes":10,"num_samples":1024,"shuffle":true},)"
       R"("determinism":"strict","distributed":{"backend":"gloo","bucket_cap_mb":25.0,"grad_compression":"none",)"
-      R"("nnodes":1,"nproc_per_node":2},"model":{"arch":"mlp","channels":[32,64],"dropout":0.0,"hidden_sizes":[256,128]},)"
+      R"("nnodes":1,"nproc_per_node":2},"model":{"arch":"mlp","channels":[32,64],"dense":0,"dropout":0.0,"hidden_sizes":[256,128]},)"
       R"("optim":{"betas":[0.9,0.999],"eps":1e-08,"lr":0.0003,"momentum":0.9,"name":"adamw","nesterov":false,)"
       R"("weight_decay":0.0},"schedule":{"gamma":0.1,"min_lr":0.0,"name":"constant","step_size":1000,"warmup_steps":0},)"
       R"("seed":3,"train":{"amp":{"dtype":"bf16","enabled":false},"epochs":0,"eval_every":0,"grad_accum_steps":1,)"
       R"("grad_clip_norm":0.0,"max_steps":100}}})");
-  CHECK(spec.hash() == "d3af70a02409c9313555664e8d9e22a6fb4ac3709af71452eff37b42c268277d");
+  CHECK(spec.hash() == "25bbb6c4ce9e56696e8f17cc0fe67449b8185ca264598387ddedbb57a3c79ff3");
 }
 
 TEST_CASE("spec: defaults fill every field - derived defaults follow other fields") {

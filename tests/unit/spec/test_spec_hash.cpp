@@ -169,6 +169,7 @@ const std::map<std::string, std::string> k_hashed_alternates = {
     {"model.arch", "cnn"},
     {"model.hidden_sizes", "[256, 127]"},
     {"model.channels", "[32]"},
+    {"model.dense", "128"},
     {"model.dropout", "0.5"},
     {"optim.name", "adamw"},
     {"optim.lr", "0.010000000000000002"},  // the next double above 0.01
