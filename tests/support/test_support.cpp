@@ -37,25 +37,6 @@ fs::path TempDir::write(const std::string& name, const std::string& content) con
   return target;
 }
 
-std::string expctl_binary() { return EXPCTL_BINARY_PATH; }
-
 fs::path source_dir() { return EXPCTL_SOURCE_DIR; }
-
-util::SubprocessResult run_expctl(const std::vector<std::string>& args,
-                                  const std::map<std::string, std::optional<std::string>>& env,
-                                  const std::string& working_directory) {
-  std::vector<std::string> argv{expctl_binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  util::SubprocessOptions options;
-  options.env = {{"EXPCTL_DB", std::nullopt}, {"NO_COLOR", "1"}};
-  for (const auto& [name, value] : env) {
-    options.env[name] = value;
-  }
-  options.working_directory = working_directory;
-  options.timeout = std::chrono::minutes(2);
-  auto result = util::run_capture(argv, options);
-  REQUIRE(result.has_value());
-  return *result;
-}
 
 }  // namespace expctl::test
