@@ -98,6 +98,7 @@ class Store {
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) const;  ///< ordered by path
   std::vector<RankRecord> ranks(const std::string& run_id) const;          ///< ordered by rank
 
+  /// The connection and paths behind the pimpl (defined in the store's internal store_impl.hpp).
   struct Impl;
 
  private:

@@ -24,6 +24,7 @@ std::string_view to_string(RunStatus status);
 /// Parses a stored or user-given status; nullopt when it is none of k_run_status_names.
 std::optional<RunStatus> parse_run_status(std::string_view text);
 
+/// The wall clock run times are taken from (stored as UTC text, see format_utc).
 using Clock = std::chrono::system_clock;
 
 /// UTC ISO-8601 with milliseconds, "2026-11-29T22:31:18.042Z": sorts as text in time order.
@@ -101,9 +102,9 @@ struct ArtifactRecord {
 
 /// A stored experiment spec: hash -> canonical form (what was hashed).
 struct SpecRecord {
-  std::string hash;
-  std::string name;
-  std::string canonical;
+  std::string hash;       ///< 64 lowercase hex digits
+  std::string name;       ///< the spec's `name` when it was first recorded
+  std::string canonical;  ///< the canonical JSON that was hashed (also the run folder's spec.json)
 };
 
 /// Filter for list_runs; every set field must match. Results are newest first.

@@ -113,3 +113,23 @@ TEST_CASE("schema: a store opened read-only reads but refuses writes") {
   CHECK(reader.find_run(run.id).id == run.id);
   CHECK_THROWS_AS(reader.add_tag(run.id, "x"), util::InternalError);
 }
+
+TEST_CASE("schema: a damaged database is reported as corrupt in one line") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("corrupt");
+  {
+    auto db = store::Store::open(db_path);
+    db.put_spec(hash, "{}", "x");
+    db.create_run({hash, std::nullopt, "x", std::nullopt});
+  }
+  // Closing the last connection checkpoints the WAL into the file; now overwrite every page
+  // after the first (the schema stays readable, the tables do not).
+  std::string bytes = util::read_file(db_path).value();
+  REQUIRE(bytes.size() > 4096);
+  std::fill(bytes.begin() + 4096, bytes.end(), '\xa5');
+  REQUIRE(util::write_file_atomic(db_path, bytes).has_value());
+  CHECK_THROWS_WITH(store::Store::open(db_path).list_runs(),
+                    db_path.string() +
+                        ": the database file is corrupt (restore it from a backup, or start a new one with --db)");
+}
