@@ -331,6 +331,9 @@ std::string describe_kind(const YamlNode& node) {
 
 std::string printable_line(std::string_view text, int line) {
   std::string out = util::line_of(text, line);
+  if (out.size() > k_max_echoed_line) {
+    return {};
+  }
   size_t start = 0;
   while (start < out.size()) {
     const size_t bad = util::first_invalid_utf8(std::string_view(out).substr(start));

@@ -66,7 +66,11 @@ YamlDocument load_yaml(std::string_view text, const std::string& display_name, c
 std::string describe_kind(const YamlNode& node);
 
 /// Copies `line` of `text` for a diagnostic, with control bytes and invalid UTF-8 shown as '?'
-/// so that a caret line never writes binary garbage to the terminal.
+/// so that a caret line never writes binary garbage to the terminal. A line longer than
+/// k_max_echoed_line bytes is not echoed at all (empty result): the position still says where.
 std::string printable_line(std::string_view text, int line);
+
+/// Longest source line printed under a diagnostic.
+inline constexpr size_t k_max_echoed_line = 500;
 
 }  // namespace expctl::spec

@@ -139,4 +139,6 @@ TEST_CASE("yaml_tree: non-scalar keys and recursive aliases are refused") {
 TEST_CASE("yaml_tree: printable_line hides control bytes and bad UTF-8") {
   CHECK(expctl::spec::printable_line("ok\nb\x01\xFFz\tq\n", 2) == "b??z\tq");
   CHECK(expctl::spec::printable_line("caf\xC3\xA9", 1) == "caf\xC3\xA9");
+  CHECK(expctl::spec::printable_line(std::string(501, 'x'), 1).empty());
+  CHECK(expctl::spec::printable_line(std::string(500, 'x'), 1).size() == 500);
 }
