@@ -237,6 +237,17 @@ TEST_CASE("spec hash: identical for 300 generated re-orderings and re-formatting
   }
 }
 
+TEST_CASE("spec hash: CRLF line ends and a UTF-8 byte-order mark do not matter") {
+  const Workspace ws;
+  const std::string plain = "name: x\noptim:\n  lr: 0.1\n  betas: [0.9, 0.95]\n";
+  std::string windows;
+  for (const char c : plain) {
+    windows += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  }
+  CHECK(ws.hash("\xEF\xBB\xBF" + windows) == ws.hash(plain));
+  CHECK(ws.hash("name: x\n", {"optim.lr=0.1", "optim.betas=[0.9,0.95]"}) == ws.hash(plain));
+}
+
 TEST_CASE("spec hash: every hashed field changes the hash - each change to a different hash") {
   const Workspace ws;
   const std::string base_yaml = "name: base\nenv: envs/p.toml\n";
