@@ -1,6 +1,7 @@
 #pragma once
 /// Value types of the results store. Other modules (launch, compare, report, cli) build and read
-/// these without touching the database: this header includes nothing of SQLite.
+/// these without touching the database: this header includes nothing of SQLite. Every member has
+/// an initializer, so designated initializers (`RunFilter{.tag = "x"}`) may leave any out.
 
 #include <chrono>
 #include <cstdint>
@@ -36,26 +37,26 @@ std::optional<Clock::time_point> parse_utc(std::string_view text);
 /// What the runner knows when it records a new run. The spec must already be in the store
 /// (put_spec), and so must the environment when one is given (put_environment).
 struct NewRun {
-  std::string spec_hash;                        ///< 64 hex, a key of the specs table
-  std::optional<std::string> environment_hash;  ///< fingerprint hash, or none when not taken
-  std::string name;                             ///< human name, usually the spec's `name`
-  std::optional<Clock::time_point> started_at;  ///< default: now (set it to import older runs)
+  std::string spec_hash{};                        ///< 64 hex, a key of the specs table
+  std::optional<std::string> environment_hash{};  ///< fingerprint hash, or none when not taken
+  std::string name{};                             ///< human name, usually the spec's `name`
+  std::optional<Clock::time_point> started_at{};  ///< default: now (set it to import older runs)
 };
 
 /// One run as stored. Times are UTC ISO-8601 (format_utc).
 struct RunRecord {
-  std::string id;  ///< "20261129-223118-3fa9c2": sorts in creation order, unique per store
-  std::string spec_hash;
-  std::optional<std::string> environment_hash;
-  std::string name;
+  std::string id{};  ///< "20261129-223118-3fa9c2": sorts in creation order, unique per store
+  std::string spec_hash{};
+  std::optional<std::string> environment_hash{};
+  std::string name{};
   RunStatus status = RunStatus::running;
-  std::string started_at;
-  std::optional<std::string> ended_at;  ///< none while running
-  std::optional<int> exit_code;         ///< none while running
-  std::string root_cause;               ///< why it failed or stopped; empty when it did not
-  std::filesystem::path run_dir;        ///< absolute: <database dir>/runs/<id>
-  std::string summary_json = "{}";      ///< a JSON object written by the runner; "{}" until then
-  std::vector<std::string> tags;        ///< sorted
+  std::string started_at{};
+  std::optional<std::string> ended_at{};  ///< none while running
+  std::optional<int> exit_code{};         ///< none while running
+  std::string root_cause{};               ///< why it failed or stopped; empty when it did not
+  std::filesystem::path run_dir{};        ///< absolute: <database dir>/runs/<id>
+  std::string summary_json = "{}";        ///< a JSON object written by the runner; "{}" until then
+  std::vector<std::string> tags{};        ///< sorted
 
   /// Seconds from start to end, or to `now` while the run has no end; nullopt when a time is
   /// unreadable.
@@ -65,25 +66,25 @@ struct RunRecord {
 /// One rank (process) of a run.
 struct RankRecord {
   int rank = 0;
-  std::string host;
-  std::optional<std::int64_t> pid;
-  std::optional<std::string> environment_hash;  ///< the rank's own fingerprint, when taken
+  std::string host{};
+  std::optional<std::int64_t> pid{};
+  std::optional<std::string> environment_hash{};  ///< the rank's own fingerprint, when taken
   RunStatus status = RunStatus::running;
-  std::optional<int> exit_code;  ///< set when it exited
-  std::optional<int> signal;     ///< set when a signal killed it
+  std::optional<int> exit_code{};  ///< set when it exited
+  std::optional<int> signal{};     ///< set when a signal killed it
 };
 
 /// One metric value of one rank at one step. A NaN value is kept (stored as SQL NULL).
 struct MetricPoint {
   int rank = 0;
   std::int64_t step = 0;
-  std::string name;
+  std::string name{};
   double value = 0.0;
 };
 
 /// Per-metric overview for `show`: counts over every rank; first/last from the lowest rank.
 struct MetricSeriesInfo {
-  std::string name;
+  std::string name{};
   std::int64_t points = 0;  ///< over all ranks
   int ranks = 0;            ///< how many ranks logged it
   int first_rank = 0;       ///< the rank first_*/last_* come from (the lowest that logged it)
@@ -95,30 +96,30 @@ struct MetricSeriesInfo {
 
 /// A file a run produced (checkpoint, log, report), relative to the run folder.
 struct ArtifactRecord {
-  std::string path;  ///< relative to RunRecord::run_dir, e.g. "checkpoints/step-400.pt"
-  std::string sha256;
+  std::string path{};  ///< relative to RunRecord::run_dir, e.g. "checkpoints/step-400.pt"
+  std::string sha256{};
   std::int64_t size_bytes = 0;
 };
 
 /// A stored experiment spec: hash -> canonical form (what was hashed).
 struct SpecRecord {
-  std::string hash;       ///< 64 lowercase hex digits
-  std::string name;       ///< the spec's `name` when it was first recorded
-  std::string canonical;  ///< the canonical JSON that was hashed (also the run folder's spec.json)
+  std::string hash{};       ///< 64 lowercase hex digits
+  std::string name{};       ///< the spec's `name` when it was first recorded
+  std::string canonical{};  ///< the canonical JSON that was hashed (also the run folder's spec.json)
 };
 
 /// Filter for list_runs; every set field must match. Results are newest first.
 struct RunFilter {
-  std::optional<RunStatus> status;
-  std::optional<std::string> tag;
-  std::string spec_hash_prefix;  ///< lowercase hex, empty: any
-  std::size_t limit = 0;         ///< 0: no limit
+  std::optional<RunStatus> status{};
+  std::optional<std::string> tag{};
+  std::string spec_hash_prefix{};  ///< lowercase hex, empty: any
+  std::size_t limit = 0;           ///< 0: no limit
 };
 
 /// Selects metric points; unset fields match everything. Points come ordered by name, rank, step.
 struct MetricFilter {
-  std::optional<std::string> name;
-  std::optional<int> rank;
+  std::optional<std::string> name{};
+  std::optional<int> rank{};
 };
 
 }  // namespace expctl::store
