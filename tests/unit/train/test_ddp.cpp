@@ -339,3 +339,37 @@ TEST_CASE("ddp in a world of one changes nothing and sends nothing", "[train][dd
   CHECK(comm.collectives_issued() == 0);
   require_bitwise_equal(snapshot(*model), before);
 }
+
+namespace {
+
+// Rank 1 leaves right after joining: rank 0's next collective fails at once, naming itself,
+// instead of waiting for the (long) timeout.
+EXPCTL_RANK_SCENARIO("comm_peer_exit") {
+  auto options = group_options(env);
+  options.timeout = std::chrono::seconds(120);
+  Communicator comm(options);
+  if (env.rank == 1) {
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto tensor = torch::ones({4});
+  try {
+    comm.allreduce(tensor, "allreduce of bucket 0");
+    std::ofstream(env.dir / "message.txt") << "no error";
+  } catch (const expctl::util::TrainError& error) {
+    std::ofstream(env.dir / "message.txt") << error.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("communicator: a peer that exits makes the next collective fail with its name",
+          "[train][ddp][multiprocess]") {
+  expctl::test::TempDir dir;
+  const auto outcomes = expctl::test::run_ranks("comm_peer_exit", 2, dir.path(), std::chrono::seconds(60));
+  INFO(expctl::test::describe(outcomes));
+  REQUIRE(outcomes[0].exit_code == 0);
+  std::ifstream in(dir / "message.txt");
+  std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(message, Catch::StartsWith("allreduce of bucket 0 failed: "));
+}
