@@ -41,6 +41,9 @@ struct ProcessGroupOptions {
   BackendRequest backend = BackendRequest::auto_select;
   /// Applies to rendezvous and to every collective (the spec's `timeout_s`).
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  /// Overrides `timeout` for joining (the store and its key exchanges) when non-zero, e.g. a
+  /// short collective timeout with ranks that start slowly.
+  std::chrono::milliseconds rendezvous_timeout{0};
   /// Gloo worker threads per device (Python uses 2 per device).
   int gloo_threads = 2;
   /// Store key prefix, so several groups can share one store.

@@ -242,6 +242,7 @@ namespace {
 EXPCTL_RANK_SCENARIO("comm_timeout") {
   auto options = group_options(env);
   options.timeout = std::chrono::seconds(2);
+  options.rendezvous_timeout = std::chrono::seconds(60);  // a loaded machine may start rank 1 late
   Communicator comm(options);
   if (env.rank == 1) {
     std::this_thread::sleep_for(std::chrono::seconds(5));
