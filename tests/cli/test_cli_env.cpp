@@ -1,6 +1,10 @@
+#include <fstream>
+
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include "expctl/store/store.hpp"
 
 using expctl::test::run_expctl;
 using expctl::test::source_dir;
@@ -119,10 +123,11 @@ TEST_CASE("cli env diff: two fingerprints of this machine taken apart have equal
 
 TEST_CASE("cli env diff: a missing or malformed file is an input error") {
   TempDir dir;
-  const auto missing = run_expctl({"env", "diff", "nope.json", data("node_a.json")});
+  const auto missing = run_expctl({"env", "diff", "nope.json", data("node_a.json"), "--db", "none/expctl.db"});
   CHECK(missing.exit_code == 2);
   CHECK(missing.err ==
-        "expctl: error: nope.json: no such fingerprint file: give a file saved with expctl env --format json > FILE\n");
+        "expctl: error: nope.json: neither a fingerprint file nor a run (no results database at none/expctl.db): "
+        "give a file saved with expctl env --format json > FILE, or a run id with --db\n");
   const std::string bad = dir.write("bad.json", "{not json").string();
   const auto malformed = run_expctl({"env", "diff", bad, data("node_a.json")});
   CHECK(malformed.exit_code == 2);
@@ -188,4 +193,27 @@ TEST_CASE("cli verify: a spec that pins nothing has nothing to verify") {
   const auto result = run_expctl({"verify", spec});
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.out, Catch::EndsWith("pins nothing (no env profile, no container.image): nothing to verify\n"));
+}
+
+TEST_CASE("cli env diff: a run selector reads the fingerprint the store recorded for that run") {
+  TempDir dir;
+  const std::string db = (dir.path() / "results/expctl.db").string();
+  std::string run_id;
+  {
+    auto store = expctl::store::Store::open(db);
+    std::ifstream in(data("node_b.json"));
+    const nlohmann::json node_b = nlohmann::json::parse(in);
+    const std::string spec_hash(64, 'c');
+    store.put_spec(spec_hash, "{}", "diff-test");
+    store.put_environment("envhash-b", node_b.dump());
+    run_id = store.create_run({spec_hash, std::string("envhash-b"), "diff-test", std::nullopt}).id;
+    store.put_environment("envhash-none", "{}");
+  }
+  const auto result = run_expctl({"--db", db, "env", "diff", data("node_a.json"), run_id});
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.out, Catch::Contains("550.54.15"));
+  CHECK_THAT(result.out, Catch::Contains("  " + run_id + "\n"));
+  const auto unknown = run_expctl({"--db", db, "env", "diff", data("node_a.json"), "no-such-run"});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("no-such-run"));
 }

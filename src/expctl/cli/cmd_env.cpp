@@ -9,6 +9,7 @@
 #include "expctl/env/diff.hpp"
 #include "expctl/env/fields.hpp"
 #include "expctl/env/fingerprint.hpp"
+#include "expctl/store/store.hpp"
 #include "expctl/util/error.hpp"
 
 #if defined(EXPCTL_WITH_TORCH_PROVIDER) && __has_include("expctl/train/torch_info.hpp")
@@ -87,19 +88,41 @@ void run_env(const EnvOptions& options) {
   print_text(fingerprint);
 }
 
-env::Fingerprint read_fingerprint(const std::string& source) {
+env::Fingerprint read_fingerprint_file(const std::string& source) {
   std::ifstream in(source, std::ios::binary);
-  EXPCTL_CHECK(in.good(), util::EnvError,
-               "{}: no such fingerprint file: give a file saved with expctl env --format json > FILE", source);
+  EXPCTL_CHECK(in.good(), util::EnvError, "{}: cannot read the fingerprint file", source);
   nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
   EXPCTL_CHECK(!document.is_discarded(), util::EnvError,
                "{}: not valid JSON: save a fingerprint with expctl env --format json > FILE", source);
   return env::Fingerprint::from_json(document, source);
 }
 
+// The fingerprint recorded for a run (its rank-0 environment) in the results store.
+env::Fingerprint read_run_fingerprint(const std::string& selector, const GlobalOptions& globals) {
+  EXPCTL_CHECK(std::filesystem::exists(globals.db_path), util::EnvError,
+               "{}: neither a fingerprint file nor a run (no results database at {}): give a file saved with "
+               "expctl env --format json > FILE, or a run id with --db",
+               selector, globals.db_path);
+  const store::Store store = store::Store::open(globals.db_path, store::OpenMode::read_only);
+  const store::RunRecord run = store.find_run(selector);
+  EXPCTL_CHECK(run.environment_hash.has_value(), util::EnvError, "run {} has no recorded environment fingerprint",
+               run.id);
+  const std::optional<std::string> text = store.environment(*run.environment_hash);
+  EXPCTL_CHECK(text.has_value(), util::EnvError, "run {}: environment {} is missing from {}", run.id,
+               *run.environment_hash, globals.db_path);
+  const nlohmann::json document = nlohmann::json::parse(*text, nullptr, false);
+  EXPCTL_CHECK(!document.is_discarded(), util::EnvError, "run {}: the stored environment is not valid JSON", run.id);
+  return env::Fingerprint::from_json(document, "run " + run.id);
+}
+
+// A saved JSON file when the argument names one, otherwise a run selector.
+env::Fingerprint read_fingerprint(const std::string& source, const GlobalOptions& globals) {
+  return std::filesystem::exists(source) ? read_fingerprint_file(source) : read_run_fingerprint(source, globals);
+}
+
 void run_env_diff(const EnvDiffOptions& options, GlobalOptions& globals) {
-  const env::Fingerprint left = read_fingerprint(options.left);
-  const env::Fingerprint right = read_fingerprint(options.right);
+  const env::Fingerprint left = read_fingerprint(options.left, globals);
+  const env::Fingerprint right = read_fingerprint(options.right, globals);
   const std::vector<env::DiffRow> rows = env::diff_fingerprints(left, right);
   const bool differ = env::any_hashed(rows);
   globals.result = differ ? util::ExitCode::mismatch : util::ExitCode::ok;
@@ -137,13 +160,14 @@ void setup_env(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       ->default_str(".");
 
   auto diff_options = std::make_shared<EnvDiffOptions>();
-  CLI::App* diff = command->add_subcommand(
-      "diff",
-      "Show the fields that differ between two fingerprints saved with `expctl env --format json`.\n"
-      "Exit 0 when every hashed field is equal, 3 when one differs.\n"
-      "Example: expctl env diff node3.json node4.json");
-  diff->add_option("a", diff_options->left, "First fingerprint (JSON file)")->required();
-  diff->add_option("b", diff_options->right, "Second fingerprint (JSON file)")->required();
+  CLI::App* diff =
+      command->add_subcommand("diff",
+                              "Show the fields that differ between two fingerprints, each a file saved with\n"
+                              "`expctl env --format json` or a run (id or unique id prefix) in the results store.\n"
+                              "Exit 0 when every hashed field is equal, 3 when one differs.\n"
+                              "Example: expctl env diff node3.json 20261129-223118");
+  diff->add_option("a", diff_options->left, "First fingerprint: JSON file or run selector")->required();
+  diff->add_option("b", diff_options->right, "Second fingerprint: JSON file or run selector")->required();
   add_format_option(diff, diff_options->format);
   diff->callback([diff_options, globals] { run_env_diff(*diff_options, *globals); });
 
