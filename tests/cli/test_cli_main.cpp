@@ -27,5 +27,8 @@ TEST_CASE("cli: no command or an unknown command is a usage error (exit 2)") {
   CHECK_THAT(none.err, Catch::StartsWith("expctl: error: "));
   const auto unknown = run_expctl({"frobnicate"});
   CHECK(unknown.exit_code == 2);
-  CHECK_THAT(unknown.err, Catch::Contains("frobnicate"));
+  CHECK_THAT(unknown.err, Catch::StartsWith("expctl: error: unknown command \"frobnicate\""));
+  const auto typo = run_expctl({"--db", "x.db", "valdate"});
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.err, Catch::Contains("(did you mean \"validate\"?)"));
 }

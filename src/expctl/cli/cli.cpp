@@ -10,6 +10,7 @@
 #include "expctl/util/build_info.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::cli {
 
@@ -52,6 +53,34 @@ void apply_log_level(const GlobalOptions& globals) {
   }
 }
 
+// CLI11 reports a mistyped command as "A subcommand is required", which hides the typo. Find
+// the first word that is neither an option nor a global option's value, and name it.
+void check_command_word(int argc, char** argv, const std::vector<CommandRegistration>& commands) {
+  static const std::vector<std::string> k_options_with_value{"--db", "--color"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") {
+      return;
+    }
+    if (!word.empty() && word[0] == '-') {
+      const bool takes_value = std::find(k_options_with_value.begin(), k_options_with_value.end(), word) !=
+                               k_options_with_value.end();
+      i += takes_value ? 1 : 0;
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const CommandRegistration& command : commands) {
+      if (word == command.name) {
+        return;
+      }
+      names.emplace_back(command.name);
+    }
+    const auto suggestion = util::closest_match(word, names);
+    throw util::UsageError(fmt::format("unknown command \"{}\"{}; run 'expctl --help' for the list of commands", word,
+                                       suggestion ? fmt::format(" (did you mean \"{}\"?)", *suggestion) : ""));
+  }
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -76,6 +105,7 @@ int run(int argc, char** argv) {
   app.parse_complete_callback([&globals] { apply_log_level(*globals); });
 
   try {
+    check_command_word(argc, argv, commands);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
