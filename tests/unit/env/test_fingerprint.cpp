@@ -197,3 +197,13 @@ TEST_CASE("fingerprint: a machine without GPU, container or git records none, no
   CHECK(fingerprint.text("host.os_id") == "none");
   CHECK(fingerprint.text("code.git_commit") == "none");
 }
+
+TEST_CASE("fingerprint: docs/env.md lists every field and every profile key") {
+  const std::string doc = probes::read_file_text(expctl::test::source_dir() / "docs/env.md").value_or("");
+  REQUIRE_FALSE(doc.empty());
+  for (const FieldSpec& field : fields()) {
+    CAPTURE(field.name);
+    CHECK(doc.find("| `" + std::string(field.name) + "` | " + std::string(type_name(field.type)) + " | " +
+                   (field.hashed ? "yes" : "no") + " |") != std::string::npos);
+  }
+}

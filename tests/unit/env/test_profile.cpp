@@ -1,3 +1,6 @@
+#include <fstream>
+#include <iterator>
+
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
@@ -96,4 +99,13 @@ TEST_CASE("profile: a section must be a table") {
 TEST_CASE("profile: an unreadable file is an input error naming it") {
   CHECK_THROWS_WITH(load_profile("/nonexistent/p.toml"),
                     "/nonexistent/p.toml: cannot read the pinned-stack profile: check the path");
+}
+
+TEST_CASE("profile: docs/env.md lists every profile key with its field") {
+  std::ifstream in(expctl::test::source_dir() / "docs/env.md");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const ProfileKey& key : profile_keys()) {
+    CAPTURE(key.key);
+    CHECK(text.find("| `" + std::string(key.key) + "` | `" + std::string(key.field) + "` |") != std::string::npos);
+  }
 }
