@@ -349,6 +349,8 @@ EXPCTL_RANK_SCENARIO("comm_peer_exit") {
   auto options = group_options(env);
   options.timeout = std::chrono::seconds(120);
   Communicator comm(options);
+  // Both meshes fully connected before rank 1 leaves (else rank 0 may fail while still joining).
+  comm.barrier("barrier after joining");
   if (env.rank == 1) {
     return;
   }
