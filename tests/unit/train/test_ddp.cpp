@@ -245,7 +245,7 @@ EXPCTL_RANK_SCENARIO("comm_timeout") {
   options.rendezvous_timeout = std::chrono::seconds(60);  // a loaded machine may start rank 1 late
   Communicator comm(options);
   if (env.rank == 1) {
-    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::this_thread::sleep_for(std::chrono::seconds(8));  // well past rank 0's 2 s limit
     return;
   }
   auto tensor = torch::ones({4});
