@@ -63,11 +63,11 @@ class Fingerprint {
   /// Every set field, sorted by name.
   const std::map<std::string, nlohmann::json, std::less<>>& values() const { return m_values; }
 
-  /// {"version": 1, "hash": ..., "fields": {"host": {"os_id": ...}, ...}}.
+  /// {"fingerprint_version": 1, "hash": ..., "fields": {"host": {"os_id": ...}, ...}}.
   nlohmann::json to_json() const;
   /// Reads to_json()'s shape (or a whole `expctl env --format json` document). Fields this
-  /// expctl doesn't know are kept so that a diff still shows them. Throws util::EnvError
-  /// naming `source` on a malformed document.
+  /// expctl doesn't know are kept so that a diff still shows them; the stored "hash" is not
+  /// trusted (hash() recomputes it). Throws util::EnvError naming `source` on a malformed document.
   static Fingerprint from_json(const nlohmann::json& document, std::string_view source);
 
   /// Compact JSON of the hashed fields only, keys sorted: the exact bytes that are hashed.
