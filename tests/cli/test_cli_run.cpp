@@ -1,0 +1,432 @@
+// `expctl run` and `expctl resume` end to end: the real binary trains 2 ranks on the CI-sized
+// synthetic spec (experiments/tiny-synthetic.yaml), and the store is read back to check what was
+// recorded. Processes started here are killed and reaped by their owners; nothing is killed by
+// name.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "expctl/store/store.hpp"
+
+using namespace expctl;
+using test::run_expctl;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string tiny_spec() { return (test::source_dir() / "experiments" / "tiny-synthetic.yaml").string(); }
+
+/// Polls `condition` every 20 ms for up to `limit`; true once it holds.
+bool eventually(const std::function<bool()>& condition, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+bool process_gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
+
+/// A command running in the background (its own process group), output to files. The destructor
+/// kills the group and reaps the process if it is still running.
+class Background {
+ public:
+  Background(const std::vector<std::string>& argv, const fs::path& output_prefix) {
+    m_out = output_prefix.string() + ".out";
+    m_err = output_prefix.string() + ".err";
+    m_pid = ::fork();
+    REQUIRE(m_pid >= 0);
+    if (m_pid == 0) {
+      ::setpgid(0, 0);
+      ::unsetenv("EXPCTL_DB");
+      const int out = ::open(m_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(m_err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      std::vector<char*> args;
+      for (const auto& arg : argv) {
+        args.push_back(const_cast<char*>(arg.c_str()));
+      }
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+  ~Background() {
+    if (m_pid > 0 && !m_status) {
+      ::kill(-m_pid, SIGKILL);
+      ::waitpid(m_pid, nullptr, 0);
+    }
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+
+  pid_t pid() const { return m_pid; }
+  /// Exit code (128 + signal when killed); -1 when it is still running after `limit`.
+  int wait(std::chrono::seconds limit = std::chrono::seconds(120)) {
+    eventually(
+        [this] {
+          int status = 0;
+          if (::waitpid(m_pid, &status, WNOHANG) == m_pid) {
+            m_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          }
+          return m_status.has_value();
+        },
+        limit);
+    return m_status.value_or(-1);
+  }
+  std::string out() const { return read_text(m_out); }
+  std::string err() const { return read_text(m_err); }
+
+ private:
+  pid_t m_pid = -1;
+  std::optional<int> m_status;
+  std::string m_out;
+  std::string m_err;
+};
+
+/// A temporary results store and the commands that use it.
+struct RunDir {
+  test::TempDir dir;
+  fs::path db = dir / "results" / "expctl.db";
+
+  util::SubprocessResult expctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--db", db.string()});
+    return run_expctl(args);
+  }
+  std::vector<std::string> argv(std::vector<std::string> args) const {
+    args.insert(args.begin(), {test::expctl_binary(), "--db", db.string()});
+    return args;
+  }
+  store::Store open() const { return store::Store::open(db, store::OpenMode::read_only); }
+  /// The only run in the store, once it exists.
+  std::optional<store::RunRecord> only_run() const {
+    if (!fs::exists(db)) {
+      return std::nullopt;
+    }
+    try {
+      const auto runs = open().list_runs();
+      return runs.size() == 1 ? std::optional(runs.front()) : std::nullopt;
+    } catch (const util::StoreError&) {
+      return std::nullopt;  // expctl is still creating the database
+    }
+  }
+};
+
+json parse_stdout(const util::SubprocessResult& result) {
+  INFO(result.out << result.err);
+  return json::parse(result.out);
+}
+
+const char* const k_summary_fields[] = {"final_train_loss", "eval_accuracy",     "samples_per_sec",
+                                        "step_time_ms_p50", "step_time_ms_p95",  "comm_wait_fraction",
+                                        "loss_curve_sha256", "wall_time_s",      "time_to_first_step_s"};
+
+/// Waits until rank 0 has logged its first progress line, so the run is mid-training.
+void wait_for_training(const store::RunRecord& run) {
+  REQUIRE(eventually([&] { return read_text(run.run_dir / "logs" / "rank-0.log").find("step ") != std::string::npos; }));
+}
+
+std::string sha_of(const json& document) { return document.at("summary").at("loss_curve_sha256").get<std::string>(); }
+
+}  // namespace
+
+TEST_CASE("run: a 2-rank run completes with metrics per rank and every summary field") {
+  RunDir d;
+  const auto result = d.expctl({"run", tiny_spec(), "--format", "json"});
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  const json document = parse_stdout(result);
+  CHECK(document.at("kind") == "run");
+  CHECK(document.at("run").at("status") == "completed");
+  for (const char* field : k_summary_fields) {
+    INFO(field);
+    CHECK_FALSE(document.at("summary").at(field).is_null());
+  }
+  CHECK(document.at("summary").at("steps") == 60);
+  CHECK(document.at("summary").at("world_size") == 2);
+  CHECK(document.at("summary").at("loss_curve_sha256").get<std::string>().size() == 64);
+
+  auto db = d.open();
+  const auto run = db.find_run(document.at("run").at("id").get<std::string>());
+  CHECK(run.status == store::RunStatus::completed);
+  CHECK(run.exit_code == 0);
+  const auto ranks = db.ranks(run.id);
+  REQUIRE(ranks.size() == 2);
+  for (const auto& rank : ranks) {
+    CHECK(rank.status == store::RunStatus::completed);
+    CHECK(rank.pid.has_value());
+    CHECK(db.metrics(run.id, {.name = "step_time_ms", .rank = rank.rank}).size() == 60);
+    CHECK(db.metrics(run.id, {.name = "loss", .rank = rank.rank}).size() == 60);
+  }
+  CHECK(db.metrics(run.id, {.name = "eval_accuracy", .rank = 0}).size() == 2);  // steps 30 and 60
+  std::vector<std::string> artifacts;
+  for (const auto& artifact : db.artifacts(run.id)) {
+    artifacts.push_back(artifact.path);
+  }
+  CHECK(std::find(artifacts.begin(), artifacts.end(), "checkpoints/rank0.pt") != artifacts.end());
+  CHECK(std::find(artifacts.begin(), artifacts.end(), "logs/rank-1.log") != artifacts.end());
+  CHECK(fs::exists(run.run_dir / "resolved.json"));
+
+  const auto shown = d.expctl({"show", run.id, "--format", "json"});
+  REQUIRE(shown.exit_code == 0);
+  CHECK(sha_of(parse_stdout(shown)) == sha_of(document));
+}
+
+TEST_CASE("run: the same spec twice gives the same loss_curve_sha256, another seed a different one") {
+  RunDir d;
+  const auto first = d.expctl({"run", tiny_spec(), "--format", "json"});
+  const auto second = d.expctl({"run", tiny_spec(), "--format", "json"});
+  const auto reseeded = d.expctl({"run", tiny_spec(), "--set", "seed=8", "--format", "json"});
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(second.exit_code == 0);
+  REQUIRE(reseeded.exit_code == 0);
+  CHECK(sha_of(parse_stdout(first)) == sha_of(parse_stdout(second)));
+  CHECK(sha_of(parse_stdout(first)) != sha_of(parse_stdout(reseeded)));
+}
+
+TEST_CASE("run: text output names the run, its loss, accuracy, samples/s and wall time") {
+  RunDir d;
+  const auto result = d.expctl({"run", tiny_spec(), "--set", "train.max_steps=20"});
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find(" completed") != std::string::npos);
+  for (const char* label : {"final train loss", "eval accuracy", "samples/s", "wall time"}) {
+    CHECK(result.out.find(label) != std::string::npos);
+  }
+  // Without a terminal, rank 0's progress lines appear every metrics.log_every (10) steps.
+  CHECK(result.err.find("[rank 0] step 10/20") != std::string::npos);
+  CHECK(result.err.find("[rank 0] step 20/20") != std::string::npos);
+  CHECK(result.err.find("[rank 1] step") == std::string::npos);
+}
+
+TEST_CASE("run: SIGKILL of one rank fails the run with its root cause and leaves no process") {
+  RunDir d;
+  const auto started = std::chrono::steady_clock::now();
+  Background expctl(d.argv({"run", tiny_spec(), "--set", "train.max_steps=100000", "--set", "train.eval_every=0"}),
+                    d.dir / "run");
+  std::optional<store::RunRecord> run;
+  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+  wait_for_training(*run);
+  const fs::path pid_file = run->run_dir / "logs" / "rank-1.pid";
+  const auto rank0 = static_cast<pid_t>(std::stol(read_text(run->run_dir / "logs" / "rank-0.pid")));
+  const auto rank1 = static_cast<pid_t>(std::stol(read_text(pid_file)));
+  const auto killed = std::chrono::steady_clock::now();
+  REQUIRE(::kill(rank1, SIGKILL) == 0);
+  const int code = expctl.wait();
+  WARN("expctl exited " << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count()
+                        << " s after the SIGKILL ("
+                        << std::chrono::duration<double>(killed - started).count() << " s into the run)");
+  INFO(expctl.out() << expctl.err());
+  CHECK(code == 1);
+  const auto finished = d.open().find_run(run->id);
+  CHECK(finished.status == store::RunStatus::failed);
+  CHECK(finished.exit_code == 1);
+  CHECK(finished.root_cause.find("rank 1 was killed by SIGKILL") != std::string::npos);
+  const auto ranks = d.open().ranks(run->id);
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[1].status == store::RunStatus::failed);
+  CHECK(ranks[1].signal == SIGKILL);
+  CHECK(eventually([&] { return process_gone(rank0) && process_gone(rank1); }, std::chrono::seconds(10)));
+}
+
+namespace {
+
+/// Interrupts a 3000-step run with SIGINT once rank 0 is training, resumes it, and checks it
+/// against an uninterrupted run of the same spec on `ranks` ranks.
+void interrupt_and_resume(int ranks) {
+  RunDir d;
+  auto run_args = std::vector<std::string>{"run", tiny_spec(), "--format", "json", "--set", "train.max_steps=3000",
+                                           "--set", "train.eval_every=0", "--set",
+                                           "distributed.nproc_per_node=" + std::to_string(ranks)};
+  std::string interrupted_id;
+  {
+    Background expctl(d.argv(run_args), d.dir / "interrupted");
+    std::optional<store::RunRecord> run;
+    REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+    wait_for_training(*run);
+    REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
+    const int code = expctl.wait();
+    INFO(expctl.out() << expctl.err());
+    REQUIRE(code == 130);
+    interrupted_id = run->id;
+    const auto stopped = d.open().find_run(run->id);
+    CHECK(stopped.status == store::RunStatus::interrupted);
+    CHECK(stopped.exit_code == 130);
+    for (int rank = 0; rank < ranks; ++rank) {
+      CHECK(fs::exists(run->run_dir / "checkpoints" / ("rank" + std::to_string(rank) + ".pt")));
+    }
+    const auto steps = d.open().metrics(run->id, {.name = "loss", .rank = 0}).size();
+    WARN("interrupted after " << steps << " of 3000 steps");
+    CHECK(steps < 3000);
+  }
+  const auto resumed = d.expctl({"resume", interrupted_id, "--format", "json"});
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const json resumed_doc = parse_stdout(resumed);
+  CHECK(resumed_doc.at("run").at("id") == interrupted_id);
+  CHECK(resumed_doc.at("run").at("status") == "completed");
+  CHECK(resumed_doc.at("summary").at("steps") == 3000);
+  CHECK(resumed_doc.at("summary").at("invocations") == 2);
+
+  const auto reference = d.expctl(run_args);
+  REQUIRE(reference.exit_code == 0);
+  CHECK(sha_of(resumed_doc) == sha_of(parse_stdout(reference)));
+
+  const auto again = d.expctl({"resume", interrupted_id});
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("is completed: only an interrupted or failed run can be resumed") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("run: SIGINT interrupts with a checkpoint, and resume ends with the uninterrupted loss curve (1 rank)") {
+  interrupt_and_resume(1);
+}
+
+// Known failure, reported to the train module: with 2 ranks the loss curve of a resumed run
+// matches the uninterrupted one up to the first resumed step and drifts from the step after it
+// (the trainer's own resume test runs 1 rank). [!mayfail] keeps it visible without hiding it.
+TEST_CASE("run: SIGINT interrupts with a checkpoint, and resume ends with the uninterrupted loss curve (2 ranks)",
+          "[!mayfail]") {
+  interrupt_and_resume(2);
+}
+
+TEST_CASE("run: a drifted stack exits 3 unless --allow-drift, which records the drift") {
+  RunDir d;
+  d.dir.write("envs/elsewhere.toml", "description = \"a machine that is not this one\"\n[os]\nid = \"plan9\"\n");
+  std::string spec = read_text(tiny_spec());
+  spec += "env: envs/elsewhere.toml\n";
+  const auto spec_path = d.dir.write("drift.yaml", spec).string();
+
+  const auto refused = d.expctl({"run", spec_path});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 3);
+  CHECK(refused.err.find("this machine does not match the pinned stack (1 of 1 pins differ)") != std::string::npos);
+  CHECK(refused.err.find("plan9") != std::string::npos);
+  CHECK_FALSE(fs::exists(d.db));
+
+  const auto allowed = d.expctl({"run", spec_path, "--allow-drift", "--set", "train.max_steps=5", "--format", "json"});
+  INFO(allowed.out << allowed.err);
+  REQUIRE(allowed.exit_code == 0);
+  const json document = parse_stdout(allowed);
+  const json drift = document.at("summary").at("drift");
+  REQUIRE(drift.size() == 1);
+  CHECK(drift[0].at("pinned") == "plan9");
+  const auto tags = document.at("run").at("tags");
+  CHECK(std::find(tags.begin(), tags.end(), "drift:os.id") != tags.end());
+}
+
+TEST_CASE("run: a malformed spec exits 2 and leaves the store untouched") {
+  RunDir d;
+  const auto spec = d.dir.write("bad.yaml", "name: bad\ntrain:\n  max_step: 10\n").string();
+  const auto result = d.expctl({"run", spec});
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("bad.yaml:3:3") != std::string::npos);
+  CHECK(result.err.find("max_steps") != std::string::npos);  // did you mean
+  CHECK_FALSE(fs::exists(d.db));
+  CHECK_FALSE(fs::exists(d.dir / "results"));
+}
+
+namespace {
+
+/// Two network namespaces joined by a veth pair (10.77.<n>.1 and .2); deleted on destruction.
+struct NamespacePair {
+  std::string a = "expctl-a-" + std::to_string(::getpid());
+  std::string b = "expctl-b-" + std::to_string(::getpid());
+  bool created = false;
+  std::string problem;
+
+  static bool sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+
+  NamespacePair() {
+    if (::geteuid() != 0) {
+      problem = "not root: ip netns needs CAP_SYS_ADMIN";
+      return;
+    }
+    if (!sh("ip netns add " + a)) {
+      problem = "ip netns add is not permitted here";
+      return;
+    }
+    created = true;
+    const std::string veth_a = "exa" + std::to_string(::getpid() % 100000);
+    const std::string veth_b = "exb" + std::to_string(::getpid() % 100000);
+    const bool ok = sh("ip netns add " + b) &&
+                    sh("ip link add " + veth_a + " netns " + a + " type veth peer name " + veth_b + " netns " + b) &&
+                    sh("ip -n " + a + " addr add 10.77.0.1/24 dev " + veth_a) &&
+                    sh("ip -n " + b + " addr add 10.77.0.2/24 dev " + veth_b) &&
+                    sh("ip -n " + a + " link set " + veth_a + " up") && sh("ip -n " + b + " link set " + veth_b + " up") &&
+                    sh("ip -n " + a + " link set lo up") && sh("ip -n " + b + " link set lo up");
+    if (!ok) {
+      problem = "could not wire the veth pair between the namespaces";
+    }
+  }
+  ~NamespacePair() {
+    if (created) {
+      sh("ip netns del " + a);  // deleting a namespace deletes its end of the veth pair
+      sh("ip netns del " + b);
+    }
+  }
+  NamespacePair(const NamespacePair&) = delete;
+  NamespacePair& operator=(const NamespacePair&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("run: two nodes in network namespaces train together over TCP [netns]") {
+  NamespacePair namespaces;
+  if (!namespaces.problem.empty()) {
+    WARN("SKIPPED, not passed: " << namespaces.problem);
+    return;
+  }
+  test::TempDir dir;
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  const auto node = [&](const std::string& ns, int rank) {
+    return std::vector<std::string>{
+        "ip", "netns", "exec", ns, test::expctl_binary(), "--db", (dir / ("node" + std::to_string(rank)) / "expctl.db").string(),
+        "run", tiny_spec(), "--set", "distributed.nproc_per_node=1", "--nnodes", "2", "--node-rank",
+        std::to_string(rank), "--master-addr", "10.77.0.1", "--master-port", port, "--format", "json"};
+  };
+  Background node0(node(namespaces.a, 0), dir / "node0");
+  Background node1(node(namespaces.b, 1), dir / "node1");
+  const int code0 = node0.wait();
+  const int code1 = node1.wait();
+  INFO("node 0: " << node0.out() << node0.err());
+  INFO("node 1: " << node1.out() << node1.err());
+  REQUIRE(code0 == 0);
+  REQUIRE(code1 == 0);
+  const json doc0 = json::parse(node0.out());
+  const json doc1 = json::parse(node1.out());
+  CHECK(doc0.at("summary").at("world_size") == 2);
+  CHECK(doc0.at("summary").at("steps") == 60);
+  CHECK(doc1.at("run").at("status") == "completed");
+  const auto tags = doc1.at("run").at("tags");
+  CHECK(std::find(tags.begin(), tags.end(), "node:1") != tags.end());
+  // Two ranks on two nodes compute what two ranks on one node compute: the same loss curve.
+  RunDir single;
+  const auto local = single.expctl({"run", tiny_spec(), "--format", "json"});
+  REQUIRE(local.exit_code == 0);
+  CHECK(sha_of(doc0) == sha_of(parse_stdout(local)));
+}
