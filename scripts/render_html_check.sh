@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Renders an `expctl compare --format html` report in headless Chromium and checks that the
+# browser's DOM has both plots with their data (the loss curves' polylines and the throughput
+# histogram's bars) and the spec and environment tables.
+# Usage: scripts/render_html_check.sh REPORT.html
+# Exit 0 when the plots are there, 1 when not, 77 (ctest SKIP) when no chromium is installed.
+set -euo pipefail
+report="${1:?usage: render_html_check.sh REPORT.html}"
+browser="$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)"
+if [[ -z "$browser" ]]; then
+  echo "SKIP: no chromium installed (apt-get install chromium), so the HTML report was not rendered" >&2
+  exit 77
+fi
+profile="$(mktemp -d)"
+trap 'rm -rf "$profile"' EXIT
+dom="$profile/dom.html"
+timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+  --disable-background-networking --disable-component-update --disable-sync \
+  --user-data-dir="$profile/user" --dump-dom "file://$(realpath "$report")" >"$dom" 2>"$profile/stderr" || {
+  echo "chromium failed to render $report:" >&2
+  tail -5 "$profile/stderr" >&2
+  exit 1
+}
+failed=0
+expect() {
+  local pattern="$1" what="$2"
+  if ! grep -Eq "$pattern" "$dom"; then
+    echo "FAIL: the rendered DOM has no $what (pattern: $pattern)" >&2
+    failed=1
+  fi
+}
+expect '<svg id="loss-curves"' "loss-curve plot"
+expect '<polyline class="curve-a"[^>]* points="[0-9]' "loss curve of A with points"
+expect '<polyline class="curve-b"[^>]* points="[0-9]' "loss curve of B with points"
+expect '<svg id="throughput"' "throughput plot"
+expect '<rect class="bar-a"' "throughput bars of A"
+expect '<rect class="bar-b"' "throughput bars of B"
+expect '<h1 id="verdict"' "verdict heading"
+expect '<h2>Spec differences</h2>' "spec diff section"
+expect '<h2>Environment differences</h2>' "environment diff section"
+if [[ "$failed" -ne 0 ]]; then
+  exit 1
+fi
+echo "ok: $report renders in $("$browser" --version 2>/dev/null | head -1) with both plots"

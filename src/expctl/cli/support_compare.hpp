@@ -1,0 +1,29 @@
+#pragma once
+/// Helpers shared by `expctl compare` and `expctl nightly`: turning command-line options into
+/// compare options, resolving both sides, and writing a rendered report.
+
+#include <string>
+#include <vector>
+
+#include "expctl/cli/command.hpp"
+#include "expctl/compare/comparison.hpp"
+#include "expctl/report/report.hpp"
+#include "expctl/store/store.hpp"
+
+namespace expctl::cli {
+
+/// --ignore (each value may hold a comma-separated list) and --threshold NAME=VALUE options.
+/// Throws util::CompareError (exit 2) for a bad threshold.
+compare::CompareOptions make_compare_options(const std::vector<std::string>& ignore,
+                                             const std::vector<std::string>& thresholds);
+
+/// Loads every run a group selector names (see compare/selector.hpp).
+std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector);
+
+/// Writes `text` to `path` atomically, or to stdout when `path` is empty or "-".
+void write_output(const std::string& path, const std::string& text);
+
+/// The exit code of a comparison's outcome (0, 3 or 2).
+util::ExitCode outcome_exit_code(compare::Outcome outcome);
+
+}  // namespace expctl::cli

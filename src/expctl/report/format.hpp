@@ -1,0 +1,36 @@
+#pragma once
+/// Number and value spellings shared by every rendering (internal to the report module), so that
+/// text, Markdown, HTML and JUnit never disagree about a value.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/compare/comparison.hpp"
+
+namespace expctl::report::detail {
+
+/// Six significant digits; "n/a" when not finite.
+std::string number(double value);
+/// "+10.00%" / "-0.98%"; "-" when unknown.
+std::string percent(const std::optional<double>& fraction);
+/// A spec value for a diff: strings bare, everything else as compact JSON, null as "unset".
+std::string value_text(const nlohmann::json& value);
+/// "p=0.0012 (Holm 0.0036), ratio 0.900 [0.893, 0.907]" or the verdict's reason when untested.
+std::string evidence_text(const compare::Verdict& verdict);
+/// "n=30/30" for sampled rows, "" otherwise.
+std::string samples_text(const compare::MetricRow& row);
+/// "higher" / "lower" better.
+std::string better_text(const compare::MetricRow& row);
+/// The run ids of a side, comma-separated.
+std::string ids_text(const compare::SideInfo& side);
+/// One line on the loss curves ("bitwise identical (...)", "diverge at step 12 ...").
+std::string curve_text(const compare::CurveReport& curve);
+/// The cells of one metrics-table row: metric, A, B, delta, rel, better, threshold, status.
+std::vector<std::string> metric_cells(const compare::MetricRow& row);
+/// Header of metric_cells.
+std::vector<std::string> metric_header();
+
+}  // namespace expctl::report::detail

@@ -1,0 +1,232 @@
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "expctl/report/format.hpp"
+#include "expctl/report/report.hpp"
+
+namespace expctl::report {
+namespace {
+
+// Plot geometry (SVG user units): a fixed view box that the browser scales to the page width.
+constexpr double k_width = 640;
+constexpr double k_height = 260;
+constexpr double k_left = 60;
+constexpr double k_right = 20;
+constexpr double k_top = 20;
+constexpr double k_bottom = 40;
+constexpr size_t k_max_points = 1000;  // longer curves are thinned to keep the file small
+constexpr size_t k_bins = 30;
+constexpr std::string_view k_color_a = "#1f77b4";
+constexpr std::string_view k_color_b = "#d62728";
+
+constexpr std::string_view k_style = R"(body{font-family:sans-serif;margin:2em;color:#222}
+h1{font-size:1.4em}h1.no_regression{color:#1a7f37}h1.regression{color:#cf222e}h1.not_comparable{color:#9a6700}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}
+td.num{text-align:right;font-variant-numeric:tabular-nums}tr.regression td{background:#ffebe9}
+tr.improvement td{background:#dafbe1}svg{max-width:760px;border:1px solid #ddd;background:#fff}
+.a{color:#1f77b4}.b{color:#d62728}code{background:#f6f8fa}
+)";
+
+struct Range {
+  double low = 0;
+  double high = 1;
+};
+
+Range range_of(const std::vector<double>& first, const std::vector<double>& second) {
+  double low = INFINITY;
+  double high = -INFINITY;
+  for (const auto* values : {&first, &second}) {
+    for (const double value : *values) {
+      if (std::isfinite(value)) {
+        low = std::min(low, value);
+        high = std::max(high, value);
+      }
+    }
+  }
+  if (!std::isfinite(low)) {
+    return {};
+  }
+  if (high <= low) {
+    const double pad = low == 0 ? 1 : std::abs(low) * 0.05;
+    return {low - pad, high + pad};
+  }
+  return {low, high};
+}
+
+double scale(double value, Range range, double out_low, double out_high) {
+  return out_low + (value - range.low) / (range.high - range.low) * (out_high - out_low);
+}
+
+std::string axes(Range x, Range y, std::string_view x_label, std::string_view y_label) {
+  std::string svg = fmt::format(
+      R"(<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="#444"/><line x1="{0}" y1="{3}" x2="{0}" y2="{1}" stroke="#444"/>)",
+      k_left, k_height - k_bottom, k_width - k_right, k_top);
+  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="start">{}</text>)", k_left,
+                     k_height - k_bottom + 14, detail::number(x.low));
+  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>)", k_width - k_right,
+                     k_height - k_bottom + 14, detail::number(x.high));
+  svg += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text>)", (k_left + k_width) / 2,
+                     k_height - 6, xml_escape(x_label));
+  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>)", k_left - 4,
+                     k_height - k_bottom, detail::number(y.low));
+  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>)", k_left - 4, k_top + 10,
+                     detail::number(y.high));
+  svg += fmt::format(R"~(<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>)~",
+                     (k_top + k_height - k_bottom) / 2, (k_top + k_height - k_bottom) / 2, xml_escape(y_label));
+  return svg;
+}
+
+std::string legend() {
+  return fmt::format(
+      R"(<rect x="{0}" y="4" width="10" height="10" fill="{1}"/><text x="{2}" y="13" font-size="11">A</text>)"
+      R"(<rect x="{3}" y="4" width="10" height="10" fill="{4}"/><text x="{5}" y="13" font-size="11">B</text>)",
+      k_width - 90, k_color_a, k_width - 76, k_width - 50, k_color_b, k_width - 36);
+}
+
+std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<double>& values, Range x, Range y,
+                     std::string_view color, std::string_view side) {
+  std::string points;
+  const size_t stride = std::max<size_t>(1, (values.size() + k_max_points - 1) / k_max_points);
+  for (size_t i = 0; i < values.size(); i += stride) {
+    if (!std::isfinite(values[i])) {
+      continue;
+    }
+    points += fmt::format("{:.2f},{:.2f} ", scale(static_cast<double>(steps[i]), x, k_left, k_width - k_right),
+                          scale(values[i], y, k_height - k_bottom, k_top));
+  }
+  if (!points.empty()) {
+    points.pop_back();
+  }
+  return fmt::format(R"(<polyline class="curve-{}" fill="none" stroke="{}" stroke-width="1.5" points="{}"/>)", side,
+                     color, points);
+}
+
+std::string svg_open(std::string_view id, std::string_view title) {
+  return fmt::format(R"(<svg id="{}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" role="img"><title>{}</title>)",
+                     id, k_width, k_height, xml_escape(title));
+}
+
+std::string loss_plot(const compare::Comparison& comparison) {
+  std::vector<double> steps;
+  for (const auto* side : {&comparison.loss_steps_a, &comparison.loss_steps_b}) {
+    for (const auto step : *side) {
+      steps.push_back(static_cast<double>(step));
+    }
+  }
+  const Range x = range_of(steps, {});
+  const Range y = range_of(comparison.loss_a, comparison.loss_b);
+  std::string svg = svg_open("loss-curves", "training loss per step, A and B") + axes(x, y, "step", "loss") + legend();
+  svg += polyline(comparison.loss_steps_a, comparison.loss_a, x, y, k_color_a, "a");
+  svg += polyline(comparison.loss_steps_b, comparison.loss_b, x, y, k_color_b, "b");
+  return svg + "</svg>\n";
+}
+
+std::vector<size_t> histogram(const std::vector<double>& values, Range range) {
+  std::vector<size_t> counts(k_bins, 0);
+  for (const double value : values) {
+    const double position = (value - range.low) / (range.high - range.low) * static_cast<double>(k_bins);
+    counts[std::min(k_bins - 1, static_cast<size_t>(std::max(0.0, position)))] += 1;
+  }
+  return counts;
+}
+
+std::string throughput_plot(const compare::Comparison& comparison) {
+  const Range x = range_of(comparison.throughput_a, comparison.throughput_b);
+  const auto counts_a = histogram(comparison.throughput_a, x);
+  const auto counts_b = histogram(comparison.throughput_b, x);
+  const size_t peak = std::max<size_t>(
+      1, std::max(*std::max_element(counts_a.begin(), counts_a.end()), *std::max_element(counts_b.begin(), counts_b.end())));
+  const Range y{0, static_cast<double>(peak)};
+  std::string svg = svg_open("throughput", "distribution of per-step throughput, A and B") +
+                    axes(x, y, "samples/s per step", "steps") + legend();
+  const double bin_width = (k_width - k_left - k_right) / static_cast<double>(k_bins);
+  for (const auto& [counts, color, side] :
+       {std::tuple{&counts_a, k_color_a, "a"}, std::tuple{&counts_b, k_color_b, "b"}}) {
+    for (size_t bin = 0; bin < k_bins; ++bin) {
+      if ((*counts)[bin] == 0) {
+        continue;
+      }
+      const double top = scale(static_cast<double>((*counts)[bin]), y, k_height - k_bottom, k_top);
+      svg += fmt::format(R"(<rect class="bar-{}" x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}" fill-opacity="0.5"/>)",
+                         side, k_left + bin_width * static_cast<double>(bin), top, bin_width, k_height - k_bottom - top,
+                         color);
+    }
+  }
+  return svg + "</svg>\n";
+}
+
+std::string html_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                       const std::vector<std::string>& row_classes = {}) {
+  std::string html = "<table><tr>";
+  for (const auto& cell : header) {
+    html += "<th>" + xml_escape(cell) + "</th>";
+  }
+  html += "</tr>\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    html += i < row_classes.size() ? "<tr class=\"" + row_classes[i] + "\">" : std::string("<tr>");
+    for (const auto& cell : rows[i]) {
+      html += "<td>" + xml_escape(cell) + "</td>";
+    }
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string metrics_table(const compare::Comparison& comparison) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> classes;
+  for (const auto& row : comparison.metrics) {
+    rows.push_back(detail::metric_cells(row));
+    std::string status(compare::to_string(row.verdict.status));
+    std::replace(status.begin(), status.end(), ' ', '_');
+    classes.push_back(status);
+  }
+  return rows.empty() ? "<p>No metrics on either side.</p>\n" : html_table(detail::metric_header(), rows, classes);
+}
+
+std::string spec_table(const compare::Comparison& comparison) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& change : comparison.spec_changes) {
+    rows.push_back({change.path, detail::value_text(change.old_value), detail::value_text(change.new_value),
+                    change.hashed ? "yes" : "no"});
+  }
+  return rows.empty() ? "<p>No differences.</p>\n" : html_table({"key", "A", "B", "hashed"}, rows);
+}
+
+std::string env_table(const compare::Comparison& comparison) {
+  if (!comparison.env_available) {
+    return "<p>Not available (a run has no stored fingerprint).</p>\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& row : comparison.env_changes) {
+    rows.push_back({row.group, row.field, row.left, row.right, row.hashed ? "yes" : "no"});
+  }
+  return rows.empty() ? "<p>No differences.</p>\n" : html_table({"group", "field", "A", "B", "hashed"}, rows);
+}
+
+}  // namespace
+
+std::string render_html(const compare::Comparison& comparison) {
+  constexpr std::string_view classes[] = {"no_regression", "regression", "not_comparable"};
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  html += "<title>expctl compare: " + xml_escape(comparison.verdict_line()) + "</title>\n<style>" +
+          std::string(k_style) + "</style></head>\n<body>\n";
+  html += fmt::format("<h1 id=\"verdict\" class=\"{}\">{}</h1>\n", classes[static_cast<size_t>(comparison.outcome)],
+                      xml_escape(comparison.verdict_line()));
+  html += fmt::format("<p><b class=\"a\">A</b> <code>{}</code> ({}, spec <code>{}</code>, started {})<br>\n",
+                      xml_escape(detail::ids_text(comparison.a)), xml_escape(comparison.a.name),
+                      xml_escape(comparison.a.spec_hash.substr(0, 12)), xml_escape(comparison.a.started_at));
+  html += fmt::format("<b class=\"b\">B</b> <code>{}</code> ({}, spec <code>{}</code>, started {})</p>\n",
+                      xml_escape(detail::ids_text(comparison.b)), xml_escape(comparison.b.name),
+                      xml_escape(comparison.b.spec_hash.substr(0, 12)), xml_escape(comparison.b.started_at));
+  html += "<h2>Metrics</h2>\n" + metrics_table(comparison);
+  html += "<h2>Loss curves</h2>\n<p>" + xml_escape(detail::curve_text(comparison.curve)) + "</p>\n" + loss_plot(comparison);
+  html += "<h2>Throughput distributions</h2>\n" + throughput_plot(comparison);
+  html += "<h2>Spec differences</h2>\n" + spec_table(comparison);
+  html += "<h2>Environment differences</h2>\n" + env_table(comparison);
+  return html + "</body></html>\n";
+}
+
+}  // namespace expctl::report

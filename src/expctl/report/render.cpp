@@ -1,0 +1,312 @@
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "expctl/report/format.hpp"
+#include "expctl/report/report.hpp"
+#include "expctl/util/text_table.hpp"
+
+namespace expctl::report {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view k_red = "\x1b[1;31m";
+constexpr std::string_view k_green = "\x1b[1;32m";
+constexpr std::string_view k_yellow = "\x1b[1;33m";
+constexpr std::string_view k_bold = "\x1b[1m";
+constexpr std::string_view k_reset = "\x1b[0m";
+
+std::string paint(std::string_view text, std::string_view color, const TextOptions& options) {
+  return options.color ? fmt::format("{}{}{}", color, text, k_reset) : std::string(text);
+}
+
+std::string_view outcome_color(compare::Outcome outcome) {
+  switch (outcome) {
+    case compare::Outcome::no_regression:
+      return k_green;
+    case compare::Outcome::regression:
+      return k_red;
+    case compare::Outcome::not_comparable:
+      return k_yellow;
+  }
+  return k_bold;
+}
+
+std::string side_line(std::string_view label, const compare::SideInfo& side) {
+  return fmt::format("{}: {} ({}, spec {}, started {})\n", label, detail::ids_text(side), side.name,
+                     side.spec_hash.substr(0, 12), side.started_at);
+}
+
+std::string text_spec_section(const compare::Comparison& comparison) {
+  if (comparison.spec_changes.empty()) {
+    return "  no differences\n";
+  }
+  util::TextTable table({"key", "A", "B", "hashed"});
+  for (const auto& change : comparison.spec_changes) {
+    table.add_row({change.path, detail::value_text(change.old_value), detail::value_text(change.new_value),
+                   change.hashed ? "yes" : "no"});
+  }
+  return table.render();
+}
+
+std::string text_env_section(const compare::Comparison& comparison) {
+  if (!comparison.env_available) {
+    return "  not available (a run has no stored fingerprint)\n";
+  }
+  if (comparison.env_changes.empty()) {
+    return "  no differences\n";
+  }
+  util::TextTable table({"group", "field", "A", "B", "hashed"});
+  for (const auto& row : comparison.env_changes) {
+    table.add_row({row.group, row.field, row.left, row.right, row.hashed ? "yes" : "no"});
+  }
+  return table.render();
+}
+
+std::string text_metrics_section(const compare::Comparison& comparison) {
+  if (comparison.metrics.empty()) {
+    return "  no metrics on either side\n";
+  }
+  util::TextTable table(detail::metric_header());
+  for (size_t column = 1; column <= 4; ++column) {
+    table.set_align(column, util::TextTable::Align::right);
+  }
+  for (const auto& row : comparison.metrics) {
+    table.add_row(detail::metric_cells(row));
+  }
+  return table.render();
+}
+
+json number_json(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+
+json optional_json(const std::optional<double>& value) { return value ? number_json(*value) : json(nullptr); }
+
+json metric_json(const compare::MetricRow& row) {
+  const auto& verdict = row.verdict;
+  json item = {{"metric", verdict.metric},
+               {"a", number_json(verdict.a)},
+               {"b", number_json(verdict.b)},
+               {"absolute_delta", number_json(verdict.absolute_delta)},
+               {"relative_delta", optional_json(verdict.relative_delta)},
+               {"better", compare::to_string(row.direction)},
+               {"threshold", row.threshold.to_string()},
+               {"threshold_origin", row.threshold_origin},
+               {"threshold_crossed", verdict.threshold_crossed},
+               {"unit", row.unit},
+               {"source", compare::to_string(row.source)},
+               {"n_a", row.n_a},
+               {"n_b", row.n_b},
+               {"status", compare::to_string(verdict.status)},
+               {"reason", verdict.reason},
+               {"evidence", nullptr}};
+  if (verdict.evidence) {
+    const auto& evidence = *verdict.evidence;
+    json ratio = nullptr;
+    if (evidence.ratio) {
+      ratio = {{"estimate", number_json(evidence.ratio->estimate)},
+               {"low", number_json(evidence.ratio->low)},
+               {"high", number_json(evidence.ratio->high)},
+               {"confidence", evidence.ratio->confidence}};
+    }
+    item["evidence"] = {{"test", compare::to_string(evidence.decided_by)},
+                        {"p_value", evidence.p_value},
+                        {"adjusted_p", evidence.adjusted_p},
+                        {"mann_whitney_p", evidence.test.p_value},
+                        {"rank_biserial", evidence.test.rank_biserial},
+                        {"ratio", ratio}};
+  }
+  return item;
+}
+
+json side_json(const compare::SideInfo& side) {
+  return {{"runs", side.run_ids}, {"name", side.name}, {"spec_hash", side.spec_hash}, {"started_at", side.started_at}};
+}
+
+json curve_json(const compare::CurveReport& curve) {
+  const auto step = [](const std::optional<std::int64_t>& value) { return value ? json(*value) : json(nullptr); };
+  return {{"available", curve.available},
+          {"identical", curve.curves.identical},
+          {"sha256_equal", curve.sha_equal},
+          {"length_a", curve.curves.length_a},
+          {"length_b", curve.curves.length_b},
+          {"first_divergence_step", step(curve.first_divergence_step)},
+          {"max_abs_difference", number_json(curve.curves.max_abs_difference)},
+          {"max_difference_step", step(curve.max_difference_step)}};
+}
+
+std::string md_cell(std::string text) {
+  std::string escaped;
+  for (const char c : text) {
+    escaped += c == '|' ? std::string("\\|") : std::string(1, c);
+  }
+  return escaped;
+}
+
+std::string md_row(const std::vector<std::string>& cells) {
+  std::string line = "|";
+  for (const auto& cell : cells) {
+    line += " " + md_cell(cell) + " |";
+  }
+  return line + "\n";
+}
+
+std::string md_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::string text = md_row(header) + "|";
+  for (size_t i = 0; i < header.size(); ++i) {
+    text += " --- |";
+  }
+  text += "\n";
+  for (const auto& row : rows) {
+    text += md_row(row);
+  }
+  return text;
+}
+
+std::string_view md_icon(compare::Outcome outcome) {
+  switch (outcome) {
+    case compare::Outcome::no_regression:
+      return ":white_check_mark:";
+    case compare::Outcome::regression:
+      return ":x:";
+    case compare::Outcome::not_comparable:
+      return ":warning:";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<Format> parse_format(std::string_view name) {
+  constexpr Format formats[] = {Format::text, Format::json, Format::markdown, Format::html};
+  for (size_t i = 0; i < std::size(formats); ++i) {
+    if (k_format_names[i] == name) {
+      return formats[i];
+    }
+  }
+  return std::nullopt;
+}
+
+std::string render_text(const compare::Comparison& comparison, const TextOptions& options) {
+  std::string text = paint(comparison.verdict_line(), outcome_color(comparison.outcome), options) + "\n\n";
+  text += side_line("A", comparison.a) + side_line("B", comparison.b);
+  const auto heading = [&](std::string_view title) { return "\n" + paint(title, k_bold, options) + "\n"; };
+  text += heading(comparison.ignored.empty() ? "Spec differences"
+                                             : fmt::format("Spec differences (ignoring {})",
+                                                           fmt::join(comparison.ignored, ", ")));
+  text += text_spec_section(comparison);
+  text += heading("Environment differences") + text_env_section(comparison);
+  text += heading("Metrics") + text_metrics_section(comparison);
+  text += heading("Loss curves") + "  " + detail::curve_text(comparison.curve) + "\n";
+  return text;
+}
+
+json to_json(const compare::Comparison& comparison) {
+  json spec = json::array();
+  for (const auto& change : comparison.spec_changes) {
+    spec.push_back({{"path", change.path}, {"a", change.old_value}, {"b", change.new_value}, {"hashed", change.hashed}});
+  }
+  json metrics = json::array();
+  for (const auto& row : comparison.metrics) {
+    metrics.push_back(metric_json(row));
+  }
+  constexpr std::string_view outcomes[] = {"no_regression", "regression", "not_comparable"};
+  return {{"format_version", k_json_version},
+          {"kind", "compare"},
+          {"verdict", comparison.verdict_line()},
+          {"outcome", outcomes[static_cast<size_t>(comparison.outcome)]},
+          {"exit_code", compare::exit_code(comparison.outcome)},
+          {"a", side_json(comparison.a)},
+          {"b", side_json(comparison.b)},
+          {"not_comparable", comparison.not_comparable},
+          {"regressions", comparison.regressions},
+          {"ignored", comparison.ignored},
+          {"spec_changes", spec},
+          {"environment",
+           {{"available", comparison.env_available},
+            {"changes", comparison.env_available ? env::diff_rows_json(comparison.env_changes) : json::array()}}},
+          {"metrics", metrics},
+          {"loss_curve", curve_json(comparison.curve)}};
+}
+
+std::string render_markdown(const compare::Comparison& comparison) {
+  std::string text = fmt::format("### {} {}\n\n", md_icon(comparison.outcome), comparison.verdict_line());
+  text += fmt::format("**A** `{}` ({}) · **B** `{}` ({})\n", detail::ids_text(comparison.a), comparison.a.name,
+                      detail::ids_text(comparison.b), comparison.b.name);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& row : comparison.metrics) {
+    auto cells = detail::metric_cells(row);
+    if (row.verdict.status == compare::Status::regression) {
+      cells[7] = "**" + cells[7] + "**";
+    }
+    rows.push_back(std::move(cells));
+  }
+  text += "\n#### Metrics\n\n" + (rows.empty() ? std::string("No metrics on either side.\n")
+                                                : md_table(detail::metric_header(), rows));
+  text += "\n#### Loss curves\n\n" + detail::curve_text(comparison.curve) + "\n";
+  rows.clear();
+  for (const auto& change : comparison.spec_changes) {
+    rows.push_back({"`" + change.path + "`", detail::value_text(change.old_value), detail::value_text(change.new_value),
+                    change.hashed ? "yes" : "no"});
+  }
+  text += "\n#### Spec differences\n\n" +
+          (rows.empty() ? std::string("No differences.\n") : md_table({"key", "A", "B", "hashed"}, rows));
+  rows.clear();
+  for (const auto& row : comparison.env_changes) {
+    rows.push_back({row.group, "`" + row.field + "`", row.left, row.right, row.hashed ? "yes" : "no"});
+  }
+  text += "\n#### Environment differences\n\n" +
+          (!comparison.env_available ? std::string("Not available (a run has no stored fingerprint).\n")
+           : rows.empty()            ? std::string("No differences.\n")
+                                     : md_table({"group", "field", "A", "B", "hashed"}, rows));
+  return text;
+}
+
+std::string render(const compare::Comparison& comparison, Format format, const TextOptions& options) {
+  switch (format) {
+    case Format::text:
+      return render_text(comparison, options);
+    case Format::json:
+      return to_json(comparison).dump(2) + "\n";
+    case Format::markdown:
+      return render_markdown(comparison);
+    case Format::html:
+      return render_html(comparison);
+  }
+  return render_text(comparison, options);
+}
+
+std::string xml_escape(std::string_view text) {
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      case '\'':
+        escaped += "&#39;";
+        break;
+      default:
+        // Control characters other than tab/newline are not allowed in XML 1.0 at all.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') {
+          escaped += "?";
+        } else {
+          escaped += c;
+        }
+    }
+  }
+  return escaped;
+}
+
+}  // namespace expctl::report

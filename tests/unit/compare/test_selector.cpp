@@ -1,0 +1,92 @@
+// Selector grammar and resolution against a store.
+#include <catch2/catch.hpp>
+
+#include "expctl/compare/selector.hpp"
+#include "expctl/util/error.hpp"
+#include "run_fixture.hpp"
+#include "support/test_support.hpp"
+
+namespace expctl::compare {
+namespace {
+
+TEST_CASE("selector grammar: every kind") {
+  CHECK(parse_selector("20261129-223118-3fa9c2") == Selector{SelectorKind::run, "20261129-223118-3fa9c2", 0, "20261129-223118-3fa9c2"});
+  CHECK(parse_selector("tag:baseline:tiny") == Selector{SelectorKind::tag, "baseline:tiny", 0, "tag:baseline:tiny"});
+  CHECK(parse_selector("spec:3fa9") == Selector{SelectorKind::spec_hash, "3fa9", 0, "spec:3fa9"});
+  CHECK(parse_selector("@latest") == Selector{SelectorKind::latest, "", 0, "@latest"});
+  CHECK(parse_selector("@latest~2") == Selector{SelectorKind::latest, "", 2, "@latest~2"});
+  CHECK(parse_selector("experiments/tiny.yaml").kind == SelectorKind::spec_file);
+  CHECK(parse_selector("tiny.yml").kind == SelectorKind::spec_file);
+}
+
+TEST_CASE("selector grammar: malformed selectors name themselves") {
+  CHECK_THROWS_WITH(parse_selector("tag:"), Catch::StartsWith("bad run selector 'tag:': tag: needs a tag name"));
+  CHECK_THROWS_WITH(parse_selector("spec:XYZ"), Catch::StartsWith("bad run selector 'spec:XYZ'"));
+  CHECK_THROWS_WITH(parse_selector("@latest~"), Catch::StartsWith("bad run selector '@latest~'"));
+  CHECK_THROWS_WITH(parse_selector("@latest~x"), Catch::Contains("must be a whole number"));
+  CHECK_THROWS_WITH(parse_selector("@latest2"), Catch::Contains("expected @latest or @latest~N"));
+  CHECK_THROWS_AS(parse_selector(""), util::CompareError);
+}
+
+TEST_CASE("a comma-separated list is a group") {
+  const auto group = parse_group("a1,tag:x,@latest~1");
+  REQUIRE(group.size() == 3);
+  CHECK(group[0].kind == SelectorKind::run);
+  CHECK(group[1].kind == SelectorKind::tag);
+  CHECK(group[2].offset == 1);
+  CHECK_THROWS_WITH(parse_group("a1,,a2"), Catch::Contains("empty element"));
+  CHECK_THROWS_WITH(parse_group("a1,"), Catch::Contains("empty element"));
+}
+
+struct Fixture {
+  test::TempDir dir;
+  store::Store db = store::Store::open(dir / "expctl.db");
+  std::vector<store::RunRecord> runs;
+
+  Fixture() {
+    for (int i = 0; i < 3; ++i) {
+      testing::FakeRun run;
+      run.start_offset_s = i * 60;
+      run.spec["seed"] = i;
+      if (i == 1) {
+        run.tags = {"baseline:tiny"};
+      }
+      runs.push_back(testing::write_run(db, run));
+    }
+  }
+};
+
+TEST_CASE("selectors resolve to runs in the store") {
+  Fixture f;
+  CHECK(resolve_selector(f.db, parse_selector(f.runs[0].id)).id == f.runs[0].id);
+  CHECK(resolve_selector(f.db, parse_selector("@latest")).id == f.runs[2].id);
+  CHECK(resolve_selector(f.db, parse_selector("@latest~2")).id == f.runs[0].id);
+  CHECK(resolve_selector(f.db, parse_selector("tag:baseline:tiny")).id == f.runs[1].id);
+  CHECK(resolve_selector(f.db, parse_selector("spec:" + f.runs[2].spec_hash.substr(0, 10))).id == f.runs[2].id);
+  const auto group = resolve_group(f.db, f.runs[0].id + "," + f.runs[1].id);
+  REQUIRE(group.size() == 2);
+  CHECK(group[1].id == f.runs[1].id);
+}
+
+TEST_CASE("selectors that match nothing are input errors naming the selector") {
+  Fixture f;
+  const auto exit_code_of = [&](const std::string& text) {
+    try {
+      resolve_group(f.db, text);
+    } catch (const util::Failure& failure) {
+      return std::pair{failure.exit_code(), std::string(failure.what())};
+    }
+    return std::pair{util::ExitCode::ok, std::string()};
+  };
+  const auto [missing_code, missing] = exit_code_of("nosuchrun");
+  CHECK(missing_code == util::ExitCode::usage);
+  CHECK_THAT(missing, Catch::Contains("nosuchrun"));
+  CHECK_THAT(exit_code_of("@latest~3").second, Catch::Contains("'@latest~3': the store holds 3 run(s)"));
+  CHECK_THAT(exit_code_of("tag:nope").second, Catch::Contains("'tag:nope': no run has this tag"));
+  CHECK_THAT(exit_code_of("spec:ffffffff").second, Catch::Contains("'spec:ffffffff'"));
+  CHECK_THAT(exit_code_of("missing/spec.yaml").second, Catch::Contains("no such spec file"));
+  CHECK_THAT(exit_code_of(f.runs[0].id + "," + f.runs[0].id).second, Catch::Contains("named twice"));
+}
+
+}  // namespace
+}  // namespace expctl::compare

@@ -1,0 +1,167 @@
+// Every rendering of one deterministic comparison against its golden file, plus the properties
+// each format promises (verdict first, self-contained HTML, well-formed JUnit XML).
+// Regenerate the golden files after an intended change: EXPCTL_UPDATE_GOLDEN=1 test_report
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "expctl/report/report.hpp"
+#include "expctl/util/subprocess.hpp"
+#include "noise.hpp"
+#include "run_fixture.hpp"
+#include "support/test_support.hpp"
+
+namespace expctl::report {
+namespace {
+
+using compare::RunData;
+
+RunData fake_run(const std::string& id, uint64_t seed, double throughput, const std::string& kernel) {
+  compare::testing::Noise noise(seed);
+  RunData run;
+  run.record.id = id;
+  run.record.name = "tiny";
+  run.record.spec_hash = std::string(64, id.back());
+  run.record.status = store::RunStatus::completed;
+  run.record.started_at = "2026-11-29T00:00:00.000Z";
+  run.spec = compare::testing::fixture_spec();
+  run.fingerprint = compare::testing::fixture_fingerprint(kernel);
+  run.samples["samples_per_sec"] = noise.samples(30, throughput, 0.01);
+  for (const double rate : run.samples["samples_per_sec"]) {
+    run.samples["step_time_ms"].push_back(64000.0 / rate);
+  }
+  run.loss = compare::testing::fixture_loss(30);
+  for (std::int64_t step = 1; step <= 30; ++step) {
+    run.loss_steps.push_back(step);
+  }
+  run.summary = {{"final_train_loss", run.loss.back()},
+                 {"eval_accuracy", 0.85},
+                 {"samples_per_sec", compare::testing::fixture_median(run.samples["samples_per_sec"])},
+                 {"loss_curve_sha256", compare::testing::fixture_curve_sha256(run.loss)}};
+  return run;
+}
+
+// A: baseline. B: 10 % slower, lr changed, another kernel, a loss curve that drifts from step 12.
+compare::Comparison golden_comparison() {
+  RunData a = fake_run("20261129-000000-aaaaaa", 1, 1000.0, "6.1.0-18-amd64");
+  RunData b = fake_run("20261129-010000-bbbbbb", 2, 900.0, "6.1.0-21-amd64");
+  b.record.started_at = "2026-11-29T01:00:00.000Z";
+  b.spec["optim"]["lr"] = 0.1;
+  for (size_t i = 11; i < b.loss.size(); ++i) {
+    b.loss[i] += 0.001 * static_cast<double>(i - 10);
+  }
+  b.summary["final_train_loss"] = b.loss.back();
+  b.summary["loss_curve_sha256"] = compare::testing::fixture_curve_sha256(b.loss);
+  b.summary["eval_accuracy"] = 0.8475;
+  return compare::compare_runs({a}, {b}, {});
+}
+
+std::filesystem::path golden_path(const std::string& name) { return test::source_dir() / "tests/data/compare" / name; }
+
+std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void check_golden(const std::string& name, const std::string& rendered) {
+  const auto path = golden_path(name);
+  if (std::getenv("EXPCTL_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path, std::ios::binary) << rendered;
+  }
+  INFO("golden file " << path.string() << " (EXPCTL_UPDATE_GOLDEN=1 regenerates it)");
+  CHECK(rendered == read(path));
+}
+
+std::vector<NightlyCase> nightly_cases() {
+  NightlyCase regressed{"tiny", golden_comparison(), "", "20261129-010000-bbbbbb", "tag baseline:tiny"};
+  NightlyCase fresh{"cnn", std::nullopt, "no baseline yet (no run tagged baseline:cnn and no earlier nightly)",
+                    "20261129-020000-cccccc", ""};
+  return {regressed, fresh};
+}
+
+TEST_CASE("text report matches its golden file and starts with the verdict") {
+  const auto text = render_text(golden_comparison());
+  CHECK(text.starts_with("regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95, final_train_loss\n"));
+  check_golden("report.txt", text);
+}
+
+TEST_CASE("text report is coloured only when asked") {
+  const auto comparison = golden_comparison();
+  CHECK(render_text(comparison).find('\x1b') == std::string::npos);
+  CHECK(render_text(comparison, {.color = true}).starts_with("\x1b[1;31mregression in"));
+}
+
+TEST_CASE("json report matches its golden file and is versioned") {
+  const auto document = to_json(golden_comparison());
+  CHECK(document.at("format_version") == k_json_version);
+  CHECK(document.at("kind") == "compare");
+  CHECK(document.at("outcome") == "regression");
+  CHECK(document.at("exit_code") == 3);
+  check_golden("report.json", document.dump(2) + "\n");
+}
+
+TEST_CASE("markdown report matches its golden file") {
+  const auto markdown = render_markdown(golden_comparison());
+  CHECK(markdown.starts_with("### :x: regression in samples_per_sec"));
+  check_golden("report.md", markdown);
+}
+
+TEST_CASE("html report matches its golden file and is self-contained with both plots") {
+  const auto html = render_html(golden_comparison());
+  CHECK(html.find("<svg id=\"loss-curves\"") != std::string::npos);
+  CHECK(html.find("<svg id=\"throughput\"") != std::string::npos);
+  CHECK(html.find("class=\"curve-a\"") != std::string::npos);
+  CHECK(html.find("class=\"curve-b\"") != std::string::npos);
+  CHECK(html.find("class=\"bar-b\"") != std::string::npos);
+  CHECK(html.find("host.kernel") != std::string::npos);
+  CHECK(html.find("optim.lr") != std::string::npos);
+  // Nothing is fetched: no scripts, no external stylesheets or images.
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);
+  CHECK(html.find("href=") == std::string::npos);
+  check_golden("report.html", html);
+}
+
+TEST_CASE("junit xml matches its golden file with one case per spec and metric") {
+  const auto xml = render_junit("nightly", nightly_cases(), "2026-11-29T00:00:00Z");
+  CHECK(xml.find("<testsuites name=\"nightly\" tests=\"7\" failures=\"4\">") != std::string::npos);
+  CHECK(xml.find("name=\"samples_per_sec\" time=\"0\">\n      <failure message=\"samples_per_sec: ") != std::string::npos);
+  CHECK(xml.find("<skipped message=\"no baseline yet") != std::string::npos);
+  check_golden("nightly.xml", xml);
+}
+
+TEST_CASE("junit xml is well-formed XML") {
+  test::TempDir dir;
+  const auto file = dir.write("nightly.xml", render_junit("nightly <&>", nightly_cases(), "2026-11-29T00:00:00Z"));
+  const auto result = util::run_capture(
+      {"python3", "-c", "import sys, xml.dom.minidom; d = xml.dom.minidom.parse(sys.argv[1]); "
+                        "print(len(d.getElementsByTagName('testcase')))",
+       file.string()});
+  REQUIRE(result);
+  INFO(result->err);
+  CHECK(result->exit_code == 0);
+  CHECK(result->out == "7\n");
+}
+
+TEST_CASE("nightly markdown summary matches its golden file") {
+  const auto markdown = render_nightly_markdown("nightly", nightly_cases(), "2026-11-29");
+  CHECK(markdown.find("| tiny | regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95, final_train_loss |") != std::string::npos);
+  check_golden("nightly.md", markdown);
+}
+
+TEST_CASE("formats parse by name") {
+  CHECK(parse_format("html") == Format::html);
+  CHECK(parse_format("markdown") == Format::markdown);
+  CHECK_FALSE(parse_format("pdf"));
+}
+
+TEST_CASE("xml escaping covers markup characters") {
+  CHECK(xml_escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&#39;");
+}
+
+}  // namespace
+}  // namespace expctl::report
