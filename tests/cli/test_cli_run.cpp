@@ -430,3 +430,27 @@ TEST_CASE("run: two nodes in network namespaces train together over TCP [netns]"
   REQUIRE(local.exit_code == 0);
   CHECK(sha_of(doc0) == sha_of(parse_stdout(local)));
 }
+
+TEST_CASE("run: under an external launcher the process is one rank, and global rank 0 records the run") {
+  RunDir d;
+  const std::map<std::string, std::optional<std::string>> torchrun = {
+      {"RANK", "0"},          {"WORLD_SIZE", "1"},           {"LOCAL_RANK", "0"},     {"LOCAL_WORLD_SIZE", "1"},
+      {"GROUP_RANK", "0"},    {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "0"},     {"EXPCTL_DB", std::nullopt},
+      {"NO_COLOR", "1"}};
+  auto env = torchrun;
+  env["MASTER_PORT"] = std::to_string(20000 + ::getpid() % 20000);
+  const auto result = run_expctl({"--db", d.db.string(), "run", tiny_spec(), "--set", "distributed.nproc_per_node=1",
+                                  "--set", "train.max_steps=20", "--format", "json"},
+                                 env);
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  const json document = parse_stdout(result);
+  CHECK(document.at("run").at("status") == "completed");
+  CHECK(document.at("summary").at("steps") == 20);
+  const auto tags = document.at("run").at("tags");
+  CHECK(std::find(tags.begin(), tags.end(), "launcher:torchrun") != tags.end());
+  CHECK(std::find(tags.begin(), tags.end(), "ci") != tags.end());
+  // No supervisor: no per-rank log files, the rank's lines went to the launcher's output.
+  CHECK_FALSE(fs::exists(fs::path(document.at("run").at("run_dir").get<std::string>()) / "logs" / "rank-0.log"));
+  CHECK(result.out.find("step 20/20") == std::string::npos);  // stdout is the JSON summary only
+}

@@ -57,7 +57,9 @@ void run_run(const RunOptions& options, GlobalOptions& globals) {
     return;
   }
   if (launch::detect_launcher(launch::current_environment())) {
-    globals.result = run_as_external_rank(spec, options.tags, stack, format, globals);
+    auto tags = spec.get_string_list("tags");
+    tags.insert(tags.end(), options.tags.begin(), options.tags.end());
+    globals.result = run_as_external_rank(spec, tags, stack, format, globals);
     return;
   }
   store::Store store = open_store(globals, store::OpenMode::read_write);

@@ -598,7 +598,8 @@ util::ExitCode run_as_external_rank(const spec::Spec& spec, const std::vector<st
   train::WorkerRequest request;
   request.spec = spec.values();
   request.placement = placement_of(*identity);
-  const auto print_line = [](const std::string& line) { std::cout << line << std::endl; };
+  // stdout carries the summary (JSON with --format json); progress goes to stderr.
+  const auto print_line = [](const std::string& line) { std::cerr << line << std::endl; };
   if (identity->rank != 0) {
     // Only global rank 0 records; the others train and log to their launcher's output.
     const auto result = train::run_worker(request, mark_training_started, print_line, &stop_requested());
