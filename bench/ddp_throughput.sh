@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Throughput of expctl against PyTorch's own DDP and a bare LibTorch loop, on Fashion-MNIST with
+# 2 ranks x 1 thread and batch 64 per rank, for the mlp and the cnn. A benchmark, not a test:
+# it prints figures and ratios and asserts nothing.
+#
+#   bench/ddp_throughput.sh [--expctl PATH] [--steps N] [--accuracy EPOCHS]
+#
+#   expctl 2 ranks   expctl run bench/fashion-<model>.yaml (summary.samples_per_sec)
+#   torch DDP        bench/torch_ddp.py, Debian's python3-torch (the same LibTorch 1.13)
+#   expctl 1 rank    the same spec with distributed.nproc_per_node=1: the reducer registers no
+#                    hooks and no collective runs in a world of one, so this is the trainer loop
+#   bare loop        bench/bare_loop.cpp, a standalone LibTorch program (built here, in
+#                    build/bench, only when this script runs): nothing but the training step
+# Throughput everywhere = median over the steps after warm-up (the first min(10, steps / 10)) of
+# the sum over ranks of batch / step time. Also prints the time from `expctl run` to rank 0's
+# first step, and with --accuracy E the test accuracy after E epochs (expctl and torch DDP).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+expctl="${EXPCTL:-}"
+steps=300
+epochs=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --expctl) expctl="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --accuracy) epochs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "ddp_throughput.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [[ -z "$expctl" ]]; then
+  expctl="$(ls -t "$root"/build/*/expctl 2>/dev/null | head -n 1 || true)"
+fi
+[[ -x "$expctl" ]] || { echo "ddp_throughput.sh: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
+python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first in PATH has no torch
+
+bench_build="$root/build/bench"
+if [[ ! -x "$bench_build/bare_loop" ]]; then
+  cmake -S "$here" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$bench_build" bare_loop >/dev/null
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1
+
+json_field() { "$python" -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }
+
+expctl_run() {  # model, extra --set ...
+  local model="$1"; shift
+  "$expctl" --db "$work/expctl.db" -q run "$here/fashion-$model.yaml" --format json "$@" 2>"$work/err" ||
+    { cat "$work/err" >&2; exit 1; }
+}
+
+printf '%-5s %14s %14s %8s %14s %14s %8s %12s\n' model "expctl 2r" "torch DDP 2r" ratio "expctl 1r" "bare loop" ratio "first step"
+for model in mlp cnn; do
+  e2="$(expctl_run "$model" --set "train.max_steps=$steps")"
+  t2="$("$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 \
+        --lr "$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')")"
+  e1="$(expctl_run "$model" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1)"
+  b1="$("$bench_build/bare_loop" --model "$model" --steps "$steps" \
+        --lr "$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')")"
+  e2s="$(echo "$e2" | json_field "['summary']['samples_per_sec']")"
+  t2s="$(echo "$t2" | json_field "['samples_per_sec']")"
+  e1s="$(echo "$e1" | json_field "['summary']['samples_per_sec']")"
+  b1s="$(echo "$b1" | json_field "['samples_per_sec']")"
+  first="$(echo "$e2" | json_field "['summary']['time_to_first_step_s']")"
+  awk -v m="$model" -v a="$e2s" -v b="$t2s" -v c="$e1s" -v d="$b1s" -v f="$first" \
+    'BEGIN { printf "%-5s %14.0f %14.0f %7.2fx %14.0f %14.0f %7.2fx %11.2fs\n", m, a, b, a / b, c, d, c / d, f }'
+done
+
+if [[ "$epochs" -gt 0 ]]; then
+  printf '\ntest accuracy after %s epoch(s)\n%-5s %10s %10s\n' "$epochs" model expctl "torch DDP"
+  for model in mlp cnn; do
+    lr="$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')"
+    ea="$(expctl_run "$model" --set train.max_steps=0 --set "train.epochs=$epochs" | json_field "['summary']['eval_accuracy']")"
+    ta="$("$python" "$here/torch_ddp.py" --model "$model" --epochs "$epochs" --world 2 --lr "$lr" | json_field "['accuracy']")"
+    printf '%-5s %10.4f %10.4f\n' "$model" "$ea" "$ta"
+  done
+fi
