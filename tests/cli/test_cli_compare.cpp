@@ -184,3 +184,37 @@ TEST_CASE("nightly: a bad suite file is exit 2 naming the file") {
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Catch::Contains("suite.yaml: needs a non-empty `specs:` list"));
 }
+
+TEST_CASE("compare end to end: two real short runs of one spec have identical loss curves and no spec changes") {
+  test::TempDir dir;
+  const std::string db = (dir / "expctl.db").string();
+  const std::string spec = (test::source_dir() / "experiments" / "tiny-synthetic.yaml").string();
+  for (int i = 0; i < 2; ++i) {
+    const auto run = run_expctl({"--db", db, "-q", "run", spec});
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+  }
+  const auto result = run_expctl({"--db", db, "compare", "@latest~1", "@latest", "--format", "json"});
+  INFO(result.out << result.err);
+  // Timing on a shared machine may or may not cross a threshold; everything else is exact.
+  CHECK((result.exit_code == 0 || result.exit_code == 3));
+  const auto document = nlohmann::json::parse(result.out);
+  const std::string verdict = document.at("verdict");
+  CHECK((verdict == "no regression" || verdict.starts_with("regression in ")));
+  CHECK(document.at("spec_changes").empty());
+  CHECK(document.at("environment").at("available") == true);
+  CHECK(document.at("loss_curve").at("identical") == true);
+  CHECK(document.at("loss_curve").at("sha256_equal") == true);
+  bool has_throughput = false;
+  for (const auto& metric : document.at("metrics")) {
+    if (metric.at("metric") == "samples_per_sec") {
+      has_throughput = true;
+      CHECK(metric.at("source") == "steps");
+      CHECK(metric.at("n_a").get<int>() >= 5);
+    }
+    if (metric.at("metric") == "final_train_loss") {
+      CHECK(metric.at("status") == "ok");
+    }
+  }
+  CHECK(has_throughput);
+}

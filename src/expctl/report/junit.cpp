@@ -80,7 +80,7 @@ std::string render_junit(std::string_view suite, const std::vector<NightlyCase>&
 
 std::string render_nightly_markdown(std::string_view suite, const std::vector<NightlyCase>& cases,
                                     std::string_view date) {
-  std::string text = fmt::format("## Nightly {} ({})\n\n| spec | verdict | candidate | baseline |\n| --- | --- | --- | --- |\n",
+  std::string text = fmt::format("## Suite {}, night of {}\n\n| spec | verdict | candidate | baseline |\n| --- | --- | --- | --- |\n",
                                  suite, date);
   for (const auto& item : cases) {
     const std::string verdict = item.comparison ? item.comparison->verdict_line() : "skipped: " + item.skipped;
