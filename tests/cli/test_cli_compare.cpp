@@ -183,6 +183,10 @@ TEST_CASE("nightly: a bad suite file is exit 2 naming the file") {
   const auto result = run_expctl({"--db", (dir / "expctl.db").string(), "nightly", suite.string(), "--no-run"});
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Catch::Contains("suite.yaml: needs a non-empty `specs:` list"));
+  const fs::path good = dir.write("good.yaml", "specs:\n  - spec: tiny.yaml\n");
+  const auto date = run_expctl({"--db", (dir / "expctl.db").string(), "nightly", good.string(), "--no-run", "--date", "30.11.2026"});
+  CHECK(date.exit_code == 2);
+  CHECK_THAT(date.err, Catch::Contains("--date 30.11.2026: expected YYYY-MM-DD"));
 }
 
 TEST_CASE("compare end to end: two real short runs of one spec have identical loss curves and no spec changes") {

@@ -1,6 +1,7 @@
 // `expctl nightly SUITE.yaml`: runs every spec of a suite (tagged nightly:<date>), compares each
 // with its baseline (tag baseline:<spec name>, else the previous nightly of the same spec) and
 // writes a JUnit XML file and a Markdown summary for CI.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -31,6 +32,15 @@ struct NightlyOptions {
   bool no_run = false;
   std::vector<std::string> thresholds;
 };
+
+// Nights compare as text (the previous night is the greatest earlier date), so only one spelling.
+void check_date(const std::string& date) {
+  const bool ok = date.size() == 10 && date[4] == '-' && date[7] == '-' &&
+                  std::all_of(date.begin(), date.end(), [](char c) { return c == '-' || (c >= '0' && c <= '9'); });
+  if (!ok) {
+    throw util::CompareError(fmt::format("--date {}: expected YYYY-MM-DD, e.g. 2026-11-30", date));
+  }
+}
 
 std::string today_utc() { return fmt::format("{:%Y-%m-%d}", fmt::gmtime(std::time(nullptr))); }
 
@@ -141,6 +151,7 @@ void run_nightly(const NightlyOptions& options, GlobalOptions& globals) {
   const compare::Suite suite = compare::load_suite(options.suite);
   const compare::CompareOptions compare_options = make_compare_options({}, options.thresholds);
   const std::string date = options.date.empty() ? today_utc() : options.date;
+  check_date(date);
   std::vector<report::NightlyCase> cases;
   bool launch_failed = false;
   for (const auto& entry : suite.specs) {
