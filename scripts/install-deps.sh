@@ -19,6 +19,8 @@ packages=(
   dataset-fashion-mnist
   # iproute2: the two-node test builds network namespaces joined by a veth pair
   iproute2
+  # chromium: the test that renders compare's HTML report headless and checks its plots
+  chromium
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)
