@@ -3,12 +3,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "../unit/compare/noise.hpp"
+#include "../unit/compare/run_fixture.hpp"
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "../unit/compare/noise.hpp"
-#include "../unit/compare/run_fixture.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/store/store.hpp"
 
@@ -53,7 +53,9 @@ struct CompareStore {
   }
 };
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 }  // namespace
 
@@ -184,7 +186,8 @@ TEST_CASE("nightly: a bad suite file is exit 2 naming the file") {
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Catch::Contains("suite.yaml: needs a non-empty `specs:` list"));
   const fs::path good = dir.write("good.yaml", "specs:\n  - spec: tiny.yaml\n");
-  const auto date = run_expctl({"--db", (dir / "expctl.db").string(), "nightly", good.string(), "--no-run", "--date", "30.11.2026"});
+  const auto date =
+      run_expctl({"--db", (dir / "expctl.db").string(), "nightly", good.string(), "--no-run", "--date", "30.11.2026"});
   CHECK(date.exit_code == 2);
   CHECK_THAT(date.err, Catch::Contains("--date 30.11.2026: expected YYYY-MM-DD"));
 }

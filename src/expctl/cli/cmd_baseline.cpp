@@ -25,8 +25,8 @@ void run_baseline_set(const BaselineOptions& options, GlobalOptions& globals) {
   }
   const store::RunRecord& run = selected.front();
   if (run.status != store::RunStatus::completed) {
-    throw util::CompareError(fmt::format("run {} is {}: only a completed run can be a baseline", run.id,
-                                         store::to_string(run.status)));
+    throw util::CompareError(
+        fmt::format("run {} is {}: only a completed run can be a baseline", run.id, store::to_string(run.status)));
   }
   // One baseline per spec name: the tag moves, so tag:baseline:<name> always names one run.
   const std::string tag = "baseline:" + run.name;

@@ -45,7 +45,9 @@ void setup_compare(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals)
   command->add_option("b", options->b, "Candidate run(s)")->required();
   std::vector<std::string> formats(std::begin(report::k_format_names), std::end(report::k_format_names));
   add_format_option(command, options->format, formats);
-  command->add_option("--ignore", options->ignore, "Spec keys (or key prefixes) to leave out of the spec diff, e.g. seed,tags")
+  command
+      ->add_option("--ignore", options->ignore,
+                   "Spec keys (or key prefixes) to leave out of the spec diff, e.g. seed,tags")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command->add_option("--threshold", options->thresholds, "Override a threshold: NAME=5% | NAME=-0.5pp | NAME=0.002")

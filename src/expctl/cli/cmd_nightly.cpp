@@ -42,13 +42,21 @@ void check_date(const std::string& date) {
   }
 }
 
-std::string today_utc() { return fmt::format("{:%Y-%m-%d}", fmt::gmtime(std::time(nullptr))); }
+std::string today_utc() {
+  return fmt::format("{:%Y-%m-%d}", fmt::gmtime(std::time(nullptr)));
+}
 
 // Launches one run through `expctl run`, the same command a user types, so nightly runs are
 // recorded exactly like any other run. Returns an error text, empty on success.
 std::string launch_run(const GlobalOptions& globals, const compare::SuiteEntry& entry, const std::string& tag) {
-  std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "--db", globals.db_path,
-                                   "-q", "run", entry.spec.string(), "--tag", tag};
+  std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(),
+                                   "--db",
+                                   globals.db_path,
+                                   "-q",
+                                   "run",
+                                   entry.spec.string(),
+                                   "--tag",
+                                   tag};
   for (const auto& override_ : entry.overrides) {
     argv.insert(argv.end(), {"--set", override_});
   }
@@ -168,7 +176,8 @@ void run_nightly(const NightlyOptions& options, GlobalOptions& globals) {
     cases.push_back(judge_spec(db, spec, date, launch_error, compare_options));
   }
   const std::string junit_path = options.junit.empty() ? fmt::format("results/nightly-{}.xml", date) : options.junit;
-  const std::string summary_path = options.summary.empty() ? fmt::format("results/nightly-{}.md", date) : options.summary;
+  const std::string summary_path =
+      options.summary.empty() ? fmt::format("results/nightly-{}.md", date) : options.summary;
   std::filesystem::create_directories(std::filesystem::absolute(junit_path).parent_path());
   std::filesystem::create_directories(std::filesystem::absolute(summary_path).parent_path());
   const std::string timestamp = date + "T00:00:00Z";
@@ -177,7 +186,8 @@ void run_nightly(const NightlyOptions& options, GlobalOptions& globals) {
   bool regression = false;
   bool incomparable = false;
   for (const auto& item : cases) {
-    std::cout << fmt::format("{}: {}\n", item.spec, item.comparison ? item.comparison->verdict_line() : "skipped: " + item.skipped);
+    std::cout << fmt::format("{}: {}\n", item.spec,
+                             item.comparison ? item.comparison->verdict_line() : "skipped: " + item.skipped);
     regression = regression || (item.comparison && item.comparison->outcome == compare::Outcome::regression);
     incomparable = incomparable || (item.comparison && item.comparison->outcome == compare::Outcome::not_comparable);
   }

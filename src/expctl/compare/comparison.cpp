@@ -87,10 +87,10 @@ RunData load_run(const store::Store& store, const store::RunRecord& run) {
     data.loss.push_back(point.value);
   }
   const std::int64_t warmup = warmup_of(data.summary, static_cast<std::int64_t>(data.loss.size()));
-  data.samples[k_throughput_series] =
-      step_samples(store.metrics(run.id, {.name = std::string(k_throughput_series), .rank = std::nullopt}), warmup, true);
-  data.samples[k_step_time_series] =
-      step_samples(store.metrics(run.id, {.name = std::string(k_step_time_series), .rank = std::nullopt}), warmup, false);
+  data.samples[k_throughput_series] = step_samples(
+      store.metrics(run.id, {.name = std::string(k_throughput_series), .rank = std::nullopt}), warmup, true);
+  data.samples[k_step_time_series] = step_samples(
+      store.metrics(run.id, {.name = std::string(k_step_time_series), .rank = std::nullopt}), warmup, false);
   return data;
 }
 
@@ -193,7 +193,8 @@ std::vector<std::string> incomparable_reasons(const std::vector<RunData>& a, con
   const json dataset_a = at_path(a.front().spec, "data.dataset");
   const json dataset_b = at_path(b.front().spec, "data.dataset");
   if (dataset_a != dataset_b) {
-    reasons.push_back(fmt::format("different datasets ({} vs {})", dataset_a.is_string() ? dataset_a.get<std::string>() : "unset",
+    reasons.push_back(fmt::format("different datasets ({} vs {})",
+                                  dataset_a.is_string() ? dataset_a.get<std::string>() : "unset",
                                   dataset_b.is_string() ? dataset_b.get<std::string>() : "unset"));
   }
   if (a.front().env_profile != b.front().env_profile) {
@@ -320,8 +321,8 @@ std::vector<MetricRow> judge_metrics(const std::vector<RunData>& a, const std::v
     row.n_a = samples_a.size();
     row.n_b = samples_b.size();
     const Statistic statistic = row.source == MetricSource::run_values ? Statistic::value : info.statistic;
-    sampled.push_back({std::string(info.name), info.direction, threshold, statistic, std::move(samples_a),
-                       std::move(samples_b)});
+    sampled.push_back(
+        {std::string(info.name), info.direction, threshold, statistic, std::move(samples_a), std::move(samples_b)});
     sampled_rows.push_back(rows.size());
     rows.push_back(std::move(row));
   }
@@ -348,11 +349,11 @@ CurveReport compare_loss(const RunData& a, const RunData& b) {
   std::vector<float> curve_a(a.loss.begin(), a.loss.end());
   std::vector<float> curve_b(b.loss.begin(), b.loss.end());
   report.curves = compare_curves(curve_a, curve_b);
-  report.first_divergence_step = step_at(a.loss_steps.size() >= b.loss_steps.size() ? b.loss_steps : a.loss_steps,
-                                         report.curves.first_divergence);
+  report.first_divergence_step =
+      step_at(a.loss_steps.size() >= b.loss_steps.size() ? b.loss_steps : a.loss_steps, report.curves.first_divergence);
   if (!report.first_divergence_step && report.curves.first_divergence) {
-    report.first_divergence_step =
-        step_at(a.loss_steps.size() > b.loss_steps.size() ? a.loss_steps : b.loss_steps, report.curves.first_divergence);
+    report.first_divergence_step = step_at(a.loss_steps.size() > b.loss_steps.size() ? a.loss_steps : b.loss_steps,
+                                           report.curves.first_divergence);
   }
   report.max_difference_step = step_at(a.loss_steps, report.curves.max_difference_index);
   return report;

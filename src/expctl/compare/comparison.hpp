@@ -32,8 +32,8 @@ struct RunData {
   /// The spec's values (every field): the run folder's resolved.json "spec" when present,
   /// otherwise the hashed fields of the stored canonical form.
   nlohmann::json spec = nlohmann::json::object();
-  nlohmann::json env_profile;                ///< the pinned-stack profile content as hashed (null: none)
-  std::optional<nlohmann::json> fingerprint; ///< the stored environment fingerprint, when taken
+  nlohmann::json env_profile;                 ///< the pinned-stack profile content as hashed (null: none)
+  std::optional<nlohmann::json> fingerprint;  ///< the stored environment fingerprint, when taken
   nlohmann::json summary = nlohmann::json::object();
   /// Per-step samples after warm-up: samples_per_sec summed over ranks, step_time_ms of the
   /// slowest rank (a step ends when the last rank's gradients are in) — as the runner's summary.
@@ -51,16 +51,16 @@ std::vector<double> step_samples(const std::vector<store::MetricPoint>& points, 
 
 /// How to compare.
 struct CompareOptions {
-  std::vector<std::string> ignore;                  ///< spec key paths (or prefixes) left out of the spec diff
-  std::vector<ThresholdOverride> thresholds;        ///< --threshold, over the spec's regression block
-  SampleOptions samples;                            ///< alpha, minimum samples, bootstrap
+  std::vector<std::string> ignore;            ///< spec key paths (or prefixes) left out of the spec diff
+  std::vector<ThresholdOverride> thresholds;  ///< --threshold, over the spec's regression block
+  SampleOptions samples;                      ///< alpha, minimum samples, bootstrap
 };
 
 /// Where a metric's numbers come from.
 enum class MetricSource {
-  value,       ///< one summary value per side
-  step_samples,///< per-step samples (pooled over a group's runs)
-  run_values,  ///< one summary value per run of a group
+  value,         ///< one summary value per side
+  step_samples,  ///< per-step samples (pooled over a group's runs)
+  run_values,    ///< one summary value per run of a group
 };
 
 /// "value", "steps" or "runs".
@@ -80,9 +80,9 @@ struct MetricRow {
 
 /// The two loss curves.
 struct CurveReport {
-  bool available = false;      ///< both sides have a loss curve
-  bool sha_equal = false;      ///< same loss_curve_sha256 in the summaries
-  CurveComparison curves;      ///< of the first run of each side
+  bool available = false;  ///< both sides have a loss curve
+  bool sha_equal = false;  ///< same loss_curve_sha256 in the summaries
+  CurveComparison curves;  ///< of the first run of each side
   std::optional<std::int64_t> first_divergence_step;
   std::optional<std::int64_t> max_difference_step;
 };
@@ -93,9 +93,9 @@ enum class Outcome { no_regression, regression, not_comparable };
 /// A side of the comparison as a report shows it.
 struct SideInfo {
   std::vector<std::string> run_ids;
-  std::string name;       ///< the spec name of its first run
-  std::string spec_hash;  ///< of its first run
-  std::string started_at; ///< of its first run
+  std::string name;        ///< the spec name of its first run
+  std::string spec_hash;   ///< of its first run
+  std::string started_at;  ///< of its first run
 };
 
 /// Everything a report shows.
@@ -103,13 +103,13 @@ struct Comparison {
   SideInfo a;
   SideInfo b;
   Outcome outcome = Outcome::no_regression;
-  std::vector<std::string> not_comparable;    ///< reasons, when outcome is not_comparable
-  std::vector<std::string> regressions;       ///< metric names with status regression
-  std::vector<spec::SpecChange> spec_changes; ///< after --ignore
-  std::vector<std::string> ignored;           ///< the --ignore keys, as given
-  bool env_available = false;                 ///< both sides have a fingerprint
+  std::vector<std::string> not_comparable;     ///< reasons, when outcome is not_comparable
+  std::vector<std::string> regressions;        ///< metric names with status regression
+  std::vector<spec::SpecChange> spec_changes;  ///< after --ignore
+  std::vector<std::string> ignored;            ///< the --ignore keys, as given
+  bool env_available = false;                  ///< both sides have a fingerprint
   std::vector<env::DiffRow> env_changes;
-  std::vector<MetricRow> metrics;             ///< in the metric table's order
+  std::vector<MetricRow> metrics;  ///< in the metric table's order
   CurveReport curve;
   // Plot data (first run per side for curves, pooled samples for distributions).
   std::vector<std::int64_t> loss_steps_a, loss_steps_b;

@@ -117,8 +117,7 @@ store::RunRecord resolve_selector(const store::Store& store, const Selector& sel
       return newest(store, {.spec_hash_prefix = selector.value}, selector, "no run of a spec with this hash prefix");
     case SelectorKind::spec_file: {
       if (!std::filesystem::exists(selector.value)) {
-        throw util::CompareError(
-            fmt::format("no run matches selector '{}': no such spec file", selector.text));
+        throw util::CompareError(fmt::format("no run matches selector '{}': no such spec file", selector.text));
       }
       const std::string hash = spec::load_spec(selector.value).hash();
       return newest(store, {.spec_hash_prefix = hash}, selector,
@@ -127,8 +126,8 @@ store::RunRecord resolve_selector(const store::Store& store, const Selector& sel
     case SelectorKind::latest: {
       auto runs = store.list_runs();
       if (static_cast<size_t>(selector.offset) >= runs.size()) {
-        throw util::CompareError(fmt::format("no run matches selector '{}': the store holds {} run(s)", selector.text,
-                                             runs.size()));
+        throw util::CompareError(
+            fmt::format("no run matches selector '{}': the store holds {} run(s)", selector.text, runs.size()));
       }
       return std::move(runs[static_cast<size_t>(selector.offset)]);
     }
@@ -141,8 +140,7 @@ std::vector<store::RunRecord> resolve_group(const store::Store& store, std::stri
   for (const auto& selector : parse_group(text)) {
     auto run = resolve_selector(store, selector);
     if (std::any_of(runs.begin(), runs.end(), [&](const store::RunRecord& other) { return other.id == run.id; })) {
-      throw util::CompareError(
-          fmt::format("bad run selector '{}': run {} is named twice in one group", text, run.id));
+      throw util::CompareError(fmt::format("bad run selector '{}': run {} is named twice in one group", text, run.id));
     }
     runs.push_back(std::move(run));
   }

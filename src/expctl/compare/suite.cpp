@@ -9,9 +9,10 @@ namespace expctl::compare {
 namespace {
 
 [[noreturn]] void bad_suite(const std::filesystem::path& file, std::string_view why) {
-  throw util::CompareError(fmt::format("{}: {} (a suite has `suite: NAME` and `specs:`, a list of "
-                                       "{{spec: FILE, repeats: N, set: [key=value]}})",
-                                       file.string(), why));
+  throw util::CompareError(
+      fmt::format("{}: {} (a suite has `suite: NAME` and `specs:`, a list of "
+                  "{{spec: FILE, repeats: N, set: [key=value]}})",
+                  file.string(), why));
 }
 
 SuiteEntry parse_entry(const std::filesystem::path& file, const YAML::Node& node, size_t index) {

@@ -14,7 +14,7 @@ namespace expctl::compare {
 
 /// One spec of a suite.
 struct SuiteEntry {
-  std::filesystem::path spec;          ///< resolved against the suite file's directory
+  std::filesystem::path spec;  ///< resolved against the suite file's directory
   int repeats = 1;
   std::vector<std::string> overrides;  ///< "key.path=value", as --set
 };

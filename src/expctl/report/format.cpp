@@ -6,7 +6,9 @@
 
 namespace expctl::report::detail {
 
-std::string number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : "n/a"; }
+std::string number(double value) {
+  return std::isfinite(value) ? fmt::format("{:.6g}", value) : "n/a";
+}
 
 std::string percent(const std::optional<double>& fraction) {
   return fraction && std::isfinite(*fraction) ? fmt::format("{:+.2f}%", *fraction * 100.0) : "-";
@@ -34,11 +36,14 @@ std::string evidence_text(const compare::Verdict& verdict) {
 }
 
 std::string samples_text(const compare::MetricRow& row) {
-  return row.source == compare::MetricSource::value ? "" : fmt::format("{} n={}/{}", compare::to_string(row.source),
-                                                                       row.n_a, row.n_b);
+  return row.source == compare::MetricSource::value
+             ? ""
+             : fmt::format("{} n={}/{}", compare::to_string(row.source), row.n_a, row.n_b);
 }
 
-std::string better_text(const compare::MetricRow& row) { return std::string(compare::to_string(row.direction)); }
+std::string better_text(const compare::MetricRow& row) {
+  return std::string(compare::to_string(row.direction));
+}
 
 std::string ids_text(const compare::SideInfo& side) {
   std::string text;

@@ -73,8 +73,9 @@ std::string axes(Range x, Range y, std::string_view x_label, std::string_view y_
                      k_height - k_bottom, detail::number(y.low));
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>)", k_left - 4, k_top + 10,
                      detail::number(y.high));
-  svg += fmt::format(R"~(<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>)~",
-                     (k_top + k_height - k_bottom) / 2, (k_top + k_height - k_bottom) / 2, xml_escape(y_label));
+  svg += fmt::format(
+      R"~(<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>)~",
+      (k_top + k_height - k_bottom) / 2, (k_top + k_height - k_bottom) / 2, xml_escape(y_label));
   return svg;
 }
 
@@ -104,8 +105,9 @@ std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<d
 }
 
 std::string svg_open(std::string_view id, std::string_view title) {
-  return fmt::format(R"(<svg id="{}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" role="img"><title>{}</title>)",
-                     id, k_width, k_height, xml_escape(title));
+  return fmt::format(
+      R"(<svg id="{}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" role="img"><title>{}</title>)", id,
+      k_width, k_height, xml_escape(title));
 }
 
 std::string loss_plot(const compare::Comparison& comparison) {
@@ -136,8 +138,8 @@ std::string throughput_plot(const compare::Comparison& comparison) {
   const Range x = range_of(comparison.throughput_a, comparison.throughput_b);
   const auto counts_a = histogram(comparison.throughput_a, x);
   const auto counts_b = histogram(comparison.throughput_b, x);
-  const size_t peak = std::max<size_t>(
-      1, std::max(*std::max_element(counts_a.begin(), counts_a.end()), *std::max_element(counts_b.begin(), counts_b.end())));
+  const size_t peak = std::max<size_t>(1, std::max(*std::max_element(counts_a.begin(), counts_a.end()),
+                                                   *std::max_element(counts_b.begin(), counts_b.end())));
   const Range y{0, static_cast<double>(peak)};
   std::string svg = svg_open("throughput", "distribution of per-step throughput, A and B") +
                     axes(x, y, "samples/s per step", "steps") + legend();
@@ -149,9 +151,9 @@ std::string throughput_plot(const compare::Comparison& comparison) {
         continue;
       }
       const double top = scale(static_cast<double>((*counts)[bin]), y, k_height - k_bottom, k_top);
-      svg += fmt::format(R"(<rect class="bar-{}" x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}" fill-opacity="0.5"/>)",
-                         side, k_left + bin_width * static_cast<double>(bin), top, bin_width, k_height - k_bottom - top,
-                         color);
+      svg += fmt::format(
+          R"(<rect class="bar-{}" x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}" fill-opacity="0.5"/>)",
+          side, k_left + bin_width * static_cast<double>(bin), top, bin_width, k_height - k_bottom - top, color);
     }
   }
   return svg + "</svg>\n";
@@ -222,7 +224,8 @@ std::string render_html(const compare::Comparison& comparison) {
                       xml_escape(detail::ids_text(comparison.b)), xml_escape(comparison.b.name),
                       xml_escape(comparison.b.spec_hash.substr(0, 12)), xml_escape(comparison.b.started_at));
   html += "<h2>Metrics</h2>\n" + metrics_table(comparison);
-  html += "<h2>Loss curves</h2>\n<p>" + xml_escape(detail::curve_text(comparison.curve)) + "</p>\n" + loss_plot(comparison);
+  html +=
+      "<h2>Loss curves</h2>\n<p>" + xml_escape(detail::curve_text(comparison.curve)) + "</p>\n" + loss_plot(comparison);
   html += "<h2>Throughput distributions</h2>\n" + throughput_plot(comparison);
   html += "<h2>Spec differences</h2>\n" + spec_table(comparison);
   html += "<h2>Environment differences</h2>\n" + env_table(comparison);

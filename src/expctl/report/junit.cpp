@@ -39,20 +39,22 @@ std::string suite_for(const NightlyCase& item, std::string_view timestamp) {
     counts.failures += comparable ? 0 : 1;
     for (const auto& row : comparison.metrics) {
       const bool failed = row.verdict.status == compare::Status::regression;
-      const std::string message =
-          fmt::format("{}: {} -> {} ({}), threshold {}", row.verdict.metric, detail::number(row.verdict.a),
-                      detail::number(row.verdict.b), detail::percent(row.verdict.relative_delta), row.threshold.to_string());
+      const std::string message = fmt::format("{}: {} -> {} ({}), threshold {}", row.verdict.metric,
+                                              detail::number(row.verdict.a), detail::number(row.verdict.b),
+                                              detail::percent(row.verdict.relative_delta), row.threshold.to_string());
       body += testcase(classname, row.verdict.metric, failed ? failure(message, report) : "");
       counts.tests += 1;
       counts.failures += failed ? 1 : 0;
     }
   }
   std::string properties = fmt::format(
-      "    <properties>\n      <property name=\"candidate\" value=\"{}\"/>\n      <property name=\"baseline\" value=\"{}\"/>\n"
+      "    <properties>\n      <property name=\"candidate\" value=\"{}\"/>\n      <property name=\"baseline\" "
+      "value=\"{}\"/>\n"
       "    </properties>\n",
       xml_escape(item.candidate), xml_escape(item.baseline));
   return fmt::format(
-      "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" timestamp=\"{}\" time=\"0\">\n{}{}"
+      "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" timestamp=\"{}\" "
+      "time=\"0\">\n{}{}"
       "  </testsuite>\n",
       xml_escape(classname), counts.tests, counts.failures, counts.skipped, xml_escape(timestamp), properties, body);
 }
@@ -73,15 +75,17 @@ std::string render_junit(std::string_view suite, const std::vector<NightlyCase>&
     failures += item.comparison->outcome == compare::Outcome::not_comparable ? 1 : 0;
     failures += item.comparison->regressions.size();
   }
-  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\">\n{}"
-                     "</testsuites>\n",
-                     xml_escape(suite), tests, failures, suites);
+  return fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\">\n{}"
+      "</testsuites>\n",
+      xml_escape(suite), tests, failures, suites);
 }
 
 std::string render_nightly_markdown(std::string_view suite, const std::vector<NightlyCase>& cases,
                                     std::string_view date) {
-  std::string text = fmt::format("## Suite {}, night of {}\n\n| spec | verdict | candidate | baseline |\n| --- | --- | --- | --- |\n",
-                                 suite, date);
+  std::string text =
+      fmt::format("## Suite {}, night of {}\n\n| spec | verdict | candidate | baseline |\n| --- | --- | --- | --- |\n",
+                  suite, date);
   for (const auto& item : cases) {
     const std::string verdict = item.comparison ? item.comparison->verdict_line() : "skipped: " + item.skipped;
     text += fmt::format("| {} | {} | `{}` | {} |\n", item.spec, verdict, item.candidate, item.baseline);

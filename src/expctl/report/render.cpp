@@ -79,9 +79,13 @@ std::string text_metrics_section(const compare::Comparison& comparison) {
   return table.render();
 }
 
-json number_json(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+json number_json(double value) {
+  return std::isfinite(value) ? json(value) : json(nullptr);
+}
 
-json optional_json(const std::optional<double>& value) { return value ? number_json(*value) : json(nullptr); }
+json optional_json(const std::optional<double>& value) {
+  return value ? number_json(*value) : json(nullptr);
+}
 
 json metric_json(const compare::MetricRow& row) {
   const auto& verdict = row.verdict;
@@ -192,9 +196,9 @@ std::string render_text(const compare::Comparison& comparison, const TextOptions
   std::string text = paint(comparison.verdict_line(), outcome_color(comparison.outcome), options) + "\n\n";
   text += side_line("A", comparison.a) + side_line("B", comparison.b);
   const auto heading = [&](std::string_view title) { return "\n" + paint(title, k_bold, options) + "\n"; };
-  text += heading(comparison.ignored.empty() ? "Spec differences"
-                                             : fmt::format("Spec differences (ignoring {})",
-                                                           fmt::join(comparison.ignored, ", ")));
+  text += heading(comparison.ignored.empty()
+                      ? "Spec differences"
+                      : fmt::format("Spec differences (ignoring {})", fmt::join(comparison.ignored, ", ")));
   text += text_spec_section(comparison);
   text += heading("Environment differences") + text_env_section(comparison);
   text += heading("Metrics") + text_metrics_section(comparison);
@@ -205,7 +209,8 @@ std::string render_text(const compare::Comparison& comparison, const TextOptions
 json to_json(const compare::Comparison& comparison) {
   json spec = json::array();
   for (const auto& change : comparison.spec_changes) {
-    spec.push_back({{"path", change.path}, {"a", change.old_value}, {"b", change.new_value}, {"hashed", change.hashed}});
+    spec.push_back(
+        {{"path", change.path}, {"a", change.old_value}, {"b", change.new_value}, {"hashed", change.hashed}});
   }
   json metrics = json::array();
   for (const auto& row : comparison.metrics) {
@@ -242,8 +247,8 @@ std::string render_markdown(const compare::Comparison& comparison) {
     }
     rows.push_back(std::move(cells));
   }
-  text += "\n#### Metrics\n\n" + (rows.empty() ? std::string("No metrics on either side.\n")
-                                                : md_table(detail::metric_header(), rows));
+  text += "\n#### Metrics\n\n" +
+          (rows.empty() ? std::string("No metrics on either side.\n") : md_table(detail::metric_header(), rows));
   text += "\n#### Loss curves\n\n" + detail::curve_text(comparison.curve) + "\n";
   rows.clear();
   for (const auto& change : comparison.spec_changes) {

@@ -1,13 +1,13 @@
 // The comparison model over runs written through the store API with known distributions.
 #include <fstream>
 
+#include "noise.hpp"
+#include "run_fixture.hpp"
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/compare/comparison.hpp"
 #include "expctl/util/error.hpp"
-#include "noise.hpp"
-#include "run_fixture.hpp"
-#include "support/test_support.hpp"
 
 namespace expctl::compare {
 namespace {
@@ -84,8 +84,7 @@ TEST_CASE("1 % noise between two runs of the same configuration is not flagged")
 
 TEST_CASE("a 1 % throughput drop below the 5 % threshold is not flagged even when significant") {
   Fixture f;
-  const auto comparison =
-      compare_runs({f.add(timed_run(1, 1000.0, 0.001))}, {f.add(timed_run(2, 990.0, 0.001))}, {});
+  const auto comparison = compare_runs({f.add(timed_run(1, 1000.0, 0.001))}, {f.add(timed_run(2, 990.0, 0.001))}, {});
   CHECK(row_of(comparison, "samples_per_sec")->verdict.status == Status::ok);
   CHECK(comparison.outcome == Outcome::no_regression);
 }
@@ -247,9 +246,9 @@ TEST_CASE("groups of three repeats are too few samples for per-run values") {
 }
 
 TEST_CASE("step samples aggregate ranks per step and leave out warm-up") {
-  const std::vector<store::MetricPoint> points = {
-      {0, 1, "samples_per_sec", 100}, {1, 1, "samples_per_sec", 100}, {0, 2, "samples_per_sec", 110},
-      {1, 2, "samples_per_sec", 120}, {0, 3, "samples_per_sec", 90},  {1, 3, "samples_per_sec", 95}};
+  const std::vector<store::MetricPoint> points = {{0, 1, "samples_per_sec", 100}, {1, 1, "samples_per_sec", 100},
+                                                  {0, 2, "samples_per_sec", 110}, {1, 2, "samples_per_sec", 120},
+                                                  {0, 3, "samples_per_sec", 90},  {1, 3, "samples_per_sec", 95}};
   CHECK(step_samples(points, 1, true) == std::vector<double>{230, 185});
   CHECK(step_samples(points, 0, false) == std::vector<double>{100, 120, 95});
 }
@@ -259,7 +258,8 @@ TEST_CASE("load_run prefers the run folder's resolved spec over the canonical fo
   const auto record = testing::write_run(f.db, timed_run(1, 1000.0));
   nlohmann::json spec = testing::fixture_spec();
   spec["regression"] = {{"final_train_loss", "+10%"}};
-  std::ofstream(record.run_dir / "resolved.json") << nlohmann::json{{"spec", spec}, {"launch", nlohmann::json::object()}}.dump();
+  std::ofstream(record.run_dir / "resolved.json")
+      << nlohmann::json{{"spec", spec}, {"launch", nlohmann::json::object()}}.dump();
   const RunData data = load_run(f.db, record);
   CHECK(data.spec.at("regression").at("final_train_loss") == "+10%");
   CHECK(data.samples.at("samples_per_sec").size() == 30);

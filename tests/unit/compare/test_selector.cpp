@@ -1,16 +1,17 @@
 // Selector grammar and resolution against a store.
+#include "run_fixture.hpp"
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/compare/selector.hpp"
 #include "expctl/util/error.hpp"
-#include "run_fixture.hpp"
-#include "support/test_support.hpp"
 
 namespace expctl::compare {
 namespace {
 
 TEST_CASE("selector grammar: every kind") {
-  CHECK(parse_selector("20261129-223118-3fa9c2") == Selector{SelectorKind::run, "20261129-223118-3fa9c2", 0, "20261129-223118-3fa9c2"});
+  CHECK(parse_selector("20261129-223118-3fa9c2") ==
+        Selector{SelectorKind::run, "20261129-223118-3fa9c2", 0, "20261129-223118-3fa9c2"});
   CHECK(parse_selector("tag:baseline:tiny") == Selector{SelectorKind::tag, "baseline:tiny", 0, "tag:baseline:tiny"});
   CHECK(parse_selector("spec:3fa9") == Selector{SelectorKind::spec_hash, "3fa9", 0, "spec:3fa9"});
   CHECK(parse_selector("@latest") == Selector{SelectorKind::latest, "", 0, "@latest"});

@@ -5,13 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "noise.hpp"
+#include "run_fixture.hpp"
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/report/report.hpp"
 #include "expctl/util/subprocess.hpp"
-#include "noise.hpp"
-#include "run_fixture.hpp"
-#include "support/test_support.hpp"
 
 namespace expctl::report {
 namespace {
@@ -58,7 +58,9 @@ compare::Comparison golden_comparison() {
   return compare::compare_runs({a}, {b}, {});
 }
 
-std::filesystem::path golden_path(const std::string& name) { return test::source_dir() / "tests/data/compare" / name; }
+std::filesystem::path golden_path(const std::string& name) {
+  return test::source_dir() / "tests/data/compare" / name;
+}
 
 std::string read(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -129,7 +131,8 @@ TEST_CASE("html report matches its golden file and is self-contained with both p
 TEST_CASE("junit xml matches its golden file with one case per spec and metric") {
   const auto xml = render_junit("nightly", nightly_cases(), "2026-11-29T00:00:00Z");
   CHECK(xml.find("<testsuites name=\"nightly\" tests=\"7\" failures=\"4\">") != std::string::npos);
-  CHECK(xml.find("name=\"samples_per_sec\" time=\"0\">\n      <failure message=\"samples_per_sec: ") != std::string::npos);
+  CHECK(xml.find("name=\"samples_per_sec\" time=\"0\">\n      <failure message=\"samples_per_sec: ") !=
+        std::string::npos);
   CHECK(xml.find("<skipped message=\"no baseline yet") != std::string::npos);
   check_golden("nightly.xml", xml);
 }
@@ -137,10 +140,10 @@ TEST_CASE("junit xml matches its golden file with one case per spec and metric")
 TEST_CASE("junit xml is well-formed XML") {
   test::TempDir dir;
   const auto file = dir.write("nightly.xml", render_junit("nightly <&>", nightly_cases(), "2026-11-29T00:00:00Z"));
-  const auto result = util::run_capture(
-      {"python3", "-c", "import sys, xml.dom.minidom; d = xml.dom.minidom.parse(sys.argv[1]); "
-                        "print(len(d.getElementsByTagName('testcase')))",
-       file.string()});
+  const auto result = util::run_capture({"python3", "-c",
+                                         "import sys, xml.dom.minidom; d = xml.dom.minidom.parse(sys.argv[1]); "
+                                         "print(len(d.getElementsByTagName('testcase')))",
+                                         file.string()});
   REQUIRE(result);
   INFO(result->err);
   CHECK(result->exit_code == 0);
@@ -149,7 +152,9 @@ TEST_CASE("junit xml is well-formed XML") {
 
 TEST_CASE("nightly markdown summary matches its golden file") {
   const auto markdown = render_nightly_markdown("nightly", nightly_cases(), "2026-11-29");
-  CHECK(markdown.find("| tiny | regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95, final_train_loss |") != std::string::npos);
+  CHECK(
+      markdown.find("| tiny | regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95, final_train_loss |") !=
+      std::string::npos);
   check_golden("nightly.md", markdown);
 }
 
