@@ -65,6 +65,28 @@ std::vector<double> step_samples(const std::vector<store::MetricPoint>& points, 
   return values;
 }
 
+std::vector<double> wait_fraction_samples(const std::vector<store::MetricPoint>& waits,
+                                          const std::vector<store::MetricPoint>& times, std::int64_t warmup) {
+  std::map<std::int64_t, std::pair<double, double>> per_step;  // step -> (wait, time)
+  for (const auto& point : waits) {
+    if (point.step > warmup && std::isfinite(point.value)) {
+      per_step[point.step].first += point.value;
+    }
+  }
+  for (const auto& point : times) {
+    if (point.step > warmup && std::isfinite(point.value)) {
+      per_step[point.step].second += point.value;
+    }
+  }
+  std::vector<double> fractions;
+  for (const auto& [step, totals] : per_step) {
+    if (totals.second > 0) {
+      fractions.push_back(totals.first / totals.second);
+    }
+  }
+  return fractions;
+}
+
 RunData load_run(const store::Store& store, const store::RunRecord& run) {
   RunData data;
   data.record = run;
@@ -89,8 +111,14 @@ RunData load_run(const store::Store& store, const store::RunRecord& run) {
   const std::int64_t warmup = warmup_of(data.summary, static_cast<std::int64_t>(data.loss.size()));
   data.samples[k_throughput_series] = step_samples(
       store.metrics(run.id, {.name = std::string(k_throughput_series), .rank = std::nullopt}), warmup, true);
-  data.samples[k_step_time_series] = step_samples(
-      store.metrics(run.id, {.name = std::string(k_step_time_series), .rank = std::nullopt}), warmup, false);
+  const auto times = store.metrics(run.id, {.name = std::string(k_step_time_series), .rank = std::nullopt});
+  data.samples[k_step_time_series] = step_samples(times, warmup, false);
+  // The wait share is judged per step too: one run's single fraction carries no noise estimate,
+  // and on a shared machine it moves by tens of points between identical runs.
+  const auto waits = store.metrics(run.id, {.name = std::string(k_comm_wait_series), .rank = std::nullopt});
+  if (!waits.empty()) {
+    data.samples[k_comm_wait_fraction_series] = wait_fraction_samples(waits, times, warmup);
+  }
   return data;
 }
 
@@ -297,9 +325,13 @@ std::vector<MetricRow> judge_metrics(const std::vector<RunData>& a, const std::v
     MetricRow row{Verdict{}, info.direction, threshold, origin, std::string(info.unit), MetricSource::value, 1, 1};
     std::vector<double> samples_a;
     std::vector<double> samples_b;
-    if (!info.series.empty()) {
-      samples_a = pooled(a, std::string(info.series));
-      samples_b = pooled(b, std::string(info.series));
+    // comm_wait_fraction has no raw series of its own in the metric table: its per-step
+    // samples are derived (see wait_fraction_samples) and judged by their median.
+    const bool derived = info.name == k_comm_wait_fraction_series;
+    const std::string series = derived ? std::string(k_comm_wait_fraction_series) : std::string(info.series);
+    if (!series.empty()) {
+      samples_a = pooled(a, series);
+      samples_b = pooled(b, series);
       row.source = MetricSource::step_samples;
     }
     if (samples_a.empty() && samples_b.empty()) {
@@ -320,7 +352,9 @@ std::vector<MetricRow> judge_metrics(const std::vector<RunData>& a, const std::v
     }
     row.n_a = samples_a.size();
     row.n_b = samples_b.size();
-    const Statistic statistic = row.source == MetricSource::run_values ? Statistic::value : info.statistic;
+    const Statistic statistic = row.source == MetricSource::run_values ? Statistic::value
+                                : derived                              ? Statistic::median
+                                                                       : info.statistic;
     sampled.push_back(
         {std::string(info.name), info.direction, threshold, statistic, std::move(samples_a), std::move(samples_b)});
     sampled_rows.push_back(rows.size());

@@ -23,6 +23,10 @@ namespace expctl::compare {
 /// Per-step series whose values are samples (after warm-up, one value per step).
 inline constexpr const char* k_throughput_series = "samples_per_sec";
 inline constexpr const char* k_step_time_series = "step_time_ms";
+/// Per-rank wait for gradient all-reduce per step, in ms (the runner's series).
+inline constexpr const char* k_comm_wait_series = "comm_wait_ms";
+/// Derived per-step samples: the share of a step's time (all ranks together) spent waiting.
+inline constexpr const char* k_comm_wait_fraction_series = "comm_wait_fraction";
 /// Rank 0's per-step training loss.
 inline constexpr const char* k_loss_series = "loss";
 
@@ -48,6 +52,11 @@ RunData load_run(const store::Store& store, const store::RunRecord& run);
 /// Per-step samples of `series` after `warmup` steps, aggregated across ranks per step: the sum
 /// for throughput, the maximum for times. Exposed for tests.
 std::vector<double> step_samples(const std::vector<store::MetricPoint>& points, std::int64_t warmup, bool sum);
+
+/// Per-step wait fractions after `warmup`: Σ comm_wait_ms / Σ step_time_ms over the ranks of
+/// each step that has both (steps with zero total time are left out). Exposed for tests.
+std::vector<double> wait_fraction_samples(const std::vector<store::MetricPoint>& waits,
+                                          const std::vector<store::MetricPoint>& times, std::int64_t warmup);
 
 /// How to compare.
 struct CompareOptions {

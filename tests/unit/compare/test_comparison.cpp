@@ -1,4 +1,5 @@
 // The comparison model over runs written through the store API with known distributions.
+#include <algorithm>
 #include <fstream>
 
 #include "noise.hpp"
@@ -251,6 +252,39 @@ TEST_CASE("step samples aggregate ranks per step and leave out warm-up") {
                                                   {0, 3, "samples_per_sec", 90},  {1, 3, "samples_per_sec", 95}};
   CHECK(step_samples(points, 1, true) == std::vector<double>{230, 185});
   CHECK(step_samples(points, 0, false) == std::vector<double>{100, 120, 95});
+}
+
+TEST_CASE("wait fractions are per step over all ranks, after warm-up") {
+  const std::vector<store::MetricPoint> waits = {
+      {0, 1, "comm_wait_ms", 5}, {0, 2, "comm_wait_ms", 1}, {1, 2, "comm_wait_ms", 3}, {0, 3, "comm_wait_ms", 0}};
+  const std::vector<store::MetricPoint> times = {
+      {0, 1, "step_time_ms", 10}, {0, 2, "step_time_ms", 10}, {1, 2, "step_time_ms", 10}, {0, 3, "step_time_ms", 4}};
+  CHECK(wait_fraction_samples(waits, times, 1) == std::vector<double>{0.2, 0.0});
+}
+
+TEST_CASE("comm_wait_fraction is judged on per-step samples when the runs logged comm_wait_ms") {
+  Fixture f;
+  const auto with_waits = [&](uint64_t seed, double share) {
+    const auto record = testing::write_run(f.db, timed_run(seed, 1000.0));
+    Noise noise(seed + 100);
+    std::vector<store::MetricPoint> points;
+    const auto shares = noise.samples(30, share, 0.5);
+    for (size_t i = 0; i < shares.size(); ++i) {
+      points.push_back({0, static_cast<std::int64_t>(i + 1), "comm_wait_ms", std::max(0.0, shares[i]) * 64.0});
+    }
+    f.db.append_metrics(record.id, points);
+    return load_run(f.db, *f.db.run(record.id));
+  };
+  const RunData a = with_waits(1, 0.10);
+  const RunData b = with_waits(2, 0.10);
+  const auto comparison = compare_runs({a}, {b}, {});
+  const MetricRow* row = row_of(comparison, "comm_wait_fraction");
+  REQUIRE(row != nullptr);
+  CHECK(row->source == MetricSource::step_samples);
+  CHECK(row->n_a == 30);
+  CHECK(row->verdict.status == Status::ok);
+  const auto worse = compare_runs({a}, {with_waits(3, 0.30)}, {});
+  CHECK(row_of(worse, "comm_wait_fraction")->verdict.status == Status::regression);
 }
 
 TEST_CASE("load_run prefers the run folder's resolved spec over the canonical form") {
