@@ -195,7 +195,7 @@ TEST_CASE("run: a 2-rank run completes with metrics per rank and every summary f
   CHECK(sha_of(parse_stdout(shown)) == sha_of(document));
 }
 
-TEST_CASE("run: the same spec twice gives the same loss_curve_sha256, another seed a different one") {
+TEST_CASE("run: the same spec twice gives the same loss_curve_sha256 and another seed a different one") {
   RunDir d;
   const auto first = d.expctl({"run", tiny_spec(), "--format", "json"});
   const auto second = d.expctl({"run", tiny_spec(), "--format", "json"});
@@ -207,7 +207,7 @@ TEST_CASE("run: the same spec twice gives the same loss_curve_sha256, another se
   CHECK(sha_of(parse_stdout(first)) != sha_of(parse_stdout(reseeded)));
 }
 
-TEST_CASE("run: text output names the run, its loss, accuracy, samples/s and wall time") {
+TEST_CASE("run: text output names the run with its loss and accuracy and samples/s and wall time") {
   RunDir d;
   const auto result = d.expctl({"run", tiny_spec(), "--set", "train.max_steps=20"});
   INFO(result.out << result.err);
@@ -302,19 +302,19 @@ void interrupt_and_resume(int ranks) {
 
 }  // namespace
 
-TEST_CASE("run: SIGINT interrupts with a checkpoint, and resume ends with the uninterrupted loss curve (1 rank)") {
+TEST_CASE("run: SIGINT interrupts with a checkpoint and resume ends with the uninterrupted loss curve - 1 rank") {
   interrupt_and_resume(1);
 }
 
 // Known failure, reported to the train module: with 2 ranks the loss curve of a resumed run
 // matches the uninterrupted one up to the first resumed step and drifts from the step after it
 // (the trainer's own resume test runs 1 rank). [!mayfail] keeps it visible without hiding it.
-TEST_CASE("run: SIGINT interrupts with a checkpoint, and resume ends with the uninterrupted loss curve (2 ranks)",
+TEST_CASE("run: SIGINT interrupts with a checkpoint and resume ends with the uninterrupted loss curve - 2 ranks",
           "[!mayfail]") {
   interrupt_and_resume(2);
 }
 
-TEST_CASE("run: a drifted stack exits 3 unless --allow-drift, which records the drift") {
+TEST_CASE("run: a drifted stack exits 3 unless --allow-drift which records the drift") {
   RunDir d;
   d.dir.write("envs/elsewhere.toml", "description = \"a machine that is not this one\"\n[os]\nid = \"plan9\"\n");
   std::string spec = read_text(tiny_spec());
@@ -395,7 +395,7 @@ struct NamespacePair {
 
 }  // namespace
 
-TEST_CASE("run: two nodes in network namespaces train together over TCP [netns]") {
+TEST_CASE("run: two nodes in network namespaces train together over TCP", "[netns]") {
   NamespacePair namespaces;
   if (!namespaces.problem.empty()) {
     WARN("SKIPPED, not passed: " << namespaces.problem);
@@ -431,7 +431,7 @@ TEST_CASE("run: two nodes in network namespaces train together over TCP [netns]"
   CHECK(sha_of(doc0) == sha_of(parse_stdout(local)));
 }
 
-TEST_CASE("run: under an external launcher the process is one rank, and global rank 0 records the run") {
+TEST_CASE("run: under an external launcher the process is one rank and global rank 0 records the run") {
   RunDir d;
   const std::map<std::string, std::optional<std::string>> torchrun = {
       {"RANK", "0"},          {"WORLD_SIZE", "1"},           {"LOCAL_RANK", "0"},     {"LOCAL_WORLD_SIZE", "1"},
