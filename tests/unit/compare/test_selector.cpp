@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "expctl/compare/selector.hpp"
+#include "expctl/spec/spec.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::compare {
@@ -87,6 +88,29 @@ TEST_CASE("selectors that match nothing are input errors naming the selector") {
   CHECK_THAT(exit_code_of("spec:ffffffff").second, Catch::Contains("'spec:ffffffff'"));
   CHECK_THAT(exit_code_of("missing/spec.yaml").second, Catch::Contains("no such spec file"));
   CHECK_THAT(exit_code_of(f.runs[0].id + "," + f.runs[0].id).second, Catch::Contains("named twice"));
+}
+
+}  // namespace
+}  // namespace expctl::compare
+
+namespace expctl::compare {
+namespace {
+
+TEST_CASE("a spec file selects the newest run of its hash") {
+  test::TempDir dir;
+  auto db = store::Store::open(dir / "expctl.db");
+  const auto file = dir.write("tiny.yaml", "name: tiny\ndata:\n  dataset: synthetic\n");
+  const spec::Spec spec = spec::load_spec(file);
+  testing::FakeRun older;
+  older.canonical = spec.canonical();
+  testing::write_run(db, older);
+  testing::FakeRun newer = older;
+  newer.start_offset_s = 60;
+  const auto expected = testing::write_run(db, newer);
+  testing::FakeRun other;
+  other.start_offset_s = 120;
+  testing::write_run(db, other);
+  CHECK(resolve_selector(db, parse_selector(file.string())).id == expected.id);
 }
 
 }  // namespace
