@@ -225,3 +225,24 @@ TEST_CASE("compare end to end: two real short runs of one spec have identical lo
   }
   CHECK(has_throughput);
 }
+
+TEST_CASE("compare: groups of runs and runs on another dataset through the CLI") {
+  CompareStore s;
+  std::string other;
+  {
+    auto db = store::Store::open(s.db_path);
+    FakeRun mnist = cli_run(4, 1000.0, 180);
+    mnist.spec["data"]["dataset"] = "mnist";
+    other = compare::testing::write_run(db, mnist).id;
+  }
+  const auto group = s.expctl({"compare", s.baseline + "," + s.repeat, s.slower, "--format", "json"});
+  INFO(group.err);
+  CHECK(group.exit_code == 3);
+  const auto document = nlohmann::json::parse(group.out);
+  CHECK(document.at("a").at("runs").size() == 2);
+  CHECK(document.at("metrics").at(0).at("n_a") == 60);
+
+  const auto incomparable = s.expctl({"compare", s.baseline, other});
+  CHECK(incomparable.exit_code == 2);
+  CHECK(first_line(incomparable.out) == "not comparable: different datasets (synthetic vs mnist)");
+}
