@@ -151,7 +151,7 @@ const Field k_fields[] = {
      "Write a checkpoint every this many optimizer steps; 0: only at the end.", ""},
 
     {"metrics.log_every", T::integer, "10", "", between(1, k_max_count), no_items(), H::excluded,
-     "Record training metrics every this many optimizer steps.", ""},
+     "Print a progress line every this many optimizer steps when the console is not a terminal (every step is recorded in the store).", ""},
 
     // Metric names, defaults and the threshold grammar follow compare's metric table
     // (compare/thresholds.hpp), which interprets them.
