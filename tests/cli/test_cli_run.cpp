@@ -306,12 +306,9 @@ TEST_CASE("run: SIGINT interrupts with a checkpoint and resume ends with the uni
   interrupt_and_resume(1);
 }
 
-// Known failure, reported to the train module: with 2 ranks the loss curve of a resumed run
-// matches the uninterrupted one up to the first resumed step and drifts from the step after it
-// (the trainer's own resume test runs 1 rank). It is hidden ("[.]": not run, not counted as
-// passed) until the bug is fixed; run it with `test_cli "[known-bug]"`. Open in issue #4's note.
-TEST_CASE("run: SIGINT interrupts with a checkpoint and resume ends with the uninterrupted loss curve - 2 ranks",
-          "[.][known-bug]") {
+// With 2 ranks this also proves the DDP hooks survive loading a checkpoint: when loading replaced
+// the parameters' storage, no bucket was all-reduced after a resume and the curves drifted apart.
+TEST_CASE("run: SIGINT interrupts with a checkpoint and resume ends with the uninterrupted loss curve - 2 ranks") {
   interrupt_and_resume(2);
 }
 
