@@ -28,7 +28,7 @@ TEST_CASE("cli: no command or an unknown command is a usage error (exit 2)") {
   const auto unknown = run_expctl({"frobnicate"});
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Catch::StartsWith("expctl: error: unknown command \"frobnicate\""));
-  const auto typo = run_expctl({"--db", "x.db", "valdate"});
+  const auto typo = run_expctl({"-v", "--db", "x.db", "--color=never", "valdate"});
   CHECK(typo.exit_code == 2);
   CHECK_THAT(typo.err, Catch::Contains("(did you mean \"validate\"?)"));
 }

@@ -54,18 +54,17 @@ void apply_log_level(const GlobalOptions& globals) {
 }
 
 // CLI11 reports a mistyped command as "A subcommand is required", which hides the typo. Find
-// the first word that is neither an option nor a global option's value, and name it.
-void check_command_word(int argc, char** argv, const std::vector<CommandRegistration>& commands) {
-  static const std::vector<std::string> k_options_with_value{"--db", "--color"};
+// the first word that is neither an option nor a global option's value, and name it. Whether an
+// option takes a value is asked of CLI11, so a new global option needs no change here.
+void check_command_word(const CLI::App& app, int argc, char** argv, const std::vector<CommandRegistration>& commands) {
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     if (word == "--") {
       return;
     }
     if (!word.empty() && word[0] == '-') {
-      const bool takes_value = std::find(k_options_with_value.begin(), k_options_with_value.end(), word) !=
-                               k_options_with_value.end();
-      i += takes_value ? 1 : 0;
+      const CLI::Option* option = word.find('=') == std::string::npos ? app.get_option_no_throw(word) : nullptr;
+      i += (option != nullptr && option->get_items_expected_min() > 0) ? 1 : 0;
       continue;
     }
     std::vector<std::string> names;
@@ -105,7 +104,7 @@ int run(int argc, char** argv) {
   app.parse_complete_callback([&globals] { apply_log_level(*globals); });
 
   try {
-    check_command_word(argc, argv, commands);
+    check_command_word(app, argc, argv, commands);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
