@@ -92,11 +92,20 @@ struct Identity {
   bool has_tables = false;
 };
 
+// One statement, so one snapshot: read as three statements, a process creating the same new
+// database could commit its schema between them, and the reader would see tables without
+// expctl's application_id and call the file foreign (seen with 4 writers on a loaded machine).
 Identity read_identity(SQLite::Database& db) {
+  SQLite::Statement query(db,
+                          "SELECT (SELECT user_version FROM pragma_user_version), "
+                          "(SELECT application_id FROM pragma_application_id), "
+                          "(SELECT count(*) FROM sqlite_master)");
   Identity identity;
-  identity.version = db.execAndGet("PRAGMA user_version").getInt();
-  identity.application_id = db.execAndGet("PRAGMA application_id").getInt();
-  identity.has_tables = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt() > 0;
+  if (query.executeStep()) {
+    identity.version = query.getColumn(0).getInt();
+    identity.application_id = query.getColumn(1).getInt();
+    identity.has_tables = query.getColumn(2).getInt() > 0;
+  }
   return identity;
 }
 
