@@ -2,7 +2,10 @@
 // synthetic spec (experiments/tiny-synthetic.yaml), and the store is read back to check what was
 // recorded. Processes started here are killed and reaped by their owners; nothing is killed by
 // name.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -335,6 +338,66 @@ TEST_CASE("run: a drifted stack exits 3 unless --allow-drift which records the d
   CHECK(drift[0].at("pinned") == "plan9");
   const auto tags = document.at("run").at("tags");
   CHECK(std::find(tags.begin(), tags.end(), "drift:os.id") != tags.end());
+}
+
+TEST_CASE("run: a rendezvous port in use exits 2 naming it, before anything is recorded") {
+  RunDir d;
+  // Hold a port the way another job would: listening on every interface.
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(holder >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(::listen(holder, 1) == 0);
+  socklen_t length = sizeof(address);
+  REQUIRE(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  const auto port = std::to_string(ntohs(address.sin_port));
+  const auto result = d.expctl({"run", tiny_spec(), "--master-port", port});
+  ::close(holder);
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("cannot host the rendezvous store on port " + port) != std::string::npos);
+  CHECK(result.err.find("choose another --master-port") != std::string::npos);
+  CHECK_FALSE(fs::exists(d.db));
+}
+
+TEST_CASE("resume: a machine whose fingerprint differs from the run's exits 3 unless --allow-drift") {
+  RunDir d;
+  // A run that fails at once (its data is missing) leaves a resumable run behind quickly.
+  const std::vector<std::string> failing = {"run", tiny_spec(), "--set", "data.dataset=mnist", "--set",
+                                            "data.root=" + (d.dir / "no-such-data").string()};
+  auto args = failing;
+  args.insert(args.begin(), {"--db", d.db.string()});
+  const auto failed = run_expctl(args, {{"OMP_NUM_THREADS", "1"}});
+  INFO(failed.out << failed.err);
+  REQUIRE(failed.exit_code == 1);
+  const auto run = d.only_run();
+  REQUIRE(run.has_value());
+  REQUIRE(run->status == store::RunStatus::failed);
+
+  // OMP_NUM_THREADS is recorded in the fingerprint and changes the computation.
+  const auto refused = run_expctl({"--db", d.db.string(), "resume", run->id}, {{"OMP_NUM_THREADS", "2"}});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 3);
+  CHECK(refused.err.find("vars.OMP_NUM_THREADS  1         2             yes") != std::string::npos);
+  CHECK(refused.err.find("run " + run->id + " was recorded on a different stack (1 fingerprint field(s) differ)") !=
+        std::string::npos);
+  CHECK(d.open().find_run(run->id).status == store::RunStatus::failed);  // untouched
+
+  // The same stack resumes (and fails again on the missing data: exit 1), recording no drift.
+  const auto same = run_expctl({"--db", d.db.string(), "resume", run->id}, {{"OMP_NUM_THREADS", "1"}});
+  INFO(same.out << same.err);
+  CHECK(same.exit_code == 1);
+  const auto before = d.open().find_run(run->id).tags;
+  CHECK(std::none_of(before.begin(), before.end(), [](const std::string& tag) { return tag.starts_with("drift:"); }));
+
+  const auto allowed =
+      run_expctl({"--db", d.db.string(), "resume", run->id, "--allow-drift"}, {{"OMP_NUM_THREADS", "2"}});
+  INFO(allowed.out << allowed.err);
+  CHECK(allowed.exit_code == 1);
+  const auto tags = d.open().find_run(run->id).tags;
+  CHECK(std::find(tags.begin(), tags.end(), "drift:env.vars.OMP_NUM_THREADS") != tags.end());
 }
 
 TEST_CASE("run: a malformed spec exits 2 and leaves the store untouched") {

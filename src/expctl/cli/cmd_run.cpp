@@ -62,18 +62,22 @@ void run_run(const RunOptions& options, GlobalOptions& globals) {
     globals.result = run_as_external_rank(spec, tags, stack, format, globals);
     return;
   }
+  // The rendezvous port is bound before anything is recorded: a port in use leaves no trace.
+  NodeLaunch launch{static_cast<int>(spec.get_int("distributed.nnodes")), options.node_rank, options.master_addr,
+                    options.master_port >= 0 ? options.master_port
+                                             : static_cast<int>(spec.get_int("distributed.master_port"))};
+  auto rendezvous = host_rendezvous(launch, spec.values());
   store::Store store = open_store(globals, store::OpenMode::read_write);
   store.put_spec(spec.hash(), spec.canonical(), spec.get_string("name"));
   store.put_environment(stack.fingerprint_hash, stack.fingerprint.dump());
   Invocation invocation;
   invocation.resolved.spec = spec.values();
-  invocation.resolved.spec_file = options.spec;
-  invocation.resolved.launch = {static_cast<int>(spec.get_int("distributed.nnodes")), options.node_rank,
-                                options.master_addr,
-                                options.master_port >= 0 ? options.master_port
-                                                         : static_cast<int>(spec.get_int("distributed.master_port"))};
+  // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
+  invocation.resolved.spec_file = std::filesystem::absolute(options.spec).string();
+  invocation.resolved.launch = launch;
   invocation.drift = drift;
   invocation.format = format;
+  invocation.rendezvous = std::move(rendezvous);
   invocation.run = store.create_run({spec.hash(), stack.fingerprint_hash, spec.get_string("name"), std::nullopt});
   for (const auto& tag : spec.get_string_list("tags")) {
     store.add_tag(invocation.run.id, tag);

@@ -71,11 +71,7 @@ void run_worker_command(const WorkerOptions& options, GlobalOptions& globals) {
                                 std::to_string(::getpid()) + "\n");
   train::WorkerRequest request;
   request.spec = read_resolved_run(run_dir).spec;
-  request.placement.rank = identity.rank;
-  request.placement.world_size = identity.world_size;
-  request.placement.local_rank = identity.local_rank;
-  request.placement.master_addr = identity.master_addr;
-  request.placement.master_port = identity.master_port;
+  request.placement = placement_of(identity);
   request.checkpoint_dir = run_dir / "checkpoints";
   request.resume = options.resume;
   const auto result = train::run_worker(

@@ -19,12 +19,14 @@
 
 #include "expctl/cli/support_store.hpp"
 #include "expctl/compare/statistics.hpp"
+#include "expctl/env/diff.hpp"
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/env/profile.hpp"
 #include "expctl/launch/launch_plan.hpp"
 #include "expctl/launch/rank_identity.hpp"
 #include "expctl/launch/supervisor.hpp"
 #include "expctl/spec/profile.hpp"
+#include "expctl/train/store_server.hpp"
 #include "expctl/train/torch_info.hpp"
 #include "expctl/train/worker.hpp"
 #include "expctl/util/atomic_file.hpp"
@@ -399,15 +401,6 @@ store::RankRecord new_rank(int rank, const std::string& host, pid_t pid) {
   return record;
 }
 
-train::WorkerPlacement placement_of(const launch::RankIdentity& identity) {
-  train::WorkerPlacement placement;
-  placement.rank = identity.rank;
-  placement.world_size = identity.world_size;
-  placement.local_rank = identity.local_rank;
-  placement.master_addr = identity.master_addr;
-  placement.master_port = identity.master_port;
-  return placement;
-}
 
 void record_ranks(store::Store& store, const Invocation& invocation, const launch::LaunchPlan& plan,
                   const std::vector<pid_t>& pids) {
@@ -426,17 +419,47 @@ void record_ranks(store::Store& store, const Invocation& invocation, const launc
   }
 }
 
-launch::LaunchPlan plan_for(const ResolvedRun& resolved) {
+launch::LaunchRequest launch_request_for(const NodeLaunch& launch, const json& spec) {
   launch::LaunchRequest request;
-  request.nnodes = resolved.launch.nnodes;
-  request.node_rank = resolved.launch.node_rank;
-  request.nproc_per_node = static_cast<int>(resolved.spec.at("distributed").at("nproc_per_node").get<std::int64_t>());
-  request.master_addr = resolved.launch.master_addr;
-  request.master_port = resolved.launch.master_port;
-  return launch::make_launch_plan(request);
+  request.nnodes = launch.nnodes;
+  request.node_rank = launch.node_rank;
+  request.nproc_per_node = static_cast<int>(spec.at("distributed").at("nproc_per_node").get<std::int64_t>());
+  request.master_addr = launch.master_addr;
+  request.master_port = launch.master_port;
+  return request;
+}
+
+launch::LaunchPlan plan_for(const ResolvedRun& resolved) {
+  return launch::make_launch_plan(launch_request_for(resolved.launch, resolved.spec));
 }
 
 }  // namespace
+
+std::shared_ptr<train::StoreServer> host_rendezvous(NodeLaunch& launch, const json& spec) {
+  launch::validate_launch_request(launch_request_for(launch, spec));
+  if (launch.node_rank != 0) {
+    return nullptr;
+  }
+  const auto timeout = std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
+  try {
+    auto server = std::make_shared<train::StoreServer>(static_cast<std::uint16_t>(launch.master_port), timeout);
+    launch.master_port = server->port();
+    return server;
+  } catch (const util::TrainError& error) {
+    throw util::UsageError(error.what());
+  }
+}
+
+train::WorkerPlacement placement_of(const launch::RankIdentity& identity) {
+  train::WorkerPlacement placement;
+  placement.rank = identity.rank;
+  placement.world_size = identity.world_size;
+  placement.local_rank = identity.local_rank;
+  placement.master_addr = identity.master_addr;
+  placement.master_port = identity.master_port;
+  placement.store_hosted_by_launcher = identity.agent_store;
+  return placement;
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -484,16 +507,46 @@ std::vector<env::VerifyRow> StackCheck::drifted() const {
   return result;
 }
 
+namespace {
+
+// What a run's fingerprint is collected with: the experiment's directory for the code state,
+// LibTorch's build facts, the spec's determinism settings.
+env::FingerprintOptions fingerprint_options(const std::filesystem::path& spec_file, const json& spec) {
+  env::FingerprintOptions options;
+  options.code_directory = std::filesystem::absolute(spec_file).parent_path();
+  options.torch_fields = train::torch_build_fields;
+  options.determinism.seed = spec.at("seed").get<std::int64_t>();
+  options.determinism.deterministic_algorithms = spec.at("determinism").get<std::string>() == "strict";
+  return options;
+}
+
+}  // namespace
+
+std::vector<env::DiffRow> resume_drift(const store::Store& store, const store::RunRecord& run,
+                                       const ResolvedRun& resolved) {
+  const auto text = run.environment_hash ? store.environment(*run.environment_hash) : std::nullopt;
+  if (!text) {
+    return {};  // recorded before fingerprints existed: nothing to hold the machine against
+  }
+  const auto recorded = env::Fingerprint::from_json(json::parse(*text), fmt::format("run {}'s fingerprint", run.id));
+  auto options = fingerprint_options(resolved.spec_file, resolved.spec);
+  // Record the same variables as the first invocation did (its profile's pins among them).
+  if (const json* vars = recorded.find("env.vars"); vars != nullptr && vars->is_object()) {
+    for (const auto& [name, value] : vars->items()) {
+      options.extra_env_names.push_back(name);
+    }
+  }
+  auto rows = env::diff_fingerprints(recorded, env::collect_fingerprint(options));
+  std::erase_if(rows, [](const env::DiffRow& row) { return !row.hashed; });
+  return rows;
+}
+
 StackCheck check_pinned_stack(const spec::Spec& spec) {
   std::optional<env::Profile> profile;
   if (const auto& path = spec.env_profile_path()) {
     profile = env::load_profile(*path, spec::display_path(*path));
   }
-  env::FingerprintOptions options;
-  options.code_directory = std::filesystem::absolute(spec.file()).parent_path();
-  options.torch_fields = train::torch_build_fields;
-  options.determinism.seed = spec.get_int("seed");
-  options.determinism.deterministic_algorithms = spec.get_string("determinism") == "strict";
+  env::FingerprintOptions options = fingerprint_options(spec.file(), spec.values());
   if (profile) {
     options.extra_env_names = profile->env_names();
   }

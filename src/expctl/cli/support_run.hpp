@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,9 +14,16 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/env/diff.hpp"
 #include "expctl/env/verify.hpp"
+#include "expctl/launch/rank_identity.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/train/worker.hpp"
+
+namespace expctl::train {
+class StoreServer;
+}
 
 namespace expctl::cli {
 
@@ -54,6 +62,12 @@ struct StackCheck {
 /// Collects this machine's fingerprint and verifies the spec's profile and image pin.
 StackCheck check_pinned_stack(const spec::Spec& spec);
 
+/// Before a resume: this machine's fingerprint against the one `run` was recorded with (the
+/// variables recorded then are recorded again). Returns the differing fields that enter the
+/// fingerprint hash; empty when the stack is the same (or the run has no recorded fingerprint).
+std::vector<env::DiffRow> resume_drift(const store::Store& store, const store::RunRecord& run,
+                                       const ResolvedRun& resolved);
+
 /// Signals SIGINT/SIGTERM/SIGHUP set this flag (install_stop_handlers); ranks poll it per step.
 std::atomic<bool>& stop_requested();
 /// Set once this rank has finished its first optimizer step (mark_training_started).
@@ -72,12 +86,22 @@ struct Invocation {
   bool resume = false;
   std::vector<env::VerifyRow> drift;  ///< drifted pins accepted with --allow-drift
   OutputFormat format = OutputFormat::text;
+  /// The rendezvous store this node hosts (node 0 only; see host_rendezvous).
+  std::shared_ptr<train::StoreServer> rendezvous;
 };
+
+/// On node 0, starts the rendezvous store the ranks will join (train/store_server.hpp) on
+/// `launch.master_port` (0: a free port, written back into `launch`), before anything is recorded:
+/// a port in use is an input error (exit 2). Other nodes host nothing (nullptr).
+std::shared_ptr<train::StoreServer> host_rendezvous(NodeLaunch& launch, const nlohmann::json& spec);
 
 /// Launches this node's ranks (`expctl worker`) under the fail-fast supervisor, streams their
 /// records into `store` in batches, records rank ends, finishes the run (completed, failed with
 /// the root cause, or interrupted), writes and prints the summary. Returns the exit code.
 util::ExitCode supervise_run(store::Store& store, const Invocation& invocation, const GlobalOptions& globals);
+
+/// Where a rank started by `launcher` stands, for the trainer.
+train::WorkerPlacement placement_of(const launch::RankIdentity& identity);
 
 /// Runs this process as one rank of a job started by an external launcher (torchrun --no-python,
 /// mpirun, srun): global rank 0 records the run into the store (its own metrics, the summary);

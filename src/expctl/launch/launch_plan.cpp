@@ -24,7 +24,9 @@ using util::LaunchError;
 // (a world of a million processes is a mistyped number, not a cluster).
 constexpr int k_max_processes_per_node = 4096;
 
-void validate(const LaunchRequest& request) {
+}  // namespace
+
+void validate_launch_request(const LaunchRequest& request) {
   EXPCTL_CHECK(request.nnodes >= 1, LaunchInputError, "--nnodes must be at least 1 (got {})", request.nnodes);
   EXPCTL_CHECK(request.node_rank >= 0 && request.node_rank < request.nnodes, LaunchInputError,
                "--node-rank {} is out of range for --nnodes {} (use 0..{})", request.node_rank, request.nnodes,
@@ -42,6 +44,8 @@ void validate(const LaunchRequest& request) {
                  "--master-port is required with --nnodes {}: every node must use the same port", request.nnodes);
   }
 }
+
+namespace {
 
 int omp_threads_for(const LaunchRequest& request, EnvOverrides& env) {
   const auto user_value = lookup(request.environment ? *request.environment : current_environment(), "OMP_NUM_THREADS");
@@ -108,7 +112,7 @@ uint16_t choose_free_port(const std::string& address) {
 }
 
 LaunchPlan make_launch_plan(const LaunchRequest& request) {
-  validate(request);
+  validate_launch_request(request);
   LaunchPlan plan;
   plan.nnodes = request.nnodes;
   plan.node_rank = request.node_rank;
@@ -124,6 +128,9 @@ LaunchPlan make_launch_plan(const LaunchRequest& request) {
   common["GROUP_RANK"] = std::to_string(plan.node_rank);
   common["MASTER_ADDR"] = plan.master_addr;
   common["MASTER_PORT"] = std::to_string(plan.master_port);
+  // Node 0's `expctl run` hosts the rendezvous store (train/store_server.hpp): every rank joins it
+  // as a client, in torchrun's words.
+  common["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   for (int local = 0; local < plan.nproc_per_node; ++local) {
     PlannedRank rank;
     rank.local_rank = local;

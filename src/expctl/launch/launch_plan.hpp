@@ -54,6 +54,10 @@ struct LaunchPlan {
 /// the bad option; throws util::LaunchError (run failed) when no free port can be found.
 LaunchPlan make_launch_plan(const LaunchRequest& request);
 
+/// The checks make_launch_plan starts with (ranges, --master-addr/--master-port with several
+/// nodes); throws LaunchInputError (exit 2) naming the option.
+void validate_launch_request(const LaunchRequest& request);
+
 /// Binds port 0 on `address` (a numeric IPv4/IPv6 address or a host name), reads back the port
 /// the kernel chose and releases it. The port is free now; another process could still take it
 /// before rank 0 binds it (the same race torchrun's --standalone accepts).

@@ -113,6 +113,7 @@ std::optional<RankIdentity> read_torchrun(const LauncherEnv& env) {
   id.node_rank = env.integer("GROUP_RANK");
   id.master_addr = env.required("MASTER_ADDR");
   id.master_port = read_port(env, env.integer("MASTER_PORT"));
+  id.agent_store = env.text("TORCHELASTIC_USE_AGENT_STORE") == "True";
   check_consistent(env, id, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
   return id;
 }

@@ -35,6 +35,9 @@ struct RankIdentity {
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = k_default_master_port;
   std::string launcher;  ///< "expctl", "torchrun", "mpirun", "pmi" or "slurm"
+  /// The launcher hosts the rendezvous store and every rank, rank 0 included, joins it as a
+  /// client (torchrun's TORCHELASTIC_USE_AGENT_STORE=True; expctl's supervisor sets it too).
+  bool agent_store = false;
 
   bool operator==(const RankIdentity&) const = default;
 };

@@ -170,7 +170,7 @@ Communicator::Communicator(const ProcessGroupOptions& options)
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(
         options.master_addr,
-        compat::tcp_store_options(options.rank == 0, options.master_port, options.world_size,
+        compat::tcp_store_options(options.rank == 0 && !options.store_hosted_by_launcher, options.master_port, options.world_size,
                                   options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout
                                                                          : options.timeout));
     m_store = c10::make_intrusive<c10d::PrefixStore>(options.group_name, tcp);

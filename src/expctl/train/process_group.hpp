@@ -38,6 +38,9 @@ struct ProcessGroupOptions {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 29500;
+  /// Someone else (expctl's supervisor, torchrun's agent) hosts the TCPStore at
+  /// master_addr:master_port: every rank joins as a client. Otherwise rank 0 hosts it.
+  bool store_hosted_by_launcher = false;
   BackendRequest backend = BackendRequest::auto_select;
   /// Applies to rendezvous and to every collective (the spec's `timeout_s`).
   std::chrono::milliseconds timeout = std::chrono::seconds(300);

@@ -71,6 +71,7 @@ ProcessGroupOptions group_options(const json& spec, const WorkerPlacement& place
   options.local_rank = placement.local_rank;
   options.master_addr = placement.master_addr;
   options.master_port = placement.master_port;
+  options.store_hosted_by_launcher = placement.store_hosted_by_launcher;
   options.backend = parse_backend_request(distributed.at("backend").get<std::string>());
   options.timeout = std::chrono::seconds(distributed.at("timeout_s").get<std::int64_t>());
   return options;

@@ -29,6 +29,8 @@ struct WorkerPlacement {
   int local_rank = 0;
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 29500;
+  /// The launcher hosts the rendezvous store; rank 0 joins it as a client instead of hosting it.
+  bool store_hosted_by_launcher = false;
 };
 
 /// What one rank trains.

@@ -54,6 +54,7 @@ TEST_CASE("launch plan: second node of two gets global ranks and torchrun's vari
     CHECK(env_of(rank, "MASTER_ADDR") == "node01");
     CHECK(env_of(rank, "MASTER_PORT") == "29400");
     CHECK(env_of(rank, "OMP_NUM_THREADS") == "4");
+    CHECK(env_of(rank, "TORCHELASTIC_USE_AGENT_STORE") == "True");  // node 0's expctl hosts the store
   }
 }
 

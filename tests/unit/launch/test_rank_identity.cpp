@@ -52,6 +52,15 @@ TEST_CASE("launcher: expctl's own supervisor uses torchrun's variables plus the 
   CHECK(detect_launcher(env)->launcher == "expctl");
 }
 
+TEST_CASE("launcher: a launcher that hosts the store makes every rank a client of it", "[launch][identity]") {
+  EnvMap env = torchrun_env();
+  CHECK_FALSE(detect_launcher(env)->agent_store);  // bare torchrun env: rank 0 hosts
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";     // torchrun's static rendezvous, expctl's supervisor
+  CHECK(detect_launcher(env)->agent_store);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  CHECK_FALSE(detect_launcher(env)->agent_store);
+}
+
 TEST_CASE("launcher: torchrun errors name the variable", "[launch][identity]") {
   EnvMap env = torchrun_env();
   env.erase("LOCAL_WORLD_SIZE");
