@@ -1,11 +1,10 @@
 #include "expctl/train/datasets.hpp"
 
-#include <zlib.h>
-
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <memory>
 
+#include "expctl/train/decoded_file.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::train {
@@ -46,33 +45,6 @@ const DatasetEntry& entry_for(DatasetKind kind) {
   EXPCTL_ASSERT(false, "dataset kind {} missing from the table", static_cast<int>(kind));
 }
 
-// Reads a whole file through zlib, which passes plain files through unchanged.
-std::vector<std::uint8_t> read_maybe_gzip(const fs::path& path) {
-  EXPCTL_CHECK(fs::exists(path), TrainError, "{}: no such file", path.string());
-  std::unique_ptr<gzFile_s, decltype(&::gzclose)> file(::gzopen(path.c_str(), "rb"), &::gzclose);
-  EXPCTL_CHECK(file != nullptr, TrainError, "{}: cannot open", path.string());
-  std::vector<std::uint8_t> bytes;
-  std::vector<std::uint8_t> chunk(1 << 20);
-  for (;;) {
-    const int count = ::gzread(file.get(), chunk.data(), static_cast<unsigned>(chunk.size()));
-    int code = Z_OK;
-    std::string message = ::gzerror(file.get(), &code);
-    // zlib prefixes its message with the path, which ours already starts with.
-    if (const auto prefix = path.string() + ": "; message.rfind(prefix, 0) == 0) {
-      message.erase(0, prefix.size());
-    }
-    // A cut-off gzip stream ends with Z_BUF_ERROR ("unexpected end of file"), a damaged one with
-    // Z_DATA_ERROR; both would otherwise look like a short but valid file.
-    EXPCTL_CHECK(count >= 0 && code == Z_OK, TrainError, "{}: corrupt or truncated gzip data ({})", path.string(),
-                 message);
-    if (count == 0) {
-      break;
-    }
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + count);
-  }
-  return bytes;
-}
-
 std::uint32_t big_endian_u32(const std::vector<std::uint8_t>& bytes, std::size_t offset) {
   return (std::uint32_t{bytes[offset]} << 24) | (std::uint32_t{bytes[offset + 1]} << 16) |
          (std::uint32_t{bytes[offset + 2]} << 8) | std::uint32_t{bytes[offset + 3]};
@@ -102,6 +74,29 @@ std::vector<std::int64_t> idx_dimensions(const std::vector<std::uint8_t>& bytes,
 
 at::Tensor bytes_to_tensor(const std::uint8_t* data, std::vector<std::int64_t> sizes) {
   return at::from_blob(const_cast<std::uint8_t*>(data), sizes, at::kByte).clone();
+}
+
+// Single-channel pixels to float32: x / 255, then (x - mean) / std when `normalization` is given.
+// The tensor operations of the general path (`.to(kFloat).div_(255)` and `normalize`) are applied
+// once to the 256 possible byte values, and the pixels are looked up in that table: one pass
+// over the data instead of five, and bit for bit the same floats (each operation is exact per
+// element, so it does not matter whether it runs on 256 values or 47 million).
+at::Tensor pixels_to_float(const std::uint8_t* data, const std::vector<std::int64_t>& sizes,
+                           const Normalization* normalization) {
+  auto table = at::arange(256, at::TensorOptions().dtype(at::kByte)).to(at::kFloat).div_(255.0);
+  if (normalization != nullptr) {
+    EXPCTL_CHECK(normalization->mean.size() == 1 && normalization->std.size() == 1, TrainError,
+                 "normalisation has {} means for images with 1 channel", normalization->mean.size());
+    table.sub_(at::tensor(normalization->mean)).div_(at::tensor(normalization->std));
+  }
+  auto images = at::empty(sizes, at::kFloat);
+  const float* lookup = table.data_ptr<float>();
+  float* out = images.data_ptr<float>();
+  const auto count = images.numel();
+  for (std::int64_t i = 0; i < count; ++i) {
+    out[i] = lookup[data[i]];
+  }
+  return images;
 }
 
 void check_labels(const at::Tensor& labels, std::int64_t num_classes, const fs::path& path) {
@@ -140,21 +135,29 @@ fs::path default_dataset_root(DatasetKind kind) {
   return entry_for(kind).default_root;
 }
 
-Dataset load_idx(const fs::path& images, const fs::path& labels, std::int64_t num_classes) {
-  const auto image_bytes = read_maybe_gzip(images);
+namespace {
+
+Dataset load_idx_files(const fs::path& images, const fs::path& labels, std::int64_t num_classes,
+                       const Normalization* normalization) {
+  const auto image_bytes = read_decompressed(images);
   const auto image_dims = idx_dimensions(image_bytes, images, k_idx_images_magic, "images");
-  const auto label_bytes = read_maybe_gzip(labels);
+  const auto label_bytes = read_decompressed(labels);
   const auto label_dims = idx_dimensions(label_bytes, labels, k_idx_labels_magic, "labels");
   EXPCTL_CHECK(image_dims[0] == label_dims[0], TrainError, "{}: {} labels, but {} has {} images", labels.string(),
                label_dims[0], images.string(), image_dims[0]);
   Dataset dataset;
-  dataset.images = bytes_to_tensor(image_bytes.data() + 16, {image_dims[0], 1, image_dims[1], image_dims[2]})
-                       .to(at::kFloat)
-                       .div_(255.0);
+  dataset.images =
+      pixels_to_float(image_bytes.data() + 16, {image_dims[0], 1, image_dims[1], image_dims[2]}, normalization);
   dataset.labels = bytes_to_tensor(label_bytes.data() + 8, {label_dims[0]}).to(at::kLong);
   dataset.num_classes = num_classes;
   check_labels(dataset.labels, num_classes, labels);
   return dataset;
+}
+
+}  // namespace
+
+Dataset load_idx(const fs::path& images, const fs::path& labels, std::int64_t num_classes) {
+  return load_idx_files(images, labels, num_classes, nullptr);
 }
 
 Dataset load_cifar10(const fs::path& root, bool train) {
@@ -170,7 +173,7 @@ Dataset load_cifar10(const fs::path& root, bool train) {
   std::vector<at::Tensor> images;
   std::vector<at::Tensor> labels;
   for (const auto& file : files) {
-    const auto bytes = read_maybe_gzip(file);
+    const auto bytes = read_decompressed(file);
     const auto size = static_cast<std::int64_t>(bytes.size());
     EXPCTL_CHECK(size > 0 && size % k_cifar_record == 0, TrainError,
                  "{}: truncated or corrupt: {} bytes is not a whole number of {}-byte CIFAR-10 records",
@@ -222,8 +225,11 @@ Dataset load_dataset(const DatasetOptions& options) {
   switch (options.kind) {
     case DatasetKind::fashion_mnist:
     case DatasetKind::mnist:
-      dataset = load_idx(find_idx(root, split + "-images-idx3-ubyte"), find_idx(root, split + "-labels-idx1-ubyte"));
-      break;
+    {
+      const auto normalization = default_normalization(options.kind);
+      return load_idx_files(find_idx(root, split + "-images-idx3-ubyte"), find_idx(root, split + "-labels-idx1-ubyte"),
+                            10, options.normalize ? &normalization : nullptr);
+    }
     case DatasetKind::cifar10:
       dataset = load_cifar10(root, options.train);
       break;

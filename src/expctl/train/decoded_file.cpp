@@ -1,0 +1,220 @@
+#include "expctl/train/decoded_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "expctl/util/error.hpp"
+#include "expctl/util/log.hpp"
+#include "expctl/util/sha256.hpp"
+
+namespace expctl::train {
+namespace {
+
+using util::TrainError;
+namespace fs = std::filesystem;
+
+/// Closes a file descriptor on scope exit.
+struct Descriptor {
+  int fd;
+  explicit Descriptor(int value) : fd(value) {}
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+};
+
+/// Reads exactly `size` bytes at `offset`; false on a short read or an error.
+bool read_at(int fd, void* buffer, std::size_t size, off_t offset) {
+  auto* out = static_cast<char*>(buffer);
+  while (size > 0) {
+    const ssize_t count = ::pread(fd, out, size, offset);
+    if (count <= 0) {
+      return false;
+    }
+    out += count;
+    size -= static_cast<std::size_t>(count);
+    offset += count;
+  }
+  return true;
+}
+
+/// What a gzip file says about its (last member's) content: CRC-32 and length modulo 2^32.
+struct GzipTrailer {
+  std::uint32_t crc = 0;
+  std::uint32_t size = 0;
+};
+
+std::uint32_t little_endian_u32(const unsigned char* bytes) {
+  return std::uint32_t{bytes[0]} | (std::uint32_t{bytes[1]} << 8) | (std::uint32_t{bytes[2]} << 16) |
+         (std::uint32_t{bytes[3]} << 24);
+}
+
+/// The trailer when `fd` is a gzip file (magic 1f 8b), else nullopt.
+std::optional<GzipTrailer> gzip_trailer(int fd, const struct stat& info) {
+  unsigned char magic[2] = {};
+  unsigned char tail[8] = {};
+  if (info.st_size < 18 || !read_at(fd, magic, sizeof(magic), 0) || magic[0] != 0x1f || magic[1] != 0x8b ||
+      !read_at(fd, tail, sizeof(tail), info.st_size - 8)) {
+    return std::nullopt;
+  }
+  return GzipTrailer{little_endian_u32(tail), little_endian_u32(tail + 4)};
+}
+
+std::uint32_t crc32_of(const std::vector<std::uint8_t>& bytes) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  const std::uint8_t* data = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const auto chunk = static_cast<uInt>(std::min<std::size_t>(left, 1U << 30));
+    crc = ::crc32(crc, data, chunk);
+    data += chunk;
+    left -= chunk;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+// Reads a whole file through zlib, which passes plain files through unchanged.
+std::vector<std::uint8_t> inflate_file(const fs::path& path, std::size_t expected_size) {
+  std::unique_ptr<gzFile_s, decltype(&::gzclose)> file(::gzopen(path.c_str(), "rb"), &::gzclose);
+  EXPCTL_CHECK(file != nullptr, TrainError, "{}: cannot open", path.string());
+  ::gzbuffer(file.get(), 1U << 18);
+  std::vector<std::uint8_t> bytes;
+  bytes.reserve(expected_size);
+  std::vector<std::uint8_t> chunk(1 << 20);
+  for (;;) {
+    const int count = ::gzread(file.get(), chunk.data(), static_cast<unsigned>(chunk.size()));
+    int code = Z_OK;
+    std::string message = ::gzerror(file.get(), &code);
+    // zlib prefixes its message with the path, which ours already starts with.
+    if (const auto prefix = path.string() + ": "; message.rfind(prefix, 0) == 0) {
+      message.erase(0, prefix.size());
+    }
+    // A cut-off gzip stream ends with Z_BUF_ERROR ("unexpected end of file"), a damaged one with
+    // Z_DATA_ERROR; both would otherwise look like a short but valid file.
+    EXPCTL_CHECK(count >= 0 && code == Z_OK, TrainError, "{}: corrupt or truncated gzip data ({})", path.string(),
+                 message);
+    if (count == 0) {
+      break;
+    }
+    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + count);
+  }
+  return bytes;
+}
+
+fs::path cache_entry(const fs::path& directory, const fs::path& source, const struct stat& info) {
+  std::error_code error;
+  const fs::path absolute = fs::absolute(source, error);
+  const std::string identity =
+      fmt::format("expctl decoded v1\n{}\n{}\n{}.{:09}\n{}\n{}\n", error ? source.string() : absolute.string(),
+                  static_cast<long long>(info.st_size), static_cast<long long>(info.st_mtim.tv_sec),
+                  static_cast<long>(info.st_mtim.tv_nsec), static_cast<unsigned long long>(info.st_dev),
+                  static_cast<unsigned long long>(info.st_ino));
+  return directory / "decoded" / (util::sha256_hex(identity) + ".raw");
+}
+
+/// The cached copy when it matches the trailer exactly, else nullopt.
+std::optional<std::vector<std::uint8_t>> read_cached(const fs::path& entry, const GzipTrailer& trailer) {
+  Descriptor fd(::open(entry.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat info {};
+  if (fd.fd < 0 || ::fstat(fd.fd, &info) != 0 ||
+      static_cast<std::uint32_t>(static_cast<std::uint64_t>(info.st_size)) != trailer.size) {
+    return std::nullopt;
+  }
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(info.st_size));
+  if (!read_at(fd.fd, bytes.data(), bytes.size(), 0) || crc32_of(bytes) != trailer.crc) {
+    util::log::debug(fmt::format("ignoring damaged cache entry {}", entry.string()));
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+/// Publishes `bytes` as `entry`, atomically; gives up quietly (the cache is optional).
+void write_cached(const fs::path& entry, const std::vector<std::uint8_t>& bytes) {
+  std::error_code error;
+  fs::create_directories(entry.parent_path(), error);
+  const fs::path staging = entry.parent_path() / fmt::format(".{}.{}.tmp", entry.filename().string(), ::getpid());
+  {
+    Descriptor fd(::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    bool ok = fd.fd >= 0;
+    const auto* data = bytes.data();
+    std::size_t left = bytes.size();
+    while (ok && left > 0) {
+      const ssize_t count = ::write(fd.fd, data, left);
+      ok = count > 0;
+      data += ok ? count : 0;
+      left -= ok ? static_cast<std::size_t>(count) : 0;
+    }
+    if (!ok) {
+      util::log::debug(fmt::format("cannot write cache entry {}: {}", staging.string(), std::strerror(errno)));
+      fs::remove(staging, error);
+      return;
+    }
+  }
+  fs::rename(staging, entry, error);
+  if (error) {
+    util::log::debug(fmt::format("cannot publish cache entry {}: {}", entry.string(), error.message()));
+    fs::remove(staging, error);
+  }
+}
+
+}  // namespace
+
+std::optional<fs::path> cache_directory() {
+  if (const char* explicit_dir = std::getenv("EXPCTL_CACHE_DIR"); explicit_dir != nullptr && *explicit_dir != 0) {
+    const std::string value = explicit_dir;
+    if (value == "none" || value == "off") {
+      return std::nullopt;
+    }
+    return fs::path(value);
+  }
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    return fs::path(xdg) / "expctl";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    return fs::path(home) / ".cache" / "expctl";
+  }
+  return std::nullopt;
+}
+
+std::vector<std::uint8_t> read_decompressed(const fs::path& path) {
+  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) {
+    const int error = errno;
+    EXPCTL_CHECK(error != ENOENT, TrainError, "{}: no such file", path.string());
+    throw TrainError(fmt::format("{}: cannot open ({})", path.string(), std::strerror(error)));
+  }
+  struct stat info {};
+  EXPCTL_CHECK(::fstat(fd.fd, &info) == 0 && S_ISREG(info.st_mode), TrainError, "{}: not a regular file",
+               path.string());
+  const auto trailer = gzip_trailer(fd.fd, info);
+  const auto directory = trailer ? cache_directory() : std::nullopt;
+  if (!directory) {
+    return inflate_file(path, static_cast<std::size_t>(info.st_size));
+  }
+  const fs::path entry = cache_entry(*directory, path, info);
+  if (auto cached = read_cached(entry, *trailer)) {
+    return std::move(*cached);
+  }
+  auto bytes = inflate_file(path, trailer->size);
+  // zlib has checked the CRC of the stream it inflated; a multi-member file's trailer covers only
+  // its last member, so such a file is simply never cached.
+  if (static_cast<std::uint32_t>(bytes.size()) == trailer->size && crc32_of(bytes) == trailer->crc) {
+    write_cached(entry, bytes);
+  }
+  return bytes;
+}
+
+}  // namespace expctl::train
