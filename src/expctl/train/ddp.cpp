@@ -30,7 +30,8 @@ std::int64_t tensor_bytes(const at::Tensor& tensor) {
 
 }  // namespace
 
-/// One flat gradient buffer; per-parameter gradients are copied into slices of it.
+/// One flat gradient buffer; each parameter's `.grad` is a view of its slice (Python DDP's
+/// gradient_as_bucket_view), so autograd accumulates straight into the buffer that is reduced.
 struct DistributedDataParallel::Bucket {
   std::vector<std::size_t> params;
   at::Tensor flat;
@@ -212,8 +213,18 @@ void DistributedDataParallel::register_hooks() {
       m_offset_of[index] = static_cast<std::size_t>(elements);
       elements += m_params[index].numel();
     }
-    bucket->flat = at::zeros({elements}, m_params[bucket->params.front()].options().requires_grad(false));
+    // The last bucket is reduced last: one spare element there carries the stop votes (see
+    // vote_stop), so agreeing to stop costs no collective of its own.
+    const bool last = b + 1 == assignment.size();
+    bucket->flat = at::zeros({elements + (last ? 1 : 0)}, m_params[bucket->params.front()].options().requires_grad(false));
+    if (last) {
+      m_vote_offset = elements;
+    }
     m_buckets.push_back(std::move(bucket));
+  }
+  at::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < m_params.size(); ++i) {
+    attach_gradient(i);
   }
   for (std::size_t i = 0; i < m_params.size(); ++i) {
     // The autograd metadata holds the accumulator only weakly: without our shared_ptr it would be
@@ -224,6 +235,54 @@ void DistributedDataParallel::register_hooks() {
     m_accumulators.push_back(std::move(accumulator));
   }
   reset_iteration();
+}
+
+// The slice as a plain tensor on the bucket's storage rather than an autograd view of `flat`:
+// LibTorch 1.13's Optimizer::zero_grad calls detach_() on every gradient, which autograd refuses
+// for views (Python DDP's gradient_as_bucket_view trips over the same check).
+at::Tensor DistributedDataParallel::bucket_view(std::size_t param_index) const {
+  const auto& param = m_params[param_index];
+  const auto& flat = m_buckets[m_bucket_of[param_index]]->flat;
+  auto slice = at::empty({0}, flat.options());
+  slice.set_(flat.storage(), flat.storage_offset() + static_cast<std::int64_t>(m_offset_of[param_index]),
+             param.sizes());  // no strides: contiguous
+  return slice;
+}
+
+// Makes `.grad` the parameter's bucket slice again when something replaced it (an optimizer that
+// sets gradients to None, a user assignment), keeping what it held.
+void DistributedDataParallel::attach_gradient(std::size_t param_index) {
+  auto& param = m_params[param_index];
+  auto view = bucket_view(param_index);
+  const auto& grad = param.grad();
+  if (grad.defined() && grad.data_ptr() == view.data_ptr()) {
+    return;
+  }
+  if (grad.defined()) {
+    view.copy_(grad);
+  } else {
+    view.zero_();
+  }
+  param.mutable_grad() = view;
+}
+
+void DistributedDataParallel::zero_grad() {
+  at::NoGradGuard no_grad;
+  if (m_buckets.empty()) {
+    // A world of one: what LibTorch 1.13's Optimizer::zero_grad does (2.x sets them to None).
+    for (auto& param : m_params) {
+      if (param.grad().defined()) {
+        param.mutable_grad().zero_();
+      }
+    }
+    return;
+  }
+  for (auto& bucket : m_buckets) {
+    bucket->flat.zero_();
+  }
+  for (std::size_t i = 0; i < m_params.size(); ++i) {
+    attach_gradient(i);
+  }
 }
 
 void DistributedDataParallel::reset_iteration() {
@@ -248,19 +307,12 @@ void DistributedDataParallel::on_gradient_ready(std::size_t param_index) {
     torch::autograd::Engine::get_default_engine().queue_callback([this] { end_of_backward(); });
   }
   if (!m_armed || m_error) {
-    return;  // no_sync: the gradient stays accumulated in .grad
+    return;  // no_sync: the gradient stays accumulated in .grad, which is the bucket slice
   }
   EXPCTL_ASSERT(!m_ready[param_index], "gradient of parameter {} became ready twice in one backward", param_index);
   m_ready[param_index] = true;
+  attach_gradient(param_index);  // normally a pointer comparison: autograd accumulated in place
   auto& bucket = *m_buckets[m_bucket_of[param_index]];
-  const auto& param = m_params[param_index];
-  auto view = bucket.flat.narrow(0, static_cast<std::int64_t>(m_offset_of[param_index]), param.numel())
-                  .view(param.sizes());
-  view.copy_(param.grad());
-  if (m_options.compression == GradCompression::none) {
-    // Average = pre-divide, then SUM (Gloo has no AVG); the same order as PyTorch's reducer.
-    view.mul_(1.0 / m_comm.world_size());
-  }
   if (--bucket.pending == 0) {
     launch_ready_buckets();
   }
@@ -275,10 +327,19 @@ void DistributedDataParallel::launch_ready_buckets() {
 
 void DistributedDataParallel::launch(std::size_t bucket_index) {
   auto& bucket = *m_buckets[bucket_index];
+  const bool carries_votes = bucket_index + 1 == m_buckets.size();
   if (m_options.compression == GradCompression::fp16) {
+    if (carries_votes) {
+      bucket.flat[m_vote_offset].fill_(m_stop_vote ? 1.0 : 0.0);
+    }
     // PyTorch's fp16_compress_hook: cast, then divide in half precision.
     bucket.wire = bucket.flat.to(at::kHalf).div_(m_comm.world_size());
   } else {
+    // Average = pre-divide, then SUM (Gloo has no AVG); the same order as PyTorch's reducer.
+    bucket.flat.mul_(1.0 / m_comm.world_size());
+    if (carries_votes) {
+      bucket.flat[m_vote_offset].fill_(m_stop_vote ? 1.0 : 0.0);
+    }
     bucket.wire = bucket.flat;
   }
   bucket.collective = m_comm.allreduce_async(bucket.wire, fmt::format("allreduce of bucket {}", bucket_index));
@@ -290,7 +351,7 @@ void DistributedDataParallel::end_of_backward() {
   std::lock_guard lock(m_mutex);
   try {
     if (m_armed && !m_error) {
-      reduce_and_copy_back();
+      reduce_buckets();
     }
   } catch (...) {
     // Thrown out of the engine's callback it would lose its type; finish() rethrows it.
@@ -299,15 +360,16 @@ void DistributedDataParallel::end_of_backward() {
   reset_iteration();
 }
 
-void DistributedDataParallel::reduce_and_copy_back() {
-  // Parameters that got no gradient in this backward are reduced as zeros so that every rank
-  // still launches every bucket (the alternative is a hang).
+void DistributedDataParallel::reduce_buckets() {
+  // A parameter that got no gradient in this backward is reduced with what its .grad holds (zero
+  // after zero_grad, or what no_sync micro-steps accumulated), so that every rank still launches
+  // every bucket (the alternative is a hang).
+  at::NoGradGuard no_grad;
   for (std::size_t i = 0; i < m_params.size(); ++i) {
     if (!m_ready[i]) {
-      auto& bucket = *m_buckets[m_bucket_of[i]];
-      bucket.flat.narrow(0, static_cast<std::int64_t>(m_offset_of[i]), m_params[i].numel()).zero_();
+      attach_gradient(i);
       m_ready[i] = true;
-      bucket.pending -= 1;
+      m_buckets[m_bucket_of[i]]->pending -= 1;
     }
   }
   launch_ready_buckets();
@@ -316,22 +378,12 @@ void DistributedDataParallel::reduce_and_copy_back() {
     m_comm.wait(bucket->collective);
   }
   m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  at::NoGradGuard no_grad;
-  for (auto& bucket : m_buckets) {
-    if (m_options.compression == GradCompression::fp16) {
-      bucket->flat.copy_(bucket->wire);
-    }
-    for (const auto index : bucket->params) {
-      auto& param = m_params[index];
-      auto view = bucket->flat.narrow(0, static_cast<std::int64_t>(m_offset_of[index]), param.numel())
-                      .view(param.sizes());
-      if (param.grad().defined()) {
-        param.mutable_grad().copy_(view);
-      } else {
-        param.mutable_grad() = view.clone();
-      }
+  if (m_options.compression == GradCompression::fp16) {
+    for (auto& bucket : m_buckets) {
+      bucket->flat.copy_(bucket->wire);  // the gradients are views of `flat`
     }
   }
+  m_stop_voted = m_buckets.back()->flat[m_vote_offset].item<float>() > 0.0F;
 }
 
 void DistributedDataParallel::finish() {

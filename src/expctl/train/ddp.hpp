@@ -4,18 +4,22 @@
 /// into flat, dtype-homogeneous buckets in reverse registration order (a ~1 MiB first bucket, then
 /// `bucket_cap`), and a hook on each parameter's gradient accumulator launches a bucket's
 /// asynchronous all-reduce the moment its last gradient is ready, strictly in bucket order so all
-/// ranks issue the same collectives. At the end of backward every bucket is waited on and the
-/// averaged gradients are copied back into `.grad`.
+/// ranks issue the same collectives. Each `.grad` is a view of its bucket slice (Python's
+/// `gradient_as_bucket_view=True`): autograd accumulates into the buffer that is reduced, and the
+/// averaged gradients are in `.grad` when the last bucket's all-reduce completes, with no copies
+/// in either direction. At the end of backward every bucket is waited on.
 ///
 /// Use per optimizer step:
+///   ddp.zero_grad();                                      // not the optimizer's (see zero_grad)
 ///   { auto guard = ddp.no_sync(); loss_k.backward(); }   // micro-steps 1..k-1: no communication
 ///   loss.backward();                                      // boundary: all-reduce overlaps backward
 ///   ddp.finish();                                         // rethrows a communication error
 ///   optimizer.step();
 ///
 /// Differences from Python DDP: `no_sync` must cover the backward (Python: the forward);
-/// parameters without a gradient in a synchronised backward are reduced as zeros (their `.grad`
-/// becomes defined); buckets are fixed at construction (no ready-order rebuild after step 1).
+/// parameters without a gradient in a synchronised backward are reduced with what their `.grad`
+/// holds (zero after zero_grad); `.grad` is always defined (a bucket view); buckets are fixed at
+/// construction (no ready-order rebuild after step 1).
 
 #include <torch/nn/module.h>
 
@@ -97,6 +101,17 @@ class DistributedDataParallel {
   /// error (TrainError naming the bucket) captured at the end of backward.
   void finish();
 
+  /// Zeroes every gradient in place (one fill per bucket), keeping `.grad` the bucket views;
+  /// use it instead of the optimizer's zero_grad, which on LibTorch 2.x sets gradients to None.
+  void zero_grad();
+
+  /// This rank's wish to stop, sent with the next synchronised backward (in a spare element of
+  /// the last bucket: no collective of its own).
+  void vote_stop(bool stop) { m_stop_vote = stop; }
+  /// Whether any rank voted to stop in the last synchronised backward (the same answer on every
+  /// rank). In a world of one: this rank's own vote.
+  bool stop_voted() const { return m_buckets.empty() ? m_stop_vote : m_stop_voted; }
+
   /// Broadcasts the module's buffers from rank 0 (Python does this before every synced forward).
   void broadcast_buffers();
 
@@ -121,8 +136,10 @@ class DistributedDataParallel {
   void launch_ready_buckets();
   void launch(std::size_t bucket_index);
   void end_of_backward();
-  void reduce_and_copy_back();
+  void reduce_buckets();
   void reset_iteration();
+  at::Tensor bucket_view(std::size_t param_index) const;
+  void attach_gradient(std::size_t param_index);
 
   torch::nn::Module& m_module;
   Communicator& m_comm;
@@ -141,6 +158,9 @@ class DistributedDataParallel {
   std::size_t m_next_bucket = 0;
   std::exception_ptr m_error;
   std::int64_t m_launched_total = 0;
+  std::int64_t m_vote_offset = 0;  // element of the last bucket that carries the stop votes
+  bool m_stop_vote = false;
+  bool m_stop_voted = false;
   double m_wait_seconds = 0.0;
 };
 

@@ -70,7 +70,7 @@ class Trainer {
         m_indices = m_sampler.indices();
         loaded_epoch = m_position.epoch;
       }
-      const auto metrics = train_step();
+      const auto metrics = train_step(stop);
       result.losses.push_back(static_cast<float>(metrics.loss));
       result.final_train_loss = metrics.loss;
       m_sink.on_step(metrics);
@@ -126,18 +126,21 @@ class Trainer {
     return torch::nn::functional::cross_entropy(m_model->forward(images), labels);
   }
 
-  StepMetrics train_step() {
+  StepMetrics train_step(const std::atomic<bool>* stop) {
     const auto start = Clock::now();
     const double wait_before = m_comm.wait_seconds();
     const double lr = learning_rate_at(m_schedule, m_config.optim.lr, m_position.step);
     set_learning_rate(*m_optimizer, lr);
-    m_optimizer->zero_grad();
+    m_ddp.zero_grad();
+    m_ddp.vote_stop(stop != nullptr && stop->load());
     const auto first_micro = (m_position.step % m_steps_per_epoch) * m_config.grad_accum_steps;
     double loss_sum = 0.0;
     std::int64_t samples = 0;
     for (std::int64_t k = 0; k < m_config.grad_accum_steps; ++k) {
       const auto loss = micro_loss(first_micro + k);
-      const auto scaled = m_scaler.scale(loss / static_cast<double>(m_config.grad_accum_steps));
+      // (loss / 1 would only add a node to the graph: the same bits, one more backward op.)
+      const auto scaled =
+          m_scaler.scale(m_config.grad_accum_steps == 1 ? loss : loss / static_cast<double>(m_config.grad_accum_steps));
       if (k + 1 < m_config.grad_accum_steps) {
         auto no_sync = m_ddp.no_sync();
         scaled.backward();
@@ -221,15 +224,13 @@ class Trainer {
   }
 
   // Ranks must stop after the same step, or the ones going on would wait for the others'
-  // collectives until the timeout: any rank's request stops everyone.
+  // collectives until the timeout: any rank's request stops everyone. The votes travelled with
+  // this step's last gradient bucket (DistributedDataParallel::vote_stop): no extra collective.
   bool stop_agreed(const std::atomic<bool>* stop) {
-    const bool mine = stop != nullptr && stop->load();
     if (m_comm.world_size() == 1) {
-      return mine;
+      return stop != nullptr && stop->load();
     }
-    auto flag = at::full({}, mine ? 1.0F : 0.0F, at::kFloat).to(m_comm.device());
-    m_comm.allreduce(flag, "allreduce of the stop flag");
-    return flag.item<float>() > 0.0F;
+    return m_ddp.stop_voted();
   }
 
   const TrainerConfig& m_config;

@@ -94,9 +94,14 @@ std::vector<torch::Tensor> reference_training(bool tied, std::int64_t rows_per_s
   return snapshot(*model);
 }
 
+// How gradients are cleared between steps: LibTorch 1.13's optimizer (zeroes in place), the
+// reducer's own zero_grad, or set to None as LibTorch 2.x's optimizer does.
+enum class ZeroGrad { optimizer, ddp, to_none };
+
 // One rank of the distributed run: its rows are slices of the global batch. Different init seeds
 // per rank, so only DDP's initial broadcast can make the runs agree.
-void distributed_training(const RankEnv& env, bool tied, GradCompression compression) {
+void distributed_training(const RankEnv& env, bool tied, GradCompression compression,
+                          ZeroGrad zero = ZeroGrad::optimizer) {
   torch::manual_seed(100 + static_cast<std::uint64_t>(env.rank));
   TiedNet model(tied);
   Communicator comm(group_options(env));
@@ -112,7 +117,15 @@ void distributed_training(const RankEnv& env, bool tied, GradCompression compres
   });
   for (int step = 0; step < k_steps; ++step) {
     auto [x, y] = global_batch(step, k_batch * env.world_size);
-    optimizer.zero_grad();
+    if (zero == ZeroGrad::optimizer) {
+      optimizer.zero_grad();
+    } else if (zero == ZeroGrad::ddp) {
+      ddp.zero_grad();
+    } else {
+      for (auto& param : model->parameters()) {
+        param.mutable_grad() = torch::Tensor();
+      }
+    }
     auto mine = [&](const torch::Tensor& t) { return t.narrow(0, env.rank * k_batch, k_batch); };
     step_start = ddp.allreduces_launched();
     torch::mse_loss(model(mine(x)), mine(y)).backward();
@@ -150,6 +163,12 @@ void require_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vecto
 EXPCTL_RANK_SCENARIO("ddp_plain") { distributed_training(env, false, GradCompression::none); }
 EXPCTL_RANK_SCENARIO("ddp_tied") { distributed_training(env, true, GradCompression::none); }
 EXPCTL_RANK_SCENARIO("ddp_fp16") { distributed_training(env, false, GradCompression::fp16); }
+EXPCTL_RANK_SCENARIO("ddp_zero_grad") {
+  distributed_training(env, false, GradCompression::none, ZeroGrad::ddp);
+}
+EXPCTL_RANK_SCENARIO("ddp_grads_to_none") {
+  distributed_training(env, false, GradCompression::none, ZeroGrad::to_none);
+}
 
 void check_equivalence(const char* scenario, bool tied, double rtol, double atol) {
   expctl::test::TempDir dir;
@@ -174,6 +193,12 @@ TEST_CASE("ddp: 2 ranks with batch b equal 1 rank with batch 2b", "[train][ddp][
 
 TEST_CASE("ddp: tied parameters are reduced once and still match the reference", "[train][ddp][multiprocess]") {
   check_equivalence("ddp_tied", true, 1e-5, 1e-6);
+}
+
+TEST_CASE("ddp: gradients cleared by the reducer or set to None (LibTorch 2.x) give the same result",
+          "[train][ddp][multiprocess]") {
+  check_equivalence("ddp_zero_grad", false, 1e-5, 1e-6);
+  check_equivalence("ddp_grads_to_none", false, 1e-5, 1e-6);
 }
 
 TEST_CASE("ddp: fp16 gradient compression stays close to the fp32 reference", "[train][ddp][multiprocess]") {
@@ -268,6 +293,70 @@ TEST_CASE("communicator: a collective that hangs times out with its name", "[tra
   std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(message ==
         "allreduce of bucket 3 timed out after 2 s: a peer rank stopped answering or issued a different collective");
+}
+
+namespace {
+
+// Gradients live in the buckets: autograd accumulates into them and the average arrives there,
+// with no buffer replaced between steps. Stop votes ride on the last bucket: any rank's vote is
+// seen by every rank after that step, and only then.
+EXPCTL_RANK_SCENARIO("ddp_views_and_votes") {
+  torch::manual_seed(100);
+  TiedNet model(false);
+  Communicator comm(group_options(env));
+  DistributedDataParallel ddp(*model, comm, small_buckets());
+  std::vector<const void*> buffers;
+  for (const auto& param : ddp.parameters()) {
+    REQUIRE(param.grad().defined());  // a bucket slice from the start
+    buffers.push_back(param.grad().data_ptr());
+  }
+  const auto issued_before = comm.collectives_issued();
+  std::vector<std::int64_t> voted;
+  for (int step = 0; step < 4; ++step) {
+    ddp.zero_grad();
+    ddp.vote_stop(env.rank == 1 && step == 2);
+    auto [x, y] = global_batch(step, k_batch * env.world_size);
+    // Each rank's loss is scaled by (rank + 1): the average of the two gradients is 1.5x the
+    // plain one, which only a real all-reduce into .grad can produce.
+    const auto mine = [&](const torch::Tensor& t) { return t.narrow(0, 0, k_batch); };
+    (torch::mse_loss(model(mine(x)), mine(y)) * static_cast<double>(env.rank + 1)).backward();
+    ddp.finish();
+    voted.push_back(ddp.stop_voted() ? 1 : 0);
+    // The same gradient computed without the reducer, on an unhooked copy of the model.
+    TiedNet copy(false);
+    {
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < copy->parameters().size(); ++i) {
+        copy->parameters()[i].copy_(model->parameters()[i]);
+      }
+    }
+    torch::mse_loss(copy(mine(x)), mine(y)).backward();
+    for (std::size_t i = 0; i < ddp.parameters().size(); ++i) {
+      const auto& grad = ddp.parameters()[i].grad();
+      CHECK(grad.data_ptr() == buffers[i]);  // accumulated into, never replaced
+      CHECK(torch::allclose(grad, copy->parameters()[i].grad() * 1.5, 1e-5, 1e-7));
+    }
+  }
+  // One collective per bucket per step: the votes added none.
+  const auto per_step = static_cast<std::int64_t>(ddp.bucket_assignment().size());
+  torch::save(std::vector<torch::Tensor>{torch::tensor(voted),
+                                         torch::tensor({comm.collectives_issued() - issued_before, per_step})},
+              (env.dir / fmt::format("votes{}.pt", env.rank)).string());
+}
+
+}  // namespace
+
+TEST_CASE("ddp: gradients are bucket slices, and stop votes travel with the last bucket", "[train][ddp][multiprocess]") {
+  expctl::test::TempDir dir;
+  const auto outcomes = expctl::test::run_ranks("ddp_views_and_votes", 2, dir.path());
+  INFO(expctl::test::describe(outcomes));
+  REQUIRE(outcomes[0].exit_code == 0);
+  REQUIRE(outcomes[1].exit_code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto saved = load(dir / fmt::format("votes{}.pt", rank));
+    CHECK(torch::equal(saved.at(0), torch::tensor({0, 0, 1, 0}, torch::kLong)));
+    CHECK(saved.at(1)[0].item<std::int64_t>() == 4 * saved.at(1)[1].item<std::int64_t>());
+  }
 }
 
 TEST_CASE("bucketing: reverse registration order, small first bucket, then the cap", "[train][ddp]") {
