@@ -3,7 +3,7 @@
 # 2 ranks x 1 thread and batch 64 per rank, for the mlp and the cnn. A benchmark, not a test:
 # it prints figures and ratios and asserts nothing.
 #
-#   bench/ddp_throughput.sh [--expctl PATH] [--steps N] [--accuracy EPOCHS]
+#   bench/ddp_throughput.sh [--expctl PATH] [--steps N] [--repeat R] [--accuracy EPOCHS]
 #
 #   expctl 2 ranks   expctl run bench/fashion-<model>.yaml (summary.samples_per_sec)
 #   torch DDP        bench/torch_ddp.py, Debian's python3-torch (the same LibTorch 1.13)
@@ -14,18 +14,22 @@
 # Throughput everywhere = median over the steps after warm-up (the first min(10, steps / 10)) of
 # the sum over ranks of batch / step time. Also prints the time from `expctl run` to rank 0's
 # first step, and with --accuracy E the test accuracy after E epochs (expctl and torch DDP).
+# Each measurement is repeated R times (default 3), the four programs interleaved so that a
+# noisy moment hits all of them; a row per repetition, then the medians (ratios of medians).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 expctl="${EXPCTL:-}"
 steps=300
+repeat=3
 epochs=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --expctl) expctl="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
     --accuracy) epochs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "ddp_throughput.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -53,21 +57,31 @@ expctl_run() {  # model, extra --set ...
     { cat "$work/err" >&2; exit 1; }
 }
 
-printf '%-5s %14s %14s %8s %14s %14s %8s %12s\n' model "expctl 2r" "torch DDP 2r" ratio "expctl 1r" "bare loop" ratio "first step"
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+row() {  # label, e2, t2, e1, b1, first
+  awk -v m="$1" -v a="$2" -v b="$3" -v c="$4" -v d="$5" -v f="$6" \
+    'BEGIN { printf "%-12s %11.0f %13.0f %7.3fx %10.0f %10.0f %7.3fx %10.2fs\n", m, a, b, a / b, c, d, c / d, f }'
+}
+
+printf '%-12s %11s %13s %8s %10s %10s %8s %11s\n' model "expctl 2r" "torch DDP 2r" ratio "expctl 1r" "bare loop" ratio "first step"
 for model in mlp cnn; do
-  e2="$(expctl_run "$model" --set "train.max_steps=$steps")"
-  t2="$("$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 \
-        --lr "$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')")"
-  e1="$(expctl_run "$model" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1)"
-  b1="$("$bench_build/bare_loop" --model "$model" --steps "$steps" \
-        --lr "$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')")"
-  e2s="$(echo "$e2" | json_field "['summary']['samples_per_sec']")"
-  t2s="$(echo "$t2" | json_field "['samples_per_sec']")"
-  e1s="$(echo "$e1" | json_field "['summary']['samples_per_sec']")"
-  b1s="$(echo "$b1" | json_field "['samples_per_sec']")"
-  first="$(echo "$e2" | json_field "['summary']['time_to_first_step_s']")"
-  awk -v m="$model" -v a="$e2s" -v b="$t2s" -v c="$e1s" -v d="$b1s" -v f="$first" \
-    'BEGIN { printf "%-5s %14.0f %14.0f %7.2fx %14.0f %14.0f %7.2fx %11.2fs\n", m, a, b, a / b, c, d, c / d, f }'
+  lr="$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')"
+  all_e2=""; all_t2=""; all_e1=""; all_b1=""; all_first=""
+  for r in $(seq 1 "$repeat"); do
+    e2="$(expctl_run "$model" --set "train.max_steps=$steps")"
+    t2="$("$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
+    e1="$(expctl_run "$model" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1)"
+    b1="$("$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr")"
+    e2s="$(echo "$e2" | json_field "['summary']['samples_per_sec']")"
+    t2s="$(echo "$t2" | json_field "['samples_per_sec']")"
+    e1s="$(echo "$e1" | json_field "['summary']['samples_per_sec']")"
+    b1s="$(echo "$b1" | json_field "['samples_per_sec']")"
+    first="$(echo "$e2" | json_field "['summary']['time_to_first_step_s']")"
+    row "$model #$r" "$e2s" "$t2s" "$e1s" "$b1s" "$first"
+    all_e2+=" $e2s"; all_t2+=" $t2s"; all_e1+=" $e1s"; all_b1+=" $b1s"; all_first+=" $first"
+  done
+  row "$model median" "$(echo "$all_e2" | median)" "$(echo "$all_t2" | median)" "$(echo "$all_e1" | median)" \
+    "$(echo "$all_b1" | median)" "$(echo "$all_first" | median)"
 done
 
 if [[ "$epochs" -gt 0 ]]; then

@@ -203,7 +203,8 @@ TEST_CASE("compare end to end: two real short runs of one spec have identical lo
   }
   const auto result = run_expctl({"--db", db, "compare", "@latest~1", "@latest", "--format", "json"});
   INFO(result.out << result.err);
-  // Timing on a shared machine may or may not cross a threshold; everything else is exact.
+  // Timing on a shared machine may or may not cross a threshold (exit 3, checked below to be
+  // timing only); everything else is exact.
   CHECK((result.exit_code == 0 || result.exit_code == 3));
   const auto document = nlohmann::json::parse(result.out);
   const std::string verdict = document.at("verdict");
@@ -214,6 +215,12 @@ TEST_CASE("compare end to end: two real short runs of one spec have identical lo
   CHECK(document.at("loss_curve").at("sha256_equal") == true);
   bool has_throughput = false;
   for (const auto& metric : document.at("metrics")) {
+    // Timing may regress on a loaded machine; results of identical training never may.
+    if (metric.at("status") == "regression") {
+      const std::string name = metric.at("metric");
+      INFO(name);
+      CHECK((name == "samples_per_sec" || name.starts_with("step_time_ms") || name == "comm_wait_fraction"));
+    }
     if (metric.at("metric") == "samples_per_sec") {
       has_throughput = true;
       CHECK(metric.at("source") == "steps");

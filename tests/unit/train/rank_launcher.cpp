@@ -133,6 +133,14 @@ std::string describe(const std::vector<RankOutcome>& outcomes) {
   return text;
 }
 
+void run_ranks_successfully(const std::string& scenario, int world_size, const std::filesystem::path& dir) {
+  const auto outcomes = run_ranks(scenario, world_size, dir);
+  INFO(describe(outcomes));
+  for (const auto& outcome : outcomes) {
+    REQUIRE(outcome.exit_code == 0);
+  }
+}
+
 }  // namespace expctl::test
 
 // The entry point of every rank process; hidden ("[.]") so normal runs and ctest skip it.

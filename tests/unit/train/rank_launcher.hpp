@@ -39,6 +39,9 @@ std::vector<RankOutcome> run_ranks(const std::string& scenario, int world_size, 
 /// All outcomes' logs, for a failure message.
 std::string describe(const std::vector<RankOutcome>& outcomes);
 
+/// run_ranks, then REQUIRE that every rank exited 0 (their logs are the failure message).
+void run_ranks_successfully(const std::string& scenario, int world_size, const std::filesystem::path& dir);
+
 }  // namespace expctl::test
 
 #define EXPCTL_RANK_SCENARIO_CAT2(a, b) a##b

@@ -249,10 +249,7 @@ EXPCTL_RANK_SCENARIO("scaler_inf_one_rank") {
 TEST_CASE("grad scaler: an inf on one rank skips the step on every rank and halves the scale",
           "[train][amp][multiprocess]") {
   expctl::test::TempDir dir;
-  const auto outcomes = expctl::test::run_ranks("scaler_inf_one_rank", 2, dir.path());
-  INFO(expctl::test::describe(outcomes));
-  REQUIRE(outcomes[0].exit_code == 0);
-  REQUIRE(outcomes[1].exit_code == 0);
+  expctl::test::run_ranks_successfully("scaler_inf_one_rank", 2, dir.path());
   std::vector<torch::Tensor> rank0;
   std::vector<torch::Tensor> rank1;
   torch::load(rank0, (dir / "scaler0.pt").string());
@@ -341,10 +338,7 @@ EXPCTL_RANK_SCENARIO("amp_ddp_cnn") {
 TEST_CASE("amp + ddp: bf16 autocast, scaler, clipping and accumulation keep replicas identical",
           "[train][amp][ddp][multiprocess]") {
   expctl::test::TempDir dir;
-  const auto outcomes = expctl::test::run_ranks("amp_ddp_cnn", 2, dir.path());
-  INFO(expctl::test::describe(outcomes));
-  REQUIRE(outcomes[0].exit_code == 0);
-  REQUIRE(outcomes[1].exit_code == 0);
+  expctl::test::run_ranks_successfully("amp_ddp_cnn", 2, dir.path());
   std::vector<torch::Tensor> rank0;
   std::vector<torch::Tensor> rank1;
   torch::load(rank0, (dir / "amp0.pt").string());

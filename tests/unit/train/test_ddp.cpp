@@ -172,10 +172,7 @@ EXPCTL_RANK_SCENARIO("ddp_grads_to_none") {
 
 void check_equivalence(const char* scenario, bool tied, double rtol, double atol) {
   expctl::test::TempDir dir;
-  const auto outcomes = expctl::test::run_ranks(scenario, 2, dir.path());
-  INFO(expctl::test::describe(outcomes));
-  REQUIRE(outcomes[0].exit_code == 0);
-  REQUIRE(outcomes[1].exit_code == 0);
+  expctl::test::run_ranks_successfully(scenario, 2, dir.path());
   const auto rank0 = load(dir / "params0.pt");
   const auto rank1 = load(dir / "params1.pt");
   require_bitwise_equal(rank0, rank1);  // replicas never drift apart
@@ -247,10 +244,7 @@ EXPCTL_RANK_SCENARIO("ddp_accumulation") {
 TEST_CASE("ddp: k micro-batches of b equal one batch of k*b, with no all-reduce before the boundary",
           "[train][ddp][multiprocess]") {
   expctl::test::TempDir dir;
-  const auto outcomes = expctl::test::run_ranks("ddp_accumulation", 2, dir.path());
-  INFO(expctl::test::describe(outcomes));
-  REQUIRE(outcomes[0].exit_code == 0);
-  REQUIRE(outcomes[1].exit_code == 0);
+  expctl::test::run_ranks_successfully("ddp_accumulation", 2, dir.path());
   for (int rank = 0; rank < 2; ++rank) {
     const auto counts = load(dir / fmt::format("count{}.pt", rank)).at(0);
     CHECK(counts[0].item<std::int64_t>() == 0);                          // nothing sent on micro-steps
@@ -348,10 +342,7 @@ EXPCTL_RANK_SCENARIO("ddp_views_and_votes") {
 
 TEST_CASE("ddp: gradients are bucket slices, and stop votes travel with the last bucket", "[train][ddp][multiprocess]") {
   expctl::test::TempDir dir;
-  const auto outcomes = expctl::test::run_ranks("ddp_views_and_votes", 2, dir.path());
-  INFO(expctl::test::describe(outcomes));
-  REQUIRE(outcomes[0].exit_code == 0);
-  REQUIRE(outcomes[1].exit_code == 0);
+  expctl::test::run_ranks_successfully("ddp_views_and_votes", 2, dir.path());
   for (int rank = 0; rank < 2; ++rank) {
     const auto saved = load(dir / fmt::format("votes{}.pt", rank));
     CHECK(torch::equal(saved.at(0), torch::tensor({0, 0, 1, 0}, torch::kLong)));

@@ -159,10 +159,7 @@ EXPCTL_RANK_SCENARIO("trainer_two_ranks") {
 TEST_CASE("trainer: two ranks with bf16 autocast and accumulation agree on the evaluation",
           "[train][trainer][multiprocess]") {
   expctl::test::TempDir dir;
-  const auto outcomes = expctl::test::run_ranks("trainer_two_ranks", 2, dir.path());
-  INFO(expctl::test::describe(outcomes));
-  REQUIRE(outcomes[0].exit_code == 0);
-  REQUIRE(outcomes[1].exit_code == 0);
+  expctl::test::run_ranks_successfully("trainer_two_ranks", 2, dir.path());
   std::vector<torch::Tensor> rank0;
   std::vector<torch::Tensor> rank1;
   torch::load(rank0, (dir / "result0.pt").string());
