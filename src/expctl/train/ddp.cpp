@@ -224,6 +224,7 @@ void DistributedDataParallel::register_hooks() {
   }
   at::NoGradGuard no_grad;
   for (std::size_t i = 0; i < m_params.size(); ++i) {
+    m_slices.push_back(bucket_view(i));
     attach_gradient(i);
   }
   for (std::size_t i = 0; i < m_params.size(); ++i) {
@@ -253,10 +254,10 @@ at::Tensor DistributedDataParallel::bucket_view(std::size_t param_index) const {
 // sets gradients to None, a user assignment), keeping what it held.
 void DistributedDataParallel::attach_gradient(std::size_t param_index) {
   auto& param = m_params[param_index];
-  auto view = bucket_view(param_index);
+  auto& view = m_slices[param_index];
   const auto& grad = param.grad();
   if (grad.defined() && grad.data_ptr() == view.data_ptr()) {
-    return;
+    return;  // the usual case: autograd accumulated in place
   }
   if (grad.defined()) {
     view.copy_(grad);

@@ -148,6 +148,7 @@ class DistributedDataParallel {
   std::vector<std::unique_ptr<Bucket>> m_buckets;
   std::vector<std::size_t> m_bucket_of;        // parameter index -> bucket index
   std::vector<std::size_t> m_offset_of;        // parameter index -> element offset in its bucket
+  std::vector<at::Tensor> m_slices;            // parameter index -> its gradient's place in its bucket
   std::vector<bool> m_ready;                   // parameter index -> gradient copied this iteration
   std::vector<std::shared_ptr<torch::autograd::Node>> m_accumulators;  // keeps hooks alive
   std::vector<std::uintptr_t> m_hook_keys;
