@@ -13,6 +13,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -340,7 +341,7 @@ TEST_CASE("run: a drifted stack exits 3 unless --allow-drift which records the d
   CHECK(std::find(tags.begin(), tags.end(), "drift:os.id") != tags.end());
 }
 
-TEST_CASE("run: a rendezvous port in use exits 2 naming it, before anything is recorded") {
+TEST_CASE("run: node 0's rendezvous port in use exits 2 naming it, before anything is recorded") {
   RunDir d;
   // Hold a port the way another job would: listening on every interface.
   const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -353,13 +354,106 @@ TEST_CASE("run: a rendezvous port in use exits 2 naming it, before anything is r
   socklen_t length = sizeof(address);
   REQUIRE(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length) == 0);
   const auto port = std::to_string(ntohs(address.sin_port));
-  const auto result = d.expctl({"run", tiny_spec(), "--master-port", port});
+  // Node 0 of two hosts the TCP store (a single node needs no port: see the next test).
+  const auto result = d.expctl(
+      {"run", tiny_spec(), "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", port});
   ::close(holder);
   INFO(result.out << result.err);
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("cannot host the rendezvous store on port " + port) != std::string::npos);
   CHECK(result.err.find("choose another --master-port") != std::string::npos);
   CHECK_FALSE(fs::exists(d.db));
+}
+
+namespace {
+
+/// Inodes of the sockets process `pid` has open.
+std::set<std::string> socket_inodes(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "fd", error)) {
+    const auto target = fs::read_symlink(entry.path(), error).string();
+    if (!error && target.starts_with("socket:[")) {
+      inodes.insert(target.substr(8, target.size() - 9));
+    }
+  }
+  return inodes;
+}
+
+/// A TCP socket among `inodes`: its state and local address (kernel hex, as in /proc/net/tcp{,6}).
+struct TcpSocket {
+  std::string state;  ///< "0A" = LISTEN, "01" = ESTABLISHED
+  std::string local_address;
+};
+
+std::vector<TcpSocket> tcp_sockets(const std::set<std::string>& inodes) {
+  std::vector<TcpSocket> sockets;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream lines(read_text(table));
+    std::string line;
+    std::getline(lines, line);  // header
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (inodes.contains(inode)) {
+        sockets.push_back({state, local.substr(0, local.find(':'))});
+      }
+    }
+  }
+  return sockets;
+}
+
+}  // namespace
+
+TEST_CASE("run: a single node's ranks meet in a private file store, and nothing listens beyond loopback") {
+  RunDir d;
+  const fs::path tmp = d.dir / "tmp";
+  fs::create_directories(tmp);
+  const auto rendezvous_files = [&] {
+    std::vector<fs::path> found;
+    for (const auto& entry : fs::directory_iterator(tmp)) {
+      if (entry.path().filename().string().starts_with("expctl-rendezvous-")) {
+        found.push_back(entry.path());
+      }
+    }
+    return found;
+  };
+  {
+    const std::optional<std::string> saved = std::getenv("TMPDIR") ? std::optional<std::string>(std::getenv("TMPDIR"))
+                                                                   : std::nullopt;
+    ::setenv("TMPDIR", tmp.c_str(), 1);  // inherited by the child only; restored at once
+    Background expctl(d.argv({"run", tiny_spec(), "--set", "train.max_steps=3000", "--set", "train.eval_every=0"}),
+                      d.dir / "listen");
+    saved ? ::setenv("TMPDIR", saved->c_str(), 1) : ::unsetenv("TMPDIR");
+    std::optional<store::RunRecord> run;
+    REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+    wait_for_training(*run);
+
+    const auto files = rendezvous_files();
+    REQUIRE(files.size() == 1);
+    CHECK((fs::status(files[0]).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+    std::set<std::string> inodes = socket_inodes(expctl.pid());
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto pid_text = read_text(run->run_dir / "logs" / ("rank-" + std::to_string(rank) + ".pid"));
+      const auto rank_inodes = socket_inodes(static_cast<pid_t>(std::stol(pid_text)));
+      inodes.insert(rank_inodes.begin(), rank_inodes.end());
+    }
+    // No rendezvous store listens (Gloo closes its listener once the pairs are connected); every
+    // socket there is, Gloo's connections included, is on loopback.
+    const auto sockets = tcp_sockets(inodes);
+    CHECK_FALSE(sockets.empty());  // the ranks' Gloo pair: the checks below are not vacuous
+    for (const auto& socket : sockets) {
+      INFO(socket.state << " " << socket.local_address);
+      // 127.0.0.1, ::1 or ::ffff:127.0.0.1, in /proc's byte order.
+      CHECK((socket.local_address == "0100007F" || socket.local_address == "00000000000000000000000001000000" ||
+             socket.local_address == "0000000000000000FFFF00000100007F"));
+    }
+    REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
+    INFO(expctl.out() << expctl.err());
+    CHECK(expctl.wait() == 130);
+  }
+  CHECK(rendezvous_files().empty());
 }
 
 TEST_CASE("resume: a machine whose fingerprint differs from the run's exits 3 unless --allow-drift") {

@@ -62,7 +62,7 @@ void run_run(const RunOptions& options, GlobalOptions& globals) {
     globals.result = run_as_external_rank(spec, tags, stack, format, globals);
     return;
   }
-  // The rendezvous port is bound before anything is recorded: a port in use leaves no trace.
+  // The rendezvous is prepared before anything is recorded: a port in use leaves no trace.
   NodeLaunch launch{static_cast<int>(spec.get_int("distributed.nnodes")), options.node_rank, options.master_addr,
                     options.master_port >= 0 ? options.master_port
                                              : static_cast<int>(spec.get_int("distributed.master_port"))};

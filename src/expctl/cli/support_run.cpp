@@ -429,22 +429,49 @@ launch::LaunchRequest launch_request_for(const NodeLaunch& launch, const json& s
   return request;
 }
 
-launch::LaunchPlan plan_for(const ResolvedRun& resolved) {
-  return launch::make_launch_plan(launch_request_for(resolved.launch, resolved.spec));
+launch::LaunchPlan plan_for(const Invocation& invocation) {
+  auto request = launch_request_for(invocation.resolved.launch, invocation.resolved.spec);
+  if (invocation.rendezvous) {
+    request.rendezvous_file = invocation.rendezvous->file.string();
+  }
+  return launch::make_launch_plan(request);
 }
 
 }  // namespace
 
-std::shared_ptr<train::StoreServer> host_rendezvous(NodeLaunch& launch, const json& spec) {
+Rendezvous::~Rendezvous() {
+  if (!file.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);  // normally the last rank's FileStore removed it already
+  }
+}
+
+std::shared_ptr<Rendezvous> host_rendezvous(NodeLaunch& launch, const json& spec) {
   launch::validate_launch_request(launch_request_for(launch, spec));
+  auto rendezvous = std::make_shared<Rendezvous>();
+  if (launch.nnodes == 1) {
+    std::error_code error;
+    const auto directory = std::filesystem::temp_directory_path(error);
+    std::string name = ((error ? std::filesystem::path("/tmp") : directory) / "expctl-rendezvous-XXXXXX").string();
+    const int fd = ::mkstemp(name.data());  // 0600: only this user's processes can join
+    if (fd < 0) {
+      throw util::UsageError(fmt::format("cannot create the rendezvous file {}: {}; set TMPDIR to a writable "
+                                         "directory",
+                                         name, std::strerror(errno)));
+    }
+    ::close(fd);
+    rendezvous->file = name;
+    return rendezvous;
+  }
   if (launch.node_rank != 0) {
-    return nullptr;
+    return rendezvous;
   }
   const auto timeout = std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
   try {
-    auto server = std::make_shared<train::StoreServer>(static_cast<std::uint16_t>(launch.master_port), timeout);
-    launch.master_port = server->port();
-    return server;
+    rendezvous->server =
+        std::make_shared<train::StoreServer>(static_cast<std::uint16_t>(launch.master_port), timeout);
+    launch.master_port = rendezvous->server->port();
+    return rendezvous;
   } catch (const util::TrainError& error) {
     throw util::UsageError(error.what());
   }
@@ -458,6 +485,7 @@ train::WorkerPlacement placement_of(const launch::RankIdentity& identity) {
   placement.master_addr = identity.master_addr;
   placement.master_port = identity.master_port;
   placement.store_hosted_by_launcher = identity.agent_store;
+  placement.rendezvous_file = identity.rendezvous_file;
   return placement;
 }
 
@@ -602,7 +630,7 @@ void install_stop_handlers() {
 util::ExitCode supervise_run(store::Store& store, const Invocation& invocation, const GlobalOptions& globals) {
   const auto start = process_start();
   const auto& run = invocation.run;
-  const launch::LaunchPlan plan = plan_for(invocation.resolved);
+  const launch::LaunchPlan plan = plan_for(invocation);
   std::vector<std::string> argv = {self_executable().string(), "worker", "--run-dir", run.run_dir.string()};
   if (invocation.resume) {
     argv.emplace_back("--resume");

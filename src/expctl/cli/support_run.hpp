@@ -86,14 +86,27 @@ struct Invocation {
   bool resume = false;
   std::vector<env::VerifyRow> drift;  ///< drifted pins accepted with --allow-drift
   OutputFormat format = OutputFormat::text;
-  /// The rendezvous store this node hosts (node 0 only; see host_rendezvous).
-  std::shared_ptr<train::StoreServer> rendezvous;
+  /// Where this node's ranks meet (see host_rendezvous).
+  std::shared_ptr<struct Rendezvous> rendezvous;
 };
 
-/// On node 0, starts the rendezvous store the ranks will join (train/store_server.hpp) on
-/// `launch.master_port` (0: a free port, written back into `launch`), before anything is recorded:
-/// a port in use is an input error (exit 2). Other nodes host nothing (nullptr).
-std::shared_ptr<train::StoreServer> host_rendezvous(NodeLaunch& launch, const nlohmann::json& spec);
+/// Where this node's ranks meet, held for as long as they run.
+struct Rendezvous {
+  /// Several nodes, node 0: the TCPStore every rank joins (train/store_server.hpp).
+  std::shared_ptr<train::StoreServer> server;
+  /// A single node: the file of the c10d FileStore the ranks share (private to this user, in the
+  /// temporary directory; nothing listens on the network). Removed with this object.
+  std::filesystem::path file;
+  Rendezvous() = default;
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+  ~Rendezvous();
+};
+
+/// Prepares the rendezvous before anything is recorded. A single node: a fresh FileStore file.
+/// Node 0 of several: the TCPStore on `launch.master_port`; a port in use is an input error
+/// (exit 2). Other nodes: nothing to host (their ranks join node 0's store).
+std::shared_ptr<Rendezvous> host_rendezvous(NodeLaunch& launch, const nlohmann::json& spec);
 
 /// Launches this node's ranks (`expctl worker`) under the fail-fast supervisor, streams their
 /// records into `store` in batches, records rank ends, finishes the run (completed, failed with

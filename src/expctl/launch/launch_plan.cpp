@@ -37,6 +37,8 @@ void validate_launch_request(const LaunchRequest& request) {
   EXPCTL_CHECK(request.master_port >= 0 && request.master_port <= 65535, LaunchInputError,
                "--master-port must be between 0 and 65535 (got {})", request.master_port);
   EXPCTL_CHECK(request.cores >= 0, LaunchInputError, "the core count must not be negative (got {})", request.cores);
+  EXPCTL_CHECK(request.rendezvous_file.empty() || request.nnodes == 1, LaunchInputError,
+               "a rendezvous file only works for a single node (got --nnodes {})", request.nnodes);
   if (request.nnodes > 1) {
     EXPCTL_CHECK(!request.master_addr.empty(), LaunchInputError,
                  "--master-addr is required with --nnodes {}: give every node the host name of node 0", request.nnodes);
@@ -131,6 +133,9 @@ LaunchPlan make_launch_plan(const LaunchRequest& request) {
   // Node 0's `expctl run` hosts the rendezvous store (train/store_server.hpp): every rank joins it
   // as a client, in torchrun's words.
   common["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  if (!request.rendezvous_file.empty()) {
+    common["EXPCTL_RENDEZVOUS_FILE"] = request.rendezvous_file;
+  }
   for (int local = 0; local < plan.nproc_per_node; ++local) {
     PlannedRank rank;
     rank.local_rank = local;

@@ -24,6 +24,9 @@ struct LaunchRequest {
   std::string master_addr;
   /// 0 = choose a free port (single node only: other nodes could not learn it).
   int master_port = 0;
+  /// A single node's ranks meet in a c10d FileStore at this path instead of a TCP store
+  /// (exported as EXPCTL_RENDEZVOUS_FILE); empty: TCP.
+  std::string rendezvous_file;
   /// CPU cores to share among local ranks; 0 = the cores this process may run on.
   int cores = 0;
   /// The launching process's environment (nullopt: this process's): a user-set

@@ -114,6 +114,9 @@ std::optional<RankIdentity> read_torchrun(const LauncherEnv& env) {
   id.master_addr = env.required("MASTER_ADDR");
   id.master_port = read_port(env, env.integer("MASTER_PORT"));
   id.agent_store = env.text("TORCHELASTIC_USE_AGENT_STORE") == "True";
+  if (id.launcher == "expctl") {
+    id.rendezvous_file = env.text("EXPCTL_RENDEZVOUS_FILE").value_or("");
+  }
   check_consistent(env, id, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
   return id;
 }

@@ -38,6 +38,9 @@ struct RankIdentity {
   /// The launcher hosts the rendezvous store and every rank, rank 0 included, joins it as a
   /// client (torchrun's TORCHELASTIC_USE_AGENT_STORE=True; expctl's supervisor sets it too).
   bool agent_store = false;
+  /// expctl's single-node ranks meet in a c10d FileStore at this path (EXPCTL_RENDEZVOUS_FILE)
+  /// instead of a TCP store; empty otherwise.
+  std::string rendezvous_file;
 
   bool operator==(const RankIdentity&) const = default;
 };

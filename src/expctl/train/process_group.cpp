@@ -1,5 +1,6 @@
 #include "expctl/train/process_group.hpp"
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -166,14 +167,22 @@ Communicator::Communicator(const ProcessGroupOptions& options)
   EXPCTL_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size, TrainError,
                "rank {} is outside a world of size {}: RANK must be in [0, WORLD_SIZE)", options.rank,
                options.world_size);
-  const std::string endpoint = fmt::format("{}:{}", options.master_addr, options.master_port);
+  const std::string endpoint = options.rendezvous_file.empty()
+                                   ? fmt::format("{}:{}", options.master_addr, options.master_port)
+                                   : options.rendezvous_file;
+  const auto rendezvous_timeout =
+      options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.timeout;
   try {
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(
-        options.master_addr,
-        compat::tcp_store_options(options.rank == 0 && !options.store_hosted_by_launcher, options.master_port, options.world_size,
-                                  options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout
-                                                                         : options.timeout));
-    m_store = c10::make_intrusive<c10d::PrefixStore>(options.group_name, tcp);
+    c10::intrusive_ptr<c10d::Store> base;
+    if (!options.rendezvous_file.empty()) {
+      base = c10::make_intrusive<c10d::FileStore>(options.rendezvous_file, options.world_size);
+      base->setTimeout(rendezvous_timeout);
+    } else {
+      base = c10::make_intrusive<c10d::TCPStore>(
+          options.master_addr, compat::tcp_store_options(options.rank == 0 && !options.store_hosted_by_launcher,
+                                                         options.master_port, options.world_size, rendezvous_timeout));
+    }
+    m_store = c10::make_intrusive<c10d::PrefixStore>(options.group_name, base);
 #ifdef USE_C10D_NCCL
     if (m_backend == Backend::nccl) {
       m_device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.local_rank));

@@ -41,6 +41,9 @@ struct ProcessGroupOptions {
   /// Someone else (expctl's supervisor, torchrun's agent) hosts the TCPStore at
   /// master_addr:master_port: every rank joins as a client. Otherwise rank 0 hosts it.
   bool store_hosted_by_launcher = false;
+  /// Non-empty: every rank opens a c10d FileStore at this path (ranks on one host; nothing
+  /// listens on the network) and master_port is not used.
+  std::string rendezvous_file;
   BackendRequest backend = BackendRequest::auto_select;
   /// Applies to rendezvous and to every collective (the spec's `timeout_s`).
   std::chrono::milliseconds timeout = std::chrono::seconds(300);

@@ -72,6 +72,7 @@ ProcessGroupOptions group_options(const json& spec, const WorkerPlacement& place
   options.master_addr = placement.master_addr;
   options.master_port = placement.master_port;
   options.store_hosted_by_launcher = placement.store_hosted_by_launcher;
+  options.rendezvous_file = placement.rendezvous_file;
   options.backend = parse_backend_request(distributed.at("backend").get<std::string>());
   options.timeout = std::chrono::seconds(distributed.at("timeout_s").get<std::int64_t>());
   return options;

@@ -31,6 +31,8 @@ struct WorkerPlacement {
   std::uint16_t master_port = 29500;
   /// The launcher hosts the rendezvous store; rank 0 joins it as a client instead of hosting it.
   bool store_hosted_by_launcher = false;
+  /// Meet in a c10d FileStore at this path (single node) instead of a TCP store.
+  std::string rendezvous_file;
 };
 
 /// What one rank trains.

@@ -70,6 +70,22 @@ TEST_CASE("launch plan: a single node rendezvouses on loopback at a free port", 
   CHECK(plan.omp_num_threads == 2);  // 8 cores / 3 ranks, rounded down
 }
 
+TEST_CASE("launch plan: a single node's ranks can be pointed at a rendezvous file", "[launch][plan]") {
+  LaunchRequest request;
+  request.nproc_per_node = 2;
+  request.environment = EnvMap{};
+  CHECK(env_of(make_launch_plan(request).ranks[0], "EXPCTL_RENDEZVOUS_FILE") == "<unset>");
+  request.rendezvous_file = "/tmp/expctl-rendezvous-abc123";
+  const LaunchPlan plan = make_launch_plan(request);
+  for (const auto& rank : plan.ranks) {
+    CHECK(env_of(rank, "EXPCTL_RENDEZVOUS_FILE") == "/tmp/expctl-rendezvous-abc123");
+  }
+  request.nnodes = 2;
+  request.master_addr = "node0";
+  request.master_port = 29400;
+  CHECK(error_of(request) == "a rendezvous file only works for a single node (got --nnodes 2)");
+}
+
 TEST_CASE("launch plan: OMP_NUM_THREADS is at least 1 and a user's value is kept", "[launch][plan]") {
   LaunchRequest request;
   request.nproc_per_node = 4;

@@ -61,6 +61,14 @@ TEST_CASE("launcher: a launcher that hosts the store makes every rank a client o
   CHECK_FALSE(detect_launcher(env)->agent_store);
 }
 
+TEST_CASE("launcher: expctl's single-node ranks read their rendezvous file; other launchers' never", "[launch][identity]") {
+  EnvMap env = torchrun_env();
+  env["EXPCTL_RENDEZVOUS_FILE"] = "/tmp/expctl-rendezvous-abc123";
+  CHECK(detect_launcher(env)->rendezvous_file.empty());  // torchrun: a stray variable is not trusted
+  env["EXPCTL_CONTROL_FD"] = "3";
+  CHECK(detect_launcher(env)->rendezvous_file == "/tmp/expctl-rendezvous-abc123");
+}
+
 TEST_CASE("launcher: torchrun errors name the variable", "[launch][identity]") {
   EnvMap env = torchrun_env();
   env.erase("LOCAL_WORLD_SIZE");
