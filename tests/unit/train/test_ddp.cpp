@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "expctl/train/ddp.hpp"
+#include "expctl/train/store_server.hpp"
 #include "expctl/util/error.hpp"
 #include "rank_launcher.hpp"
 #include "support/test_support.hpp"
@@ -348,6 +349,44 @@ TEST_CASE("ddp: gradients are bucket slices, and stop votes travel with the last
     CHECK(torch::equal(saved.at(0), torch::tensor({0, 0, 1, 0}, torch::kLong)));
     CHECK(saved.at(1)[0].item<std::int64_t>() == 4 * saved.at(1)[1].item<std::int64_t>());
   }
+}
+
+namespace {
+
+// torchrun's static rendezvous and expctl's multi-node run host the TCPStore outside the ranks
+// (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 must join it as a client, not try to bind the port.
+EXPCTL_RANK_SCENARIO("comm_agent_store") {
+  std::unique_ptr<StoreServer> agent;
+  if (env.rank == 0) {
+    agent = std::make_unique<StoreServer>(static_cast<std::uint16_t>(env.master_port), std::chrono::seconds(30));
+  }
+  auto options = group_options(env);
+  options.store_hosted_by_launcher = true;
+  Communicator comm(options);
+  auto tensor = torch::full({3}, static_cast<float>(env.rank + 1));
+  comm.allreduce(tensor, "allreduce through the agent's store");
+  REQUIRE(torch::equal(tensor, torch::full({3}, 3.0F)));
+  comm.barrier("barrier before the agent's store goes");
+}
+
+// A single node's ranks share a FileStore: no port at all.
+EXPCTL_RANK_SCENARIO("comm_file_store") {
+  auto options = group_options(env);
+  options.master_port = 1;  // never used with a rendezvous file
+  options.rendezvous_file = (env.dir / "rendezvous").string();
+  Communicator comm(options);
+  auto tensor = torch::full({3}, static_cast<float>(env.rank + 1));
+  comm.allreduce(tensor, "allreduce through the file store");
+  REQUIRE(torch::equal(tensor, torch::full({3}, 3.0F)));
+}
+
+}  // namespace
+
+TEST_CASE("communicator: ranks join a store hosted by their launcher, or a file store", "[train][ddp][multiprocess]") {
+  expctl::test::TempDir dir;
+  expctl::test::run_ranks_successfully("comm_agent_store", 2, dir.path());
+  expctl::test::run_ranks_successfully("comm_file_store", 2, dir.path());
+  CHECK_FALSE(std::filesystem::exists(dir / "rendezvous"));  // the last rank's store removed it
 }
 
 TEST_CASE("bucketing: reverse registration order, small first bucket, then the cap", "[train][ddp]") {
