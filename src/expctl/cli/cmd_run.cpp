@@ -105,7 +105,8 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "folder), store every step's metrics and print the summary. Ctrl-C checkpoints and stops\n"
       "(exit 130; continue with `expctl resume RUN`). Several hosts: run it on each with\n"
       "--nnodes/--node-rank/--master-addr/--master-port. Under torchrun/mpirun/srun it acts as\n"
-      "one rank (global rank 0 records). Details: docs/run.md.\n"
+      "one rank (global rank 0 records). Decoded datasets are cached in $EXPCTL_CACHE_DIR, else\n"
+      "~/.cache/expctl (EXPCTL_CACHE_DIR=none turns that off). Details: docs/run.md.\n"
       "Example: expctl run experiments/quickstart.yaml --set train.max_steps=50");
   command->add_option("spec", options->spec, "Spec file (YAML)")->required();
   command->add_option("--set", options->overrides, "Override a field: --set key.path=value (repeatable)")
@@ -119,10 +120,10 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--node-rank", options->node_rank, "This host's index, 0..nnodes-1 (default 0)")
       ->check(CLI::Range(0, 1023));
   command->add_option("--master-addr", options->master_addr,
-                      "Host of node 0, where rank 0's rendezvous listens (needed with --nnodes > 1)");
+                      "Host of node 0, whose expctl run hosts the rendezvous store (needed with --nnodes > 1)");
   command->add_option("--master-port", options->master_port,
-                      "Rendezvous port (default: the spec's distributed.master_port; 0 picks a free one on a "
-                      "single node)")
+                      "Port of node 0's rendezvous store (default: the spec's distributed.master_port). A single\n"
+                      "node needs none: its ranks meet in a private file store and nothing listens")
       ->check(CLI::Range(0, 65535));
   command->add_option("--tag", options->tags, "Tag the run (repeatable)")
       ->expected(1)
