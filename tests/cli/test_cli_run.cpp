@@ -171,6 +171,7 @@ TEST_CASE("run: a 2-rank run completes with metrics per rank and every summary f
   }
   CHECK(document.at("summary").at("steps") == 60);
   CHECK(document.at("summary").at("world_size") == 2);
+  CHECK(document.at("summary").at("ranks_recorded") == 2);
   CHECK(document.at("summary").at("loss_curve_sha256").get<std::string>().size() == 64);
 
   auto db = d.open();
@@ -576,6 +577,13 @@ TEST_CASE("run: two nodes in network namespaces train together over TCP", "[netn
   const json doc1 = json::parse(node1.out());
   CHECK(doc0.at("summary").at("world_size") == 2);
   CHECK(doc0.at("summary").at("steps") == 60);
+  // The records come together on node 0: rank 1's steps were gathered to rank 0 at the end.
+  CHECK(doc0.at("summary").at("ranks_recorded") == 2);
+  CHECK(doc1.at("summary").at("ranks_recorded") == 1);
+  const auto node0_store = store::Store::open(dir / "node0" / "expctl.db", store::OpenMode::read_only);
+  const auto run0 = doc0.at("run").at("id").get<std::string>();
+  CHECK(node0_store.metrics(run0, {.name = "step_time_ms", .rank = 1}).size() == 60);
+  CHECK(node0_store.metrics(run0, {.name = "loss", .rank = 1}).size() == 60);
   CHECK(doc1.at("run").at("status") == "completed");
   const auto tags = doc1.at("run").at("tags");
   CHECK(std::find(tags.begin(), tags.end(), "node:1") != tags.end());
@@ -584,6 +592,36 @@ TEST_CASE("run: two nodes in network namespaces train together over TCP", "[netn
   const auto local = single.expctl({"run", tiny_spec(), "--format", "json"});
   REQUIRE(local.exit_code == 0);
   CHECK(sha_of(doc0) == sha_of(parse_stdout(local)));
+}
+
+TEST_CASE("run: under torchrun with 2 ranks, rank 0's record holds both ranks' steps") {
+  RunDir d;
+  const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
+  const auto rank = [&](int r) {
+    return std::vector<std::string>{"env", "-u", "TORCHELASTIC_USE_AGENT_STORE", "-u", "EXPCTL_CONTROL_FD",
+                                    "RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
+                                    "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + port, test::expctl_binary(), "--db", d.db.string(), "run",
+                                    tiny_spec(), "--set", "train.max_steps=20", "--format", "json"};
+  };
+  Background rank0(rank(0), d.dir / "rank0");
+  Background rank1(rank(1), d.dir / "rank1");
+  const int code0 = rank0.wait();
+  const int code1 = rank1.wait();
+  INFO("rank 0: " << rank0.out() << rank0.err() << "\nrank 1: " << rank1.out() << rank1.err());
+  REQUIRE(code0 == 0);
+  REQUIRE(code1 == 0);
+  const json document = json::parse(rank0.out());
+  CHECK(document.at("summary").at("ranks_recorded") == 2);
+  const auto db = d.open();
+  const auto id = document.at("run").at("id").get<std::string>();
+  const auto own = db.metrics(id, {.name = "loss", .rank = 0});
+  const auto reported = db.metrics(id, {.name = "loss", .rank = 1});
+  REQUIRE(reported.size() == 20);
+  CHECK(reported.back().step == 20);
+  CHECK(own.size() == 20);
+  CHECK(own.front().value != reported.front().value);  // rank 1's own shard, not a copy of rank 0's
+  CHECK(db.list_runs().size() == 1);                  // rank 1 recorded nothing itself
 }
 
 TEST_CASE("run: under an external launcher the process is one rank and global rank 0 records the run") {

@@ -72,6 +72,8 @@ void run_worker_command(const WorkerOptions& options, GlobalOptions& globals) {
   train::WorkerRequest request;
   request.spec = read_resolved_run(run_dir).spec;
   request.placement = placement_of(identity);
+  // Other nodes' ranks are recorded by their own expctl run; node 0's gets their steps too.
+  request.report_steps_from_rank = identity.world_size > identity.local_world_size ? identity.local_world_size : 0;
   request.checkpoint_dir = run_dir / "checkpoints";
   request.resume = options.resume;
   const auto result = train::run_worker(

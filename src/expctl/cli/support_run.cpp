@@ -195,6 +195,8 @@ class RunRecorder {
       m_points.push_back({0, step, "eval_accuracy", record.value("accuracy", 0.0)});
     } else if (kind == "checkpoint") {
       on_checkpoint(record);
+    } else if (kind == "remote_steps" && rank == 0) {
+      on_remote_steps(record);
     } else if (kind == "start" && rank == 0) {
       m_world_size = record.value("world_size", 1);
       m_console.set_total(record.value("total_steps", std::int64_t{0}));
@@ -218,17 +220,43 @@ class RunRecorder {
   std::optional<double> time_to_first_step() const { return m_time_to_first_step; }
 
  private:
-  void on_step(int rank, const json& record) {
+  void push_step(int rank, const json& record) {
     const auto step = record.value("step", std::int64_t{0});
     for (const auto& metric : k_step_metrics) {
       m_points.push_back({rank, step, metric.name, record.value(metric.field, 0.0) * metric.scale});
     }
     m_points.push_back({rank, step, "skipped", record.value("skipped", false) ? 1.0 : 0.0});
+  }
+
+  void on_step(int rank, const json& record) {
+    push_step(rank, record);
     if (rank == 0) {
       if (!m_time_to_first_step) {
         m_time_to_first_step = seconds_since(m_start) - record.value("step_time_s", 0.0);
       }
       m_console.step(record, m_world_size);
+    }
+  }
+
+  // Rows in the worker's "remote_steps" column order, stored like that rank's own step records.
+  void on_remote_steps(const json& record) {
+    static constexpr const char* k_columns[] = {"step",       "epoch",       "loss",        "lr",
+                                                "grad_scale", "skipped",     "step_time_s", "comm_wait_s",
+                                                "samples_per_sec"};
+    const int rank = record.value("rank", -1);
+    if (rank <= 0 || !record.contains("rows") || !record["rows"].is_array()) {
+      return;
+    }
+    for (const auto& row : record["rows"]) {
+      if (!row.is_array() || row.size() != std::size(k_columns)) {
+        continue;
+      }
+      json step;
+      for (std::size_t i = 0; i < std::size(k_columns); ++i) {
+        step[k_columns[i]] = row[i];
+      }
+      step["skipped"] = row[5].get<double>() != 0.0;
+      push_step(rank, step);
     }
   }
 
@@ -679,6 +707,7 @@ util::ExitCode run_as_external_rank(const spec::Spec& spec, const std::vector<st
   train::WorkerRequest request;
   request.spec = spec.values();
   request.placement = placement_of(*identity);
+  request.report_steps_from_rank = 1;  // only rank 0 records: it reports every other rank's steps
   // stdout carries the summary (JSON with --format json); progress goes to stderr.
   const auto print_line = [](const std::string& line) { std::cerr << line << std::endl; };
   if (identity->rank != 0) {
@@ -787,7 +816,9 @@ json compute_summary(const store::Store& store, const std::string& run_id, const
   std::vector<double> global_rate;
   double wait_total = 0.0;
   double time_total = 0.0;
+  std::size_t ranks_recorded = 0;
   for (const auto& [step, values] : step_times) {
+    ranks_recorded = std::max(ranks_recorded, values.size());
     if (step <= warmup) {
       continue;
     }
@@ -819,6 +850,7 @@ json compute_summary(const store::Store& store, const std::string& run_id, const
   summary["loss_curve_sha256"] = losses.empty() ? json(nullptr) : json(loss_curve_sha256(losses));
   summary["steps"] = steps;
   summary["warmup_steps"] = warmup;
+  summary["ranks_recorded"] = ranks_recorded;
   summary["wall_time_s"] = previous.value("wall_time_s", 0.0) + invocation_wall_s;
   summary["time_to_first_step_s"] =
       time_to_first_step_s ? json(*time_to_first_step_s) : previous.value("time_to_first_step_s", json(nullptr));

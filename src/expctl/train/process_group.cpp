@@ -247,6 +247,18 @@ void Communicator::broadcast(at::Tensor& tensor, int root, std::string what) {
   wait(pending);
 }
 
+std::vector<at::Tensor> Communicator::allgather(const at::Tensor& tensor, std::string what) {
+  std::vector<at::Tensor> inputs{tensor.to(m_device)};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int rank = 0; rank < m_world_size; ++rank) {
+    outputs[0].push_back(at::empty_like(inputs[0]));
+  }
+  ++m_issued;
+  PendingCollective pending{m_group->allgather(outputs, inputs), std::move(what)};
+  wait(pending);
+  return outputs[0];
+}
+
 void Communicator::barrier(std::string what) {
   c10d::BarrierOptions options;
   if (m_backend == Backend::nccl) {

@@ -101,6 +101,8 @@ class Communicator {
   void broadcast(at::Tensor& tensor, int root, std::string what);
   /// Blocks until every rank reached the barrier.
   void barrier(std::string what);
+  /// Synchronous all-gather: every rank's `tensor` (same shape and dtype everywhere), by rank.
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor, std::string what);
 
   /// Number of collectives started so far (all kinds).
   std::int64_t collectives_issued() const { return m_issued; }

@@ -71,6 +71,7 @@ class Trainer {
         loaded_epoch = m_position.epoch;
       }
       const auto metrics = train_step(stop);
+      m_history.push_back(metrics);
       result.losses.push_back(static_cast<float>(metrics.loss));
       result.final_train_loss = metrics.loss;
       m_sink.on_step(metrics);
@@ -80,6 +81,7 @@ class Trainer {
         break;
       }
     }
+    report_remote_steps();
     if (!result.interrupted && (!result.final_eval || result.final_eval->step != m_position.step)) {
       result.final_eval = evaluate();
     }
@@ -223,6 +225,37 @@ class Trainer {
     m_sink.on_checkpoint(path, sha);
   }
 
+  // Every rank ran the same steps (they agree on stopping), so the tables have one shape.
+  void report_remote_steps() {
+    const int from = m_config.report_steps_from_rank;
+    if (from <= 0 || from >= m_comm.world_size()) {
+      return;
+    }
+    constexpr std::int64_t k_columns = 9;
+    auto table = at::empty({static_cast<std::int64_t>(m_history.size()), k_columns}, at::kDouble);
+    double* out = table.data_ptr<double>();
+    for (const auto& m : m_history) {
+      for (const double value : {static_cast<double>(m.step), static_cast<double>(m.epoch), m.loss, m.lr, m.grad_scale,
+                                 m.skipped ? 1.0 : 0.0, m.step_time_s, m.comm_wait_s, m.samples_per_sec}) {
+        *out++ = value;
+      }
+    }
+    const auto tables = m_comm.allgather(table, "allgather of every rank's steps");
+    if (m_comm.rank() != 0) {
+      return;
+    }
+    for (int rank = from; rank < m_comm.world_size(); ++rank) {
+      const auto gathered = tables[static_cast<std::size_t>(rank)].cpu().contiguous();
+      const double* v = gathered.data_ptr<double>();
+      std::vector<StepMetrics> steps;
+      for (std::int64_t i = 0; i < gathered.size(0); ++i, v += k_columns) {
+        steps.push_back({static_cast<std::int64_t>(v[0]), static_cast<std::int64_t>(v[1]), v[2], v[3], v[4],
+                         v[5] != 0.0, v[6], v[7], v[8]});
+      }
+      m_sink.on_remote_steps(rank, steps);
+    }
+  }
+
   // Ranks must stop after the same step, or the ones going on would wait for the others'
   // collectives until the timeout: any rank's request stops everyone. The votes travelled with
   // this step's last gradient bucket (DistributedDataParallel::vote_stop): no extra collective.
@@ -248,6 +281,7 @@ class Trainer {
   ScheduleOptions m_schedule;
   TrainingPosition m_position;
   std::vector<std::int64_t> m_indices;
+  std::vector<StepMetrics> m_history;  // this invocation's steps, for report_remote_steps
 };
 
 }  // namespace

@@ -45,6 +45,11 @@ struct TrainerConfig {
   std::filesystem::path checkpoint_dir;
   /// Checkpoint to continue from (this rank's file); empty: start fresh.
   std::filesystem::path resume_from;
+  /// Ranks at or above this one report their steps through rank 0: after the last step every
+  /// rank's StepMetrics of this invocation are gathered to rank 0 (one collective) and handed to
+  /// its sink's on_remote_steps. For ranks whose own records reach no store (other nodes, ranks
+  /// under an external launcher). 0: nobody does (every rank's records are stored already).
+  int report_steps_from_rank = 0;
 };
 
 /// One optimizer step as seen by this rank.
@@ -75,6 +80,9 @@ class MetricSink {
   virtual void on_eval(const EvalMetrics& metrics) = 0;
   /// A checkpoint was written (path and SHA-256 hex).
   virtual void on_checkpoint(const std::filesystem::path& path, const std::string& sha256) = 0;
+  /// Rank 0 only, at the end: another rank's steps of this invocation (see
+  /// TrainerConfig::report_steps_from_rank).
+  virtual void on_remote_steps(int /*rank*/, const std::vector<StepMetrics>& /*steps*/) {}
 };
 
 /// How training ended on this rank.

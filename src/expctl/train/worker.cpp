@@ -113,6 +113,7 @@ TrainerConfig trainer_config(const WorkerRequest& request) {
   config.checkpoint_every = train.at("checkpoint_every").get<std::int64_t>();
   config.ddp = ddp_options(spec);
   config.checkpoint_dir = request.checkpoint_dir;
+  config.report_steps_from_rank = request.report_steps_from_rank;
   if (request.resume && !request.checkpoint_dir.empty()) {
     const auto file = request.checkpoint_dir / fmt::format("rank{}.pt", request.placement.rank);
     if (std::filesystem::exists(file)) {
@@ -154,6 +155,21 @@ class RecordingSink final : public MetricSink {
     m_on_record(json{{"t", "eval"}, {"step", m.step}, {"loss", m.loss}, {"accuracy", m.accuracy}});
     if (m_rank == 0 && m_on_line) {
       m_on_line(fmt::format("eval step {} loss {:.4f} accuracy {:.4f}", m.step, m.loss, m.accuracy));
+    }
+  }
+
+  // One record per rank and per block of steps: rows of [step, epoch, loss, lr, grad_scale,
+  // skipped, step_time_s, comm_wait_s, samples_per_sec], each line a few hundred KB at most.
+  void on_remote_steps(int rank, const std::vector<StepMetrics>& steps) override {
+    constexpr std::size_t k_rows_per_record = 2048;
+    for (std::size_t begin = 0; begin < steps.size(); begin += k_rows_per_record) {
+      json rows = json::array();
+      for (std::size_t i = begin; i < std::min(steps.size(), begin + k_rows_per_record); ++i) {
+        const auto& m = steps[i];
+        rows.push_back({m.step, m.epoch, m.loss, m.lr, m.grad_scale, m.skipped ? 1 : 0, m.step_time_s, m.comm_wait_s,
+                        m.samples_per_sec});
+      }
+      m_on_record(json{{"t", "remote_steps"}, {"rank", rank}, {"rows", std::move(rows)}});
     }
   }
 

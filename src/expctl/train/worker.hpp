@@ -8,6 +8,8 @@
 ///   {"t":"step","step","epoch","loss","lr","grad_scale","skipped","step_time_s","comm_wait_s","samples_per_sec"}
 ///   {"t":"eval","step","loss","accuracy"}
 ///   {"t":"checkpoint","path","sha256","size_bytes"}
+///   {"t":"remote_steps","rank","rows":[[step,epoch,loss,lr,grad_scale,skipped,step_time_s,
+///                                      comm_wait_s,samples_per_sec],...]}   rank 0 only, at the end
 ///   {"t":"end","steps","interrupted","final_train_loss"}
 /// Numbers are doubles printed so that they read back to the same value.
 
@@ -44,6 +46,10 @@ struct WorkerRequest {
   std::filesystem::path checkpoint_dir;
   /// Continue from checkpoint_dir/rank<R>.pt when that file exists (else start fresh).
   bool resume = false;
+  /// Ranks from this one up have no store of their own reachable from here (another node's, or
+  /// under an external launcher): at the end rank 0 reports their steps as "remote_steps"
+  /// records. 0: every rank's records are stored already.
+  int report_steps_from_rank = 0;
 };
 
 /// Receives each record (see above), on the training thread.
