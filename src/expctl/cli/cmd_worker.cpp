@@ -21,6 +21,8 @@
 #include "expctl/launch/rank_channel.hpp"
 #include "expctl/train/worker.hpp"
 #include "expctl/util/atomic_file.hpp"
+#include "expctl/util/log.hpp"
+#include "expctl/util/malloc_tuning.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -62,6 +64,7 @@ class HeartbeatThread {
 
 void run_worker_command(const WorkerOptions& options, GlobalOptions& globals) {
   install_stop_handlers();
+  util::log::debug(util::tune_malloc_for_training());
   auto channel = launch::RankChannel::from_environment(launch::current_environment());
   HeartbeatThread heartbeat(channel);
   const auto& identity = channel.identity();

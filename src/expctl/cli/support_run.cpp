@@ -31,6 +31,8 @@
 #include "expctl/train/worker.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/log.hpp"
+#include "expctl/util/malloc_tuning.hpp"
 #include "expctl/util/sha256.hpp"
 
 namespace expctl::cli {
@@ -704,6 +706,7 @@ util::ExitCode run_as_external_rank(const spec::Spec& spec, const std::vector<st
                                     const StackCheck& stack, OutputFormat format, const GlobalOptions& globals) {
   const auto identity = launch::detect_launcher(launch::current_environment());
   install_stop_handlers();
+  util::log::debug(util::tune_malloc_for_training());
   train::WorkerRequest request;
   request.spec = spec.values();
   request.placement = placement_of(*identity);

@@ -40,7 +40,7 @@ struct RankIdentity {
   bool agent_store = false;
   /// expctl's single-node ranks meet in a c10d FileStore at this path (EXPCTL_RENDEZVOUS_FILE)
   /// instead of a TCP store; empty otherwise.
-  std::string rendezvous_file;
+  std::string rendezvous_file{};
 
   bool operator==(const RankIdentity&) const = default;
 };
