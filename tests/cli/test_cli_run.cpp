@@ -430,6 +430,8 @@ TEST_CASE("run: a single node's ranks meet in a private file store, and nothing 
     std::optional<store::RunRecord> run;
     REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
     wait_for_training(*run);
+    // Should a check below fail, say what the run was doing (its output so far, and the log).
+    INFO("expctl stderr so far: " << expctl.err() << "\nrank 0 log: " << read_text(run->run_dir / "logs" / "rank-0.log"));
 
     const auto files = rendezvous_files();
     REQUIRE(files.size() == 1);
@@ -444,8 +446,12 @@ TEST_CASE("run: a single node's ranks meet in a private file store, and nothing 
     // socket there is, Gloo's connections included, is on loopback.
     const auto sockets = tcp_sockets(inodes);
     CHECK_FALSE(sockets.empty());  // the ranks' Gloo pair: the checks below are not vacuous
+    std::string listing;
     for (const auto& socket : sockets) {
-      INFO(socket.state << " " << socket.local_address);
+      listing += socket.state + " " + socket.local_address + "\n";
+    }
+    INFO("sockets (state, local address):\n" << listing);
+    for (const auto& socket : sockets) {
       // 127.0.0.1, ::1 or ::ffff:127.0.0.1, in /proc's byte order.
       CHECK((socket.local_address == "0100007F" || socket.local_address == "00000000000000000000000001000000" ||
              socket.local_address == "0000000000000000FFFF00000100007F"));
