@@ -499,7 +499,7 @@ std::shared_ptr<Rendezvous> host_rendezvous(NodeLaunch& launch, const json& spec
   const auto timeout = std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
   try {
     rendezvous->server =
-        std::make_shared<train::StoreServer>(static_cast<std::uint16_t>(launch.master_port), timeout);
+        std::make_unique<train::StoreServer>(static_cast<std::uint16_t>(launch.master_port), timeout);
     launch.master_port = rendezvous->server->port();
     return rendezvous;
   } catch (const util::TrainError& error) {

@@ -93,7 +93,7 @@ struct Invocation {
 /// Where this node's ranks meet, held for as long as they run.
 struct Rendezvous {
   /// Several nodes, node 0: the TCPStore every rank joins (train/store_server.hpp).
-  std::shared_ptr<train::StoreServer> server;
+  std::unique_ptr<train::StoreServer> server;
   /// A single node: the file of the c10d FileStore the ranks share (private to this user, in the
   /// temporary directory; nothing listens on the network). Removed with this object.
   std::filesystem::path file;

@@ -328,19 +328,16 @@ void DistributedDataParallel::launch_ready_buckets() {
 
 void DistributedDataParallel::launch(std::size_t bucket_index) {
   auto& bucket = *m_buckets[bucket_index];
-  const bool carries_votes = bucket_index + 1 == m_buckets.size();
+  if (bucket_index + 1 == m_buckets.size()) {
+    // Averaged like the gradients: the reduced value is (voters / world size), > 0 iff anyone voted.
+    bucket.flat[m_vote_offset].fill_(m_stop_vote ? 1.0 : 0.0);
+  }
   if (m_options.compression == GradCompression::fp16) {
-    if (carries_votes) {
-      bucket.flat[m_vote_offset].fill_(m_stop_vote ? 1.0 : 0.0);
-    }
     // PyTorch's fp16_compress_hook: cast, then divide in half precision.
     bucket.wire = bucket.flat.to(at::kHalf).div_(m_comm.world_size());
   } else {
     // Average = pre-divide, then SUM (Gloo has no AVG); the same order as PyTorch's reducer.
     bucket.flat.mul_(1.0 / m_comm.world_size());
-    if (carries_votes) {
-      bucket.flat[m_vote_offset].fill_(m_stop_vote ? 1.0 : 0.0);
-    }
     bucket.wire = bucket.flat;
   }
   bucket.collective = m_comm.allreduce_async(bucket.wire, fmt::format("allreduce of bucket {}", bucket_index));

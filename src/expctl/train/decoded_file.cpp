@@ -10,9 +10,11 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
+#include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/sha256.hpp"
@@ -145,28 +147,10 @@ std::optional<std::vector<std::uint8_t>> read_cached(const fs::path& entry, cons
 void write_cached(const fs::path& entry, const std::vector<std::uint8_t>& bytes) {
   std::error_code error;
   fs::create_directories(entry.parent_path(), error);
-  const fs::path staging = entry.parent_path() / fmt::format(".{}.{}.tmp", entry.filename().string(), ::getpid());
-  {
-    Descriptor fd(::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    bool ok = fd.fd >= 0;
-    const auto* data = bytes.data();
-    std::size_t left = bytes.size();
-    while (ok && left > 0) {
-      const ssize_t count = ::write(fd.fd, data, left);
-      ok = count > 0;
-      data += ok ? count : 0;
-      left -= ok ? static_cast<std::size_t>(count) : 0;
-    }
-    if (!ok) {
-      util::log::debug(fmt::format("cannot write cache entry {}: {}", staging.string(), std::strerror(errno)));
-      fs::remove(staging, error);
-      return;
-    }
-  }
-  fs::rename(staging, entry, error);
-  if (error) {
-    util::log::debug(fmt::format("cannot publish cache entry {}: {}", entry.string(), error.message()));
-    fs::remove(staging, error);
+  const auto written = util::write_file_atomic(
+      entry, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  if (!written) {
+    util::log::debug(fmt::format("not caching {}: {}", entry.string(), written.error().message));
   }
 }
 

@@ -71,7 +71,9 @@ class Trainer {
         loaded_epoch = m_position.epoch;
       }
       const auto metrics = train_step(stop);
-      m_history.push_back(metrics);
+      if (m_config.report_steps_from_rank > 0) {
+        m_history.push_back(metrics);
+      }
       result.losses.push_back(static_cast<float>(metrics.loss));
       result.final_train_loss = metrics.loss;
       m_sink.on_step(metrics);
