@@ -1,5 +1,6 @@
 #include "expctl/store/connection.hpp"
 
+#include <cerrno>
 #include <random>
 #include <thread>
 
@@ -26,7 +27,9 @@ struct ErrorText {
 constexpr ErrorText k_error_texts[] = {
     {SQLITE_FULL, "no space left on device (free some disk space and retry); the store is unchanged",
      ExitCode::run_failed},
-    {SQLITE_READONLY, "the database is read-only (check the permissions of the file and its folder)",
+    {SQLITE_READONLY,
+     "the database is read-only (check the permissions of the file and its folder, and that its disk is "
+     "not mounted read-only)",
      ExitCode::run_failed},
     {SQLITE_CORRUPT, "the database file is corrupt (restore it from a backup, or start a new one with --db)",
      ExitCode::usage},
@@ -43,26 +46,83 @@ constexpr ErrorText k_error_texts[] = {
 
 static_assert(k_retry_budget == std::chrono::minutes(2), "k_error_texts quotes the retry budget");
 
+/// SQLite URI of `path` with `query`: "%", "?" and "#" are escaped, so any file name round-trips.
+std::string uri_of(const std::filesystem::path& path, const char* query) {
+  std::string uri = "file://";
+  for (const char c : path.string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      uri += fmt::format("%{:02x}", static_cast<unsigned char>(c));
+    } else {
+      uri += c;
+    }
+  }
+  return uri + query;
+}
+
+std::unique_ptr<SQLite::Database> open_database(const std::filesystem::path& path, Access access, bool create) {
+  const int timeout = static_cast<int>(k_busy_timeout.count());
+  if (access == Access::read_write) {
+    const int flags = SQLite::OPEN_READWRITE | (create ? SQLite::OPEN_CREATE : 0);
+    return std::make_unique<SQLite::Database>(path.string(), flags, timeout);
+  }
+  const char* query = access == Access::read_only ? "?mode=ro" : "?mode=ro&immutable=1";
+  return std::make_unique<SQLite::Database>(uri_of(path, query), SQLite::OPEN_READONLY | SQLite::OPEN_URI, timeout);
+}
+
 }  // namespace
 
-Connection::Connection(const std::filesystem::path& path, std::string display, bool create)
-    : m_path(path), m_display(std::move(display)) {
-  const int flags = SQLite::OPEN_READWRITE | (create ? SQLite::OPEN_CREATE : 0);
+Connection::Connection(const std::filesystem::path& path, std::string display, Access access, bool create)
+    : m_path(path), m_display(std::move(display)), m_access(access) {
   try {
-    m_db = std::make_unique<SQLite::Database>(path.string(), flags, static_cast<int>(k_busy_timeout.count()));
+    m_db = open_database(path, access, create);
   } catch (const SQLite::Exception& error) {
     fail(error);
   }
 }
 
-void Connection::fail(const SQLite::Exception& error) const {
+void Connection::reopen(Access access) {
+  m_db.reset();
+  m_access = access;
+  try {
+    m_db = open_database(m_path, access, /*create=*/false);
+  } catch (const SQLite::Exception& error) {
+    fail(error);
+  }
+}
+
+int Connection::system_errno() const {
+  return m_db ? sqlite3_system_errno(m_db->getHandle()) : 0;
+}
+
+int Connection::code_of(const SQLite::Exception& error) const {
   const int code = error.getErrorCode() & 0xff;
+  if (code != SQLITE_IOERR && code != SQLITE_CANTOPEN) {
+    return code;
+  }
+  // SQLite reports ENOSPC as SQLITE_FULL only for writes to the database and its WAL; growing the
+  // -shm (SQLITE_IOERR_SHMSIZE) or other I/O fails as SQLITE_IOERR with the errno kept aside.
+  const int os_error = system_errno();
+  if (os_error == ENOSPC || os_error == EDQUOT) {
+    return SQLITE_FULL;
+  }
+  return os_error == EROFS ? SQLITE_READONLY : code;
+}
+
+bool Connection::is_side_file_refusal(int code) {
+  return code == SQLITE_CANTOPEN || code == SQLITE_READONLY || code == SQLITE_FULL;
+}
+
+void Connection::fail(const SQLite::Exception& error) const {
+  fail_with(code_of(error), error.what());
+}
+
+void Connection::fail_with(int code, const char* sqlite_message) const {
   for (const ErrorText& entry : k_error_texts) {
     if (entry.code == code) {
       throw util::StoreError(fmt::format("{}: {}", m_display, entry.text), entry.exit_code);
     }
   }
-  throw util::StoreError(fmt::format("{}: {}", m_display, error.what()), ExitCode::run_failed);
+  throw util::StoreError(fmt::format("{}: {}", m_display, sqlite_message), ExitCode::run_failed);
 }
 
 bool Connection::is_busy(const SQLite::Exception& error) {
@@ -81,8 +141,11 @@ bool Connection::back_off(int attempt, std::chrono::steady_clock::time_point sta
   return true;
 }
 
-void Connection::refuse_write() const {
+void Connection::check_writable() const {
   EXPCTL_ASSERT(!m_read_only, "write to {} opened read-only", m_display);
+  if (m_refused_code != 0) {
+    fail_with(m_refused_code, "writes refused");
+  }
 }
 
 std::optional<std::string> optional_text(const SQLite::Column& column) {

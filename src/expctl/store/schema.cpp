@@ -1,6 +1,9 @@
 #include "expctl/store/schema.hpp"
 
+#include <filesystem>
 #include <iterator>
+
+#include <sqlite3.h>
 
 #include "expctl/util/log.hpp"
 
@@ -82,6 +85,56 @@ CREATE INDEX runs_by_start ON runs(started_at);
 CREATE INDEX runs_by_spec ON runs(spec_hash);
 CREATE INDEX tags_by_tag ON tags(tag);
 )sql"},
+    // SQLite cannot change a CHECK constraint in place: both tables are rebuilt as
+    // https://www.sqlite.org/lang_altertable.html ("other kinds of table schema changes") says,
+    // with foreign keys off (apply_migrations) so that dropping runs cascades to no child row.
+    // rowid is copied: list_runs orders runs of the same start time by it.
+    {3, "statuses diverged and lost; run owner process and heartbeat", R"sql(
+CREATE TABLE runs_v3 (
+  id                TEXT PRIMARY KEY NOT NULL,
+  spec_hash         TEXT NOT NULL REFERENCES specs(hash),
+  environment_hash  TEXT REFERENCES environments(hash),
+  name              TEXT NOT NULL,
+  status            TEXT NOT NULL
+                    CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost')),
+  started_at        TEXT NOT NULL,
+  ended_at          TEXT,
+  exit_code         INTEGER,
+  root_cause        TEXT NOT NULL DEFAULT '',
+  run_dir           TEXT NOT NULL,
+  summary           TEXT NOT NULL DEFAULT '{}',
+  owner_host        TEXT,
+  owner_pid         INTEGER,
+  owner_boot_id     TEXT,
+  owner_start_ticks INTEGER,
+  heartbeat_at      TEXT,
+  CHECK ((owner_host IS NULL) = (owner_pid IS NULL) AND (owner_pid IS NULL) = (owner_boot_id IS NULL)
+         AND (owner_boot_id IS NULL) = (owner_start_ticks IS NULL))
+);
+INSERT INTO runs_v3 (rowid, id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code,
+                     root_cause, run_dir, summary)
+  SELECT rowid, id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause,
+         run_dir, summary FROM runs ORDER BY rowid;
+DROP TABLE runs;
+ALTER TABLE runs_v3 RENAME TO runs;
+CREATE INDEX runs_by_start ON runs(started_at);
+CREATE INDEX runs_by_spec ON runs(spec_hash);
+CREATE TABLE ranks_v3 (
+  run_id           TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank             INTEGER NOT NULL CHECK (rank >= 0),
+  host             TEXT NOT NULL,
+  pid              INTEGER,
+  environment_hash TEXT REFERENCES environments(hash),
+  status           TEXT NOT NULL
+                   CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost')),
+  exit_code        INTEGER,
+  signal           INTEGER,
+  PRIMARY KEY (run_id, rank)
+) WITHOUT ROWID;
+INSERT INTO ranks_v3 SELECT run_id, rank, host, pid, environment_hash, status, exit_code, signal FROM ranks;
+DROP TABLE ranks;
+ALTER TABLE ranks_v3 RENAME TO ranks;
+)sql"},
 };
 
 constexpr int k_latest = static_cast<int>(std::size(k_migrations));
@@ -124,7 +177,20 @@ void check_identity(const Connection& connection, const Identity& identity) {
   }
 }
 
+/// Throws unless every reference between rows holds (checked after a migration, which runs with
+/// foreign keys off).
+void check_foreign_keys(const Connection& connection, SQLite::Database& db, int version) {
+  SQLite::Statement check(db, "PRAGMA foreign_key_check");
+  EXPCTL_CHECK(!check.executeStep(), util::StoreError,
+               "{}: cannot migrate to schema v{}: table {} has rows that reference missing rows (see sqlite3's "
+               "\"PRAGMA foreign_key_check\"); the store is unchanged",
+               connection.display(), version, check.getColumn(0).getString());
+}
+
 void apply_migrations(Connection& connection, int target_version) {
+  // Off while a step rebuilds a table: dropping the old runs table would otherwise delete every
+  // child row (ON DELETE CASCADE). A no-op inside a transaction, hence here; prepare turns it on.
+  connection.retry([&] { connection.db().exec("PRAGMA foreign_keys = OFF"); });
   connection.write([&](SQLite::Database& db) {
     // Read again under the write lock: another process may have migrated meanwhile.
     const Identity identity = read_identity(db);
@@ -137,6 +203,7 @@ void apply_migrations(Connection& connection, int target_version) {
       }
     }
     if (target_version > identity.version) {
+      check_foreign_keys(connection, db, target_version);
       // PRAGMAs take no bound parameters; both values are our own integers, never user input.
       db.exec(fmt::format("PRAGMA application_id = {}", k_application_id));
       db.exec(fmt::format("PRAGMA user_version = {}", target_version));
@@ -144,45 +211,122 @@ void apply_migrations(Connection& connection, int target_version) {
   });
 }
 
+std::string journal_mode(Connection& connection, const char* pragma) {
+  return connection.retry([&] { return connection.db().execAndGet(pragma).getString(); });
+}
+
+/// Switches to WAL unless the database is in WAL already (asking costs no write, setting may).
 void use_wal(Connection& connection) {
-  const std::string mode =
-      connection.retry([&] { return connection.db().execAndGet("PRAGMA journal_mode = WAL").getString(); });
+  if (journal_mode(connection, "PRAGMA journal_mode") == "wal") {
+    return;
+  }
+  const std::string mode = journal_mode(connection, "PRAGMA journal_mode = WAL");
   if (mode != "wal") {
     util::log::warn(fmt::format("{}: cannot use WAL journaling here (got \"{}\"); concurrent writers will wait longer",
                                 connection.display(), mode));
   }
 }
 
+/// Says when an immutable read misses changes: they are in a -wal file nobody could checkpoint.
+void warn_if_wal_left(const Connection& connection) {
+  std::error_code ec;
+  const auto wal_bytes = std::filesystem::file_size(connection.path().string() + "-wal", ec);
+  if (!ec && wal_bytes > 0) {
+    util::log::warn(
+        fmt::format("{}: read without the {} bytes of its -wal file (the latest changes may be missing): "
+                    "open it once where it is writable and has space to apply them",
+                    connection.display(), wal_bytes));
+  }
+}
+
+/// The first read of the file. Where it fails only because SQLite cannot create the -wal/-shm
+/// files a WAL reader needs (read-only storage, a full disk), the file is opened again immutable:
+/// it can still be read, and every write fails with the message of what refused the files.
+Identity read_first(Connection& connection) {
+  try {
+    return connection.retry_busy([&] { return read_identity(connection.db()); });
+  } catch (const SQLite::Exception& error) {
+    const int code = connection.code_of(error);
+    if (!Connection::is_side_file_refusal(code) || connection.access() == Access::immutable) {
+      connection.fail(error);
+    }
+    connection.reopen(Access::immutable);
+    connection.refuse_writes(code == SQLITE_FULL ? SQLITE_FULL : SQLITE_READONLY);
+    warn_if_wal_left(connection);
+    return connection.retry([&] { return read_identity(connection.db()); });
+  }
+}
+
+/// Throws the error of SQLite result `code` met while preparing to migrate from `from_version`:
+/// for an older schema on storage that cannot be written, the one line that says so.
+[[noreturn]] void refuse_upgrade(const Connection& connection, int code, int from_version, const char* message) {
+  if (from_version == 0 || (code != SQLITE_READONLY && code != SQLITE_CANTOPEN)) {
+    connection.fail_with(code, message);
+  }
+  throw util::StoreError(fmt::format("{}: written by an older expctl (schema v{}, this one needs v{}) and is on "
+                                     "read-only storage: open it once where it is writable to upgrade it",
+                                     connection.display(), from_version, k_latest),
+                         util::ExitCode::run_failed);
+}
+
+/// FULL: a committed run survives a power cut, not only a crash (WAL's NORMAL may lose it).
+void use_full_sync(Connection& connection) {
+  connection.retry([&] { connection.db().exec("PRAGMA synchronous = FULL"); });
+}
+
+/// Throws (refuse_upgrade) unless `connection` can take the write lock.
+void require_write_lock(Connection& connection, int from_version) {
+  try {
+    connection.retry_busy([&] {
+      connection.db().exec("BEGIN IMMEDIATE");
+      connection.db().exec("ROLLBACK");
+    });
+  } catch (const SQLite::Exception& error) {
+    refuse_upgrade(connection, connection.code_of(error), from_version, error.what());
+  }
+}
+
+/// Migrates an older (or new, empty) database. A connection opened for reading is reopened
+/// read-write for it and stays so; query_only then keeps it from writing.
+void upgrade(Connection& connection, int from_version, int target_version) {
+  if (connection.refused_code() != 0) {
+    refuse_upgrade(connection, connection.refused_code(), from_version, "cannot write the schema");
+  }
+  if (connection.access() != Access::read_write) {
+    connection.reopen(Access::read_write);
+    use_full_sync(connection);
+  }
+  require_write_lock(connection, from_version);
+  const bool read_only = connection.read_only();
+  connection.set_read_only(false);  // an older database is upgraded in place even for reading
+  use_wal(connection);
+  apply_migrations(connection, target_version);
+  connection.set_read_only(read_only);
+}
+
 }  // namespace
 
 int schema_latest() {
-  static_assert(k_latest == 2, "add the new migration's test and docs/store.md entry, then bump this");
+  static_assert(k_latest == 3, "add the new migration's test and docs/store.md entry, then bump this");
   return k_latest;
 }
 
 int prepare(Connection& connection, int target_version) {
   EXPCTL_ASSERT(target_version >= 1 && target_version <= k_latest, "schema version {}", target_version);
   // Read first: a file that is not SQLite fails here, before anything could be written to it.
-  const Identity identity = connection.retry([&] { return read_identity(connection.db()); });
+  const Identity identity = read_first(connection);
   check_identity(connection, identity);
   if (connection.read_only() && identity.version == 0) {
     throw util::StoreError(
         fmt::format("{}: empty file, not an expctl database yet: check --db / EXPCTL_DB", connection.display()));
   }
-  if (!connection.read_only()) {
+  use_full_sync(connection);
+  if (identity.version < target_version) {
+    upgrade(connection, identity.version, target_version);
+  } else if (connection.access() == Access::read_write && !connection.read_only()) {
     use_wal(connection);
   }
-  connection.retry([&] {
-    connection.db().exec("PRAGMA foreign_keys = ON");
-    // FULL: a committed run survives a power cut, not only a crash (WAL's NORMAL may lose it).
-    connection.db().exec("PRAGMA synchronous = FULL");
-  });
-  if (identity.version < target_version) {
-    const bool read_only = connection.read_only();
-    connection.set_read_only(false);  // an older database is upgraded in place even for reading
-    apply_migrations(connection, target_version);
-    connection.set_read_only(read_only);
-  }
+  connection.retry([&] { connection.db().exec("PRAGMA foreign_keys = ON"); });
   if (connection.read_only()) {
     connection.retry([&] { connection.db().exec("PRAGMA query_only = ON"); });
   }

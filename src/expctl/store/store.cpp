@@ -19,10 +19,31 @@ namespace {
 
 /// Columns of a run row, in the order read_run expects.
 constexpr const char* k_run_columns =
-    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary";
+    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary, "
+    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at";
+/// Index of owner_host in k_run_columns.
+constexpr int k_owner_column = 11;
 
 /// How many candidates an ambiguous selector's message lists.
 constexpr int k_max_candidates = 5;
+
+/// The owner columns of a run row; nullopt for a row without an owner (from before schema v3).
+std::optional<util::ProcessIdentity> read_owner(SQLite::Statement& query) {
+  if (query.getColumn(k_owner_column).isNull()) {
+    return std::nullopt;
+  }
+  return util::ProcessIdentity{
+      query.getColumn(k_owner_column).getString(), query.getColumn(k_owner_column + 1).getInt64(),
+      query.getColumn(k_owner_column + 2).getString(), query.getColumn(k_owner_column + 3).getInt64()};
+}
+
+/// Binds the four owner columns, from `index` on.
+void bind_owner(SQLite::Statement& statement, int index, const util::ProcessIdentity& owner) {
+  statement.bind(index, owner.host);
+  statement.bind(index + 1, owner.pid);
+  statement.bind(index + 2, owner.boot_id);
+  statement.bind(index + 3, owner.start_ticks);
+}
 
 RunRecord read_run(SQLite::Statement& query, const fs::path& database_dir) {
   RunRecord run;
@@ -38,6 +59,11 @@ RunRecord read_run(SQLite::Statement& query, const fs::path& database_dir) {
   run.root_cause = query.getColumn(8).getString();
   run.run_dir = database_dir / query.getColumn(9).getString();
   run.summary_json = query.getColumn(10).getString();
+  const auto owner = read_owner(query);
+  run.owner = owner ? std::optional(owner->display()) : std::nullopt;
+  run.heartbeat_at = optional_text(query.getColumn(k_owner_column + 4));
+  const auto heartbeat = run.heartbeat_at ? parse_utc(*run.heartbeat_at) : std::nullopt;
+  run.status = derive_run_status(run.status, owner, heartbeat, Clock::now());
   return run;
 }
 
@@ -96,8 +122,10 @@ Store open_store(const fs::path& path, OpenMode mode, int target_version) {
     fs::create_directories(absolute.parent_path(), ec);
     EXPCTL_CHECK(!ec, util::StoreError, "{}: cannot create its folder: {}", display, ec.message());
   }
+  const bool writing = mode == OpenMode::read_write;
   auto impl = std::unique_ptr<Store::Impl>(
-      new Store::Impl{Connection(absolute, display, mode == OpenMode::read_write), 0, absolute.parent_path() / "runs"});
+      new Store::Impl{Connection(absolute, display, writing ? Access::read_write : Access::read_only, writing), 0,
+                      absolute.parent_path() / "runs"});
   impl->connection.set_read_only(mode == OpenMode::read_only);
   impl->version = prepare(impl->connection, target_version);
   return StoreAccess::make(std::move(impl));
@@ -118,6 +146,22 @@ void require_changed(const Connection& connection, int changes, const std::strin
 
 int latest_schema_version() {
   return detail::schema_latest();
+}
+
+RunStatus derive_run_status(RunStatus stored, const std::optional<util::ProcessIdentity>& owner,
+                            std::optional<Clock::time_point> heartbeat_at, Clock::time_point now) {
+  if (stored != RunStatus::running || !owner) {
+    return stored;
+  }
+  switch (owner->liveness()) {
+    case util::Liveness::alive:
+      return RunStatus::running;
+    case util::Liveness::dead:
+      return RunStatus::lost;
+    case util::Liveness::unknown_elsewhere:
+      return heartbeat_at && now - *heartbeat_at > k_lost_after ? RunStatus::lost : RunStatus::running;
+  }
+  return stored;
 }
 
 fs::path runs_root(const fs::path& database) {
@@ -222,15 +266,21 @@ RunRecord Store::create_run(const NewRun& run) {
     record.started_at = format_utc(started);
     record.run_dir = m_impl->runs_root / record.id;
 
+    const util::ProcessIdentity owner = util::ProcessIdentity::current();
+    record.owner = owner.display();
+    record.heartbeat_at = format_utc(Clock::now());
     SQLite::Statement insert(db,
-                             "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir) "
-                             "VALUES (?, ?, ?, ?, 'running', ?, ?)");
+                             "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir, "
+                             "heartbeat_at, owner_host, owner_pid, owner_boot_id, owner_start_ticks) "
+                             "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)");
     insert.bind(1, record.id);
     insert.bind(2, record.spec_hash);
     detail::bind_optional(insert, 3, record.environment_hash);
     insert.bind(4, record.name);
     insert.bind(5, record.started_at);
     insert.bind(6, "runs/" + record.id);  // relative: the database and its runs/ move together
+    insert.bind(7, *record.heartbeat_at);
+    detail::bind_owner(insert, 8, owner);
     insert.exec();
     // Published last, under the write lock: if it fails the row is rolled back; COMMIT of a WAL
     // transaction that already holds the write lock does not meet SQLITE_BUSY, so the folder is
@@ -241,8 +291,8 @@ RunRecord Store::create_run(const NewRun& run) {
 }
 
 void Store::finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) {
-  EXPCTL_CHECK(status != RunStatus::running, util::StoreError, "finish_run of {} needs an end status, not running",
-               run_id);
+  EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::lost, util::StoreError,
+               "finish_run of {} needs an end status, not {}", run_id, to_string(status));
   auto& connection = m_impl->connection;
   connection.write([&](SQLite::Database& db) {
     SQLite::Statement update(db,
@@ -259,16 +309,31 @@ void Store::finish_run(const std::string& run_id, RunStatus status, int exit_cod
 void Store::resume_run(const std::string& run_id) {
   auto& connection = m_impl->connection;
   connection.write([&](SQLite::Database& db) {
-    SQLite::Statement query(db, "SELECT status FROM runs WHERE id = ?");
+    SQLite::Statement query(db, fmt::format("SELECT {} FROM runs WHERE id = ?", detail::k_run_columns));
     query.bind(1, run_id);
     detail::require_changed(connection, query.executeStep() ? 1 : 0, run_id);
-    const std::string status = query.getColumn(0).getString();
-    EXPCTL_CHECK(status == "interrupted" || status == "failed", util::StoreError,
-                 "run {} is {}: only an interrupted or failed run can be resumed", run_id, status);
-    SQLite::Statement update(
-        db, "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '' WHERE id = ?");
-    update.bind(1, run_id);
+    const RunStatus status = detail::read_run(query, {}).status;
+    EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
+                 "run {} is {}: only an interrupted, failed, diverged or lost run can be resumed", run_id,
+                 to_string(status));
+    SQLite::Statement update(db,
+                             "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '', "
+                             "heartbeat_at = ?, owner_host = ?, owner_pid = ?, owner_boot_id = ?, "
+                             "owner_start_ticks = ? WHERE id = ?");
+    update.bind(1, format_utc(Clock::now()));
+    detail::bind_owner(update, 2, util::ProcessIdentity::current());
+    update.bind(6, run_id);
     update.exec();
+  });
+}
+
+void Store::heartbeat(const std::string& run_id) {
+  auto& connection = m_impl->connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db, "UPDATE runs SET heartbeat_at = ? WHERE id = ?");
+    update.bind(1, format_utc(Clock::now()));
+    update.bind(2, run_id);
+    detail::require_changed(connection, update.exec(), run_id);
   });
 }
 
@@ -286,6 +351,9 @@ void Store::set_summary(const std::string& run_id, const std::string& json_text)
 std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
   EXPCTL_CHECK(detail::is_lower_hex(filter.spec_hash_prefix), util::StoreError,
                "spec hash prefix {} is not lowercase hex", util::quoted(filter.spec_hash_prefix));
+  // `running` and `lost` runs are both stored as running and told apart only once read, so for
+  // those the status and the limit are applied after reading.
+  const bool derived = filter.status == RunStatus::running || filter.status == RunStatus::lost;
   // Only fixed fragments are concatenated; every value is a bound parameter.
   std::string sql = fmt::format("SELECT {} FROM runs WHERE 1", detail::k_run_columns);
   if (filter.status) {
@@ -298,14 +366,14 @@ std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
     sql += " AND substr(spec_hash, 1, length(:spec)) = :spec";
   }
   sql += " ORDER BY started_at DESC, rowid DESC";
-  if (filter.limit > 0) {
+  if (filter.limit > 0 && !derived) {
     sql += " LIMIT :limit";
   }
   auto& connection = m_impl->connection;
-  return connection.retry([&] {
+  auto runs = connection.retry([&] {
     SQLite::Statement query(connection.db(), sql);
     if (filter.status) {
-      query.bind(":status", std::string(to_string(*filter.status)));
+      query.bind(":status", std::string(to_string(derived ? RunStatus::running : *filter.status)));
     }
     if (filter.tag) {
       query.bind(":tag", *filter.tag);
@@ -313,11 +381,18 @@ std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
     if (!filter.spec_hash_prefix.empty()) {
       query.bind(":spec", filter.spec_hash_prefix);
     }
-    if (filter.limit > 0) {
+    if (filter.limit > 0 && !derived) {
       query.bind(":limit", static_cast<int64_t>(filter.limit));
     }
     return detail::read_runs(connection.db(), query, connection.path().parent_path());
   });
+  if (derived) {
+    std::erase_if(runs, [&](const RunRecord& run) { return run.status != *filter.status; });
+    if (filter.limit > 0 && runs.size() > filter.limit) {
+      runs.resize(filter.limit);
+    }
+  }
+  return runs;
 }
 
 std::optional<RunRecord> Store::run(const std::string& run_id) const {

@@ -10,7 +10,10 @@
 ///
 /// A Store is one connection: use it from one thread at a time and never across fork().
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,18 +21,52 @@
 #include <vector>
 
 #include "expctl/store/types.hpp"
+#include "expctl/util/process_identity.hpp"
 
 namespace expctl::store {
 
 /// read_write creates the database (and its folder) when missing; read_only requires it to exist,
-/// never creates it, and refuses writes (it still upgrades an older schema in place).
+/// never creates it, and refuses writes (it still upgrades an older schema in place, where the
+/// storage is writable). read_only opens with SQLite's mode=ro, and reads a database on read-only
+/// storage or a full disk (where the -wal/-shm files cannot be made) as immutable; read_write
+/// falls back to the same reading there, and its writes then fail with the cause in one line.
 enum class OpenMode { read_write, read_only };
+
+/// A `running` run whose owner is on another host, and that has not heartbeated for this long,
+/// is read as `lost` (its owner on this host is checked directly instead; see derive_run_status).
+inline constexpr std::chrono::seconds k_lost_after{120};
+
+/// The status a run stored as `stored` has now. Only `running` changes: it is `lost` when its
+/// owner is a process of this host that is gone (or of an earlier boot of this host), or a process
+/// of another host whose last heartbeat is older than k_lost_after at `now`. A run with no owner
+/// recorded (stores from before schema v3), or no heartbeat from another host, stays `running`.
+RunStatus derive_run_status(RunStatus stored, const std::optional<util::ProcessIdentity>& owner,
+                            std::optional<Clock::time_point> heartbeat_at, Clock::time_point now);
 
 /// Newest schema version this expctl reads and writes.
 int latest_schema_version();
 
 /// The folder that holds run folders for the database at `database`: `<database dir>/runs`.
 std::filesystem::path runs_root(const std::filesystem::path& database);
+
+/// One rank's points of one metric series as columns (bulk readers want no per-point name).
+struct SeriesColumns {
+  int rank = 0;
+  std::vector<std::int64_t> steps{};  ///< ascending
+  std::vector<double> values{};       ///< NaN where the stored value is NaN (NULL)
+};
+
+/// Per-rank aggregates of one metric series, computed in SQL (no point leaves the database).
+struct SeriesAggregate {
+  int rank = 0;
+  std::int64_t count = 0;      ///< points with a value (not NaN)
+  std::int64_t nan_count = 0;  ///< NaN points (stored as NULL)
+  double sum = 0.0;            ///< of the values that are not NaN
+  double min = 0.0;            ///< of the values that are not NaN (0 when there are none)
+  double max = 0.0;
+  std::int64_t first_step = 0;
+  std::int64_t last_step = 0;
+};
 
 class Store {
  public:
@@ -55,15 +92,19 @@ class Store {
   /// The fingerprint JSON stored under `hash`, or nullopt.
   std::optional<std::string> environment(const std::string& hash) const;
 
-  /// Records a `running` run with a new id and publishes its folder (spec.json holding the
-  /// canonical spec, logs/, checkpoints/) atomically: the folder appears complete or not at all,
-  /// and only together with the row.
+  /// Records a `running` run with a new id, owned by the calling process (heartbeat_at = now),
+  /// and publishes its folder (spec.json holding the canonical spec, logs/, checkpoints/)
+  /// atomically: the folder appears complete or not at all, and only together with the row.
   RunRecord create_run(const NewRun& run);
-  /// Ends a run: status (not `running`), exit code, root cause (may be empty), ended_at = now.
+  /// Ends a run: status (not `running` or `lost`), exit code, root cause (may be empty), ended_at = now.
   void finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause);
-  /// Marks an interrupted or failed run `running` again for `expctl resume` (clears ended_at,
-  /// exit code and root cause). Throws StoreError for a run that is running or completed.
+  /// Marks an interrupted, failed, diverged or lost run `running` again for `expctl resume`, owned
+  /// by the calling process (clears ended_at, exit code and root cause). Throws StoreError for a
+  /// run that is running (its owner alive) or completed.
   void resume_run(const std::string& run_id);
+  /// Says that the run's owner is alive: heartbeat_at = now (one UPDATE; the runner calls it every
+  /// few seconds, well within k_lost_after).
+  void heartbeat(const std::string& run_id);
   /// Replaces the run's summary with `json_text`, which must be a JSON object.
   void set_summary(const std::string& run_id, const std::string& json_text);
 
@@ -83,7 +124,8 @@ class Store {
   /// Removes a tag; returns false when the run did not have it.
   bool remove_tag(const std::string& run_id, const std::string& tag);
 
-  /// Runs matching `filter`, newest first (by start time, then creation order).
+  /// Runs matching `filter`, newest first (by start time, then creation order). Statuses are as
+  /// derive_run_status says, and so is the status filter (`running` excludes lost runs).
   std::vector<RunRecord> list_runs(const RunFilter& filter = {}) const;
   /// The run whose id is `selector` or starts with it. Throws StoreError (exit 2) naming the
   /// selector when none matches, or listing the candidates when several do.
@@ -93,6 +135,16 @@ class Store {
 
   /// Metric points of a run, ordered by name, rank, step.
   std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter = {}) const;
+  /// Every rank's points of series `name` with step > `after_step`, one SeriesColumns per rank
+  /// (ordered by rank, then step): a primary-key range scan that builds no per-point strings, the
+  /// fast path for long runs (compare reads 100k-step series with it).
+  std::vector<SeriesColumns> series_columns(const std::string& run_id, const std::string& name,
+                                            std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
+  /// Aggregates of series `name` per rank over the steps > `after_step`, computed by SQLite
+  /// (count, NaN count, sum, min, max, first and last step), ordered by rank.
+  std::vector<SeriesAggregate> series_aggregates(
+      const std::string& run_id, const std::string& name,
+      std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
   /// One line per metric name (ordered by name).
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) const;
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) const;  ///< ordered by path

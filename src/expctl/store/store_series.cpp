@@ -147,6 +147,61 @@ std::vector<MetricPoint> Store::metrics(const std::string& run_id, const MetricF
   });
 }
 
+namespace {
+
+void bind_series(SQLite::Statement& query, const std::string& run_id, const std::string& name,
+                 std::int64_t after_step) {
+  query.bind(1, run_id);
+  query.bind(2, name);
+  query.bind(3, static_cast<int64_t>(after_step));
+}
+
+}  // namespace
+
+std::vector<SeriesColumns> Store::series_columns(const std::string& run_id, const std::string& name,
+                                                 std::int64_t after_step) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    // A range scan of the primary key (run_id, name, rank, step): already in the order wanted.
+    SQLite::Statement query(connection.db(),
+                            "SELECT rank, step, value FROM metrics WHERE run_id = ? AND name = ? AND step > ? "
+                            "ORDER BY rank, step");
+    bind_series(query, run_id, name, after_step);
+    std::vector<SeriesColumns> ranks;
+    while (query.executeStep()) {
+      const int rank = query.getColumn(0).getInt();
+      if (ranks.empty() || ranks.back().rank != rank) {
+        ranks.push_back(SeriesColumns{rank, {}, {}});
+      }
+      ranks.back().steps.push_back(query.getColumn(1).getInt64());
+      ranks.back().values.push_back(read_value(query.getColumn(2)));
+    }
+    return ranks;
+  });
+}
+
+std::vector<SeriesAggregate> Store::series_aggregates(const std::string& run_id, const std::string& name,
+                                                      std::int64_t after_step) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    SQLite::Statement query(connection.db(),
+                            "SELECT rank, count(value), count(*) - count(value), total(value), min(value), "
+                            "max(value), min(step), max(step) FROM metrics "
+                            "WHERE run_id = ? AND name = ? AND step > ? GROUP BY rank ORDER BY rank");
+    bind_series(query, run_id, name, after_step);
+    std::vector<SeriesAggregate> ranks;
+    while (query.executeStep()) {
+      const auto number = [&](int column) {
+        return query.getColumn(column).isNull() ? 0.0 : query.getColumn(column).getDouble();
+      };
+      ranks.push_back(SeriesAggregate{query.getColumn(0).getInt(), query.getColumn(1).getInt64(),
+                                      query.getColumn(2).getInt64(), number(3), number(4), number(5),
+                                      query.getColumn(6).getInt64(), query.getColumn(7).getInt64()});
+    }
+    return ranks;
+  });
+}
+
 std::vector<MetricSeriesInfo> Store::metric_series(const std::string& run_id) const {
   auto& connection = m_impl->connection;
   return connection.retry([&] {

@@ -15,7 +15,7 @@ void limit_database_pages(Store& store, int max_pages) {
 }
 
 void execute_sql(const std::filesystem::path& path, const std::string& sql) {
-  detail::Connection connection(path, path.string(), /*create=*/false);
+  detail::Connection connection(path, path.string(), detail::Access::read_write);
   connection.retry([&] {
     connection.db().exec("PRAGMA foreign_keys = ON");
     connection.db().exec(sql);

@@ -8,7 +8,7 @@
 
 namespace expctl::store {
 
-static_assert(std::size(k_run_status_names) == static_cast<size_t>(RunStatus::interrupted) + 1,
+static_assert(std::size(k_run_status_names) == static_cast<size_t>(RunStatus::lost) + 1,
               "one name per RunStatus value");
 
 std::string_view to_string(RunStatus status) {
@@ -63,7 +63,12 @@ std::optional<Clock::time_point> parse_utc(std::string_view text) {
 
 std::optional<double> RunRecord::duration_seconds(Clock::time_point now) const {
   const auto start = parse_utc(started_at);
-  const auto end = ended_at ? parse_utc(*ended_at) : std::optional<Clock::time_point>(now);
+  std::optional<Clock::time_point> end = now;
+  if (ended_at) {
+    end = parse_utc(*ended_at);
+  } else if (status == RunStatus::lost && heartbeat_at) {
+    end = parse_utc(*heartbeat_at);  // it ended unseen: the last heartbeat is the last sign of it
+  }
   if (!start || !end) {
     return std::nullopt;
   }

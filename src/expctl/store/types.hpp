@@ -14,10 +14,14 @@
 namespace expctl::store {
 
 /// Life cycle of a run (and of each of its ranks). Stored as text; the schema CHECKs the values.
-enum class RunStatus { running, completed, failed, interrupted };
+/// `diverged`: stopped because the loss became NaN or infinite. `lost` is never stored: a run
+/// stored as `running` is read back as `lost` when its owner process is gone (see
+/// derive_run_status in store.hpp).
+enum class RunStatus { running, completed, failed, interrupted, diverged, lost };
 
 /// Every status with its stored spelling, in enum order (the CHECK constraint and --help use it).
-inline constexpr std::string_view k_run_status_names[] = {"running", "completed", "failed", "interrupted"};
+inline constexpr std::string_view k_run_status_names[] = {"running",     "completed", "failed",
+                                                          "interrupted", "diverged",  "lost"};
 
 /// The stored spelling of `status` ("running", ...).
 std::string_view to_string(RunStatus status);
@@ -51,15 +55,17 @@ struct RunRecord {
   std::string name{};
   RunStatus status = RunStatus::running;
   std::string started_at{};
-  std::optional<std::string> ended_at{};  ///< none while running
-  std::optional<int> exit_code{};         ///< none while running
-  std::string root_cause{};               ///< why it failed or stopped; empty when it did not
-  std::filesystem::path run_dir{};        ///< absolute: <database dir>/runs/<id>
-  std::string summary_json = "{}";        ///< a JSON object written by the runner; "{}" until then
-  std::vector<std::string> tags{};        ///< sorted
+  std::optional<std::string> ended_at{};      ///< none while running
+  std::optional<int> exit_code{};             ///< none while running
+  std::string root_cause{};                   ///< why it failed or stopped; empty when it did not
+  std::filesystem::path run_dir{};            ///< absolute: <database dir>/runs/<id>
+  std::string summary_json = "{}";            ///< a JSON object written by the runner; "{}" until then
+  std::vector<std::string> tags{};            ///< sorted
+  std::optional<std::string> owner{};         ///< "host:pid" of the process that ran it last; none in old stores
+  std::optional<std::string> heartbeat_at{};  ///< when that process last said it was alive
 
-  /// Seconds from start to end, or to `now` while the run has no end; nullopt when a time is
-  /// unreadable.
+  /// Seconds from start to end, or to `now` while the run has no end (to its last heartbeat when
+  /// it is lost); nullopt when a time is unreadable.
   std::optional<double> duration_seconds(Clock::time_point now = Clock::now()) const;
 };
 

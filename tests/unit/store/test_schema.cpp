@@ -12,12 +12,15 @@ TEST_CASE("schema: a v1 database with data is migrated to the latest version, da
   test::TempDir dir;
   const fs::path db_path = dir / "expctl.db";
   const std::string hash = test::fake_spec_hash("v1");
-  std::string run_id;
+  const std::string run_id = "20250101-000000-00abcd";
   {
     auto v1 = store::testing::open_at_schema_version(db_path, 1);
     CHECK(v1.schema_version() == 1);
     v1.put_spec(hash, "{\"v\":1}", "v1 spec");
-    run_id = v1.create_run({hash, std::nullopt, "old run", std::nullopt}).id;
+    // As expctl v1 wrote it (create_run now records columns v1 does not have).
+    store::testing::execute_sql(
+        db_path, "INSERT INTO runs (id, spec_hash, name, status, started_at, run_dir) VALUES ('" + run_id + "', '" +
+                     hash + "', 'old run', 'running', '2025-01-01T00:00:00.000Z', 'runs/" + run_id + "')");
     v1.add_tag(run_id, "legacy");
     v1.append_metrics(run_id, std::vector<store::MetricPoint>{{0, 1, "loss", 2.5}, {0, 2, "loss", 1.5}});
     v1.finish_run(run_id, store::RunStatus::completed, 0, "");
@@ -34,6 +37,8 @@ TEST_CASE("schema: a v1 database with data is migrated to the latest version, da
   CHECK(runs[0].status == store::RunStatus::completed);
   CHECK(runs[0].summary_json == "{}");
   CHECK(runs[0].tags == std::vector<std::string>{"legacy"});
+  CHECK_FALSE(runs[0].owner.has_value());
+  CHECK_FALSE(runs[0].heartbeat_at.has_value());
   CHECK(db.metrics(run_id).size() == 2);
   CHECK(db.spec(hash)->name == "v1 spec");
   db.set_summary(run_id, R"({"eval_accuracy":0.9})");
@@ -129,7 +134,83 @@ TEST_CASE("schema: a damaged database is reported as corrupt in one line") {
   REQUIRE(bytes.size() > 4096);
   std::fill(bytes.begin() + 4096, bytes.end(), '\xa5');
   REQUIRE(util::write_file_atomic(db_path, bytes).has_value());
-  CHECK_THROWS_WITH(store::Store::open(db_path).list_runs(),
-                    db_path.string() +
-                        ": the database file is corrupt (restore it from a backup, or start a new one with --db)");
+  CHECK_THROWS_WITH(
+      store::Store::open(db_path).list_runs(),
+      db_path.string() + ": the database file is corrupt (restore it from a backup, or start a new one with --db)");
+}
+
+namespace {
+
+/// Inserts a run row as expctl v2 wrote it (no owner columns).
+void insert_v2_run(const fs::path& db_path, const std::string& id, const std::string& hash, const std::string& status,
+                   const std::string& started_at) {
+  store::testing::execute_sql(
+      db_path, "INSERT INTO runs (id, spec_hash, name, status, started_at, run_dir, summary) VALUES ('" + id + "', '" +
+                   hash + "', 'v2 run', '" + status + "', '" + started_at + "', 'runs/" + id + "', '{\"steps\":3}')");
+}
+
+}  // namespace
+
+TEST_CASE("schema: v3 rebuilds runs and ranks from v2 keeping every row, child row, order and index") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("v2");
+  const std::string same_start = "2025-06-01T12:00:00.000Z";
+  const std::string first = "20250601-120000-000001";
+  const std::string done = "20250601-110000-000002";
+  const std::string tied = "20250601-120000-000003";  // same start as `first`, created after it
+  {
+    auto v2 = store::testing::open_at_schema_version(db_path, 2);
+    v2.put_spec(hash, "{}", "v2 spec");
+    v2.put_environment("env-v2", "{}");
+    insert_v2_run(db_path, first, hash, "running", same_start);
+    insert_v2_run(db_path, done, hash, "completed", "2025-06-01T11:00:00.000Z");
+    insert_v2_run(db_path, tied, hash, "failed", same_start);
+    for (const auto& id : {first, done, tied}) {
+      v2.add_rank(id, store::RankRecord{0, "node1", 100, std::string("env-v2"), store::RunStatus::running, {}, {}});
+      v2.append_metrics(id, std::vector<store::MetricPoint>{{0, 1, "loss", 2.0}, {0, 2, "loss", 1.0}});
+      v2.add_artifact(id, {"checkpoints/step-2.pt", std::string(64, 'c'), 10});
+      v2.add_tag(id, "v2");
+    }
+    v2.update_rank(done, 0, store::RunStatus::completed, 0, std::nullopt);
+  }
+
+  auto db = store::Store::open(db_path);
+  CHECK(db.schema_version() == 3);
+  std::vector<std::string> ids;
+  for (const auto& run : db.list_runs()) {
+    ids.push_back(run.id);
+    CHECK(run.summary_json == "{\"steps\":3}");
+    CHECK(run.tags == std::vector<std::string>{"v2"});
+    CHECK(db.ranks(run.id).size() == 1);
+    CHECK(db.metrics(run.id).size() == 2);
+    CHECK(db.artifacts(run.id).size() == 1);
+    CHECK_FALSE(run.owner.has_value());
+  }
+  CHECK(ids == std::vector<std::string>{tied, first, done});  // ties still in creation order
+  // A running row from before owners were recorded cannot be judged: it stays running.
+  CHECK(db.run(first)->status == store::RunStatus::running);
+  CHECK(db.ranks(done).at(0).status == store::RunStatus::completed);
+  CHECK(db.ranks(first).at(0).environment_hash == std::optional<std::string>("env-v2"));
+  CHECK_THROWS_WITH(db.resume_run(first), Catch::Contains("is running: only an interrupted"));
+
+  // The indexes are back, the CHECKs admit the new statuses only, and the children reference
+  // the new runs table (deleting a run still cascades; unknown runs are still refused).
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "CREATE INDEX runs_by_start ON runs(started_at)"),
+                    Catch::Contains("already exists"));
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "CREATE INDEX runs_by_spec ON runs(spec_hash)"),
+                    Catch::Contains("already exists"));
+  store::testing::execute_sql(db_path, "UPDATE runs SET status = 'diverged' WHERE id = '" + done + "'");
+  store::testing::execute_sql(db_path, "UPDATE ranks SET status = 'diverged' WHERE run_id = '" + done + "'");
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "UPDATE ranks SET status = 'exploded'"),
+                    Catch::Contains("CHECK constraint failed"));
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "UPDATE runs SET owner_host = 'x' WHERE id = '" + done + "'"),
+                    Catch::Contains("CHECK constraint failed"));
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "INSERT INTO metrics VALUES ('nosuchrun', 'loss', 0, 1, 1.0)"),
+                    Catch::Contains("FOREIGN KEY constraint failed"));
+  store::testing::execute_sql(db_path, "DELETE FROM runs WHERE id = '" + done + "'");
+  CHECK(db.metrics(done).empty());
+  CHECK(db.ranks(done).empty());
+  CHECK(db.artifacts(done).empty());
+  CHECK(db.metrics(first).size() == 2);
 }

@@ -20,13 +20,13 @@ TEST_CASE("store: a new database gets the latest schema, WAL and a runs folder b
   StoreFixture f;
   CHECK(fs::exists(f.db_path));
   CHECK(f.db.schema_version() == store::latest_schema_version());
-  CHECK(store::latest_schema_version() == 2);
+  CHECK(store::latest_schema_version() == 3);
   CHECK(fs::exists(fs::path(f.db_path.string() + "-wal")));
   CHECK(f.db.path() == fs::absolute(f.db_path));
   CHECK(store::runs_root(f.db_path) == fs::absolute(f.dir / "results" / "runs"));
 }
 
-TEST_CASE("store: specs and environments round-trip; a known hash keeps its first record") {
+TEST_CASE("store: specs and environments round-trip, and a known hash keeps its first record") {
   StoreFixture f;
   const auto spec = f.db.spec(f.spec_hash);
   REQUIRE(spec.has_value());
@@ -110,7 +110,7 @@ TEST_CASE("store: a run started at a given time carries that time in its id and 
   CHECK(f.db.run(run.id)->started_at == "2025-03-04T05:06:07.089Z");
 }
 
-TEST_CASE("store: finish_run and set_summary are stored; finishing as running is refused") {
+TEST_CASE("store: finish_run and set_summary are stored, and finishing as running or lost is refused") {
   StoreFixture f;
   const auto run = f.new_run();
   f.db.finish_run(run.id, RunStatus::failed, 1, "rank 1 killed by SIGKILL");
@@ -122,7 +122,11 @@ TEST_CASE("store: finish_run and set_summary are stored; finishing as running is
   CHECK(stored.ended_at.has_value());
   CHECK(stored.summary_json == R"({"final_train_loss":0.25})");
   CHECK(stored.duration_seconds().value() >= 0.0);
-  CHECK_THROWS_AS(f.db.finish_run(run.id, RunStatus::running, 0, ""), util::StoreError);
+  CHECK_THROWS_WITH(f.db.finish_run(run.id, RunStatus::running, 0, ""),
+                    "finish_run of " + run.id + " needs an end status, not running");
+  CHECK_THROWS_WITH(f.db.finish_run(run.id, RunStatus::lost, 0, ""),
+                    "finish_run of " + run.id + " needs an end status, not lost");
+  CHECK(f.db.run(run.id)->status == RunStatus::failed);
   CHECK_THROWS_WITH(f.db.finish_run("nosuchrun", RunStatus::completed, 0, ""),
                     Catch::StartsWith("no run \"nosuchrun\" in "));
 }
@@ -201,7 +205,7 @@ TEST_CASE("store: a failing metric batch leaves none of its points behind") {
   CHECK(f.db.metrics(run.id).empty());
 }
 
-TEST_CASE("store: artifacts round-trip; the same path again replaces it") {
+TEST_CASE("store: artifacts round-trip, and the same path again replaces it") {
   StoreFixture f;
   const auto run = f.new_run();
   const std::string hash_a(64, 'a');
@@ -293,13 +297,34 @@ TEST_CASE("store: the schema refuses an unknown status and rows of unknown runs"
   CHECK(f.db.run(run.id)->status == RunStatus::running);
 }
 
-TEST_CASE("store: status names round-trip and unknown ones are refused") {
+TEST_CASE("store: status names round-trip in enum order and unknown ones are refused") {
   for (const auto name : store::k_run_status_names) {
     const auto status = store::parse_run_status(name);
     REQUIRE(status.has_value());
     CHECK(store::to_string(*status) == name);
   }
+  CHECK(std::vector<std::string_view>(std::begin(store::k_run_status_names), std::end(store::k_run_status_names)) ==
+        std::vector<std::string_view>{"running", "completed", "failed", "interrupted", "diverged", "lost"});
+  CHECK(store::to_string(RunStatus::diverged) == "diverged");
+  CHECK(store::to_string(RunStatus::lost) == "lost");
   CHECK_FALSE(store::parse_run_status("runing").has_value());
+}
+
+TEST_CASE("store: the schema admits every status name for runs and ranks") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  f.db.add_rank(run.id, store::RankRecord{0, "node1", 1, std::nullopt, RunStatus::running, {}, {}});
+  for (const auto name : store::k_run_status_names) {
+    const std::string value(name);
+    store::testing::execute_sql(f.db_path, "UPDATE runs SET status = '" + value + "' WHERE id = '" + run.id + "'");
+    store::testing::execute_sql(f.db_path, "UPDATE ranks SET status = '" + value + "' WHERE run_id = '" + run.id + "'");
+    CHECK(f.db.ranks(run.id).at(0).status == store::parse_run_status(name));
+  }
+  f.db.finish_run(run.id, RunStatus::diverged, 1, "train_loss is NaN at step 7");
+  f.db.update_rank(run.id, 0, RunStatus::diverged, 1, std::nullopt);
+  CHECK(f.db.run(run.id)->status == RunStatus::diverged);
+  CHECK(f.db.ranks(run.id).at(0).status == RunStatus::diverged);
+  CHECK(f.db.list_runs({RunStatus::diverged, {}, "", 0}).size() == 1);
 }
 
 TEST_CASE("store: UTC timestamps format and parse to the millisecond") {
@@ -311,7 +336,7 @@ TEST_CASE("store: UTC timestamps format and parse to the millisecond") {
   CHECK_FALSE(store::parse_utc("yesterday").has_value());
 }
 
-TEST_CASE("store: a full disk is reported in one line and the failed batch leaves the store unchanged") {
+TEST_CASE("store: a full database is reported in one line, the failed batch leaves nothing, finish_run still works") {
   StoreFixture f;
   const auto run = f.new_run();
   f.db.append_metrics(run.id, std::vector<store::MetricPoint>{{0, 0, "loss", 1.0}});
@@ -329,9 +354,13 @@ TEST_CASE("store: a full disk is reported in one line and the failed batch leave
     CHECK(error.exit_code() == util::ExitCode::run_failed);
   }
   CHECK(f.db.metrics(run.id).size() == 1);
+  // An update in place needs no new page: the runner can still record why the run failed.
+  f.db.finish_run(run.id, RunStatus::failed, 1, "no space left on device");
+  CHECK(f.db.run(run.id)->status == RunStatus::failed);
+  CHECK(store::Store::open(f.db_path, store::OpenMode::read_only).run(run.id)->root_cause == "no space left on device");
 }
 
-TEST_CASE("store: an interrupted run can be resumed; a completed one cannot") {
+TEST_CASE("store: an interrupted, failed or diverged run can be resumed, a completed one cannot") {
   StoreFixture f;
   const auto run = f.new_run();
   f.db.finish_run(run.id, RunStatus::interrupted, 130, "SIGINT at step 40");
@@ -343,8 +372,17 @@ TEST_CASE("store: an interrupted run can be resumed; a completed one cannot") {
   CHECK(resumed.root_cause.empty());
   CHECK(resumed.started_at == run.started_at);
   CHECK_THROWS_WITH(f.db.resume_run(run.id),
-                    "run " + run.id + " is running: only an interrupted or failed run can be resumed");
+                    "run " + run.id + " is running: only an interrupted, failed, diverged or lost run can be resumed");
+  for (const auto status : {RunStatus::failed, RunStatus::diverged}) {
+    f.db.finish_run(run.id, status, 1, "loss is NaN at step 12");
+    CHECK(f.db.run(run.id)->status == status);
+    f.db.resume_run(run.id);
+    CHECK(f.db.run(run.id)->status == RunStatus::running);
+    CHECK(f.db.run(run.id)->root_cause.empty());
+  }
   f.db.finish_run(run.id, RunStatus::completed, 0, "");
-  CHECK_THROWS_AS(f.db.resume_run(run.id), util::StoreError);
+  CHECK_THROWS_WITH(
+      f.db.resume_run(run.id),
+      "run " + run.id + " is completed: only an interrupted, failed, diverged or lost run can be resumed");
   CHECK_THROWS_WITH(f.db.resume_run("nosuchrun"), Catch::StartsWith("no run \"nosuchrun\""));
 }

@@ -19,7 +19,7 @@ TEST_CASE("sha256: incremental updates equal one update") {
   CHECK(hasher.hex_digest() == sha256_hex("abc"));
 }
 
-TEST_CASE("sha256: file digest equals digest of its bytes; missing file is an error naming it") {
+TEST_CASE("sha256: file digest equals digest of its bytes, and a missing file is an error naming it") {
   expctl::test::TempDir dir;
   const auto path = dir.write("data.bin", std::string(3'000'000, 'x'));
   const auto digest = expctl::util::sha256_file(path);
