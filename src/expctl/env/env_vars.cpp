@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace expctl::env {
 
@@ -44,8 +45,44 @@ constexpr AllowListEntry k_allow_list[] = {
     {"PMI_*", launch},
 };
 
-// Matched case-insensitively anywhere in the name: NCCL_API_TOKEN, aws_secret_key, ...
-constexpr std::string_view k_secret_markers[] = {"TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "AUTH"};
+using enum SecretMatch;
+
+// Long markers match inside a word (GITHUBTOKEN, db_password); short ones only as a whole word,
+// so KEY, PASS and AUTH do not hide KEYBOARD_*, PASSTHROUGH_* or GIT_AUTHOR_NAME. Left out on
+// purpose, because they name facts more often than secrets: SESSION, SIGNATURE
+// (AWS_SIGNATURE_VERSION), CERT (a certificate is public), PIN (pin_memory).
+// docs/env.md lists this table; keep the two equal.
+constexpr SecretMarker k_secret_markers[] = {
+    {"TOKEN", anywhere},
+    {"SECRET", anywhere},
+    {"PASSWORD", anywhere},
+    {"PASSWD", anywhere},
+    {"PASSPHRASE", anywhere},
+    {"CREDENTIAL", anywhere},
+    {"APIKEY", anywhere},
+    {"ACCESSKEY", anywhere},
+    {"PRIVATEKEY", anywhere},
+    {"KEY", whole_word},
+    {"KEYS", whole_word},
+    {"KEYFILE", whole_word},
+    {"KEYTAB", whole_word},
+    {"KEYRING", whole_word},
+    {"KEYSTORE", whole_word},
+    {"AUTHKEY", whole_word},
+    {"PASS", whole_word},
+    {"PASSCODE", whole_word},
+    {"PWD", whole_word},
+    {"CRED", whole_word},
+    {"CREDS", whole_word},
+    {"AUTH", whole_word},
+    {"OAUTH", whole_word},
+    {"AUTHORIZATION", whole_word},
+    {"BEARER", whole_word},
+    {"PRIVATE", whole_word},
+    {"COOKIE", whole_word},
+    {"TOKENIZER", innocent},
+    {"TOKENIZERS", innocent},
+};
 
 bool matches(std::string_view pattern, std::string_view name) {
   if (!pattern.empty() && pattern.back() == '*') {
@@ -54,14 +91,60 @@ bool matches(std::string_view pattern, std::string_view name) {
   return name == pattern;
 }
 
+bool is_ascii_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+bool starts_camel_word(char previous, char c) {
+  return previous >= 'a' && previous <= 'z' && c >= 'A' && c <= 'Z';
+}
+
+void end_word(std::vector<std::string>& words, std::string& word) {
+  if (!word.empty()) {
+    words.push_back(std::move(word));
+    word.clear();
+  }
+}
+
+bool marks(const SecretMarker& marker, std::string_view word) {
+  return marker.match == anywhere ? word.find(marker.word) != std::string_view::npos : word == marker.word;
+}
+
+bool any_marker(SecretMatch match, std::string_view word) {
+  return std::any_of(std::begin(k_secret_markers), std::end(k_secret_markers),
+                     [&](const SecretMarker& marker) { return marker.match == match && marks(marker, word); });
+}
+
+bool is_secret_word(std::string_view word) {
+  return !any_marker(innocent, word) && (any_marker(whole_word, word) || any_marker(anywhere, word));
+}
+
 }  // namespace
 
+std::span<const SecretMarker> secret_markers() {
+  return k_secret_markers;
+}
+
+std::vector<std::string> name_words(std::string_view name) {
+  std::vector<std::string> words;
+  std::string word;
+  char previous = '\0';
+  for (const char c : name) {
+    if (!is_ascii_letter(c) || starts_camel_word(previous, c)) {
+      end_word(words, word);
+    }
+    if (is_ascii_letter(c)) {
+      word.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    }
+    previous = c;
+  }
+  end_word(words, word);
+  return words;
+}
+
 bool is_secret_name(std::string_view name) {
-  std::string upper(name);
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return std::any_of(std::begin(k_secret_markers), std::end(k_secret_markers),
-                     [&upper](std::string_view marker) { return upper.find(marker) != std::string::npos; });
+  const std::vector<std::string> words = name_words(name);
+  return std::any_of(words.begin(), words.end(), [](const std::string& word) { return is_secret_word(word); });
 }
 
 std::optional<EnvVarKind> allow_listed(std::string_view name) {

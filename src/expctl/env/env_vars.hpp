@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,7 +21,28 @@ enum class EnvVarKind {
 /// The value that replaces a secret.
 inline constexpr std::string_view k_masked_value = "***";
 
-/// True when the name contains TOKEN, SECRET, KEY, PASSWORD, CREDENTIAL or AUTH (any case).
+/// How a marker of the secret table is held against one word of a variable's name.
+enum class SecretMatch {
+  anywhere,    ///< contained anywhere in the word: TOKEN masks HF_TOKEN and GITHUBTOKEN
+  whole_word,  ///< the whole word: KEY masks WANDB_API_KEY, not KEYBOARD_LAYOUT or MONKEY
+  innocent,    ///< the whole word is never a secret, though it contains a marker: TOKENIZERS
+};
+
+struct SecretMarker {
+  std::string_view word;  ///< upper case
+  SecretMatch match;
+};
+
+/// The one table of secret markers; docs/env.md lists it and a test keeps the two equal.
+std::span<const SecretMarker> secret_markers();
+
+/// The words of a variable name, upper-cased: split at every character that is not an ASCII
+/// letter ('_', '-', '.', digits...) and where a lower-case letter meets an upper-case one, so
+/// "openaiApiKey2" gives OPENAI, API, KEY.
+std::vector<std::string> name_words(std::string_view name);
+
+/// True when a word of the name (name_words) is a `whole_word` marker or contains an `anywhere`
+/// marker and is not an `innocent` word (any case).
 bool is_secret_name(std::string_view name);
 
 /// The kind of an allow-listed variable, or nullopt when the allow-list doesn't name it.

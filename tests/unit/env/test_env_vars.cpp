@@ -1,19 +1,95 @@
+#include <iterator>
+#include <set>
+#include <utility>
+
 #include <catch2/catch.hpp>
 
 #include "expctl/env/env_vars.hpp"
 #include "expctl/env/fingerprint.hpp"
+#include "expctl/env/probes.hpp"
+#include "support/test_support.hpp"
 
 using namespace expctl::env;
 
-TEST_CASE("env vars: secret-looking names are recognised in any case") {
-  for (const char* name : {"NCCL_API_TOKEN", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "db_password", "MY_CREDENTIALS",
-                           "HF_AUTH", "SLURM_JOB_KEYFILE"}) {
-    CAPTURE(name);
+namespace {
+
+// Names that carry a secret: every one must be masked.
+constexpr const char* k_secret_names[] = {
+    // The four, which the substring rule let through in clear.
+    "NCCL_PASSWD", "TORCH_PASS", "GLOO_PWD", "MASTER_CREDS",
+    // Well-known services.
+    "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+    "WANDB_API_KEY", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_CLIENT_SECRET", "OPENAI_APIKEY", "GITHUBTOKEN", "GITHUB_TOKEN", "DB_PRIVATE_KEY", "NCCL_API_TOKEN",
+    // Every word of the table, in other spellings and positions.
+    "db_password", "MY_CREDENTIALS", "HF_AUTH", "SLURM_JOB_KEYFILE", "KRB5_KEYTAB", "SSH_PRIVATE", "GPG_PASSPHRASE",
+    "TORCH_PASSCODE", "MASTER_CRED", "PWD", "S3KEY", "NCCL_KEY2", "GLOO_KEYS", "OAUTH_CLIENT_ID",
+    "HTTP_AUTHORIZATION", "API_BEARER", "ERLANG_COOKIE", "JAVA_KEYSTORE", "SECRET", "NCCL_SECRETS",
+    "torch.passwd", "my-secret.value", "dbPassword", "openaiApiKey", "gitlabToken", "SSHPRIVATEKEY",
+    "AWSACCESSKEY", "NCCL_AUTHKEY", "HF_TOKENIZERS_TOKEN", "KEY"};
+
+// Names that carry facts worth recording: none may be masked.
+constexpr const char* k_innocent_names[] = {
+    "CUDA_VISIBLE_DEVICES", "NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT",
+    "KEYBOARD_LAYOUT", "PASSTHROUGH_MODE", "NCCL_IB_HCA", "NCCL_IB_PKEY", "NCCL_DEBUG", "NCCL_P2P_DISABLE",
+    "NCCL_NET_GDR_LEVEL", "NCCL_KEEPALIVE", "GLOO_SOCKET_IFNAME", "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNCH_BLOCKING",
+    "PYTORCH_CUDA_ALLOC_CONF", "TORCH_DISTRIBUTED_DEBUG", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "KMP_AFFINITY",
+    "MKL_SERVICE_FORCE_INTEL", "LD_LIBRARY_PATH", "TOKENIZERS_PARALLELISM", "HF_TOKENIZER_PATH", "GIT_AUTHOR_NAME",
+    "AWS_SIGNATURE_VERSION", "NCCL_BYPASS_CHECK", "COMPASS_HEADING", "MONKEY_PATCH", "HOTKEY", "OLDPWD",
+    "SESSION_NAME", "SSL_CERT_FILE", "TORCH_PIN_MEMORY", "WORLD_SIZE", "RANK", "PMI_RANK", "keyboardLayout",
+    "passthroughMode", "AUTHOR", "NCCL_PROTO", ""};
+
+}  // namespace
+
+TEST_CASE("env vars: every secret-looking name of the corpus is masked") {
+  STATIC_REQUIRE(std::size(k_secret_names) + std::size(k_innocent_names) >= 40);
+  for (const char* name : k_secret_names) {
+    const std::vector<std::string> words = name_words(name);
+    CAPTURE(name, words);
     CHECK(is_secret_name(name));
   }
-  for (const char* name : {"OMP_NUM_THREADS", "NCCL_DEBUG", "MASTER_PORT", "CUDA_VISIBLE_DEVICES"}) {
-    CAPTURE(name);
+}
+
+TEST_CASE("env vars: no innocent name of the corpus is masked") {
+  for (const char* name : k_innocent_names) {
+    const std::vector<std::string> words = name_words(name);
+    CAPTURE(name, words);
     CHECK_FALSE(is_secret_name(name));
+  }
+}
+
+TEST_CASE("env vars: names split into words at separators, digits and lower-to-upper changes") {
+  using Words = std::vector<std::string>;
+  CHECK(name_words("AWS_SECRET_ACCESS_KEY") == Words{"AWS", "SECRET", "ACCESS", "KEY"});
+  CHECK(name_words("openaiApiKey2") == Words{"OPENAI", "API", "KEY"});
+  CHECK(name_words("my-key.file") == Words{"MY", "KEY", "FILE"});
+  CHECK(name_words("KRB5_KEYTAB") == Words{"KRB", "KEYTAB"});
+  CHECK(name_words("GITHUBTOKEN") == Words{"GITHUBTOKEN"});
+  CHECK(name_words("__9_") == Words{});
+}
+
+TEST_CASE("env vars: the secret table has upper-case words, each once") {
+  std::set<std::string_view> seen;
+  for (const SecretMarker& marker : secret_markers()) {
+    CAPTURE(marker.word);
+    CHECK(name_words(marker.word) == std::vector<std::string>{std::string(marker.word)});
+    CHECK(seen.insert(marker.word).second);
+  }
+}
+
+TEST_CASE("env vars: docs/env.md lists exactly the secret table") {
+  const std::string doc = probes::read_file_text(expctl::test::source_dir() / "docs/env.md").value_or("");
+  REQUIRE_FALSE(doc.empty());
+  const std::pair<SecretMatch, const char*> rows[] = {{SecretMatch::anywhere, "anywhere in a word"},
+                                                      {SecretMatch::whole_word, "a whole word"},
+                                                      {SecretMatch::innocent, "a whole word, never a secret"}};
+  for (const auto& [match, label] : rows) {
+    std::string row = std::string("| ") + label + " |";
+    for (const SecretMarker& marker : secret_markers()) {
+      row += marker.match == match ? " `" + std::string(marker.word) + "`" : "";
+    }
+    INFO("docs/env.md is out of date: its secret-marker table must carry this row, as in env_vars.cpp");
+    CHECK_THAT(doc, Catch::Contains(row + " |\n"));
   }
 }
 
