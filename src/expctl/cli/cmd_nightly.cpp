@@ -15,14 +15,15 @@
 #include "expctl/report/report.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/util/error.hpp"
-#include "expctl/util/subprocess.hpp"
+#ifdef EXPCTL_WITH_TORCH_PROVIDER
+#include "expctl/cli/support_result.hpp"
+#endif
 
 namespace expctl::cli {
 namespace {
 
 constexpr std::string_view k_nightly_tag = "nightly:";
 // A nightly run of a CI-sized spec takes seconds; this only stops a hung run from eating the job.
-constexpr auto k_run_timeout = std::chrono::hours(2);
 
 struct NightlyOptions {
   std::string suite;
@@ -46,36 +47,37 @@ std::string today_utc() {
   return fmt::format("{:%Y-%m-%d}", fmt::gmtime(std::time(nullptr)));
 }
 
-// Launches one run through `expctl run`, the same command a user types, so nightly runs are
-// recorded exactly like any other run. Returns an error text, empty on success.
+// Runs one entry in-process through the run engine, exactly as `expctl run` records any other
+// run. Returns an error text, empty on success.
 std::string launch_run(const GlobalOptions& globals, const compare::SuiteEntry& entry, const std::string& tag) {
-  std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(),
-                                   "--db",
-                                   globals.db_path,
-                                   "-q",
-                                   "run",
-                                   entry.spec.string(),
-                                   "--tag",
-                                   tag};
-  for (const auto& override_ : entry.overrides) {
-    argv.insert(argv.end(), {"--set", override_});
-  }
-  util::SubprocessOptions options;
-  options.timeout = k_run_timeout;
-  const auto result = util::run_capture(argv, options);
-  if (!result) {
-    return result.error().message;
-  }
-  if (result->exit_code != 0) {
-    std::string err = result->err;
-    while (!err.empty() && err.back() == '\n') {
-      err.pop_back();
+#ifdef EXPCTL_WITH_TORCH_PROVIDER
+  run::RunRequest request;
+  request.spec_file = entry.spec;
+  request.overrides = entry.overrides;
+  request.tags = {tag};
+  request.open_store = store_opener(globals);
+  request.quiet = true;
+  try {
+    const auto result = run::run_spec(request);
+    if (!result.refusal.empty()) {
+      return fmt::format("expctl run {}: {}", entry.spec.string(), result.refusal);
     }
-    const size_t last_line = err.rfind('\n');
-    return fmt::format("expctl run {} exited {}: {}", entry.spec.string(), result->exit_code,
-                       last_line == std::string::npos ? err : err.substr(last_line + 1));
+    if (result.exit_code != util::ExitCode::ok) {
+      const std::string cause = result.run ? result.run->root_cause : std::string();
+      return fmt::format("expctl run {} exited {}: {}", entry.spec.string(), util::to_int(result.exit_code),
+                         cause.substr(0, cause.find('\n')));
+    }
+    return {};
+  } catch (const util::Failure& error) {
+    return fmt::format("expctl run {} exited {}: {}", entry.spec.string(), util::to_int(error.exit_code()),
+                       error.what());
   }
-  return {};
+#else
+  (void)globals;
+  (void)tag;
+  return fmt::format("expctl run {}: this expctl was built without LibTorch (EXPCTL_WITH_TORCH=OFF)",
+                     entry.spec.string());
+#endif
 }
 
 std::string nightly_date(const store::RunRecord& run) {
@@ -150,7 +152,12 @@ report::NightlyCase judge_spec(const store::Store& db, const spec::Spec& spec, c
   } else if (sides.baseline.empty()) {
     item.skipped = fmt::format("no baseline yet (no run tagged baseline:{} and no earlier nightly)", item.spec);
   } else {
-    item.comparison = compare::compare_runs(load(db, sides.baseline), load(db, sides.candidate), options);
+    // The same run-level statistics as `expctl compare`: earlier runs of the same spec on the same
+    // environment inform the run-to-run noise.
+    const auto baseline = load(db, sides.baseline);
+    const auto candidate = load(db, sides.candidate);
+    item.comparison =
+        compare::compare_runs(baseline, candidate, options, load_history(db, baseline, candidate, 20));
   }
   return item;
 }

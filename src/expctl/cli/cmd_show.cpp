@@ -120,6 +120,10 @@ std::string status_text(const store::RunRecord& run) {
   if (run.exit_code) {
     text += fmt::format(" (exit {})", *run.exit_code);
   }
+  if (run.status == store::RunStatus::lost) {
+    text += fmt::format(": its owner {} is gone (last heartbeat {} UTC); continue it with `expctl resume {}`",
+                        run.owner.value_or("?"), run.heartbeat_at ? short_time(*run.heartbeat_at) : "-", run.id);
+  }
   return text;
 }
 

@@ -49,6 +49,8 @@ nlohmann::json run_json(const store::RunRecord& run) {
       {"root_cause", run.root_cause},
       {"run_dir", run.run_dir.string()},
       {"tags", run.tags},
+      {"owner", or_null(run.owner)},
+      {"heartbeat_at", or_null(run.heartbeat_at)},
   };
 }
 

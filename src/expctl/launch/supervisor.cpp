@@ -25,6 +25,8 @@ using std::chrono::milliseconds;
 // Upper bound on one poll(): ranks are reaped on this tick even when a grandchild keeps their
 // pipes open (so no end-of-file wakes us), and it bounds how late a timer fires.
 constexpr milliseconds k_poll_tick{50};
+// A protocol-speaking rank silent this long while a peer fails is taken for the one that stopped.
+constexpr milliseconds k_silent_peer{3000};
 
 std::string format_duration(milliseconds duration) {
   if (duration.count() % 1000 == 0) {
@@ -114,7 +116,34 @@ struct Supervisor::State {
       stop(options.interrupt_grace);
       return;
     }
+    if (const RankProcess* silent = silent_peer(rank)) {
+      // A peer that stopped answering makes the others' collectives fail (or time out): the
+      // silent one is the cause, whatever the collective timeout, and the failing one its victim.
+      fail(silent, fmt::format("rank {} stopped answering (no heartbeat for {}); rank {} {} while waiting for it",
+                               silent->rank(), format_duration(silence_of(*silent)), rank.rank(), describe(exit)));
+      return;
+    }
     fail(&rank, description);
+  }
+
+  milliseconds silence_of(const RankProcess& rank) const {
+    return std::chrono::duration_cast<milliseconds>(Clock::now() - rank.last_alive());
+  }
+
+  // A running rank other than `failed` that has been silent for k_silent_peer (ranks beat every
+  // second, from a thread of their own, even while blocked in a collective).
+  const RankProcess* silent_peer(const RankProcess& failed) const {
+    if (options.heartbeat_timeout.count() <= 0) {
+      return nullptr;  // ranks that do not speak the protocol
+    }
+    const RankProcess* silent = nullptr;
+    for (const auto& rank : ranks) {
+      if (rank.get() != &failed && rank->running() && silence_of(*rank) >= k_silent_peer &&
+          (silent == nullptr || rank->last_alive() < silent->last_alive())) {
+        silent = rank.get();
+      }
+    }
+    return silent;
   }
 
   void check_timers(Clock::time_point now) {
@@ -123,6 +152,12 @@ struct Supervisor::State {
     }
     if (options.run_timeout.count() > 0 && now - started >= options.run_timeout) {
       fail(nullptr, fmt::format("the run timed out after {}", format_duration(options.run_timeout)));
+    }
+    if (!verdict && options.abort_check) {
+      if (auto reason = options.abort_check()) {
+        fail(nullptr, std::move(*reason));
+        return;
+      }
     }
     if (verdict || options.heartbeat_timeout.count() <= 0) {
       return;

@@ -32,6 +32,8 @@ namespace expctl::launch {
 
 /// The exit code a rank uses for "asked to stop, checkpoint written" (128 + SIGINT).
 inline constexpr int k_interrupted_exit_code = 130;
+/// The exit code a rank uses for "the loss is not finite" (EX_DATAERR): the run is `diverged`.
+inline constexpr int k_diverged_exit_code = 65;
 
 /// One process to start.
 struct RankSpec {
@@ -75,6 +77,9 @@ struct SupervisorOptions {
   RecordSink on_record;
   /// Rank ends, in the order the supervisor saw them; null: not reported.
   RankExitSink on_rank_exit;
+  /// Polled every tick: a message ends the run as failed with it as the root cause (for faults
+  /// outside the ranks, e.g. a results store that can no longer be written); null: never.
+  std::function<std::optional<std::string>()> abort_check;
   /// Catch SIGINT/SIGTERM/SIGHUP during wait() (one supervisor per process at a time).
   bool handle_signals = true;
 };

@@ -143,6 +143,12 @@ const Field k_fields[] = {
      "Autocast dtype; `fp16` needs CUDA (backend nccl or auto).", ""},
     {"train.grad_clip_norm", T::floating, "0", "", at_least(0), no_items(), H::hashed,
      "Clip the global gradient L2 norm to this value; 0: off.", ""},
+    {"train.nonfinite", T::choice, "fail", "fail|skip", any(), no_items(), H::excluded,
+     "A step whose loss is NaN or Inf on any rank: `fail` ends the run as `diverged` (exit 1, every step before it "
+     "stored); `skip` skips that optimizer step on every rank, as AMP's GradScaler does, and ends the run as "
+     "`diverged` after 100 such steps in a row. Not hashed: it changes nothing while the loss stays finite, and "
+     "every skipped step is recorded (`skipped`, summary.skipped_steps).",
+     ""},
     {"train.eval_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::hashed,
      "Evaluate every this many optimizer steps; 0: only at the end. Hashed: it decides the eval series that "
      "`compare` reads.",

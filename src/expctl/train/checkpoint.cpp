@@ -27,6 +27,11 @@ std::string save_checkpoint(const std::filesystem::path& path, const torch::nn::
   archive.write("expctl/step", at::full({}, position.step, at::kLong));
   archive.write("expctl/epoch", at::full({}, position.epoch, at::kLong));
   archive.write("expctl/cpu_rng_state", cpu_rng_state());
+  // Only with CUDA devices, so CPU checkpoints keep their exact bytes; optional when loading.
+  const auto cuda_states = cuda_rng_states();
+  for (std::size_t device = 0; device < cuda_states.size(); ++device) {
+    archive.write(fmt::format("expctl/cuda_rng_state/{}", device), cuda_states[device]);
+  }
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);
@@ -109,6 +114,15 @@ TrainingPosition load_checkpoint(const std::filesystem::path& path, torch::nn::M
   archive.read("expctl/epoch", epoch);
   archive.read("expctl/cpu_rng_state", rng);
   set_cpu_rng_state(rng);
+  std::vector<at::Tensor> cuda_states;
+  while (true) {
+    at::Tensor state;  // a fresh one each time: try_read set_()s a defined tensor in place
+    if (!archive.try_read(fmt::format("expctl/cuda_rng_state/{}", cuda_states.size()), state)) {
+      break;
+    }
+    cuda_states.push_back(state);
+  }
+  set_cuda_rng_states(cuda_states);
   return TrainingPosition{step.item<std::int64_t>(), epoch.item<std::int64_t>()};
 }
 

@@ -10,7 +10,15 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
+#include <cstdint>
 #include <optional>
+
+#ifdef USE_C10D_NCCL
+// CUDA-only header. A LibTorch whose torch_cuda target exports USE_C10D_NCCL is a CUDA build;
+// Debian's CPU package installs c10/cuda/*.h as well, but not the CUDA runtime headers they
+// include, so __has_include cannot tell the two apart.
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #define EXPCTL_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -23,14 +31,11 @@
 
 namespace expctl::train::compat {
 
-/// LibTorch's optional: c10::optional in 1.13 (a distinct type), std::optional from 2.x on.
-#if EXPCTL_TORCH_AT_LEAST(2, 0)
-template <typename T>
-using Optional = std::optional<T>;
-#else
+/// LibTorch's optional, as its APIs take it (TCPStoreOptions::numWorkers, load_from's device):
+/// c10::optional is its own class in 1.13 and the early 2.x releases (where std::optional does not
+/// convert to it) and an alias of std::optional in later ones; naming c10's is right for all.
 template <typename T>
 using Optional = c10::optional<T>;
-#endif
 
 /// The object that runs collectives: `c10d::ProcessGroup` in 1.13; from 2.0 ProcessGroupGloo and
 /// ProcessGroupNCCL derive from `c10d::Backend` and ProcessGroup is only a dispatching front.
@@ -113,6 +118,54 @@ inline void set_autocast_dtype(c10::DeviceType device, at::ScalarType dtype) {
   } else {
     at::autocast::set_autocast_gpu_dtype(dtype);
   }
+#endif
+}
+
+// CUDA memory statistics (the caching allocator's, what torch.cuda.max_memory_allocated reads).
+
+/// Whether cuda_memory() can report anything: CUDA builds, recognised by NCCL (a CUDA LibTorch
+/// built without NCCL reports -1 everywhere, like a CPU build).
+inline constexpr bool k_have_cuda_memory_stats = k_have_nccl;
+
+/// Bytes of the CUDA caching allocator on one device: allocated to tensors and reserved from the
+/// driver, now and at their peaks since the last reset_cuda_peak_memory(); -1 where unknown.
+/// cuda_memory and reset_cuda_peak_memory need a CUDA device (torch::cuda::is_available()).
+struct CudaMemory {
+  std::int64_t allocated = -1;
+  std::int64_t peak_allocated = -1;
+  std::int64_t reserved = -1;
+  std::int64_t peak_reserved = -1;
+};
+
+#ifdef USE_C10D_NCCL
+/// The allocator's per-device state exists only after CUDA's lazy initialisation (the function that
+/// forces it was renamed within 2.x: lazyInitCUDA, later lazyInitDevice); allocating a
+/// tensor initialises it in every version.
+inline void initialise_cuda_allocator(int device) {
+  (void)at::empty({1}, at::TensorOptions().dtype(at::kByte).device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
+}
+#endif
+
+inline CudaMemory cuda_memory([[maybe_unused]] int device) {
+  CudaMemory memory;
+#ifdef USE_C10D_NCCL
+  initialise_cuda_allocator(device);
+  // getDeviceStats takes an int in 1.13 and early 2.x, a c10::DeviceIndex later; index 0 of each
+  // stat array is StatType::AGGREGATE in every version (where the enum is declared has changed).
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  memory.allocated = stats.allocated_bytes[0].current;
+  memory.peak_allocated = stats.allocated_bytes[0].peak;
+  memory.reserved = stats.reserved_bytes[0].current;
+  memory.peak_reserved = stats.reserved_bytes[0].peak;
+#endif
+  return memory;
+}
+
+/// Starts a new peak-memory window on `device` (no-op without CUDA memory statistics).
+inline void reset_cuda_peak_memory([[maybe_unused]] int device) {
+#ifdef USE_C10D_NCCL
+  initialise_cuda_allocator(device);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
 #endif
 }
 

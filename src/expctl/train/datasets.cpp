@@ -248,8 +248,11 @@ std::pair<at::Tensor, at::Tensor> gather_batch(const Dataset& dataset, const std
                                                std::size_t begin, std::size_t count) {
   EXPCTL_ASSERT(begin + count <= indices.size(), "batch [{}, {}) past {} indices", begin, begin + count,
                 indices.size());
+  // index_select wants its index on the data's device (a CPU index into CUDA data is an error);
+  // .to() is a no-op on the CPU and a copy of the indices, not a view of `indices`, on a GPU.
   const auto rows = at::from_blob(const_cast<std::int64_t*>(indices.data() + begin),
-                                  {static_cast<std::int64_t>(count)}, at::kLong);
+                                  {static_cast<std::int64_t>(count)}, at::kLong)
+                        .to(dataset.images.device());
   return {dataset.images.index_select(0, rows), dataset.labels.index_select(0, rows)};
 }
 

@@ -10,41 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "expctl/train/options.hpp"
+
 namespace expctl::train {
 
-/// The spec's `data.dataset`.
-enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic };
-
-/// Parses "fashion-mnist", "mnist", "cifar10" or "synthetic"; throws TrainError otherwise.
-DatasetKind parse_dataset_kind(const std::string& text);
-/// The spec spelling of `kind`.
-const char* dataset_name(DatasetKind kind);
-
-/// Per-channel mean and standard deviation of pixels scaled to [0, 1].
-struct Normalization {
-  std::vector<float> mean;
-  std::vector<float> std;
-};
-
-/// The usual constants (e.g. Fashion-MNIST 0.2860/0.3530); synthetic data is left as is (0/1).
-Normalization default_normalization(DatasetKind kind);
-
-/// Where a dataset is looked for when the spec gives no root (Debian's dataset-fashion-mnist
-/// installs /usr/share/datasets/fashion-mnist).
-std::filesystem::path default_dataset_root(DatasetKind kind);
-
-/// What to load.
-struct DatasetOptions {
-  DatasetKind kind = DatasetKind::fashion_mnist;
-  std::filesystem::path root;  ///< empty: default_dataset_root(kind)
-  bool train = true;           ///< training split, else the test split
-  bool normalize = true;
-  // Synthetic data only:
-  std::int64_t synthetic_size = 1024;
-  std::int64_t synthetic_classes = 10;
-  std::vector<std::int64_t> synthetic_shape = {1, 28, 28};
-  std::uint64_t seed = 0;
-};
 
 /// A labelled image set.
 struct Dataset {

@@ -213,10 +213,10 @@ void DistributedDataParallel::register_hooks() {
       m_offset_of[index] = static_cast<std::size_t>(elements);
       elements += m_params[index].numel();
     }
-    // The last bucket is reduced last: one spare element there carries the stop votes (see
-    // vote_stop), so agreeing to stop costs no collective of its own.
+    // The last bucket is reduced last: two spare elements there carry the stop votes and the
+    // non-finite-loss votes (see vote_stop, vote_nonfinite), so agreeing costs no collective.
     const bool last = b + 1 == assignment.size();
-    bucket->flat = at::zeros({elements + (last ? 1 : 0)}, m_params[bucket->params.front()].options().requires_grad(false));
+    bucket->flat = at::zeros({elements + (last ? 2 : 0)}, m_params[bucket->params.front()].options().requires_grad(false));
     if (last) {
       m_vote_offset = elements;
     }
@@ -331,6 +331,7 @@ void DistributedDataParallel::launch(std::size_t bucket_index) {
   if (bucket_index + 1 == m_buckets.size()) {
     // Averaged like the gradients: the reduced value is (voters / world size), > 0 iff anyone voted.
     bucket.flat[m_vote_offset].fill_(m_stop_vote ? 1.0 : 0.0);
+    bucket.flat[m_vote_offset + 1].fill_(m_nonfinite_vote ? 1.0 : 0.0);
   }
   if (m_options.compression == GradCompression::fp16) {
     // PyTorch's fp16_compress_hook: cast, then divide in half precision.
@@ -381,7 +382,9 @@ void DistributedDataParallel::reduce_buckets() {
       bucket->flat.copy_(bucket->wire);  // the gradients are views of `flat`
     }
   }
-  m_stop_voted = m_buckets.back()->flat[m_vote_offset].item<float>() > 0.0F;
+  const auto votes = m_buckets.back()->flat.narrow(0, m_vote_offset, 2).to(at::kFloat).cpu();
+  m_stop_voted = votes[0].item<float>() > 0.0F;
+  m_nonfinite_voted = votes[1].item<float>() > 0.0F;
 }
 
 void DistributedDataParallel::finish() {

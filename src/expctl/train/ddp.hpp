@@ -31,30 +31,14 @@
 
 #include "expctl/train/process_group.hpp"
 
+#include "expctl/train/options.hpp"
+
 namespace torch::autograd {
 struct Node;
 }
 
 namespace expctl::train {
 
-/// PyTorch's `kDefaultFirstBucketBytes`: a small first bucket so communication starts early in
-/// backward instead of after 25 MiB of gradients.
-inline constexpr std::int64_t k_default_first_bucket_bytes = 1024 * 1024;
-/// PyTorch's default `bucket_cap_mb = 25` (MiB): large enough to amortise per-collective latency.
-inline constexpr std::int64_t k_default_bucket_cap_bytes = 25 * 1024 * 1024;
-
-/// How buckets travel: as they are, or cast to float16 (the spec's `grad_compression: fp16`).
-enum class GradCompression { none, fp16 };
-
-/// Parses "none" or "fp16"; throws TrainError otherwise.
-GradCompression parse_grad_compression(const std::string& text);
-
-/// Knobs of the reducer (the spec's `distributed.*`).
-struct DdpOptions {
-  std::int64_t first_bucket_bytes = k_default_first_bucket_bytes;
-  std::int64_t bucket_cap_bytes = k_default_bucket_cap_bytes;
-  GradCompression compression = GradCompression::none;
-};
 
 /// Parameters of `module` that require grad, in registration order (Python's order), each tensor
 /// once: tied parameters (one TensorImpl registered twice) are listed at their first position.
@@ -111,6 +95,11 @@ class DistributedDataParallel {
   /// Whether any rank voted to stop in the last synchronised backward (the same answer on every
   /// rank). In a world of one: this rank's own vote.
   bool stop_voted() const { return m_buckets.empty() ? m_stop_vote : m_stop_voted; }
+  /// This rank's loss in the step is not finite: votes like vote_stop (set before the
+  /// synchronised backward), so every rank learns after it whether any rank's loss was NaN/Inf.
+  void vote_nonfinite(bool nonfinite) { m_nonfinite_vote = nonfinite; }
+  /// Whether any rank voted non-finite in the last synchronised backward (world of one: own vote).
+  bool nonfinite_voted() const { return m_buckets.empty() ? m_nonfinite_vote : m_nonfinite_voted; }
 
   /// Broadcasts the module's buffers from rank 0 (Python does this before every synced forward).
   void broadcast_buffers();
@@ -159,9 +148,11 @@ class DistributedDataParallel {
   std::size_t m_next_bucket = 0;
   std::exception_ptr m_error;
   std::int64_t m_launched_total = 0;
-  std::int64_t m_vote_offset = 0;  // element of the last bucket that carries the stop votes
+  std::int64_t m_vote_offset = 0;  // first of the last bucket's two vote elements (stop, non-finite)
   bool m_stop_vote = false;
   bool m_stop_voted = false;
+  bool m_nonfinite_vote = false;
+  bool m_nonfinite_voted = false;
   double m_wait_seconds = 0.0;
 };
 

@@ -1,6 +1,7 @@
 #include "expctl/train/determinism.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include <cstdlib>
@@ -41,6 +42,29 @@ void set_cpu_rng_state(const at::Tensor& state) {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
+}
+
+// Through the device-generic Context::defaultGenerator, so this compiles without CUDA headers;
+// device_count() is 0 for a CPU LibTorch, which never reaches the CUDA hooks.
+std::vector<at::Tensor> cuda_rng_states() {
+  std::vector<at::Tensor> states;
+  const auto devices = static_cast<c10::DeviceIndex>(torch::cuda::device_count());
+  for (c10::DeviceIndex index = 0; index < devices; ++index) {
+    auto generator = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, index));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    states.push_back(generator.get_state());
+  }
+  return states;
+}
+
+void set_cuda_rng_states(const std::vector<at::Tensor>& states) {
+  const auto devices = static_cast<std::size_t>(torch::cuda::device_count());
+  for (std::size_t index = 0; index < states.size() && index < devices; ++index) {
+    auto generator =
+        at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index)));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(states[index]);
+  }
 }
 
 }  // namespace expctl::train

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace expctl::train {
 
@@ -24,5 +25,11 @@ void set_deterministic(bool strict);
 at::Tensor cpu_rng_state();
 /// Restores a state from `cpu_rng_state`.
 void set_cpu_rng_state(const at::Tensor& state);
+
+/// The default generator state of each visible CUDA device, by device index (for checkpoints:
+/// dropout on a GPU draws from these, not from the CPU generator). Empty without CUDA.
+std::vector<at::Tensor> cuda_rng_states();
+/// Restores states from `cuda_rng_states`; states of devices not visible now are ignored.
+void set_cuda_rng_states(const std::vector<at::Tensor>& states);
 
 }  // namespace expctl::train

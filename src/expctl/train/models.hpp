@@ -8,30 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "expctl/train/options.hpp"
+
 namespace expctl::train {
 
-/// The spec's `model.name`.
-enum class ModelKind { mlp, cnn };
-
-/// Parses "mlp" or "cnn"; throws TrainError otherwise.
-ModelKind parse_model_kind(const std::string& text);
-
-/// Architecture knobs (the spec's `model.*`); defaults fit Fashion-MNIST.
-struct ModelOptions {
-  ModelKind kind = ModelKind::mlp;
-  /// One sample's shape: [C, H, W], or [features] for the mlp.
-  std::vector<std::int64_t> input_shape = {1, 28, 28};
-  std::int64_t num_classes = 10;
-  /// mlp: widths of the hidden layers, each followed by ReLU (and dropout).
-  std::vector<std::int64_t> hidden = {256, 128};
-  /// cnn: output channels of each block "5x5 conv (same padding), ReLU, 2x2 max-pool (, dropout)";
-  /// the default two blocks are the Fashion-MNIST benchmark's "2 Conv+pooling" shape.
-  std::vector<std::int64_t> channels = {32, 64};
-  /// cnn: width of a hidden dense layer before the linear head; 0: the head follows the blocks.
-  std::int64_t dense = 0;
-  /// Dropout probability after each hidden layer or block; 0: none.
-  double dropout = 0.0;
-};
 
 /// A classifier: images in, unnormalised class scores (logits) out.
 class ClassifierImpl : public torch::nn::Module {

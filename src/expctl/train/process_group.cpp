@@ -1,5 +1,11 @@
 #include "expctl/train/process_group.hpp"
 
+#include <fmt/ranges.h>
+
+#include <set>
+
+#include <iostream>
+
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -7,6 +13,7 @@
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
 #include <arpa/inet.h>
@@ -72,10 +79,10 @@ c10::intrusive_ptr<compat::CollectiveBackend> make_gloo(const c10::intrusive_ptr
     }
   } else {
     gloo_options->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(options.master_addr)));
+        c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(options.placement.master_addr)));
   }
   gloo_options->threads = static_cast<int>(gloo_options->devices.size()) * options.gloo_threads;
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size, gloo_options);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.placement.rank, options.placement.world_size, gloo_options);
 }
 
 #ifdef USE_C10D_NCCL
@@ -84,9 +91,111 @@ c10::intrusive_ptr<compat::CollectiveBackend> make_nccl(const c10::intrusive_ptr
   auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
   nccl_options->is_high_priority_stream = false;
   nccl_options->timeout = options.timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, options.rank, options.world_size, nccl_options);
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, options.placement.rank, options.placement.world_size, nccl_options);
 }
 #endif
+
+
+// Rendezvous, with a line every k_rendezvous_note_every while it waits and errors that name the
+// address, the port and the ranks (and nodes) that never came.
+constexpr auto k_rendezvous_note_every = std::chrono::seconds(10);
+
+double seconds_between(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// On stderr: the supervisor shows every rank's stderr, but only rank 0's stdout.
+void note(const launch::RankIdentity& placement, const std::string& text) {
+  if (placement.local_rank == 0) {
+    std::cerr << text << std::endl;  // one line per node, not one per rank
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> connect_client(const launch::RankIdentity& p, std::chrono::milliseconds timeout,
+                                               const std::string& endpoint) {
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - start);
+    const auto attempt = std::max(std::chrono::milliseconds(1),
+                                  std::min<std::chrono::milliseconds>(k_rendezvous_note_every, left));
+    try {
+      auto store = c10::make_intrusive<c10d::TCPStore>(
+          p.master_addr, compat::tcp_store_options(false, p.master_port, p.world_size, attempt));
+      store->setTimeout(timeout);
+      return store;
+    } catch (const std::exception& error) {
+      if (left <= attempt) {
+        throw TrainError(fmt::format("cannot reach the rendezvous store at {} within {} s ({}): check "
+                                     "--master-addr and --master-port, and that `expctl run` is running on node 0",
+                                     endpoint, std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+                                     first_line(error.what())));
+      }
+      note(p, fmt::format("waiting for the rendezvous store at {} ({:.0f} s so far; it is hosted by `expctl run` on "
+                          "node 0)",
+                          endpoint, seconds_between(start)));
+    }
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> open_store(const ProcessGroupOptions& options, std::chrono::milliseconds timeout,
+                                           const std::string& endpoint) {
+  const auto& p = options.placement;
+  if (!p.rendezvous_file.empty()) {
+    auto store = c10::make_intrusive<c10d::FileStore>(p.rendezvous_file, p.world_size);
+    store->setTimeout(timeout);
+    return store;
+  }
+  if (p.rank == 0 && !p.agent_store) {
+    return c10::make_intrusive<c10d::TCPStore>(
+        p.master_addr, compat::tcp_store_options(true, p.master_port, p.world_size, timeout));
+  }
+  return connect_client(p, timeout, endpoint);
+}
+
+std::string join_key(int rank) { return fmt::format("expctl-joined/{}", rank); }
+
+// "ranks 2, 3 (node 1)": who has not joined yet.
+std::string missing_ranks(c10d::Store& store, const launch::RankIdentity& p) {
+  std::string ranks;
+  std::set<int> nodes;
+  for (int rank = 0; rank < p.world_size; ++rank) {
+    if (!store.check({join_key(rank)})) {
+      ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", rank);
+      nodes.insert(rank / std::max(1, p.local_world_size));
+    }
+  }
+  return ranks.empty() ? "none" : fmt::format("rank(s) {} (node(s) {})", ranks, fmt::join(nodes, ", "));
+}
+
+void await_peers(c10d::Store& store, const launch::RankIdentity& p, std::chrono::milliseconds timeout,
+                 const std::string& endpoint) {
+  store.set(join_key(p.rank), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < p.world_size; ++rank) {
+    keys.push_back(join_key(rank));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - start);
+    try {
+      store.wait(keys, std::max(std::chrono::milliseconds(1),
+                                std::min<std::chrono::milliseconds>(k_rendezvous_note_every, left)));
+      return;
+    } catch (const std::exception&) {
+      const std::string missing = missing_ranks(store, p);
+      if (left <= k_rendezvous_note_every) {
+        throw TrainError(fmt::format("rendezvous at {} timed out after {} s: {} never joined; start `expctl "
+                                     "run` on every node with the same --master-addr/--master-port",
+                                     endpoint, std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+                                     missing));
+      }
+      note(p, fmt::format("waiting at {} for {} to join ({:.0f} s so far)", endpoint, missing,
+                          seconds_between(start)));
+    }
+  }
+}
 
 }  // namespace
 
@@ -159,33 +268,38 @@ std::uint16_t pick_free_port() {
 }
 
 Communicator::Communicator(const ProcessGroupOptions& options)
-    : m_rank(options.rank),
-      m_world_size(options.world_size),
+    : m_rank(options.placement.rank),
+      m_world_size(options.placement.world_size),
       m_backend(resolve_backend(options.backend)),
       m_device(c10::kCPU),
       m_timeout(options.timeout) {
-  EXPCTL_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size, TrainError,
-               "rank {} is outside a world of size {}: RANK must be in [0, WORLD_SIZE)", options.rank,
-               options.world_size);
-  const std::string endpoint = options.rendezvous_file.empty()
-                                   ? fmt::format("{}:{}", options.master_addr, options.master_port)
-                                   : options.rendezvous_file;
+  EXPCTL_CHECK(options.placement.world_size >= 1 && options.placement.rank >= 0 && options.placement.rank < options.placement.world_size, TrainError,
+               "rank {} is outside a world of size {}: RANK must be in [0, WORLD_SIZE)", options.placement.rank,
+               options.placement.world_size);
+  if (m_backend == Backend::nccl) {
+    // Before the rendezvous, so a node with too few GPUs fails at once and says why (NCCL itself
+    // reports "invalid device ordinal" or "Duplicate GPU detected" after everyone has joined).
+    const auto gpus = static_cast<int>(torch::cuda::device_count());
+    EXPCTL_CHECK(options.placement.local_rank < gpus, TrainError,
+                 "backend nccl puts local rank {} on cuda:{}, but this node has {} GPU(s): run at most {} rank(s) "
+                 "per node (distributed.nproc_per_node) or use backend gloo",
+                 options.placement.local_rank, options.placement.local_rank, gpus, gpus);
+  }
+  const std::string endpoint = options.placement.rendezvous_file.empty()
+                                   ? fmt::format("{}:{}", options.placement.master_addr, options.placement.master_port)
+                                   : options.placement.rendezvous_file;
   const auto rendezvous_timeout =
       options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.timeout;
   try {
-    c10::intrusive_ptr<c10d::Store> base;
-    if (!options.rendezvous_file.empty()) {
-      base = c10::make_intrusive<c10d::FileStore>(options.rendezvous_file, options.world_size);
-      base->setTimeout(rendezvous_timeout);
-    } else {
-      base = c10::make_intrusive<c10d::TCPStore>(
-          options.master_addr, compat::tcp_store_options(options.rank == 0 && !options.store_hosted_by_launcher,
-                                                         options.master_port, options.world_size, rendezvous_timeout));
-    }
+    const auto base = open_store(options, rendezvous_timeout, endpoint);
     m_store = c10::make_intrusive<c10d::PrefixStore>(options.group_name, base);
+    await_peers(*m_store, options.placement, rendezvous_timeout, endpoint);
 #ifdef USE_C10D_NCCL
     if (m_backend == Backend::nccl) {
-      m_device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.local_rank));
+      m_device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.placement.local_rank));
+      // Python's torch.cuda.set_device(local_rank): work that names no device (a current stream,
+      // a cuBLAS handle) goes to this rank's GPU, not to cuda:0 with a context from every rank.
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(m_device);
       m_group = make_nccl(m_store, options);
       return;
     }
@@ -194,7 +308,7 @@ Communicator::Communicator(const ProcessGroupOptions& options)
   } catch (const util::Failure&) {
     throw;
   } catch (const std::exception& error) {
-    throw TrainError(fmt::format("rendezvous of rank {} of {} at {} failed: {}", options.rank, options.world_size,
+    throw TrainError(fmt::format("rendezvous of rank {} of {} at {} failed: {}", options.placement.rank, options.placement.world_size,
                                  endpoint, first_line(error.what())));
   }
 }

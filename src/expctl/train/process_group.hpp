@@ -14,49 +14,10 @@
 
 #include "expctl/train/compat.hpp"
 
+#include "expctl/train/options.hpp"
+
 namespace expctl::train {
 
-/// Which collective library to use; `auto_select` picks NCCL when it is compiled in and CUDA is
-/// available, Gloo otherwise (the spec's `distributed.backend: auto`).
-enum class BackendRequest { auto_select, gloo, nccl };
-
-/// The collective library a Communicator actually runs on.
-enum class Backend { gloo, nccl };
-
-/// Name of a backend as written in specs and summaries ("gloo", "nccl").
-const char* backend_name(Backend backend);
-
-/// Parses "auto", "gloo" or "nccl"; throws TrainError naming the accepted values otherwise.
-BackendRequest parse_backend_request(const std::string& text);
-
-/// Resolves `auto_select`; throws TrainError when NCCL is requested but not available.
-Backend resolve_backend(BackendRequest request);
-
-/// Where and how to rendezvous (torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE contract).
-struct ProcessGroupOptions {
-  int rank = 0;
-  int world_size = 1;
-  std::string master_addr = "127.0.0.1";
-  std::uint16_t master_port = 29500;
-  /// Someone else (expctl's supervisor, torchrun's agent) hosts the TCPStore at
-  /// master_addr:master_port: every rank joins as a client. Otherwise rank 0 hosts it.
-  bool store_hosted_by_launcher = false;
-  /// Non-empty: every rank opens a c10d FileStore at this path (ranks on one host; nothing
-  /// listens on the network) and master_port is not used.
-  std::string rendezvous_file;
-  BackendRequest backend = BackendRequest::auto_select;
-  /// Applies to rendezvous and to every collective (the spec's `timeout_s`).
-  std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  /// Overrides `timeout` for joining (the store and its key exchanges) when non-zero, e.g. a
-  /// short collective timeout with ranks that start slowly.
-  std::chrono::milliseconds rendezvous_timeout{0};
-  /// Gloo worker threads per device (Python uses 2 per device).
-  int gloo_threads = 2;
-  /// Store key prefix, so several groups can share one store.
-  std::string group_name = "expctl";
-  /// CUDA device index for NCCL (LOCAL_RANK); ignored by Gloo.
-  int local_rank = 0;
-};
 
 /// A collective in flight: wait on it with `Communicator::wait`.
 struct PendingCollective {

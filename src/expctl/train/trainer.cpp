@@ -3,9 +3,11 @@
 #include <torch/nn/functional/loss.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "expctl/train/amp.hpp"
 #include "expctl/train/checkpoint.hpp"
+#include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/determinism.hpp"
 #include "expctl/train/sampler.hpp"
 #include "expctl/util/error.hpp"
@@ -55,8 +57,8 @@ class Trainer {
     m_schedule.total_steps = m_total_steps;
     // Dropout must differ between ranks (as with per-rank DataLoader workers), reproducibly.
     seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
-    if (!config.resume_from.empty()) {
-      m_position = load_checkpoint(config.resume_from, *m_model, *m_optimizer, m_scaler);
+    if (config.resume && !config.checkpoint_dir.empty()) {
+      m_position = resume_position();
     }
   }
 
@@ -71,6 +73,11 @@ class Trainer {
         loaded_epoch = m_position.epoch;
       }
       const auto metrics = train_step(stop);
+      if (m_nonfinite_now) {
+        on_nonfinite(metrics);
+      } else {
+        m_consecutive_skips = 0;
+      }
       if (m_config.report_steps_from_rank > 0) {
         m_history.push_back(metrics);
       }
@@ -115,7 +122,7 @@ class Trainer {
   GradScalerOptions scaler_options() const {
     // bfloat16 has float32's range: loss scaling is only needed for float16.
     GradScalerOptions options;
-    options.enabled = m_config.amp && m_config.amp_dtype == at::kHalf;
+    options.enabled = m_config.amp && m_config.amp_dtype == AmpDtype::fp16;
     return options;
   }
 
@@ -125,7 +132,7 @@ class Trainer {
     const auto [images, labels] = gather_batch(m_train, m_indices, begin, count);
     std::optional<AutocastGuard> autocast;
     if (m_config.amp) {
-      autocast.emplace(m_comm.device().type(), m_config.amp_dtype);
+      autocast.emplace(m_comm.device().type(), amp_scalar_type());
     }
     return torch::nn::functional::cross_entropy(m_model->forward(images), labels);
   }
@@ -140,8 +147,12 @@ class Trainer {
     const auto first_micro = (m_position.step % m_steps_per_epoch) * m_config.grad_accum_steps;
     double loss_sum = 0.0;
     std::int64_t samples = 0;
+    bool nonfinite = false;
     for (std::int64_t k = 0; k < m_config.grad_accum_steps; ++k) {
       const auto loss = micro_loss(first_micro + k);
+      const double loss_value = loss.item<double>();
+      nonfinite = nonfinite || !std::isfinite(loss_value);
+      m_ddp.vote_nonfinite(nonfinite);  // read when the boundary backward launches the last bucket
       // (loss / 1 would only add a node to the graph: the same bits, one more backward op.)
       const auto scaled =
           m_scaler.scale(m_config.grad_accum_steps == 1 ? loss : loss / static_cast<double>(m_config.grad_accum_steps));
@@ -152,7 +163,7 @@ class Trainer {
         scaled.backward();
         m_ddp.finish();
       }
-      loss_sum += loss.item<double>();
+      loss_sum += loss_value;
       samples += std::min<std::int64_t>(m_config.batch_size,
                                         static_cast<std::int64_t>(m_indices.size()) - (first_micro + k) * m_config.batch_size);
     }
@@ -162,8 +173,14 @@ class Trainer {
       m_scaler.unscale(*m_optimizer);  // clip the true gradients, not the scaled ones
       clip_grad_norm(m_ddp.parameters(), m_config.grad_clip_norm);
     }
-    metrics.skipped = !m_scaler.step(*m_optimizer, &m_comm);
-    m_scaler.update();
+    // Every rank learnt from the votes whether any rank's loss was not finite in this step.
+    m_nonfinite_now = m_comm.world_size() > 1 ? m_ddp.nonfinite_voted() : nonfinite;
+    if (m_nonfinite_now && !m_scaler.enabled()) {
+      metrics.skipped = true;  // GradScaler's semantics without a scaler: no update at all
+    } else {
+      metrics.skipped = !m_scaler.step(*m_optimizer, &m_comm);
+      m_scaler.update();
+    }
     m_position.step += 1;
     metrics.step = m_position.step;
     metrics.epoch = m_position.epoch;
@@ -200,7 +217,7 @@ class Trainer {
       const auto labels = m_test.labels.index_select(0, chunk);
       std::optional<AutocastGuard> autocast;
       if (m_config.amp) {
-        autocast.emplace(m_comm.device().type(), m_config.amp_dtype);
+        autocast.emplace(m_comm.device().type(), amp_scalar_type());
       }
       const auto logits = m_model->forward(m_test.images.index_select(0, chunk)).to(at::kFloat);
       loss_sum += torch::nn::functional::cross_entropy(
@@ -222,10 +239,66 @@ class Trainer {
     if (m_config.checkpoint_dir.empty()) {
       return;
     }
-    const auto path = m_config.checkpoint_dir / fmt::format("rank{}.pt", m_comm.rank());
-    const auto sha = save_checkpoint(path, *m_model, *m_optimizer, m_scaler, m_position);
-    m_sink.on_checkpoint(path, sha);
+    CheckpointFile file;
+    file.rank = m_comm.rank();
+    file.step = m_position.step;
+    file.path = checkpoint_path(m_config.checkpoint_dir, file.rank, file.step);
+    file.sha256 = save_checkpoint(file.path, *m_model, *m_optimizer, m_scaler, m_position);
+    std::error_code error;
+    file.size_bytes = static_cast<std::int64_t>(std::filesystem::file_size(file.path, error));
+    write_checkpoint_index(file);
+    prune_checkpoints(m_config.checkpoint_dir, file.rank);
+    m_sink.on_checkpoint(file);
   }
+
+  // The newest step every rank holds intact (all-gathered: a rank killed between the ranks'
+  // writes leaves them one step apart, and the ranks must continue from one step).
+  TrainingPosition resume_position() {
+    const int rank = m_comm.rank();
+    const auto& dir = m_config.checkpoint_dir;
+    std::vector<std::string> problems;
+    const auto newest = newest_intact(dir, rank, &problems);
+    auto mine = at::full({1}, newest ? static_cast<double>(newest->step) : -1.0, at::kDouble).to(m_comm.device());
+    std::int64_t common = newest ? newest->step : -1;
+    bool someone_has = newest.has_value();
+    for (const auto& theirs : m_comm.allgather(mine, "allgather of the ranks' checkpoint steps")) {
+      const auto step = static_cast<std::int64_t>(theirs.cpu().item<double>());
+      common = std::min(common, step);
+      someone_has = someone_has || step >= 0;
+    }
+    if (!someone_has) {
+      return {};  // no rank has a checkpoint: the run failed before its first one
+    }
+    EXPCTL_CHECK(common >= 0, TrainError, "no checkpoint step is intact on every rank: {}",
+                 problems.empty() ? fmt::format("rank {} has one, another rank has none", rank) : problems.front());
+    std::string problem;
+    const auto file = intact_at(dir, rank, common, &problem);
+    EXPCTL_CHECK(file.has_value(), TrainError, "cannot resume from step {}: {}", common, problem);
+    const auto position = load_checkpoint(file->path, *m_model, *m_optimizer, m_scaler);
+    EXPCTL_CHECK(position.step == file->step, TrainError, "{}: holds step {}, its index says {}",
+                 file->path.string(), position.step, file->step);
+    return position;
+  }
+
+  // A step whose loss was not finite on some rank (every rank saw the same vote).
+  void on_nonfinite(const StepMetrics& metrics) {
+    m_consecutive_skips += 1;
+    if (m_config.nonfinite == NonFinitePolicy::skip && m_consecutive_skips < k_max_consecutive_skips) {
+      return;
+    }
+    m_sink.on_step(metrics);  // the diverged step is recorded like every other
+    const std::string loss = std::isfinite(metrics.loss) ? "finite here" : fmt::format("{}", metrics.loss);
+    throw DivergedError(
+        metrics.step,
+        m_config.nonfinite == NonFinitePolicy::skip
+            ? fmt::format("the loss was not finite in {} steps in a row up to step {} (this rank's loss {})",
+                          m_consecutive_skips, metrics.step, loss)
+            : fmt::format("the loss is not finite at step {} (this rank's loss {}): lower optim.lr, set "
+                          "train.grad_clip_norm, or set train.nonfinite=skip to skip such steps",
+                          metrics.step, loss));
+  }
+
+  at::ScalarType amp_scalar_type() const { return m_config.amp_dtype == AmpDtype::fp16 ? at::kHalf : at::kBFloat16; }
 
   // Every rank ran the same steps (they agree on stopping), so the tables have one shape.
   void report_remote_steps() {
@@ -233,12 +306,11 @@ class Trainer {
     if (from <= 0 || from >= m_comm.world_size()) {
       return;
     }
-    constexpr std::int64_t k_columns = 9;
+    const auto k_columns = static_cast<std::int64_t>(step_fields().size());
     auto table = at::empty({static_cast<std::int64_t>(m_history.size()), k_columns}, at::kDouble);
     double* out = table.data_ptr<double>();
     for (const auto& m : m_history) {
-      for (const double value : {static_cast<double>(m.step), static_cast<double>(m.epoch), m.loss, m.lr, m.grad_scale,
-                                 m.skipped ? 1.0 : 0.0, m.step_time_s, m.comm_wait_s, m.samples_per_sec}) {
+      for (const double value : step_row(m)) {
         *out++ = value;
       }
     }
@@ -251,8 +323,7 @@ class Trainer {
       const double* v = gathered.data_ptr<double>();
       std::vector<StepMetrics> steps;
       for (std::int64_t i = 0; i < gathered.size(0); ++i, v += k_columns) {
-        steps.push_back({static_cast<std::int64_t>(v[0]), static_cast<std::int64_t>(v[1]), v[2], v[3], v[4],
-                         v[5] != 0.0, v[6], v[7], v[8]});
+        steps.push_back(step_from_row({v, static_cast<std::size_t>(k_columns)}));
       }
       m_sink.on_remote_steps(rank, steps);
     }
@@ -284,9 +355,18 @@ class Trainer {
   TrainingPosition m_position;
   std::vector<std::int64_t> m_indices;
   std::vector<StepMetrics> m_history;  // this invocation's steps, for report_remote_steps
+  bool m_nonfinite_now = false;           // the last step's loss was not finite on some rank
+  std::int64_t m_consecutive_skips = 0;
 };
 
 }  // namespace
+
+NonFinitePolicy parse_nonfinite_policy(const std::string& text) {
+  if (text == "fail" || text == "skip") {
+    return text == "fail" ? NonFinitePolicy::fail : NonFinitePolicy::skip;
+  }
+  throw TrainError(fmt::format("train.nonfinite: unknown policy \"{}\" (expected fail or skip)", text));
+}
 
 std::int64_t steps_per_epoch(const TrainerConfig& config, std::int64_t dataset_size, int world_size) {
   EXPCTL_CHECK(config.batch_size > 0 && config.grad_accum_steps > 0, TrainError,

@@ -202,6 +202,7 @@ const std::map<std::string, std::string> k_unhashed_alternates = {
     {"distributed.timeout_s", "60"},
     {"distributed.master_port", "29500"},
     {"train.checkpoint_every", "50"},
+    {"train.nonfinite", "skip"},
     {"metrics.log_every", "1"},
     {"regression.samples_per_sec", "-10%"},
     {"regression.step_time_ms_p50", "+1%"},

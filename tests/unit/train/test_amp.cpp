@@ -199,9 +199,9 @@ namespace {
 
 ProcessGroupOptions scaler_group(const RankEnv& env) {
   ProcessGroupOptions options;
-  options.rank = env.rank;
-  options.world_size = env.world_size;
-  options.master_port = static_cast<std::uint16_t>(env.master_port);
+  options.placement.rank = env.rank;
+  options.placement.world_size = env.world_size;
+  options.placement.master_port = static_cast<std::uint16_t>(env.master_port);
   options.backend = BackendRequest::gloo;
   options.timeout = std::chrono::seconds(30);
   return options;

@@ -56,9 +56,9 @@ std::pair<torch::Tensor, torch::Tensor> global_batch(int step, std::int64_t rows
 
 ProcessGroupOptions group_options(const RankEnv& env) {
   ProcessGroupOptions options;
-  options.rank = env.rank;
-  options.world_size = env.world_size;
-  options.master_port = static_cast<std::uint16_t>(env.master_port);
+  options.placement.rank = env.rank;
+  options.placement.world_size = env.world_size;
+  options.placement.master_port = static_cast<std::uint16_t>(env.master_port);
   options.backend = BackendRequest::gloo;
   options.timeout = std::chrono::seconds(30);
   return options;
@@ -361,7 +361,7 @@ EXPCTL_RANK_SCENARIO("comm_agent_store") {
     agent = std::make_unique<StoreServer>(static_cast<std::uint16_t>(env.master_port), std::chrono::seconds(30));
   }
   auto options = group_options(env);
-  options.store_hosted_by_launcher = true;
+  options.placement.agent_store = true;
   Communicator comm(options);
   auto tensor = torch::full({3}, static_cast<float>(env.rank + 1));
   comm.allreduce(tensor, "allreduce through the agent's store");
@@ -372,8 +372,8 @@ EXPCTL_RANK_SCENARIO("comm_agent_store") {
 // A single node's ranks share a FileStore: no port at all.
 EXPCTL_RANK_SCENARIO("comm_file_store") {
   auto options = group_options(env);
-  options.master_port = 1;  // never used with a rendezvous file
-  options.rendezvous_file = (env.dir / "rendezvous").string();
+  options.placement.master_port = 1;  // never used with a rendezvous file
+  options.placement.rendezvous_file = (env.dir / "rendezvous").string();
   Communicator comm(options);
   auto tensor = torch::full({3}, static_cast<float>(env.rank + 1));
   comm.allreduce(tensor, "allreduce through the file store");
@@ -446,7 +446,7 @@ TEST_CASE("grad compression and backend names parse, and unknown ones are named"
 
 TEST_CASE("ddp in a world of one changes nothing and sends nothing", "[train][ddp]") {
   ProcessGroupOptions options;
-  options.master_port = pick_free_port();
+  options.placement.master_port = pick_free_port();
   options.backend = BackendRequest::gloo;
   Communicator comm(options);
   torch::manual_seed(3);

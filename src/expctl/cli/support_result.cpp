@@ -1,0 +1,79 @@
+#ifdef EXPCTL_WITH_TORCH_PROVIDER
+
+#include "expctl/cli/support_result.hpp"
+
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "expctl/cli/support_store.hpp"
+
+namespace expctl::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string number_text(const json& value, const char* format) {
+  return value.is_number() ? fmt::format(fmt::runtime(format), value.get<double>()) : std::string("-");
+}
+
+std::optional<double> seconds(const json& summary, const char* key) {
+  const json value = summary.value(key, json());
+  return value.is_number() ? std::optional<double>(value.get<double>()) : std::nullopt;
+}
+
+void print_summary_text(const store::RunRecord& run, const json& summary) {
+  std::cout << fmt::format("run {} {}", run.id, store::to_string(run.status));
+  if (!run.root_cause.empty()) {
+    std::cout << ": " << run.root_cause;
+  }
+  std::cout << '\n';
+  std::cout << fmt::format("  final train loss  {}\n", number_text(summary.value("final_train_loss", json()), "{:.4f}"));
+  std::cout << fmt::format("  eval accuracy     {}\n", number_text(summary.value("eval_accuracy", json()), "{:.4f}"));
+  std::cout << fmt::format("  samples/s         {} (median after {} warm-up steps)\n",
+                           number_text(summary.value("samples_per_sec", json()), "{:.0f}"),
+                           summary.value("warmup_steps", 0));
+  std::cout << fmt::format("  wall time         {} (first step after {})\n",
+                           duration_text(seconds(summary, "wall_time_s")),
+                           duration_text(seconds(summary, "time_to_first_step_s")));
+  std::cout << fmt::format("  run folder        {}\n", run.run_dir.string());
+}
+
+void print_refusal(const run::RunResult& result) {
+  if (!result.pin_rows.empty()) {
+    std::cerr << env::render_verify_table(result.pin_rows);
+  }
+  if (!result.stack_drift.empty()) {
+    std::cerr << env::render_diff(result.stack_drift, "recorded", "this machine");
+  }
+  std::cerr << "expctl: error: " << result.refusal << '\n';
+}
+
+}  // namespace
+
+util::ExitCode print_run_result(const run::RunResult& result, OutputFormat format) {
+  if (!result.refusal.empty()) {
+    print_refusal(result);
+    return result.exit_code;
+  }
+  if (!result.run) {
+    return result.exit_code;  // a rank other than 0 under an external launcher: nothing to report
+  }
+  if (format == OutputFormat::json) {
+    json document = json_envelope("run");
+    document["run"] = run_json(*result.run);
+    document["summary"] = result.summary;
+    print_json(document);
+  } else {
+    print_summary_text(*result.run, result.summary);
+  }
+  return result.exit_code;
+}
+
+run::OpenStore store_opener(const GlobalOptions& globals) {
+  return [globals] { return open_store(globals, store::OpenMode::read_write); };
+}
+
+}  // namespace expctl::cli
+
+#endif  // EXPCTL_WITH_TORCH_PROVIDER

@@ -1,0 +1,470 @@
+#include "expctl/run/engine.hpp"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "expctl/launch/launch_plan.hpp"
+#include "expctl/launch/rank_identity.hpp"
+#include "expctl/launch/supervisor.hpp"
+#include "expctl/run/console.hpp"
+#include "expctl/run/outcome.hpp"
+#include "expctl/run/recorder.hpp"
+#include "expctl/run/rendezvous.hpp"
+#include "expctl/run/resolved_run.hpp"
+#include "expctl/run/signals.hpp"
+#include "expctl/run/stack.hpp"
+#include "expctl/run/summary.hpp"
+#include "expctl/run/train_options.hpp"
+#include "expctl/spec/spec.hpp"
+#include "expctl/train/checkpoint_files.hpp"
+#include "expctl/train/worker.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/log.hpp"
+#include "expctl/util/malloc_tuning.hpp"
+#include "expctl/util/sha256.hpp"
+
+namespace expctl::run {
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+// Time since this process started (not since main): loading LibTorch's shared libraries is part
+// of what a user waits for before the first step, so it is counted.
+double seconds_since_process_start() {
+  std::ifstream stat("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Field 22 (starttime, clock ticks after boot) comes after the parenthesised command name.
+  const auto close = text.rfind(')');
+  timespec now{};
+  if (close == std::string::npos || clock_gettime(CLOCK_BOOTTIME, &now) != 0) {
+    return 0.0;
+  }
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int index = 3; index <= 22 && fields >> field; ++index) {
+  }
+  const double started = std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return std::max(0.0, static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9 - started);
+}
+
+SteadyClock::time_point process_start() {
+  static const SteadyClock::time_point start =
+      SteadyClock::now() - std::chrono::duration_cast<SteadyClock::duration>(
+                               std::chrono::duration<double>(seconds_since_process_start()));
+  return start;
+}
+
+double seconds_since(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  return ::gethostname(buffer, sizeof buffer - 1) == 0 ? std::string(buffer) : std::string("localhost");
+}
+
+/// Everything one invocation of a recorded run needs.
+struct Invocation {
+  store::RunRecord run;
+  ResolvedRun resolved;
+  bool resume = false;
+  std::vector<env::VerifyRow> drift;  ///< drifted pins accepted with --allow-drift
+  std::shared_ptr<Rendezvous> rendezvous;
+  bool quiet = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Recording a new run: one sequence for runs that expctl supervises and for rank 0 under an
+// external launcher.
+
+store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, const StackCheck& stack,
+                                const std::vector<std::string>& tags, const ResolvedRun& resolved) {
+  store.put_spec(spec.hash(), spec.canonical(), spec.get_string("name"));
+  store.put_environment(stack.fingerprint_hash, stack.fingerprint.dump());
+  auto run = store.create_run({spec.hash(), stack.fingerprint_hash, spec.get_string("name"), std::nullopt});
+  for (const auto& tag : spec.get_string_list("tags")) {
+    store.add_tag(run.id, tag);
+  }
+  for (const auto& tag : tags) {
+    store.add_tag(run.id, tag);
+  }
+  // Drift accepted with --allow-drift stays visible in `list --tag` and in the summary.
+  for (const auto& row : stack.drifted()) {
+    store.add_tag(run.id, "drift:" + row.key);
+  }
+  if (resolved.node.nnodes > 1) {
+    store.add_tag(run.id, fmt::format("node:{}", resolved.node.node_rank));
+  }
+  write_resolved_run(run.run_dir, resolved);
+  return run;
+}
+
+void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(run.run_dir / "logs", error)) {
+    if (entry.path().extension() != ".log") {
+      continue;
+    }
+    if (const auto sha = util::sha256_file(entry.path())) {
+      store.add_artifact(run.id, {entry.path().lexically_relative(run.run_dir).string(), *sha,
+                                  static_cast<std::int64_t>(entry.file_size(error))});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concluding: status, root cause, artifacts, summary. A store that cannot take even that (the
+// disk is still full) leaves the row `running` with no owner alive: it reads as `lost`, and
+// `expctl resume` takes it.
+
+RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
+                   std::optional<double> time_to_first_step) {
+  const auto& run = invocation.run;
+  RunResult result;
+  result.exit_code = verdict.exit_code;
+  try {
+    store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
+    record_log_artifacts(store, run);
+    json previous = json::parse(run.summary_json, nullptr, false);
+    if (!previous.is_object() || !invocation.resume) {
+      previous = json::object();
+    }
+    result.summary = compute_summary(store, run.id, previous, seconds_since(process_start()),
+                                     invocation.resume ? std::nullopt : time_to_first_step);
+    const json& distributed = invocation.resolved.spec.at("distributed");
+    result.summary["world_size"] =
+        distributed.at("nnodes").get<std::int64_t>() * distributed.at("nproc_per_node").get<std::int64_t>();
+    if (!invocation.drift.empty()) {
+      result.summary["drift"] = env::verify_rows_json(invocation.drift);
+    }
+    store.set_summary(run.id, result.summary.dump());
+    result.run = store.run(run.id);
+  } catch (const util::Failure& error) {
+    std::cerr << fmt::format("expctl: error: cannot record how run {} ended ({}): {}; it shows as lost and "
+                             "`expctl resume {}` continues it once the store is writable\n",
+                             run.id, verdict.root_cause.substr(0, verdict.root_cause.find('\n')), error.what(),
+                             run.id);
+    result.exit_code = util::ExitCode::run_failed;
+    result.run = run;
+    result.run->status = verdict.status;
+    result.run->root_cause = verdict.root_cause;
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Supervising this node's ranks.
+
+std::vector<std::string> worker_argv(const Invocation& invocation) {
+  std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "worker", "--run-dir",
+                                   invocation.run.run_dir.string()};
+  if (invocation.resume) {
+    argv.emplace_back("--resume");
+  }
+  return argv;
+}
+
+launch::LaunchPlan plan_for(const Invocation& invocation) {
+  auto request = node_request(invocation.resolved);
+  if (invocation.rendezvous) {
+    request.rendezvous_file = invocation.rendezvous->file.string();
+  }
+  return launch::make_launch_plan(request);
+}
+
+// A rank silent this long has stopped (its heartbeat thread beats every second even while a
+// collective waits): well inside the collective timeout, so the stopped rank is named rather
+// than the healthy peer whose collective timed out waiting for it.
+std::chrono::milliseconds heartbeat_timeout(const json& spec) {
+  const auto timeout_s = spec.at("distributed").at("timeout_s").get<std::int64_t>();
+  return std::chrono::seconds(std::clamp<std::int64_t>(timeout_s / 3, 5, 60));
+}
+
+void record_ranks(Recorder& recorder, const Invocation& invocation, const launch::LaunchPlan& plan,
+                  const std::vector<pid_t>& pids) {
+  recorder.post([id = invocation.run.id, plan, pids, host = host_name()](store::Store& store) {
+    std::map<int, bool> known;
+    for (const auto& rank : store.ranks(id)) {
+      known[rank.rank] = true;
+    }
+    for (std::size_t index = 0; index < plan.ranks.size() && index < pids.size(); ++index) {
+      const int rank = plan.ranks[index].rank;
+      if (known.contains(rank)) {
+        store.update_rank(id, rank, store::RunStatus::running, std::nullopt, std::nullopt);
+      } else {
+        store.add_rank(id, store::RankRecord{.rank = rank, .host = host, .pid = pids[index]});
+      }
+    }
+  });
+}
+
+launch::SupervisorOptions supervisor_options(const Invocation& invocation, Console& console, Recorder& recorder) {
+  launch::SupervisorOptions options;
+  options.log_dir = invocation.run.run_dir / "logs";
+  options.grace_period = std::chrono::seconds(3);
+  options.heartbeat_timeout = heartbeat_timeout(invocation.resolved.spec);
+  options.console = [&console](std::string_view line) { console.line(line); };
+  options.on_record = [&recorder](int rank, std::string_view payload) { recorder.on_record(rank, payload); };
+  options.abort_check = [&recorder]() -> std::optional<std::string> {
+    const auto fatal = recorder.fatal_error();
+    return fatal ? std::optional<std::string>("cannot record the run's metrics: " + *fatal) : std::nullopt;
+  };
+  options.on_rank_exit = [&recorder, id = invocation.run.id](const launch::RankExit& exit) {
+    recorder.post([id, exit](store::Store& store) {
+      store.update_rank(id, exit.rank, rank_status(exit),
+                        exit.exit_code >= 0 ? std::optional<int>(exit.exit_code) : std::nullopt,
+                        exit.signal != 0 ? std::optional<int>(exit.signal) : std::nullopt);
+    });
+  };
+  return options;
+}
+
+struct Supervised {
+  Verdict verdict;
+  std::optional<double> time_to_first_step;
+};
+
+Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console) {
+  const launch::LaunchPlan plan = plan_for(invocation);
+  Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
+  const auto options = supervisor_options(invocation, console, recorder);
+  if (!invocation.quiet) {
+    std::cerr << fmt::format("run {} {}: {} rank(s) on this node, world size {}, logs in {}\n", invocation.run.id,
+                             invocation.resume ? "resumed" : "started", plan.ranks.size(), plan.world_size,
+                             options.log_dir.string());
+  }
+  Supervised result;
+  try {
+    launch::Supervisor supervisor(options);
+    supervisor.start(launch::rank_specs(plan, worker_argv(invocation)));
+    record_ranks(recorder, invocation, plan, supervisor.pids());
+    const auto outcome = supervisor.wait();
+    result.verdict = verdict_of(outcome, recorder.divergence(), recorder.last_steps());
+  } catch (const util::Failure& error) {
+    result.verdict = {store::RunStatus::failed, util::ExitCode::run_failed, error.what()};
+  }
+  console.finish();
+  recorder.drain();
+  result.time_to_first_step = recorder.time_to_first_step();
+  return result;  // the recorder's thread ends here, before anyone else uses the store
+}
+
+RunResult supervise(store::Store& store, const Invocation& invocation) {
+  Console console(invocation.quiet);
+  const auto supervised = run_supervisor(store, invocation, console);
+  return conclude(store, invocation, supervised.verdict, supervised.time_to_first_step);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Under an external launcher: this process is one rank; global rank 0 records the run.
+
+train::TrainerConfig external_config(const spec::Spec& spec, const launch::RankIdentity& identity) {
+  auto config = train_options(spec.values(), identity);
+  config.report_steps_from_rank = 1;  // only rank 0 records: it reports every other rank's steps
+  return config;
+}
+
+void print_line(const std::string& line) { std::cerr << line << std::endl; }
+
+RunResult external_other_rank(const train::TrainerConfig& config) {
+  RunResult result;
+  try {
+    const auto trained = train::run_worker(config, mark_training_started, print_line, &stop_requested());
+    result.exit_code = trained.interrupted ? util::ExitCode::interrupted : util::ExitCode::ok;
+  } catch (const train::DivergedError& error) {
+    std::cerr << "expctl: error: " << error.what() << std::endl;
+    result.exit_code = util::ExitCode::run_failed;
+  }
+  return result;
+}
+
+Verdict train_as_rank_zero(const train::TrainerConfig& config, Recorder& recorder) {
+  try {
+    const auto trained = train::run_worker(
+        config,
+        [&recorder](const json& record) {
+          mark_training_started(record);
+          recorder.on_json(0, record);
+          recorder.throw_if_fatal();  // a store that can no longer be written ends training
+        },
+        print_line, &stop_requested());
+    if (trained.interrupted) {
+      return {store::RunStatus::interrupted, util::ExitCode::interrupted, "interrupted by a signal"};
+    }
+    return {};
+  } catch (const train::DivergedError& error) {
+    const auto divergence = recorder.divergence();
+    return {store::RunStatus::diverged, util::ExitCode::run_failed,
+            (divergence ? divergence_text(*divergence) : std::string(error.what())) +
+                ": lower optim.lr, set train.grad_clip_norm, or set train.nonfinite=skip to skip such steps"};
+  } catch (const util::Failure& error) {
+    return {store::RunStatus::failed, util::ExitCode::run_failed, fmt::format("rank 0: {}", error.what())};
+  }
+}
+
+RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec, const StackCheck& stack,
+                               const launch::RankIdentity& identity) {
+  install_stop_handlers();
+  util::log::debug(util::tune_malloc_for_training());
+  auto config = external_config(spec, identity);
+  if (identity.rank != 0) {
+    return external_other_rank(config);  // only global rank 0 records; the others train and log
+  }
+  store::Store store = request.open_store();
+  Invocation invocation;
+  invocation.resolved.spec = spec.values();
+  invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
+  invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
+  invocation.resolved.node.node_rank = identity.node_rank;
+  invocation.resolved.node.master_addr = identity.master_addr;
+  invocation.resolved.node.master_port = identity.master_port;
+  invocation.drift = stack.drifted();
+  invocation.quiet = request.quiet;
+  auto tags = request.tags;
+  tags.push_back("launcher:" + identity.launcher);
+  invocation.run = record_new_run(store, spec, stack, tags, invocation.resolved);
+  store.add_rank(invocation.run.id, store::RankRecord{.rank = 0, .host = host_name(), .pid = ::getpid()});
+  config.checkpoint_dir = invocation.run.run_dir / "checkpoints";
+  Console console(request.quiet);
+  Verdict verdict;
+  std::optional<double> first_step;
+  {
+    Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
+    verdict = train_as_rank_zero(config, recorder);
+    console.finish();
+    recorder.drain();
+    first_step = recorder.time_to_first_step();
+  }
+  store.update_rank(invocation.run.id, 0, verdict.status, util::to_int(verdict.exit_code), std::nullopt);
+  return conclude(store, invocation, verdict, first_step);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+spec::LoadOptions load_options(const RunRequest& request) {
+  spec::LoadOptions load{request.overrides};
+  if (request.nnodes > 0) {
+    // --nnodes changes the world size, so it enters the spec (and its hash) like a --set would.
+    load.overrides.push_back(fmt::format("distributed.nnodes={}", request.nnodes));
+  }
+  return load;
+}
+
+RunResult refused_for_pins(const StackCheck& stack, const RunRequest& request) {
+  RunResult result;
+  result.exit_code = util::ExitCode::mismatch;
+  result.pin_rows = stack.rows;
+  result.refusal = fmt::format(
+      "{}: this machine does not match the pinned stack ({} of {} pins differ): fix the environment, or pass "
+      "--allow-drift to run anyway and record the drift on the run",
+      request.spec_file.string(), stack.drifted().size(), stack.rows.size());
+  return result;
+}
+
+launch::LaunchRequest node_of(const RunRequest& request, const spec::Spec& spec) {
+  launch::LaunchRequest node;
+  node.nnodes = static_cast<int>(spec.get_int("distributed.nnodes"));
+  node.node_rank = request.node_rank;
+  node.master_addr = request.master_addr;
+  node.master_port =
+      request.master_port >= 0 ? request.master_port : static_cast<int>(spec.get_int("distributed.master_port"));
+  return node;
+}
+
+void check_resumable(const store::RunRecord& run) {
+  using store::RunStatus;
+  if (run.status == RunStatus::interrupted || run.status == RunStatus::failed || run.status == RunStatus::lost) {
+    return;
+  }
+  if (run.status == RunStatus::diverged) {
+    throw util::UsageError(fmt::format("run {} diverged ({}): resuming would repeat the same steps; change the spec "
+                                       "(e.g. --set optim.lr=...) and start a new run",
+                                       run.id, run.root_cause.substr(0, run.root_cause.find('\n'))));
+  }
+  throw util::UsageError(fmt::format("run {} is {}: only an interrupted, failed or lost run can be resumed", run.id,
+                                     store::to_string(run.status)));
+}
+
+// Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
+// on all of them (the ranks then pick that step collectively, across nodes too).
+void check_checkpoints(const Invocation& invocation) {
+  std::vector<int> ranks;
+  for (const auto& rank : plan_for(invocation).ranks) {
+    ranks.push_back(rank.rank);
+  }
+  std::string problem;
+  train::common_resume_step(invocation.run.run_dir / "checkpoints", ranks, &problem);
+  if (!problem.empty()) {
+    throw util::UsageError(fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
+                                       "so start a new run",
+                                       invocation.run.id, problem));
+  }
+}
+
+}  // namespace
+
+RunResult run_spec(const RunRequest& request) {
+  // Validation first: a bad spec exits 2 before anything is recorded.
+  const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
+  const StackCheck stack = check_pinned_stack(spec);
+  if (!stack.drifted().empty() && !request.allow_drift) {
+    return refused_for_pins(stack, request);
+  }
+  if (const auto identity = launch::detect_launcher(launch::current_environment())) {
+    return run_as_external_rank(request, spec, stack, *identity);
+  }
+  Invocation invocation;
+  invocation.resolved.spec = spec.values();
+  // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
+  invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
+  invocation.resolved.node = node_of(request, spec);
+  // The rendezvous is prepared before anything is recorded: a port in use leaves no trace.
+  invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
+  invocation.drift = stack.drifted();
+  invocation.quiet = request.quiet;
+  store::Store store = request.open_store();
+  invocation.run = record_new_run(store, spec, stack, request.tags, invocation.resolved);
+  return supervise(store, invocation);
+}
+
+RunResult resume_run(const ResumeRequest& request) {
+  store::Store store = request.open_store();
+  Invocation invocation;
+  invocation.run = store.find_run(request.selector);
+  check_resumable(invocation.run);
+  invocation.resolved = read_resolved_run(invocation.run.run_dir);
+  // A resumed run continues bit for bit only on the stack it started on.
+  const auto drift = resume_drift(store, invocation.run, invocation.resolved);
+  if (!drift.empty() && !request.allow_drift) {
+    RunResult result;
+    result.exit_code = util::ExitCode::mismatch;
+    result.stack_drift = drift;
+    result.refusal = fmt::format(
+        "run {} was recorded on a different stack ({} fingerprint field(s) differ): resume it where it started, or "
+        "pass --allow-drift to continue anyway and record the drift on the run",
+        invocation.run.id, drift.size());
+    return result;
+  }
+  check_checkpoints(invocation);
+  if (invocation.resolved.node.nnodes == 1) {
+    invocation.resolved.node.master_port = 0;  // the old port may be taken by now
+  }
+  invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
+  invocation.resume = true;
+  invocation.quiet = request.quiet;
+  store.resume_run(invocation.run.id);
+  for (const auto& row : drift) {
+    store.add_tag(invocation.run.id, "drift:" + row.field);
+  }
+  return supervise(store, invocation);
+}
+
+}  // namespace expctl::run

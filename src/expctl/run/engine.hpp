@@ -1,0 +1,76 @@
+#pragma once
+/// The run lifecycle's entry points. `expctl run`, `resume` and `worker`, ranks under an external
+/// launcher (torchrun, mpirun, srun) and `expctl nightly` all call these in-process; the CLI only
+/// parses options and prints results.
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/env/diff.hpp"
+#include "expctl/env/verify.hpp"
+#include "expctl/store/store.hpp"
+#include "expctl/util/exit_code.hpp"
+
+namespace expctl::run {
+
+/// Opens the results store the run is recorded in (the CLI's --db / EXPCTL_DB).
+using OpenStore = std::function<store::Store()>;
+
+/// What `expctl run SPEC` asks for.
+struct RunRequest {
+  std::filesystem::path spec_file;
+  std::vector<std::string> overrides;  ///< --set key=value
+  std::vector<std::string> tags;       ///< --tag, on top of the spec's tags
+  bool allow_drift = false;
+  int nnodes = 0;  ///< 0: the spec's distributed.nnodes
+  int node_rank = 0;
+  std::string master_addr;
+  int master_port = -1;  ///< -1: the spec's distributed.master_port
+  OpenStore open_store;
+  bool quiet = false;
+};
+
+/// What `expctl resume RUN` asks for.
+struct ResumeRequest {
+  std::string selector;
+  bool allow_drift = false;
+  OpenStore open_store;
+  bool quiet = false;
+};
+
+/// How an invocation ended.
+struct RunResult {
+  util::ExitCode exit_code = util::ExitCode::ok;
+  /// The run as recorded at the end; none when it was refused before anything was recorded, or
+  /// for a rank other than 0 under an external launcher.
+  std::optional<store::RunRecord> run;
+  nlohmann::json summary = nlohmann::json::object();
+  /// Refused because the machine differs from the spec's pins (exit 3): every pin row.
+  std::vector<env::VerifyRow> pin_rows;
+  /// Refused because the machine differs from the run's recorded fingerprint (exit 3).
+  std::vector<env::DiffRow> stack_drift;
+  /// With pin_rows or stack_drift: the one-line error to print.
+  std::string refusal;
+};
+
+/// Validates the spec, holds the machine against its pins, records a new run and trains it on
+/// this node's ranks (or, under an external launcher, as this process's rank). Input errors
+/// throw util::Failure (exit 2) before anything is recorded.
+RunResult run_spec(const RunRequest& request);
+
+/// Continues a run that is interrupted, failed or lost, from the newest checkpoint step every
+/// rank holds intact. Throws UsageError (exit 2, the run untouched) for a run that cannot be
+/// resumed, naming why (status, or the unusable checkpoint file).
+RunResult resume_run(const ResumeRequest& request);
+
+/// One rank started by expctl's supervisor (`expctl worker`): trains and reports through the
+/// control channel. Returns the process's exit code (launch::k_diverged_exit_code when the loss
+/// stopped being finite).
+int run_rank(const std::filesystem::path& run_dir, bool resume);
+
+}  // namespace expctl::run

@@ -1,0 +1,98 @@
+// One rank started by expctl's supervisor (`expctl worker`): reads the resolved spec from the
+// run folder, trains, and reports through its control channel. Ranks never open the database.
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "expctl/launch/rank_channel.hpp"
+#include "expctl/launch/supervisor.hpp"
+#include "expctl/run/engine.hpp"
+#include "expctl/run/resolved_run.hpp"
+#include "expctl/run/signals.hpp"
+#include "expctl/run/train_options.hpp"
+#include "expctl/train/worker.hpp"
+#include "expctl/util/atomic_file.hpp"
+#include "expctl/util/log.hpp"
+#include "expctl/util/malloc_tuning.hpp"
+
+namespace expctl::run {
+namespace {
+
+/// Beats once a second until destroyed, so a frozen rank (not a slow step, nor one waiting in a
+/// collective) is what the supervisor's heartbeat timeout catches.
+class HeartbeatThread {
+ public:
+  explicit HeartbeatThread(launch::RankChannel& channel)
+      : m_thread([this, &channel] {
+          std::unique_lock lock(m_mutex);
+          while (!m_done) {
+            channel.heartbeat();
+            m_wake.wait_for(lock, std::chrono::seconds(1));
+          }
+        }) {}
+  ~HeartbeatThread() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_done = true;
+    }
+    m_wake.notify_all();
+    m_thread.join();
+  }
+  HeartbeatThread(const HeartbeatThread&) = delete;
+  HeartbeatThread& operator=(const HeartbeatThread&) = delete;
+
+ private:
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_done = false;
+  std::thread m_thread;
+};
+
+train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const launch::RankIdentity& identity,
+                                 bool resume) {
+  auto config = train_options(read_resolved_run(run_dir).spec, identity);
+  // Other nodes' ranks are recorded by their own expctl run; node 0's gets their steps too.
+  config.report_steps_from_rank = identity.world_size > identity.local_world_size ? identity.local_world_size : 0;
+  config.checkpoint_dir = run_dir / "checkpoints";
+  config.resume = resume;
+  return config;
+}
+
+}  // namespace
+
+int run_rank(const std::filesystem::path& run_dir, bool resume) {
+  install_stop_handlers();
+  util::log::debug(util::tune_malloc_for_training());
+  auto channel = launch::RankChannel::from_environment(launch::current_environment());
+  HeartbeatThread heartbeat(channel);
+  const auto& identity = channel.identity();
+  // The pid file lets tools (and tests) find a rank without guessing by name.
+  (void)util::write_file_atomic(run_dir / "logs" / fmt::format("rank-{}.pid", identity.rank),
+                                std::to_string(::getpid()) + "\n");
+  const auto config = rank_config(run_dir, identity, resume);
+  try {
+    const auto result = train::run_worker(
+        config,
+        [&channel](const nlohmann::json& record) {
+          mark_training_started(record);
+          channel.record(record.dump());
+        },
+        [](const std::string& line) { std::cout << line << std::endl; }, &stop_requested());
+    if (result.interrupted) {
+      std::cout << fmt::format("interrupted after step {}: checkpoint written", result.steps) << std::endl;
+      return launch::k_interrupted_exit_code;
+    }
+    return 0;
+  } catch (const train::DivergedError& error) {
+    std::cerr << "expctl: error: " << error.what() << std::endl;
+    return launch::k_diverged_exit_code;
+  }
+}
+
+}  // namespace expctl::run

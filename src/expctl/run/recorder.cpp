@@ -1,0 +1,267 @@
+#include "expctl/run/recorder.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "expctl/util/error.hpp"
+
+namespace expctl::run {
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr std::size_t k_batch_points = 4096;
+constexpr auto k_batch_interval = std::chrono::milliseconds(500);
+constexpr auto k_busy_pause = std::chrono::milliseconds(500);
+
+double seconds_since(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+}  // namespace
+
+bool is_store_busy(const util::Failure& error) {
+  return std::string_view(error.what()).find("still in use by another process") != std::string_view::npos;
+}
+
+Recorder::Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, Console& console,
+                   SteadyClock::time_point start)
+    : m_store(store),
+      m_run_id(std::move(run_id)),
+      m_run_dir(std::move(run_dir)),
+      m_console(console),
+      m_start(start),
+      m_thread([this] { writer_loop(); }) {}
+
+Recorder::~Recorder() {
+  drain();
+  {
+    std::lock_guard lock(m_mutex);
+    m_done = true;
+  }
+  m_wake.notify_all();
+  m_thread.join();
+}
+
+void Recorder::on_record(int rank, std::string_view payload) {
+  const json record = json::parse(payload, nullptr, false);
+  if (!record.is_discarded() && record.is_object()) {
+    on_json(rank, record);  // anything else is not ours: the protocol lets ranks send other lines
+  }
+}
+
+void Recorder::throw_if_fatal() const {
+  if (const auto fatal = fatal_error()) {
+    throw util::StoreError(*fatal, util::ExitCode::run_failed);
+  }
+}
+
+void Recorder::on_json(int rank, const json& record) {
+  const std::string kind = record.value("t", "");
+  if (kind == "step") {
+    if (const auto step = train::decode_step(record)) {
+      on_step(rank, *step);
+    }
+  } else if (kind == "eval" && rank == 0) {
+    if (const auto eval = train::decode_eval(record)) {
+      std::lock_guard lock(m_mutex);
+      m_points.push_back({0, eval->step, "eval_loss", eval->loss});
+      m_points.push_back({0, eval->step, "eval_accuracy", eval->accuracy});
+    }
+  } else if (kind == "remote_steps" && rank == 0) {
+    on_remote_steps(record);
+  } else if (kind == "checkpoint") {
+    on_checkpoint(record);
+  } else if (kind == "start" && rank == 0) {
+    m_console.set_world_size(record.value("world_size", 1));
+    m_console.set_total(record.value("total_steps", std::int64_t{0}));
+  }
+  enqueue_points();
+  note_if_locked();
+}
+
+// A write that has not returned for a while is waiting for another process's lock (the store
+// retries inside the call): say so, then every k_locked_note_every.
+void Recorder::note_if_locked() {
+  std::unique_lock lock(m_mutex);
+  const auto now = SteadyClock::now();
+  if (!m_writing || now - m_write_started < k_locked_note_after ||
+      (m_locked_noted && now - *m_locked_noted < k_locked_note_every)) {
+    return;
+  }
+  m_locked_noted = now;
+  const double waited = std::chrono::duration<double>(now - m_write_started).count();
+  lock.unlock();
+  m_console.note(fmt::format("the results store {} is locked by another process ({:.0f} s so far); training goes "
+                             "on and its records are kept until the lock is released",
+                             m_store.path().string(), waited),
+                 true);
+}
+
+void Recorder::on_step(int rank, const train::StepMetrics& step) {
+  push_points(rank, step);
+  if (rank == 0) {
+    std::lock_guard lock(m_mutex);
+    if (!m_time_to_first_step) {
+      m_time_to_first_step = seconds_since(m_start) - step.step_time_s;
+    }
+  }
+  if (rank == 0) {
+    m_console.step(step);
+  }
+}
+
+void Recorder::push_points(int rank, const train::StepMetrics& step) {
+  std::lock_guard lock(m_mutex);
+  for (const auto& field : train::step_fields()) {
+    if (field.metric != nullptr) {
+      m_points.push_back({rank, step.step, field.metric, field.get(step) * field.scale});
+    }
+  }
+  m_steps[rank] = std::max(m_steps[rank], step.step);
+  if (!std::isfinite(step.loss) && (!m_divergence || m_divergence->step == step.step)) {
+    if (!m_divergence) {
+      m_divergence = Divergence{step.step, {}};
+    }
+    m_divergence->losses[rank] = step.loss;
+  }
+}
+
+void Recorder::on_checkpoint(const json& record) {
+  const std::filesystem::path path = record.value("path", "");
+  const auto relative = path.lexically_relative(m_run_dir);
+  store::ArtifactRecord artifact{relative.empty() ? path.string() : relative.string(), record.value("sha256", ""),
+                                 record.value("size_bytes", std::int64_t{0})};
+  post([artifact, id = m_run_id](store::Store& store) { store.add_artifact(id, artifact); });
+}
+
+void Recorder::on_remote_steps(const json& record) {
+  const int rank = record.value("rank", -1);
+  if (rank <= 0 || !record.contains("rows") || !record["rows"].is_array()) {
+    return;
+  }
+  for (const auto& row : record["rows"]) {
+    if (const auto step = train::decode_row(row)) {
+      push_points(rank, *step);
+    }
+  }
+}
+
+// Moves the pending points into the queue as one write, when there are enough or enough time
+// has passed (a fast run costs a few transactions a second, not one per step).
+void Recorder::enqueue_points() {
+  std::lock_guard lock(m_mutex);
+  if (m_points.empty() ||
+      (m_points.size() < k_batch_points && SteadyClock::now() - m_last_enqueue < k_batch_interval)) {
+    return;
+  }
+  m_last_enqueue = SteadyClock::now();
+  m_queue.push_back([points = std::move(m_points), id = m_run_id](store::Store& store) {
+    store.append_metrics(id, points);
+  });
+  m_points.clear();
+  m_wake.notify_all();
+}
+
+void Recorder::post(Write write) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_last_enqueue = SteadyClock::time_point{};  // the points before this write go first
+  }
+  enqueue_points();
+  std::lock_guard lock(m_mutex);
+  m_queue.push_back(std::move(write));
+  m_wake.notify_all();
+}
+
+void Recorder::drain() {
+  post([](store::Store&) {});  // flushes the pending points
+  std::unique_lock lock(m_mutex);
+  while (!m_idle.wait_for(lock, std::chrono::seconds(1),
+                          [this] { return (m_queue.empty() && !m_writing) || m_fatal.has_value(); })) {
+    lock.unlock();
+    note_if_locked();
+    lock.lock();
+  }
+}
+
+std::optional<std::string> Recorder::fatal_error() const {
+  std::lock_guard lock(m_mutex);
+  return m_fatal;
+}
+
+std::optional<double> Recorder::time_to_first_step() const {
+  std::lock_guard lock(m_mutex);
+  return m_time_to_first_step;
+}
+
+std::optional<Divergence> Recorder::divergence() const {
+  std::lock_guard lock(m_mutex);
+  return m_divergence;
+}
+
+std::map<int, std::int64_t> Recorder::last_steps() const {
+  std::lock_guard lock(m_mutex);
+  return m_steps;
+}
+
+void Recorder::writer_loop() {
+  auto last_heartbeat = SteadyClock::now();
+  std::unique_lock lock(m_mutex);
+  while (true) {
+    // After a fatal error nothing more is written: the queue is kept, only `done` ends the loop.
+    m_wake.wait_for(lock, k_batch_interval, [this] { return (!m_queue.empty() && !m_fatal) || m_done; });
+    if (m_done && (m_queue.empty() || m_fatal)) {
+      return;
+    }
+    if (SteadyClock::now() - last_heartbeat >= k_store_heartbeat_every && !m_fatal) {
+      last_heartbeat = SteadyClock::now();
+      m_queue.push_front([id = m_run_id](store::Store& store) { store.heartbeat(id); });
+    }
+    if (m_queue.empty() || m_fatal) {
+      m_idle.notify_all();
+      continue;
+    }
+    Write write = std::move(m_queue.front());
+    m_queue.pop_front();
+    m_writing = true;
+    m_write_started = SteadyClock::now();
+    lock.unlock();
+    const bool ok = write_one(write);
+    lock.lock();
+    m_writing = false;
+    if (m_locked_noted) {
+      m_locked_noted.reset();
+      lock.unlock();
+      m_console.note("the results store is writable again; the buffered records are stored", true);
+      lock.lock();
+    }
+    if (!ok) {
+      m_queue.push_front(std::move(write));  // kept: the store may come back (never with m_fatal)
+    }
+    m_idle.notify_all();
+  }
+}
+
+// One write, retried for as long as the store stays locked by another process (the store's own
+// retries end after a while). False when it failed for good (m_fatal is then set).
+bool Recorder::write_one(Write& write) {
+  while (true) {
+    try {
+      write(m_store);
+      return true;
+    } catch (const util::Failure& error) {
+      if (!is_store_busy(error)) {
+        std::lock_guard lock(m_mutex);
+        m_fatal = error.what();
+        return false;
+      }
+      note_if_locked();
+      std::this_thread::sleep_for(k_busy_pause);
+    }
+  }
+}
+
+}  // namespace expctl::run

@@ -1,0 +1,35 @@
+#pragma once
+/// Where this node's ranks meet, prepared by the launcher before anything is recorded
+/// (torchrun's agent-store model): a single node's ranks share a c10d FileStore in a private file;
+/// node 0 of several hosts the TCPStore every rank joins; other nodes host nothing.
+
+#include <filesystem>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/launch/launch_plan.hpp"
+
+namespace expctl::train {
+class StoreServer;
+}
+
+namespace expctl::run {
+
+struct Rendezvous {
+  /// Several nodes, node 0: the TCPStore every rank joins (train/store_server.hpp).
+  std::unique_ptr<train::StoreServer> server;
+  /// A single node: the file of the c10d FileStore the ranks share (0600, in the temporary
+  /// directory; nothing listens on the network). Removed with this object.
+  std::filesystem::path file;
+  Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+  ~Rendezvous();
+};
+
+/// Prepares the rendezvous for `node` (its master_port is set to the bound port on node 0). A
+/// port in use is an input error (exit 2) naming it.
+std::shared_ptr<Rendezvous> host_rendezvous(launch::LaunchRequest& node, const nlohmann::json& spec);
+
+}  // namespace expctl::run

@@ -1,0 +1,33 @@
+#pragma once
+/// The resolved run: what the ranks (and `expctl resume`) read back from the run folder's
+/// resolved.json — the spec's values with every default filled in, the spec file, and how this
+/// node takes part (a launch::LaunchRequest: the one type for a node's placement).
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/launch/launch_plan.hpp"
+
+namespace expctl::run {
+
+/// Name of the file in a run folder that holds the resolved spec and how the node was launched.
+inline constexpr const char* k_resolved_file = "resolved.json";
+
+struct ResolvedRun {
+  nlohmann::json spec;    ///< spec::Spec::values(): every field, defaults filled in
+  std::string spec_file;  ///< absolute
+  /// nnodes, node_rank, master_addr, master_port (nproc_per_node comes from the spec).
+  launch::LaunchRequest node;
+};
+
+/// Writes `run` atomically to `run_dir`/resolved.json. Throws StoreError when it cannot.
+void write_resolved_run(const std::filesystem::path& run_dir, const ResolvedRun& run);
+/// Reads `run_dir`/resolved.json. Throws UsageError naming the file when missing or malformed.
+ResolvedRun read_resolved_run(const std::filesystem::path& run_dir);
+
+/// The node's launch request for `spec` (nproc_per_node from distributed.nproc_per_node).
+launch::LaunchRequest node_request(const ResolvedRun& run);
+
+}  // namespace expctl::run

@@ -1,0 +1,118 @@
+#include "expctl/run/train_options.hpp"
+
+#include <fmt/format.h>
+
+#include "expctl/util/error.hpp"
+
+namespace expctl::run {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::int64_t> int_list(const json& value) { return value.get<std::vector<std::int64_t>>(); }
+
+train::DatasetOptions dataset_options(const json& spec) {
+  const json& data = spec.at("data");
+  train::DatasetOptions options;
+  options.kind = train::parse_dataset_kind(data.at("dataset").get<std::string>());
+  options.root = data.at("root").get<std::string>();
+  options.normalize = data.at("normalize").get<bool>();
+  options.synthetic_size = data.at("num_samples").get<std::int64_t>();
+  options.synthetic_classes = data.at("num_classes").get<std::int64_t>();
+  options.synthetic_shape = int_list(data.at("input_shape"));
+  options.seed = spec.at("seed").get<std::uint64_t>();
+  return options;
+}
+
+train::ModelOptions model_options(const json& model) {
+  train::ModelOptions options;
+  options.kind = train::parse_model_kind(model.at("arch").get<std::string>());
+  options.hidden = int_list(model.at("hidden_sizes"));
+  options.channels = int_list(model.at("channels"));
+  options.dropout = model.at("dropout").get<double>();
+  return options;
+}
+
+train::OptimizerOptions optimizer_options(const json& optim) {
+  train::OptimizerOptions options;
+  options.kind = train::parse_optimizer_kind(optim.at("name").get<std::string>());
+  options.lr = optim.at("lr").get<double>();
+  options.weight_decay = optim.at("weight_decay").get<double>();
+  options.momentum = optim.at("momentum").get<double>();
+  options.nesterov = optim.at("nesterov").get<bool>();
+  const auto betas = optim.at("betas").get<std::vector<double>>();
+  options.beta1 = betas.at(0);
+  options.beta2 = betas.at(1);
+  options.eps = optim.at("eps").get<double>();
+  return options;
+}
+
+train::ScheduleOptions schedule_options(const json& schedule) {
+  train::ScheduleOptions options;
+  options.kind = train::parse_schedule_kind(schedule.at("name").get<std::string>());
+  options.warmup_steps = schedule.at("warmup_steps").get<std::int64_t>();
+  options.step_size = schedule.at("step_size").get<std::int64_t>();
+  options.gamma = schedule.at("gamma").get<double>();
+  options.min_lr = schedule.at("min_lr").get<double>();
+  return options;
+}
+
+train::ProcessGroupOptions group_options(const json& distributed, const launch::RankIdentity& placement) {
+  train::ProcessGroupOptions options;
+  options.placement = placement;
+  options.backend = train::parse_backend_request(distributed.at("backend").get<std::string>());
+  options.timeout = std::chrono::seconds(distributed.at("timeout_s").get<std::int64_t>());
+  return options;
+}
+
+train::DdpOptions ddp_options(const json& distributed) {
+  train::DdpOptions options;
+  options.bucket_cap_bytes =
+      static_cast<std::int64_t>(distributed.at("bucket_cap_mb").get<double>() * 1024.0 * 1024.0);
+  options.compression = train::parse_grad_compression(distributed.at("grad_compression").get<std::string>());
+  return options;
+}
+
+void train_section(const json& train, train::TrainerConfig& config) {
+  config.epochs = train.at("epochs").get<std::int64_t>();
+  config.max_steps = train.at("max_steps").get<std::int64_t>();
+  config.grad_accum_steps = train.at("grad_accum_steps").get<std::int64_t>();
+  config.amp = train.at("amp").at("enabled").get<bool>();
+  config.amp_dtype = train.at("amp").at("dtype").get<std::string>() == "fp16" ? train::AmpDtype::fp16
+                                                                               : train::AmpDtype::bf16;
+  config.grad_clip_norm = train.at("grad_clip_norm").get<double>();
+  config.nonfinite = train::parse_nonfinite_policy(train.value("nonfinite", std::string("fail")));
+  config.eval_every = train.at("eval_every").get<std::int64_t>();
+  config.checkpoint_every = train.at("checkpoint_every").get<std::int64_t>();
+}
+
+train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& placement) {
+  const json& data = spec.at("data");
+  train::TrainerConfig config;
+  config.group = group_options(spec.at("distributed"), placement);
+  config.seed = spec.at("seed").get<std::uint64_t>();
+  config.strict_determinism = spec.at("determinism").get<std::string>() == "strict";
+  config.data = dataset_options(spec);
+  config.batch_size = data.at("batch_size").get<std::int64_t>();
+  config.shuffle = data.at("shuffle").get<bool>();
+  config.drop_last = data.at("drop_last").get<bool>();
+  config.model = model_options(spec.at("model"));
+  config.optim = optimizer_options(spec.at("optim"));
+  config.schedule = schedule_options(spec.at("schedule"));
+  train_section(spec.at("train"), config);
+  config.ddp = ddp_options(spec.at("distributed"));
+  config.log_every = spec.at("metrics").at("log_every").get<std::int64_t>();
+  return config;
+}
+
+}  // namespace
+
+train::TrainerConfig train_options(const json& spec, const launch::RankIdentity& placement) {
+  try {
+    return map_spec(spec, placement);
+  } catch (const json::exception& error) {
+    throw util::TrainError(fmt::format("the resolved spec handed to the rank is incomplete: {}", error.what()));
+  }
+}
+
+}  // namespace expctl::run

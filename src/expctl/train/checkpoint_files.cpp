@@ -1,0 +1,205 @@
+#include "expctl/train/checkpoint_files.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "expctl/util/atomic_file.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/sha256.hpp"
+
+namespace expctl::train {
+namespace {
+
+using nlohmann::json;
+
+std::filesystem::path index_path(const std::filesystem::path& checkpoint) {
+  auto path = checkpoint;
+  return path.replace_extension(".json");
+}
+
+std::optional<CheckpointFile> read_index(const std::filesystem::path& index) {
+  const auto text = util::read_file(index);
+  if (!text) {
+    return std::nullopt;
+  }
+  const json document = json::parse(*text, nullptr, false);
+  if (!document.is_object() || !document.contains("step") || !document.contains("sha256")) {
+    return std::nullopt;
+  }
+  CheckpointFile file;
+  file.rank = document.value("rank", -1);
+  file.step = document.value("step", std::int64_t{-1});
+  file.sha256 = document.value("sha256", "");
+  file.size_bytes = document.value("size_bytes", std::int64_t{-1});
+  file.path = std::filesystem::path(index).replace_extension(".pt");
+  return file;
+}
+
+// "rank3-step120.pt" -> rank 3; nullopt for other names.
+std::optional<int> rank_of(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  int rank = -1;
+  long long step = -1;
+  char tail[8] = {};
+  if (std::sscanf(name.c_str(), "rank%d-step%lld.%7s", &rank, &step, tail) != 3 || rank < 0) {
+    return std::nullopt;
+  }
+  return rank;
+}
+
+}  // namespace
+
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int rank, std::int64_t step) {
+  return dir / fmt::format("rank{}-step{}.pt", rank, step);
+}
+
+void write_checkpoint_index(const CheckpointFile& file) {
+  const json document = {
+      {"rank", file.rank}, {"step", file.step}, {"sha256", file.sha256}, {"size_bytes", file.size_bytes}};
+  const auto path = index_path(file.path);
+  const auto written = util::write_file_atomic(path, document.dump() + "\n");
+  EXPCTL_CHECK(written.has_value(), util::TrainError, "{}: cannot write the checkpoint index: {}", path.string(),
+               written.has_value() ? "" : written.error().message);
+}
+
+std::vector<CheckpointFile> list_checkpoints(const std::filesystem::path& dir, int rank) {
+  std::vector<CheckpointFile> files;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().extension() != ".json" || rank_of(entry.path()) != rank) {
+      continue;
+    }
+    if (auto file = read_index(entry.path()); file && file->rank == rank && file->step >= 0) {
+      files.push_back(std::move(*file));
+    }
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  return files;
+}
+
+std::string verify_checkpoint(const CheckpointFile& file) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(file.path, error);
+  if (error) {
+    return fmt::format("{}: missing ({})", file.path.string(), error.message());
+  }
+  if (static_cast<std::int64_t>(size) != file.size_bytes) {
+    return fmt::format("{}: {} bytes, its index says {} (the file is truncated or was replaced)",
+                       file.path.string(), size, file.size_bytes);
+  }
+  const auto sha = util::sha256_file(file.path);
+  if (!sha || *sha != file.sha256) {
+    return fmt::format("{}: SHA-256 differs from its index (the file is corrupt)", file.path.string());
+  }
+  return {};
+}
+
+std::optional<CheckpointFile> newest_intact(const std::filesystem::path& dir, int rank,
+                                            std::vector<std::string>* problems) {
+  for (auto& file : list_checkpoints(dir, rank)) {
+    auto problem = verify_checkpoint(file);
+    if (problem.empty()) {
+      return std::move(file);
+    }
+    if (problems != nullptr) {
+      problems->push_back(std::move(problem));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<CheckpointFile> intact_at(const std::filesystem::path& dir, int rank, std::int64_t step,
+                                        std::string* problem) {
+  for (auto& file : list_checkpoints(dir, rank)) {
+    if (file.step != step) {
+      continue;
+    }
+    auto found = verify_checkpoint(file);
+    if (found.empty()) {
+      return std::move(file);
+    }
+    if (problem != nullptr) {
+      *problem = std::move(found);
+    }
+    return std::nullopt;
+  }
+  if (problem != nullptr) {
+    *problem = fmt::format("{}: missing (rank {} has no checkpoint of step {})",
+                           checkpoint_path(dir, rank, step).string(), rank, step);
+  }
+  return std::nullopt;
+}
+
+void prune_checkpoints(const std::filesystem::path& dir, int rank) {
+  const auto files = list_checkpoints(dir, rank);
+  std::set<std::string> kept;
+  for (std::size_t i = 0; i < files.size() && i < k_checkpoints_kept; ++i) {
+    kept.insert(files[i].path.stem().string());
+  }
+  std::error_code error;
+  std::vector<std::filesystem::path> doomed;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (rank_of(entry.path()) == rank && !kept.contains(entry.path().stem().string()) &&
+        (entry.path().extension() == ".pt" || entry.path().extension() == ".json")) {
+      doomed.push_back(entry.path());
+    }
+  }
+  // A .pt whose index is still to be written belongs to a write in progress: only a newer
+  // complete checkpoint makes it stale, so nothing newer than the newest kept one is removed.
+  const std::int64_t newest = files.empty() ? -1 : files.front().step;
+  for (const auto& path : doomed) {
+    long long step = 0;
+    int parsed_rank = 0;
+    if (std::sscanf(path.filename().c_str(), "rank%d-step%lld", &parsed_rank, &step) == 2 && step > newest) {
+      continue;
+    }
+    std::filesystem::remove(path, error);
+  }
+}
+
+bool has_any_checkpoint(const std::filesystem::path& dir) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().extension() == ".pt") {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<std::int64_t> common_resume_step(const std::filesystem::path& dir, const std::vector<int>& ranks,
+                                               std::string* problem) {
+  if (!has_any_checkpoint(dir)) {
+    problem->clear();
+    return std::nullopt;
+  }
+  std::optional<std::int64_t> common;
+  std::vector<std::string> problems;
+  for (const int rank : ranks) {
+    const auto newest = newest_intact(dir, rank, &problems);
+    if (!newest) {
+      *problem = problems.empty()
+                     ? fmt::format("{}: missing (rank {} has no checkpoint; other ranks do)",
+                                   checkpoint_path(dir, rank, 0).parent_path().string(), rank)
+                     : problems.front();
+      return std::nullopt;
+    }
+    common = common ? std::min(*common, newest->step) : newest->step;
+  }
+  for (const int rank : ranks) {
+    if (!intact_at(dir, rank, *common, problem)) {
+      for (const auto& passed_over : problems) {
+        *problem += "; passed over " + passed_over;
+      }
+      return std::nullopt;
+    }
+  }
+  problem->clear();
+  return common;
+}
+
+}  // namespace expctl::train

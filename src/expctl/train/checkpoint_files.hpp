@@ -1,0 +1,67 @@
+#pragma once
+/// Where a rank's checkpoints live and how they are told apart, verified and pruned, without
+/// LibTorch (the run module checks them before it starts a resume).
+///
+/// A rank writes `rank<R>-step<S>.pt` (atomically) and then its index `rank<R>-step<S>.json`
+/// ({"rank", "step", "sha256", "size_bytes"}, atomically): a checkpoint exists once its index
+/// does, and is intact when the file's size and SHA-256 match the index. Each rank keeps its two
+/// newest checkpoints, so while one rank writes step S the previous step is still complete on
+/// every rank (a rank reaches step S only after every rank finished the collectives that follow
+/// the previous checkpoint). A resume takes the newest step that every rank holds intact.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace expctl::train {
+
+/// How many checkpoints a rank keeps (the newest and the one before it).
+inline constexpr std::size_t k_checkpoints_kept = 2;
+
+/// One checkpoint as its index describes it.
+struct CheckpointFile {
+  int rank = 0;
+  std::int64_t step = 0;
+  std::filesystem::path path;  ///< the .pt file
+  std::string sha256;
+  std::int64_t size_bytes = 0;
+};
+
+/// dir/rank<R>-step<S>.pt
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int rank, std::int64_t step);
+
+/// Writes the index of `file` (after the .pt is in place); throws TrainError naming the path.
+void write_checkpoint_index(const CheckpointFile& file);
+
+/// The rank's checkpoints that have an index, newest step first.
+std::vector<CheckpointFile> list_checkpoints(const std::filesystem::path& dir, int rank);
+
+/// Empty when `file` is intact; otherwise what is wrong, naming the file ("...rank1-step20.pt:
+/// SHA-256 differs from its index (the file is corrupt)").
+std::string verify_checkpoint(const CheckpointFile& file);
+
+/// The rank's newest intact checkpoint, or nullopt; `problems` collects why newer ones were
+/// passed over.
+std::optional<CheckpointFile> newest_intact(const std::filesystem::path& dir, int rank,
+                                            std::vector<std::string>* problems = nullptr);
+
+/// The rank's intact checkpoint of `step`, or nullopt (`problem` says why).
+std::optional<CheckpointFile> intact_at(const std::filesystem::path& dir, int rank, std::int64_t step,
+                                        std::string* problem = nullptr);
+
+/// Deletes the rank's checkpoints older than its k_checkpoints_kept newest (and files left by a
+/// write that never completed). Best effort: a file that cannot be removed stays.
+void prune_checkpoints(const std::filesystem::path& dir, int rank);
+
+/// True when `dir` holds any checkpoint (indexed or not) of any rank.
+bool has_any_checkpoint(const std::filesystem::path& dir);
+
+/// What a resume of `ranks` would start from: the newest step every one of them holds intact;
+/// nullopt with `problem` set when some rank has checkpoints but no step is common and intact;
+/// nullopt with `problem` empty when no rank has any checkpoint (start from step 0).
+std::optional<std::int64_t> common_resume_step(const std::filesystem::path& dir, const std::vector<int>& ranks,
+                                               std::string* problem);
+
+}  // namespace expctl::train

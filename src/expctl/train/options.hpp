@@ -1,0 +1,235 @@
+#pragma once
+/// Every option of one rank's training, as plain values: what `run::train_options` maps the spec
+/// onto (the only place where spec keys meet training) and what the trainer, datasets, models,
+/// optimizers, the process group and DDP read. This header includes no LibTorch, so the run
+/// module builds a rank's configuration without compiling torch.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "expctl/launch/rank_identity.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::train {
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+/// The spec's `data.dataset`.
+enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic };
+
+/// Parses "fashion-mnist", "mnist", "cifar10" or "synthetic"; throws TrainError otherwise.
+DatasetKind parse_dataset_kind(const std::string& text);
+/// The spec spelling of `kind`.
+const char* dataset_name(DatasetKind kind);
+
+/// Per-channel mean and standard deviation of pixels scaled to [0, 1].
+struct Normalization {
+  std::vector<float> mean;
+  std::vector<float> std;
+};
+
+/// The usual constants (e.g. Fashion-MNIST 0.2860/0.3530); synthetic data is left as is (0/1).
+Normalization default_normalization(DatasetKind kind);
+
+/// Where a dataset is looked for when the spec gives no root (Debian's dataset-fashion-mnist
+/// installs /usr/share/datasets/fashion-mnist).
+std::filesystem::path default_dataset_root(DatasetKind kind);
+
+/// What to load.
+struct DatasetOptions {
+  DatasetKind kind = DatasetKind::fashion_mnist;
+  std::filesystem::path root;  ///< empty: default_dataset_root(kind)
+  bool train = true;           ///< training split, else the test split
+  bool normalize = true;
+  // Synthetic data only:
+  std::int64_t synthetic_size = 1024;
+  std::int64_t synthetic_classes = 10;
+  std::vector<std::int64_t> synthetic_shape = {1, 28, 28};
+  std::uint64_t seed = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Model
+
+/// The spec's `model.name`.
+enum class ModelKind { mlp, cnn };
+
+/// Parses "mlp" or "cnn"; throws TrainError otherwise.
+ModelKind parse_model_kind(const std::string& text);
+
+/// Architecture knobs (the spec's `model.*`); defaults fit Fashion-MNIST.
+struct ModelOptions {
+  ModelKind kind = ModelKind::mlp;
+  /// One sample's shape: [C, H, W], or [features] for the mlp.
+  std::vector<std::int64_t> input_shape = {1, 28, 28};
+  std::int64_t num_classes = 10;
+  /// mlp: widths of the hidden layers, each followed by ReLU (and dropout).
+  std::vector<std::int64_t> hidden = {256, 128};
+  /// cnn: output channels of each block "5x5 conv (same padding), ReLU, 2x2 max-pool (, dropout)";
+  /// the default two blocks are the Fashion-MNIST benchmark's "2 Conv+pooling" shape.
+  std::vector<std::int64_t> channels = {32, 64};
+  /// cnn: width of a hidden dense layer before the linear head; 0: the head follows the blocks.
+  std::int64_t dense = 0;
+  /// Dropout probability after each hidden layer or block; 0: none.
+  double dropout = 0.0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Optimizer and schedule
+
+/// The spec's `optim.name`.
+enum class OptimizerKind { sgd, adamw };
+/// Parses "sgd" or "adamw"; throws TrainError otherwise.
+OptimizerKind parse_optimizer_kind(const std::string& text);
+
+/// Optimizer hyper-parameters (unused ones are ignored by the other kind).
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::sgd;
+  double lr = 0.01;
+  double weight_decay = 0.0;
+  double momentum = 0.0;  ///< sgd
+  bool nesterov = false;  ///< sgd; needs momentum > 0
+  double beta1 = 0.9;     ///< adamw
+  double beta2 = 0.999;   ///< adamw
+  double eps = 1e-8;      ///< adamw
+};
+
+/// The spec's `optim.schedule`.
+enum class ScheduleKind { constant, step, cosine };
+/// Parses "constant", "step" or "cosine"; throws TrainError otherwise.
+ScheduleKind parse_schedule_kind(const std::string& text);
+
+/// A schedule over optimizer steps 0..total_steps-1.
+struct ScheduleOptions {
+  ScheduleKind kind = ScheduleKind::constant;
+  std::int64_t warmup_steps = 0;  ///< lr rises linearly: base * (step + 1) / warmup_steps
+  std::int64_t total_steps = 1;   ///< cosine decays to min_lr at this step
+  std::int64_t step_size = 1;     ///< step: multiply by gamma every step_size steps after warm-up
+  double gamma = 0.1;
+  double min_lr = 0.0;            ///< cosine floor
+};
+
+// ---------------------------------------------------------------------------------------------
+// Process group and DDP
+
+/// Which collective library to use; `auto_select` picks NCCL when it is compiled in and CUDA is
+/// available, Gloo otherwise (the spec's `distributed.backend: auto`).
+enum class BackendRequest { auto_select, gloo, nccl };
+
+/// The collective library a Communicator actually runs on.
+enum class Backend { gloo, nccl };
+
+/// Name of a backend as written in specs and summaries ("gloo", "nccl").
+const char* backend_name(Backend backend);
+
+/// Parses "auto", "gloo" or "nccl"; throws TrainError naming the accepted values otherwise.
+BackendRequest parse_backend_request(const std::string& text);
+
+/// Resolves `auto_select`; throws TrainError when NCCL is requested but not available.
+Backend resolve_backend(BackendRequest request);
+
+/// Where and how to rendezvous (torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE contract).
+struct ProcessGroupOptions {
+  /// Who this rank is and where the ranks meet: rank, world size, MASTER_ADDR/PORT, whether the
+  /// launcher hosts the TCPStore (every rank joins as a client; otherwise rank 0 hosts it), or a
+  /// c10d FileStore path for ranks on one host (then nothing listens on the network).
+  launch::RankIdentity placement{.master_addr = "127.0.0.1", .launcher = "none"};
+  BackendRequest backend = BackendRequest::auto_select;
+  /// Applies to rendezvous and to every collective (the spec's `timeout_s`).
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  /// Overrides `timeout` for joining (the store and its key exchanges) when non-zero, e.g. a
+  /// short collective timeout with ranks that start slowly.
+  std::chrono::milliseconds rendezvous_timeout{0};
+  /// Gloo worker threads per device (Python uses 2 per device).
+  int gloo_threads = 2;
+  /// Store key prefix, so several groups can share one store.
+  std::string group_name = "expctl";
+};
+
+/// PyTorch's `kDefaultFirstBucketBytes`: a small first bucket so communication starts early in
+/// backward instead of after 25 MiB of gradients.
+inline constexpr std::int64_t k_default_first_bucket_bytes = 1024 * 1024;
+/// PyTorch's default `bucket_cap_mb = 25` (MiB): large enough to amortise per-collective latency.
+inline constexpr std::int64_t k_default_bucket_cap_bytes = 25 * 1024 * 1024;
+
+/// How buckets travel: as they are, or cast to float16 (the spec's `grad_compression: fp16`).
+enum class GradCompression { none, fp16 };
+
+/// Parses "none" or "fp16"; throws TrainError otherwise.
+GradCompression parse_grad_compression(const std::string& text);
+
+/// Knobs of the reducer (the spec's `distributed.*`).
+struct DdpOptions {
+  std::int64_t first_bucket_bytes = k_default_first_bucket_bytes;
+  std::int64_t bucket_cap_bytes = k_default_bucket_cap_bytes;
+  GradCompression compression = GradCompression::none;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The trainer
+
+/// Autocast dtype (the spec's `train.amp.dtype`).
+enum class AmpDtype { bf16, fp16 };
+
+/// What a step whose loss is not finite (NaN or Inf on any rank) does (the spec's
+/// `train.nonfinite`): `fail` ends the run as `diverged`; `skip` skips the optimizer step on every
+/// rank (GradScaler's semantics) and goes on, up to k_max_consecutive_skips steps in a row.
+enum class NonFinitePolicy { fail, skip };
+/// Parses "fail" or "skip"; throws TrainError otherwise.
+NonFinitePolicy parse_nonfinite_policy(const std::string& text);
+/// With `skip`: this many non-finite steps in a row end the run as `diverged` all the same.
+inline constexpr std::int64_t k_max_consecutive_skips = 100;
+
+/// The loss stopped being finite (train.nonfinite=fail, or too many skipped steps in a row).
+/// Every rank throws it after the same step: the non-finite votes travel with the gradients.
+class DivergedError : public util::TrainError {
+ public:
+  DivergedError(std::int64_t step, std::string message) : util::TrainError(std::move(message)), m_step(step) {}
+  std::int64_t step() const { return m_step; }
+
+ private:
+  std::int64_t m_step;
+};
+
+/// Everything one rank needs to train.
+struct TrainerConfig {
+  ProcessGroupOptions group;
+  std::uint64_t seed = 0;
+  bool strict_determinism = true;
+  DatasetOptions data;  ///< `train` is ignored: both splits are loaded
+  std::int64_t batch_size = 64;  ///< per rank, per micro-batch
+  bool shuffle = true;
+  bool drop_last = false;
+  ModelOptions model;
+  OptimizerOptions optim;
+  ScheduleOptions schedule;  ///< total_steps is filled in from epochs / max_steps
+  std::int64_t epochs = 1;     ///< used when max_steps is 0
+  std::int64_t max_steps = 0;
+  std::int64_t grad_accum_steps = 1;
+  bool amp = false;
+  AmpDtype amp_dtype = AmpDtype::bf16;
+  double grad_clip_norm = 0.0;  ///< 0: off
+  NonFinitePolicy nonfinite = NonFinitePolicy::fail;
+  std::int64_t eval_every = 0;  ///< 0: only at the end
+  std::int64_t eval_batch_size = 1000;
+  std::int64_t checkpoint_every = 0;  ///< 0: only at the end (and on interrupt)
+  DdpOptions ddp;
+  /// Folder for this rank's checkpoints (train/checkpoint_files.hpp); empty: no checkpoints.
+  std::filesystem::path checkpoint_dir;
+  /// Continue from the newest checkpoint step that every rank holds intact (the ranks agree on
+  /// it collectively); no checkpoint on any rank: start fresh.
+  bool resume = false;
+  /// Ranks at or above this one report their steps through rank 0: after the last step every
+  /// rank's StepMetrics of this invocation are gathered to rank 0 (one collective) and handed to
+  /// its sink's on_remote_steps. For ranks whose own records reach no store (other nodes, ranks
+  /// under an external launcher). 0: nobody does (every rank's records are stored already).
+  int report_steps_from_rank = 0;
+  /// Progress lines every this many steps (rank 0; the spec's `metrics.log_every`).
+  std::int64_t log_every = 10;
+};
+
+}  // namespace expctl::train

@@ -1,0 +1,147 @@
+#include "expctl/train/records.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace expctl::train {
+namespace {
+
+using nlohmann::json;
+
+constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
+constexpr double k_inf = std::numeric_limits<double>::infinity();
+
+constexpr StepField k_step_fields[] = {
+    {"step", nullptr, 1.0, [](const StepMetrics& m) { return static_cast<double>(m.step); },
+     [](StepMetrics& m, double v) { m.step = static_cast<std::int64_t>(v); }},
+    {"epoch", nullptr, 1.0, [](const StepMetrics& m) { return static_cast<double>(m.epoch); },
+     [](StepMetrics& m, double v) { m.epoch = static_cast<std::int64_t>(v); }},
+    {"loss", "loss", 1.0, [](const StepMetrics& m) { return m.loss; }, [](StepMetrics& m, double v) { m.loss = v; }},
+    {"lr", "lr", 1.0, [](const StepMetrics& m) { return m.lr; }, [](StepMetrics& m, double v) { m.lr = v; }},
+    {"grad_scale", "grad_scale", 1.0, [](const StepMetrics& m) { return m.grad_scale; },
+     [](StepMetrics& m, double v) { m.grad_scale = v; }},
+    {"skipped", "skipped", 1.0, [](const StepMetrics& m) { return m.skipped ? 1.0 : 0.0; },
+     [](StepMetrics& m, double v) { m.skipped = v != 0.0; }},
+    {"step_time_s", "step_time_ms", 1000.0, [](const StepMetrics& m) { return m.step_time_s; },
+     [](StepMetrics& m, double v) { m.step_time_s = v; }},
+    {"comm_wait_s", "comm_wait_ms", 1000.0, [](const StepMetrics& m) { return m.comm_wait_s; },
+     [](StepMetrics& m, double v) { m.comm_wait_s = v; }},
+    {"samples_per_sec", "samples_per_sec", 1.0, [](const StepMetrics& m) { return m.samples_per_sec; },
+     [](StepMetrics& m, double v) { m.samples_per_sec = v; }},
+};
+
+}  // namespace
+
+std::span<const StepField> step_fields() { return k_step_fields; }
+
+json encode_number(double value) {
+  if (std::isnan(value)) {
+    return "nan";
+  }
+  if (std::isinf(value)) {
+    return value > 0 ? "inf" : "-inf";
+  }
+  return value;
+}
+
+std::optional<double> decode_number(const json& value) {
+  if (value.is_number()) {
+    return value.get<double>();
+  }
+  if (value.is_boolean()) {
+    return value.get<bool>() ? 1.0 : 0.0;
+  }
+  if (value.is_null()) {
+    return k_nan;
+  }
+  if (!value.is_string()) {
+    return std::nullopt;
+  }
+  const auto& text = value.get_ref<const std::string&>();
+  if (text == "nan") {
+    return k_nan;
+  }
+  if (text == "inf" || text == "-inf") {
+    return text == "inf" ? k_inf : -k_inf;
+  }
+  return std::nullopt;
+}
+
+json encode_step(const StepMetrics& metrics) {
+  json record = {{"t", "step"}};
+  for (const auto& field : k_step_fields) {
+    record[field.key] = encode_number(field.get(metrics));
+  }
+  return record;
+}
+
+std::optional<StepMetrics> decode_step(const json& record) {
+  StepMetrics metrics;
+  for (const auto& field : k_step_fields) {
+    const auto found = record.find(field.key);
+    const auto value = found == record.end() ? std::nullopt : decode_number(*found);
+    if (!value) {
+      return std::nullopt;
+    }
+    field.set(metrics, *value);
+  }
+  return metrics;
+}
+
+std::vector<double> step_row(const StepMetrics& metrics) {
+  std::vector<double> row;
+  row.reserve(std::size(k_step_fields));
+  for (const auto& field : k_step_fields) {
+    row.push_back(field.get(metrics));
+  }
+  return row;
+}
+
+StepMetrics step_from_row(std::span<const double> row) {
+  StepMetrics metrics;
+  for (std::size_t i = 0; i < row.size() && i < std::size(k_step_fields); ++i) {
+    k_step_fields[i].set(metrics, row[i]);
+  }
+  return metrics;
+}
+
+json encode_row(const StepMetrics& metrics) {
+  json row = json::array();
+  for (const double value : step_row(metrics)) {
+    row.push_back(encode_number(value));
+  }
+  return row;
+}
+
+std::optional<StepMetrics> decode_row(const json& row) {
+  if (!row.is_array() || row.size() != std::size(k_step_fields)) {
+    return std::nullopt;
+  }
+  std::vector<double> values;
+  for (const auto& item : row) {
+    const auto value = decode_number(item);
+    if (!value) {
+      return std::nullopt;
+    }
+    values.push_back(*value);
+  }
+  return step_from_row(values);
+}
+
+json encode_eval(const EvalMetrics& metrics) {
+  return {{"t", "eval"},
+          {"step", metrics.step},
+          {"loss", encode_number(metrics.loss)},
+          {"accuracy", encode_number(metrics.accuracy)}};
+}
+
+std::optional<EvalMetrics> decode_eval(const json& record) {
+  const auto loss = decode_number(record.value("loss", json()));
+  const auto accuracy = decode_number(record.value("accuracy", json()));
+  if (!record.contains("step") || !record["step"].is_number_integer() || !loss || !accuracy) {
+    return std::nullopt;
+  }
+  return EvalMetrics{record["step"].get<std::int64_t>(), *loss, *accuracy};
+}
+
+}  // namespace expctl::train

@@ -1,0 +1,168 @@
+#pragma once
+// Helpers of the CLI tests that run the real binary on real processes: a temporary store, a
+// command in the background (killed and reaped by its owner, never by name), polling.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "expctl/store/store.hpp"
+#include "support/test_support.hpp"
+
+namespace expctl::test::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+inline std::string tiny_spec() { return (test::source_dir() / "experiments" / "tiny-synthetic.yaml").string(); }
+
+/// Polls `condition` every 20 ms for up to `limit`; true once it holds.
+inline bool eventually(const std::function<bool()>& condition, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+inline std::string read_text(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+inline bool process_gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
+
+/// A command running in the background (its own process group), output to files. The destructor
+/// kills the group and reaps the process if it is still running.
+class Background {
+ public:
+  Background(const std::vector<std::string>& argv, const fs::path& output_prefix) {
+    m_out = output_prefix.string() + ".out";
+    m_err = output_prefix.string() + ".err";
+    m_pid = ::fork();
+    REQUIRE(m_pid >= 0);
+    if (m_pid == 0) {
+      ::setpgid(0, 0);
+      ::unsetenv("EXPCTL_DB");
+      const int out = ::open(m_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(m_err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      std::vector<char*> args;
+      for (const auto& arg : argv) {
+        args.push_back(const_cast<char*>(arg.c_str()));
+      }
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+  ~Background() {
+    if (m_pid > 0 && !m_status) {
+      ::kill(-m_pid, SIGKILL);
+      ::waitpid(m_pid, nullptr, 0);
+    }
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+
+  pid_t pid() const { return m_pid; }
+  /// Exit code (128 + signal when killed); -1 when it is still running after `limit`.
+  int wait(std::chrono::seconds limit = std::chrono::seconds(120)) {
+    eventually(
+        [this] {
+          int status = 0;
+          if (::waitpid(m_pid, &status, WNOHANG) == m_pid) {
+            m_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          }
+          return m_status.has_value();
+        },
+        limit);
+    return m_status.value_or(-1);
+  }
+  std::string out() const { return read_text(m_out); }
+  std::string err() const { return read_text(m_err); }
+
+ private:
+  pid_t m_pid = -1;
+  std::optional<int> m_status;
+  std::string m_out;
+  std::string m_err;
+};
+
+/// A temporary results store and the commands that use it.
+struct RunDir {
+  test::TempDir dir;
+  fs::path db = dir / "results" / "expctl.db";
+
+  util::SubprocessResult expctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--db", db.string()});
+    return run_expctl(args);
+  }
+  std::vector<std::string> argv(std::vector<std::string> args) const {
+    args.insert(args.begin(), {test::expctl_binary(), "--db", db.string()});
+    return args;
+  }
+  store::Store open() const { return store::Store::open(db, store::OpenMode::read_only); }
+  /// The only run in the store, once it exists.
+  std::optional<store::RunRecord> only_run() const {
+    if (!fs::exists(db)) {
+      return std::nullopt;
+    }
+    try {
+      const auto runs = open().list_runs();
+      return runs.size() == 1 ? std::optional(runs.front()) : std::nullopt;
+    } catch (const util::StoreError&) {
+      return std::nullopt;  // expctl is still creating the database
+    }
+  }
+};
+
+inline json parse_stdout(const util::SubprocessResult& result) {
+  INFO(result.out << result.err);
+  return json::parse(result.out);
+}
+
+inline const char* const k_summary_fields[] = {"final_train_loss", "eval_accuracy",     "samples_per_sec",
+                                        "step_time_ms_p50", "step_time_ms_p95",  "comm_wait_fraction",
+                                        "loss_curve_sha256", "wall_time_s",      "time_to_first_step_s"};
+
+/// Waits until rank 0 has logged its first progress line, so the run is mid-training.
+inline void wait_for_training(const store::RunRecord& run) {
+  REQUIRE(eventually([&] { return read_text(run.run_dir / "logs" / "rank-0.log").find("step ") != std::string::npos; }));
+}
+
+inline std::string sha_of(const json& document) { return document.at("summary").at("loss_curve_sha256").get<std::string>(); }
+
+
+/// True when `dir` holds a checkpoint of `rank` ("rank<R>-step<S>.pt").
+inline bool has_checkpoint(const fs::path& dir, int rank) {
+  const std::string prefix = "rank" + std::to_string(rank) + "-step";
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(prefix) && entry.path().extension() == ".pt") {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace expctl::test::cli

@@ -1,0 +1,102 @@
+// The typed step record and its one codec; spec values -> typed train options; checkpoint files.
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <catch2/catch.hpp>
+
+#include "expctl/run/train_options.hpp"
+#include "expctl/spec/spec.hpp"
+#include "expctl/train/checkpoint_files.hpp"
+#include "expctl/train/records.hpp"
+#include "expctl/util/atomic_file.hpp"
+#include "expctl/util/sha256.hpp"
+#include "support/test_support.hpp"
+
+using namespace expctl;
+
+TEST_CASE("records: a step survives JSON and rows bit for bit, NaN and Inf included", "[run][records]") {
+  train::StepMetrics step;
+  step.step = 12;
+  step.epoch = 1;
+  step.loss = std::numeric_limits<double>::quiet_NaN();
+  step.lr = 0.1 / 3.0;
+  step.grad_scale = std::numeric_limits<double>::infinity();
+  step.skipped = true;
+  step.step_time_s = 0.0123456789;
+  step.comm_wait_s = -std::numeric_limits<double>::infinity();
+  step.samples_per_sec = 5432.1;
+  const auto record = train::encode_step(step);
+  CHECK(record.at("loss") == "nan");
+  CHECK(record.at("grad_scale") == "inf");
+  CHECK(record.at("comm_wait_s") == "-inf");
+  const auto decoded = train::decode_step(nlohmann::json::parse(record.dump()));
+  REQUIRE(decoded.has_value());
+  CHECK(std::isnan(decoded->loss));
+  CHECK(decoded->lr == step.lr);
+  CHECK(decoded->grad_scale == step.grad_scale);
+  CHECK(decoded->comm_wait_s == step.comm_wait_s);
+  CHECK(decoded->skipped);
+  CHECK(decoded->step == 12);
+  const auto row = train::decode_row(nlohmann::json::parse(train::encode_row(step).dump()));
+  REQUIRE(row.has_value());
+  CHECK(row->step_time_s == step.step_time_s);
+  CHECK(train::step_row(*row).size() == train::step_fields().size());
+  CHECK_FALSE(train::decode_step(nlohmann::json{{"t", "step"}, {"step", 1}}).has_value());
+  CHECK(std::isnan(*train::decode_number(nullptr)));  // older records wrote NaN as null
+}
+
+TEST_CASE("train options: the quick-start spec maps onto typed options", "[run][options]") {
+  const auto spec = spec::load_spec(test::source_dir() / "experiments" / "tiny-synthetic.yaml", {});
+  launch::RankIdentity placement;
+  placement.rank = 1;
+  placement.world_size = 2;
+  const auto config = run::train_options(spec.values(), placement);
+  CHECK(config.group.placement.rank == 1);
+  CHECK(config.group.timeout == std::chrono::seconds(60));
+  CHECK(config.data.kind == train::DatasetKind::synthetic);
+  CHECK(config.data.synthetic_size == 2048);
+  CHECK(config.batch_size == 16);
+  CHECK(config.model.hidden == std::vector<std::int64_t>{32});
+  CHECK(config.optim.lr == 0.05);
+  CHECK(config.max_steps == 60);
+  CHECK(config.nonfinite == train::NonFinitePolicy::fail);
+  CHECK(config.log_every == 10);
+  auto values = spec.values();
+  values["train"].erase("max_steps");
+  CHECK_THROWS_WITH(run::train_options(values, placement), Catch::Contains("resolved spec handed to the rank is incomplete"));
+}
+
+namespace {
+
+void write_checkpoint(const std::filesystem::path& dir, int rank, std::int64_t step) {
+  train::CheckpointFile file{rank, step, train::checkpoint_path(dir, rank, step), "", 0};
+  const std::string content = fmt::format("weights of rank {} at step {}", rank, step);
+  REQUIRE(util::write_file_atomic(file.path, content).has_value());
+  file.sha256 = util::sha256_hex(content);
+  file.size_bytes = static_cast<std::int64_t>(content.size());
+  train::write_checkpoint_index(file);
+  train::prune_checkpoints(dir, rank);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint files: the newest step intact on every rank is chosen, or the broken file named",
+          "[run][checkpoints]") {
+  test::TempDir dir;
+  std::string problem;
+  CHECK_FALSE(train::common_resume_step(dir.path(), {0, 1}, &problem).has_value());
+  CHECK(problem.empty());  // nothing at all: start fresh
+  for (const std::int64_t step : {10, 20, 30}) {
+    write_checkpoint(dir.path(), 0, step);
+  }
+  write_checkpoint(dir.path(), 1, 10);
+  write_checkpoint(dir.path(), 1, 20);  // rank 1 was killed before writing step 30
+  CHECK(train::list_checkpoints(dir.path(), 0).size() == train::k_checkpoints_kept);
+  CHECK_FALSE(std::filesystem::exists(train::checkpoint_path(dir.path(), 0, 10)));
+  CHECK(train::common_resume_step(dir.path(), {0, 1}, &problem) == 20);
+
+  std::ofstream(train::checkpoint_path(dir.path(), 1, 20), std::ios::binary | std::ios::app) << "x";
+  CHECK(train::common_resume_step(dir.path(), {0, 1}, &problem) == std::nullopt);
+  CHECK_THAT(problem, Catch::Contains("rank1-step20.pt"));
+}
