@@ -2,6 +2,7 @@
 // over stores written through the store API with known distributions.
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "../unit/compare/noise.hpp"
 #include "../unit/compare/run_fixture.hpp"
@@ -32,7 +33,8 @@ FakeRun cli_run(uint64_t seed, double throughput, int offset_s) {
   return run;
 }
 
-/// A store with a baseline, a repeat of it (1 % noise) and a 10 % slower run.
+/// A store with a baseline, a repeat of it (1 % noise) and a 10 % slower run, none with a
+/// fingerprint (so none has history).
 struct CompareStore {
   test::TempDir dir;
   fs::path db_path = dir / "expctl.db";
@@ -51,29 +53,148 @@ struct CompareStore {
     args.insert(args.begin(), {"--db", db_path.string()});
     return run_expctl(args);
   }
+
+  /// Writes `count` quiet repeats (about 1 % apart) at `throughput`; returns them as a group selector.
+  std::string group(uint64_t seed, size_t count, double throughput, int offset_s) const {
+    auto db = store::Store::open(db_path);
+    compare::testing::Noise noise(seed + 500);
+    std::string ids;
+    for (size_t i = 0; i < count; ++i) {
+      const double speed = throughput * (1 + 0.01 * noise.normal());
+      const auto id = compare::testing::write_run(db, cli_run(seed + i, speed, offset_s + static_cast<int>(i))).id;
+      ids += (ids.empty() ? "" : ",") + id;
+    }
+    return ids;
+  }
 };
 
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+/// Runs of one spec on one environment: seven earlier repeats (about 1 % apart), then a baseline,
+/// a repeat 0.5 % off and a run 20 % slower.
+struct HistoryStore {
+  test::TempDir dir;
+  fs::path db_path = dir / "expctl.db";
+  std::string baseline;
+  std::string repeat;
+  std::string slower;
+
+  HistoryStore() {
+    auto db = store::Store::open(db_path);
+    compare::testing::Noise noise(77);
+    for (int i = 0; i < 7; ++i) {
+      compare::testing::write_run(
+          db, fingerprinted(10 + static_cast<uint64_t>(i), 1000.0 * (1 + 0.01 * noise.normal()), 600 * i));
+    }
+    baseline = compare::testing::write_run(db, fingerprinted(1, 1000.0, 7200)).id;
+    repeat = compare::testing::write_run(db, fingerprinted(2, 995.0, 7800)).id;
+    slower = compare::testing::write_run(db, fingerprinted(3, 800.0, 8400)).id;
+  }
+
+  static FakeRun fingerprinted(uint64_t seed, double throughput, int offset_s) {
+    FakeRun run = cli_run(seed, throughput, offset_s);
+    run.fingerprint = compare::testing::fixture_fingerprint();
+    return run;
+  }
+
+  util::SubprocessResult expctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--db", db_path.string()});
+    return run_expctl(args);
+  }
+};
+
 }  // namespace
 
-TEST_CASE("compare: a repeat of the baseline is no regression, exit 0") {
+TEST_CASE("compare: a repeat with no history is inconclusive with exit 0 and the documented line") {
   CompareStore s;
   const auto result = s.expctl({"compare", s.baseline, s.repeat});
   INFO(result.err);
   CHECK(result.exit_code == 0);
-  CHECK(first_line(result.out) == "no regression");
+  CHECK_THAT(first_line(result.out),
+             Catch::StartsWith("inconclusive: samples_per_sec ") &&
+                 Catch::Contains("with 1+1 runs and no earlier runs of the same spec on the same environment: the "
+                                 "run-to-run noise is unknown; rerun with `expctl ab … --repeat 5`"));
   CHECK(result.out.find("Metrics") != std::string::npos);
 }
 
-TEST_CASE("compare: a 10 % slower run is a regression, exit 3") {
+TEST_CASE("compare: --fail-on-inconclusive makes an inconclusive verdict exit 3") {
   CompareStore s;
-  const auto result = s.expctl({"compare", s.baseline, s.slower});
+  const auto result = s.expctl({"compare", s.baseline, s.slower, "--fail-on-inconclusive"});
   INFO(result.err);
   CHECK(result.exit_code == 3);
+  CHECK_THAT(first_line(result.out), Catch::StartsWith("inconclusive: samples_per_sec -"));
+}
+
+TEST_CASE("compare: a 10 % slower single run is inconclusive without history however many steps it has") {
+  CompareStore s;
+  const auto result = s.expctl({"compare", s.baseline, s.slower, "--format", "json"});
+  INFO(result.err);
+  CHECK(result.exit_code == 0);
+  const auto document = nlohmann::json::parse(result.out);
+  CHECK(document.at("outcome") == "inconclusive");
+  CHECK(document.at("inconclusive").at(0) == "samples_per_sec");
+  CHECK(document.at("metrics").at(0).at("source") == "runs");
+  CHECK(document.at("metrics").at(0).at("n_a") == 1);
+}
+
+TEST_CASE("compare: five quiet repeats a side that are 20 % slower are a regression with exit 3") {
+  CompareStore s;
+  const std::string a = s.group(100, 5, 1000.0, 1000);
+  const std::string b = s.group(200, 5, 800.0, 2000);
+  const auto result = s.expctl({"compare", a, b});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 3);
   CHECK(first_line(result.out) == "regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95");
+}
+
+TEST_CASE("compare: earlier runs of the spec on the environment decide single-run comparisons") {
+  HistoryStore s;
+  const auto slower = s.expctl({"compare", s.baseline, s.slower});
+  INFO(slower.out << slower.err);
+  CHECK(slower.exit_code == 3);
+  CHECK(first_line(slower.out) == "regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95");
+  CHECK_THAT(slower.out, Catch::Contains("runs n=1/1, 8 earlier"));  // the repeat started before it
+  const auto repeat = s.expctl({"compare", s.baseline, s.repeat, "--format", "json"});
+  INFO(repeat.out << repeat.err);
+  CHECK(repeat.exit_code == 0);
+  const auto document = nlohmann::json::parse(repeat.out);
+  CHECK(document.at("verdict") == "no regression");
+  CHECK(document.at("history").size() == 7);
+  CHECK(document.at("reproducibility").at("required") == true);
+  CHECK(document.at("reproducibility").at("identical") == true);
+  const auto without = s.expctl({"compare", s.baseline, s.slower, "--history", "0"});
+  CHECK(without.exit_code == 0);
+  CHECK_THAT(first_line(without.out), Catch::StartsWith("inconclusive: "));
+}
+
+TEST_CASE("compare: no pair of eight unchanged runs 16 % apart is a regression") {
+  // The runs of the report that started it all: one spec, one machine, one after another,
+  // samples/s from 3581 to 4166, loss curves bitwise identical.
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const double speeds[] = {3581, 3905, 4166, 3720, 4012, 3650, 3850, 4090};
+  std::vector<std::string> ids;
+  {
+    auto db = store::Store::open(db_path);
+    for (int i = 0; i < 8; ++i) {
+      ids.push_back(
+          compare::testing::write_run(db, HistoryStore::fingerprinted(static_cast<uint64_t>(i + 1), speeds[i], 600 * i))
+              .id);
+    }
+  }
+  int regressions = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (size_t j = i + 1; j < ids.size(); ++j) {
+      const auto result = run_expctl({"--db", db_path.string(), "compare", ids[i], ids[j]});
+      INFO(first_line(result.out) << result.err);
+      CHECK(result.exit_code == 0);
+      CHECK_THAT(first_line(result.out), Catch::StartsWith("inconclusive: ") || Catch::Equals("no regression"));
+      regressions += result.exit_code == 3 ? 1 : 0;
+    }
+  }
+  CHECK(regressions == 0);
 }
 
 TEST_CASE("compare: selectors @latest~N and prefixes work through the CLI") {
@@ -84,7 +205,7 @@ TEST_CASE("compare: selectors @latest~N and prefixes work through the CLI") {
   const auto document = nlohmann::json::parse(result.out);
   CHECK(document.at("a").at("runs") == nlohmann::json::array({s.baseline}));
   CHECK(document.at("b").at("runs") == nlohmann::json::array({s.repeat}));
-  CHECK(document.at("verdict") == "no regression");
+  CHECK(document.at("outcome") == "inconclusive");
 }
 
 TEST_CASE("compare: an unknown run is exit 2 with a message naming the selector") {
@@ -108,20 +229,24 @@ TEST_CASE("compare: a malformed selector and a bad threshold are exit 2") {
 
 TEST_CASE("compare: --threshold loosens a regression away") {
   CompareStore s;
-  const auto result = s.expctl({"compare", s.baseline, s.slower, "--threshold", "samples_per_sec=-20%", "--threshold",
+  const std::string a = s.group(100, 5, 1000.0, 1000);
+  const std::string b = s.group(200, 5, 900.0, 2000);
+  const auto result = s.expctl({"compare", a, b, "--threshold", "samples_per_sec=-20%", "--threshold",
                                 "step_time_ms_p50=+20%", "--threshold", "step_time_ms_p95=+20%"});
   INFO(result.out << result.err);
   CHECK(result.exit_code == 0);
   CHECK(first_line(result.out) == "no regression");
 }
 
-TEST_CASE("compare: every format starts with the verdict; html and markdown go to --output") {
+TEST_CASE("compare: every format starts with the verdict and html and markdown go to --output") {
   CompareStore s;
-  const auto markdown = s.expctl({"compare", s.baseline, s.slower, "--format", "markdown"});
+  const std::string a = s.group(100, 5, 1000.0, 1000);
+  const std::string b = s.group(200, 5, 800.0, 2000);
+  const auto markdown = s.expctl({"compare", a, b, "--format", "markdown"});
   CHECK(markdown.exit_code == 3);
   CHECK(first_line(markdown.out) == "### :x: regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95");
   const fs::path html = s.dir / "report.html";
-  const auto written = s.expctl({"compare", s.baseline, s.slower, "--format", "html", "-o", html.string()});
+  const auto written = s.expctl({"compare", a, b, "--format", "html", "-o", html.string()});
   CHECK(written.exit_code == 3);
   CHECK(written.out.empty());
   std::stringstream content;
@@ -137,26 +262,28 @@ TEST_CASE("baseline set moves the baseline tag to the accepted run") {
   const auto second = s.expctl({"baseline", "set", s.baseline});
   CHECK(second.exit_code == 0);
   CHECK_THAT(second.out, Catch::Contains("was " + s.repeat));
-  CHECK(first_line(s.expctl({"compare", "tag:baseline:tiny", s.repeat}).out) == "no regression");
+  CHECK_THAT(first_line(s.expctl({"compare", "tag:baseline:tiny", s.repeat}).out), Catch::StartsWith("inconclusive: "));
 }
 
-TEST_CASE("nightly --no-run: tonight's slower run against the spec's baseline is a JUnit failure, exit 3") {
+TEST_CASE("nightly --no-run: tonight's 20 % slower runs against the previous night are a JUnit failure") {
   test::TempDir dir;
   const fs::path db_path = dir / "expctl.db";
   const fs::path spec_file = dir.write("tiny.yaml", "name: tiny\ndata:\n  dataset: synthetic\n");
   const spec::Spec spec = spec::load_spec(spec_file);
   {
     auto db = store::Store::open(db_path);
-    FakeRun baseline = cli_run(1, 1000.0, 0);
-    baseline.canonical = spec.canonical();
-    baseline.tags = {"baseline:tiny"};
-    compare::testing::write_run(db, baseline);
-    FakeRun tonight = cli_run(3, 900.0, 3600);
-    tonight.canonical = spec.canonical();
-    tonight.tags = {"nightly:2026-11-30"};
-    compare::testing::write_run(db, tonight);
+    compare::testing::Noise noise(5);
+    for (int i = 0; i < 5; ++i) {
+      for (const auto& [night, speed, offset] :
+           {std::tuple{"nightly:2026-11-29", 1000.0, 0}, std::tuple{"nightly:2026-11-30", 800.0, 86400}}) {
+        FakeRun run = cli_run(static_cast<uint64_t>(10 * i + offset), speed * (1 + 0.01 * noise.normal()), offset + i);
+        run.canonical = spec.canonical();
+        run.tags = {night};
+        compare::testing::write_run(db, run);
+      }
+    }
   }
-  const fs::path suite = dir.write("suite.yaml", "suite: ci\nspecs:\n  - spec: tiny.yaml\n    repeats: 1\n");
+  const fs::path suite = dir.write("suite.yaml", "suite: ci\nspecs:\n  - spec: tiny.yaml\n    repeats: 5\n");
   const fs::path junit = dir / "out" / "nightly.xml";
   const fs::path summary = dir / "out" / "nightly.md";
   const auto nightly = run_expctl({"--db", db_path.string(), "nightly", suite.string(), "--no-run", "--date",
@@ -192,7 +319,11 @@ TEST_CASE("nightly: a bad suite file is exit 2 naming the file") {
   CHECK_THAT(date.err, Catch::Contains("--date 30.11.2026: expected YYYY-MM-DD"));
 }
 
-TEST_CASE("compare end to end: two real short runs of one spec have identical loss curves and no spec changes") {
+TEST_CASE("compare end to end: two real short runs of one spec are not a regression and reproduce bit for bit") {
+#ifndef EXPCTL_WITH_TORCH_PROVIDER
+  WARN("SKIPPED, not passed: this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`");
+  return;
+#endif
   test::TempDir dir;
   const std::string db = (dir / "expctl.db").string();
   const std::string spec = (test::source_dir() / "experiments" / "tiny-synthetic.yaml").string();
@@ -203,31 +334,25 @@ TEST_CASE("compare end to end: two real short runs of one spec have identical lo
   }
   const auto result = run_expctl({"--db", db, "compare", "@latest~1", "@latest", "--format", "json"});
   INFO(result.out << result.err);
-  // Timing on a shared machine may or may not cross a threshold (exit 3, checked below to be
-  // timing only); everything else is exact.
-  CHECK((result.exit_code == 0 || result.exit_code == 3));
+  // One run a side and no earlier run: timing is inconclusive (exit 0) on any machine, however
+  // loaded; training results must reproduce exactly.
+  CHECK(result.exit_code == 0);
   const auto document = nlohmann::json::parse(result.out);
-  const std::string verdict = document.at("verdict");
-  CHECK((verdict == "no regression" || verdict.starts_with("regression in ")));
+  CHECK(document.at("outcome") == "inconclusive");
+  CHECK(document.at("regressions").empty());
   CHECK(document.at("spec_changes").empty());
   CHECK(document.at("environment").at("available") == true);
   CHECK(document.at("loss_curve").at("identical") == true);
   CHECK(document.at("loss_curve").at("sha256_equal") == true);
+  CHECK(document.at("reproducibility").at("identical") == true);
   bool has_throughput = false;
   for (const auto& metric : document.at("metrics")) {
-    // Timing may regress on a loaded machine; results of identical training never may.
-    if (metric.at("status") == "regression") {
-      const std::string name = metric.at("metric");
-      INFO(name);
-      CHECK((name == "samples_per_sec" || name.starts_with("step_time_ms") || name == "comm_wait_fraction"));
-    }
+    INFO(metric.at("metric"));
+    CHECK(metric.at("status") != "regression");
     if (metric.at("metric") == "samples_per_sec") {
       has_throughput = true;
-      CHECK(metric.at("source") == "steps");
-      CHECK(metric.at("n_a").get<int>() >= 5);
-    }
-    if (metric.at("metric") == "final_train_loss") {
-      CHECK(metric.at("status") == "ok");
+      CHECK(metric.at("source") == "runs");
+      CHECK(metric.at("status") == "inconclusive");
     }
   }
   CHECK(has_throughput);
@@ -244,10 +369,13 @@ TEST_CASE("compare: groups of runs and runs on another dataset through the CLI")
   }
   const auto group = s.expctl({"compare", s.baseline + "," + s.repeat, s.slower, "--format", "json"});
   INFO(group.err);
-  CHECK(group.exit_code == 3);
+  // Two runs against one: their spread is a noise estimate with about one degree of freedom, far
+  // too little to confirm a 10 % drop.
+  CHECK(group.exit_code == 0);
   const auto document = nlohmann::json::parse(group.out);
   CHECK(document.at("a").at("runs").size() == 2);
-  CHECK(document.at("metrics").at(0).at("n_a") == 60);
+  CHECK(document.at("metrics").at(0).at("n_a") == 2);
+  CHECK(document.at("outcome") == "inconclusive");
 
   const auto incomparable = s.expctl({"compare", s.baseline, other});
   CHECK(incomparable.exit_code == 2);

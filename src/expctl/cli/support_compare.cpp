@@ -41,6 +41,14 @@ std::vector<compare::RunData> load_group(const store::Store& store, const std::s
   return runs;
 }
 
+std::vector<compare::RunData> load_history(const store::Store& store, const std::vector<compare::RunData>& a,
+                                           const std::vector<compare::RunData>& b, size_t limit) {
+  if (limit == 0) {
+    return {};
+  }
+  return compare::load_history(store, a, b, {.limit = limit});
+}
+
 void write_output(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     std::cout << text << std::flush;
@@ -54,6 +62,10 @@ void write_output(const std::string& path, const std::string& text) {
 
 util::ExitCode outcome_exit_code(compare::Outcome outcome) {
   return static_cast<util::ExitCode>(compare::exit_code(outcome));
+}
+
+util::ExitCode outcome_exit_code(compare::Outcome outcome, bool fail_on_inconclusive) {
+  return static_cast<util::ExitCode>(compare::exit_code(outcome, fail_on_inconclusive));
 }
 
 }  // namespace expctl::cli

@@ -20,10 +20,18 @@ compare::CompareOptions make_compare_options(const std::vector<std::string>& ign
 /// Loads every run a group selector names (see compare/selector.hpp).
 std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector);
 
+/// The earlier runs of both sides' configurations (compare::load_history) with at most `limit`
+/// per configuration; none for a limit of 0.
+std::vector<compare::RunData> load_history(const store::Store& store, const std::vector<compare::RunData>& a,
+                                           const std::vector<compare::RunData>& b, size_t limit);
+
 /// Writes `text` to `path` atomically, or to stdout when `path` is empty or "-".
 void write_output(const std::string& path, const std::string& text);
 
-/// The exit code of a comparison's outcome (0, 3 or 2).
+/// The exit code of a comparison's outcome (0, 3 or 2; inconclusive 0).
 util::ExitCode outcome_exit_code(compare::Outcome outcome);
+
+/// As outcome_exit_code, with inconclusive exiting 3 when `fail_on_inconclusive`.
+util::ExitCode outcome_exit_code(compare::Outcome outcome, bool fail_on_inconclusive);
 
 }  // namespace expctl::cli

@@ -1,13 +1,14 @@
 #include "expctl/compare/comparison.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "expctl/compare/reproducibility.hpp"
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/util/error.hpp"
 
@@ -19,108 +20,15 @@ namespace {
 
 constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
 
-json parse_object(const std::string& text) {
-  json value = json::parse(text, nullptr, false);
-  return value.is_discarded() || !value.is_object() ? json::object() : value;
-}
-
-// The runner's warm-up rule (docs/run.md) when a summary predates the warmup_steps field.
-std::int64_t warmup_of(const json& summary, std::int64_t steps) {
-  if (const auto found = summary.find("warmup_steps"); found != summary.end() && found->is_number_integer()) {
-    return found->get<std::int64_t>();
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string text;
+  for (const auto& item : items) {
+    text += (text.empty() ? "" : std::string(separator)) + item;
   }
-  return std::min<std::int64_t>(10, steps / 10);
-}
-
-json resolved_spec(const store::RunRecord& run) {
-  std::ifstream in(run.run_dir / "resolved.json");
-  if (!in) {
-    return nullptr;
-  }
-  const json document = json::parse(in, nullptr, false);
-  if (document.is_discarded() || !document.is_object() || !document.contains("spec")) {
-    return nullptr;
-  }
-  return document.at("spec");
+  return text;
 }
 
 }  // namespace
-
-std::vector<double> step_samples(const std::vector<store::MetricPoint>& points, std::int64_t warmup, bool sum) {
-  std::map<std::int64_t, double> per_step;
-  for (const auto& point : points) {
-    if (point.step <= warmup || !std::isfinite(point.value)) {
-      continue;
-    }
-    auto [slot, inserted] = per_step.try_emplace(point.step, point.value);
-    if (!inserted) {
-      slot->second = sum ? slot->second + point.value : std::max(slot->second, point.value);
-    }
-  }
-  std::vector<double> values;
-  values.reserve(per_step.size());
-  for (const auto& [step, value] : per_step) {
-    values.push_back(value);
-  }
-  return values;
-}
-
-std::vector<double> wait_fraction_samples(const std::vector<store::MetricPoint>& waits,
-                                          const std::vector<store::MetricPoint>& times, std::int64_t warmup) {
-  std::map<std::int64_t, std::pair<double, double>> per_step;  // step -> (wait, time)
-  for (const auto& point : waits) {
-    if (point.step > warmup && std::isfinite(point.value)) {
-      per_step[point.step].first += point.value;
-    }
-  }
-  for (const auto& point : times) {
-    if (point.step > warmup && std::isfinite(point.value)) {
-      per_step[point.step].second += point.value;
-    }
-  }
-  std::vector<double> fractions;
-  for (const auto& [step, totals] : per_step) {
-    if (totals.second > 0) {
-      fractions.push_back(totals.first / totals.second);
-    }
-  }
-  return fractions;
-}
-
-RunData load_run(const store::Store& store, const store::RunRecord& run) {
-  RunData data;
-  data.record = run;
-  data.summary = parse_object(run.summary_json);
-  if (const auto spec = store.spec(run.spec_hash)) {
-    const json canonical = parse_object(spec->canonical);
-    data.spec = canonical.value("spec", json::object());
-    data.env_profile = canonical.value("env_profile", json());
-  }
-  if (json full = resolved_spec(run); full.is_object()) {
-    data.spec = std::move(full);
-  }
-  if (run.environment_hash) {
-    if (const auto text = store.environment(*run.environment_hash)) {
-      data.fingerprint = parse_object(*text);
-    }
-  }
-  for (const auto& point : store.metrics(run.id, {.name = std::string(k_loss_series), .rank = 0})) {
-    data.loss_steps.push_back(point.step);
-    data.loss.push_back(point.value);
-  }
-  const std::int64_t warmup = warmup_of(data.summary, static_cast<std::int64_t>(data.loss.size()));
-  data.samples[k_throughput_series] = step_samples(
-      store.metrics(run.id, {.name = std::string(k_throughput_series), .rank = std::nullopt}), warmup, true);
-  const auto times = store.metrics(run.id, {.name = std::string(k_step_time_series), .rank = std::nullopt});
-  data.samples[k_step_time_series] = step_samples(times, warmup, false);
-  // The wait share is judged per step too: one run's single fraction carries no noise estimate,
-  // and on a shared machine it moves by tens of points between identical runs.
-  const auto waits = store.metrics(run.id, {.name = std::string(k_comm_wait_series), .rank = std::nullopt});
-  if (!waits.empty()) {
-    data.samples[k_comm_wait_fraction_series] = wait_fraction_samples(waits, times, warmup);
-  }
-  return data;
-}
 
 std::string_view to_string(MetricSource source) {
   switch (source) {
@@ -134,19 +42,61 @@ std::string_view to_string(MetricSource source) {
   return "value";
 }
 
-std::string Comparison::verdict_line() const {
-  const auto join = [](const std::vector<std::string>& items, std::string_view separator) {
-    std::string text;
-    for (const auto& item : items) {
-      text += (text.empty() ? "" : std::string(separator)) + item;
+std::string_view to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::no_regression:
+      return "no_regression";
+    case Outcome::regression:
+      return "regression";
+    case Outcome::not_comparable:
+      return "not_comparable";
+    case Outcome::inconclusive:
+      return "inconclusive";
+  }
+  return "no_regression";
+}
+
+namespace {
+
+std::string regression_line(const Comparison& comparison) {
+  std::vector<std::string> parts;
+  std::vector<std::string> metrics;
+  for (const auto& name : comparison.regressions) {
+    if (name != "reproducibility")
+      metrics.push_back(name);
+  }
+  if (!comparison.reproducibility.identical) {
+    const std::string& reason = comparison.reproducibility.reason;
+    parts.push_back(reason.substr(0, reason.find(" (run ")));
+  }
+  if (!metrics.empty()) {
+    parts.push_back("regression in " + join(metrics, ", "));
+  }
+  return join(parts, "; ");
+}
+
+std::string inconclusive_line(const Comparison& comparison) {
+  const auto& names = comparison.inconclusive;
+  for (const auto& row : comparison.metrics) {
+    if (!names.empty() && row.verdict.metric == names.front()) {
+      const std::vector<std::string> others(names.begin() + 1, names.end());
+      const std::string also = others.empty() ? "" : fmt::format(" (also {})", join(others, ", "));
+      return fmt::format("inconclusive: {} {}{}", row.verdict.metric, row.verdict.reason, also);
     }
-    return text;
-  };
+  }
+  return "inconclusive";
+}
+
+}  // namespace
+
+std::string Comparison::verdict_line() const {
   switch (outcome) {
     case Outcome::not_comparable:
       return "not comparable: " + join(not_comparable, "; ");
     case Outcome::regression:
-      return "regression in " + join(regressions, ", ");
+      return regression_line(*this);
+    case Outcome::inconclusive:
+      return inconclusive_line(*this);
     case Outcome::no_regression:
       return "no regression";
   }
@@ -154,9 +104,15 @@ std::string Comparison::verdict_line() const {
 }
 
 int exit_code(Outcome outcome) {
+  return exit_code(outcome, false);
+}
+
+int exit_code(Outcome outcome, bool fail_on_inconclusive) {
   switch (outcome) {
     case Outcome::no_regression:
       return static_cast<int>(util::ExitCode::ok);
+    case Outcome::inconclusive:
+      return static_cast<int>(fail_on_inconclusive ? util::ExitCode::mismatch : util::ExitCode::ok);
     case Outcome::regression:
       return static_cast<int>(util::ExitCode::mismatch);
     case Outcome::not_comparable:
@@ -313,59 +269,131 @@ bool present(const std::vector<RunData>& side, std::string_view name) {
   });
 }
 
-// Builds every metric row; sampled rows are judged together afterwards (one Holm family).
-std::vector<MetricRow> judge_metrics(const std::vector<RunData>& a, const std::vector<RunData>& b,
-                                     const CompareOptions& options) {
-  const bool groups = a.size() > 1 || b.size() > 1;
-  std::vector<MetricRow> rows;
-  std::vector<SampledMetric> sampled;
-  std::vector<size_t> sampled_rows;
-  for (const auto& info : k_metrics) {
-    const auto [threshold, origin] = threshold_for(info, b.front().spec, options);
-    MetricRow row{Verdict{}, info.direction, threshold, origin, std::string(info.unit), MetricSource::value, 1, 1};
-    std::vector<double> samples_a;
-    std::vector<double> samples_b;
-    // comm_wait_fraction has no raw series of its own in the metric table: its per-step
-    // samples are derived (see wait_fraction_samples) and judged by their median.
-    const bool derived = info.name == k_comm_wait_fraction_series;
-    const std::string series = derived ? std::string(k_comm_wait_fraction_series) : std::string(info.series);
-    if (!series.empty()) {
-      samples_a = pooled(a, series);
-      samples_b = pooled(b, series);
-      row.source = MetricSource::step_samples;
-    }
-    if (samples_a.empty() && samples_b.empty()) {
-      if (!present(a, info.name) && !present(b, info.name)) {
-        continue;
-      }
-      if (groups) {
-        samples_a = run_values(a, info.name);
-        samples_b = run_values(b, info.name);
-        row.source = MetricSource::run_values;
-      } else {
-        row.source = MetricSource::value;
-        row.verdict = judge_values(info.name, summary_value(a.front(), info.name), summary_value(b.front(), info.name),
-                                   threshold, info.direction);
-        rows.push_back(std::move(row));
-        continue;
-      }
-    }
-    row.n_a = samples_a.size();
-    row.n_b = samples_b.size();
-    const Statistic statistic = row.source == MetricSource::run_values ? Statistic::value
-                                : derived                              ? Statistic::median
-                                                                       : info.statistic;
-    sampled.push_back(
-        {std::string(info.name), info.direction, threshold, statistic, std::move(samples_a), std::move(samples_b)});
-    sampled_rows.push_back(rows.size());
-    rows.push_back(std::move(row));
+std::vector<double> timing_values(const std::vector<RunData>& side, const MetricInfo& info) {
+  std::vector<double> values;
+  for (const auto& run : side) {
+    values.push_back(run_value(run, info));
   }
-  const auto verdicts = judge_samples(sampled, options.samples);
-  for (size_t i = 0; i < verdicts.size(); ++i) {
-    rows[sampled_rows[i]].verdict = verdicts[i];
-  }
-  return rows;
+  return values;
 }
+
+size_t finite_count(const std::vector<double>& values) {
+  return static_cast<size_t>(std::count_if(values.begin(), values.end(), [](double v) { return std::isfinite(v); }));
+}
+
+bool same_bits(double x, double y) {
+  return std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
+}
+
+// A correctness metric under strict reproducibility: every run bit for bit equal to A's first.
+Verdict judge_exact(const MetricInfo& info, const MetricRow& row, const std::vector<RunData>& a,
+                    const std::vector<RunData>& b) {
+  const double base = summary_value(a.front(), info.name);
+  double other = summary_value(b.front(), info.name);
+  std::string differing;
+  for (const auto* side : {&a, &b}) {
+    for (const auto& run : *side) {
+      if (differing.empty() && !same_bits(summary_value(run, info.name), base)) {
+        other = summary_value(run, info.name);
+        differing = run.record.id;
+      }
+    }
+  }
+  Verdict verdict = judge_values(info.name, base, other, row.threshold, info.direction);
+  verdict.threshold_crossed = !differing.empty();
+  verdict.status = differing.empty() ? Status::ok : Status::regression;
+  verdict.reason = differing.empty()
+                       ? "bitwise equal (same spec and environment, determinism strict)"
+                       : fmt::format(
+                             "run {} differs bitwise under strict determinism (same spec and environment): "
+                             "reproducibility regression",
+                             differing);
+  return verdict;
+}
+
+// Collects the metric rows; timing metrics and sampled correctness metrics are judged together
+// afterwards (one family each).
+class MetricJudge {
+ public:
+  MetricJudge(const std::vector<RunData>& a, const std::vector<RunData>& b, const std::vector<RunData>& history,
+              const CompareOptions& options, const Reproducibility& reproducibility)
+      : m_a(a), m_b(b), m_history(history), m_options(options), m_reproducibility(reproducibility) {}
+
+  std::vector<MetricRow> judge() {
+    for (const auto& info : k_metrics) {
+      const auto [threshold, origin] = threshold_for(info, m_b.front().spec, m_options);
+      MetricRow row{Verdict{}, info.direction, threshold, origin, std::string(info.unit), MetricSource::value, 1, 1};
+      info.timing ? add_timing(info, std::move(row)) : add_correctness(info, std::move(row));
+    }
+    finish_timing();
+    finish_sampled();
+    return std::move(m_rows);
+  }
+
+ private:
+  void add_timing(const MetricInfo& info, MetricRow row) {
+    RunLevelMetric metric{std::string(info.name),   info.direction,           row.threshold,
+                          timing_values(m_a, info), timing_values(m_b, info), values_by_configuration(m_history, info)};
+    if (finite_count(metric.a) == 0 && finite_count(metric.b) == 0) {
+      return;
+    }
+    row.source = MetricSource::run_values;
+    row.n_a = finite_count(metric.a);
+    row.n_b = finite_count(metric.b);
+    m_timing.push_back(std::move(metric));
+    m_timing_rows.push_back(m_rows.size());
+    m_rows.push_back(std::move(row));
+  }
+
+  void add_correctness(const MetricInfo& info, MetricRow row) {
+    if (!present(m_a, info.name) && !present(m_b, info.name)) {
+      return;
+    }
+    const bool groups = m_a.size() > 1 || m_b.size() > 1;
+    row.source = groups ? MetricSource::run_values : MetricSource::value;
+    row.n_a = groups ? run_values(m_a, info.name).size() : 1;
+    row.n_b = groups ? run_values(m_b, info.name).size() : 1;
+    if (m_reproducibility.required) {
+      row.exact = true;
+      row.verdict = judge_exact(info, row, m_a, m_b);
+    } else if (groups) {
+      m_sampled.push_back({std::string(info.name), info.direction, row.threshold, Statistic::value,
+                           run_values(m_a, info.name), run_values(m_b, info.name)});
+      m_sampled_rows.push_back(m_rows.size());
+    } else {
+      row.verdict = judge_values(info.name, summary_value(m_a.front(), info.name),
+                                 summary_value(m_b.front(), info.name), row.threshold, info.direction);
+    }
+    m_rows.push_back(std::move(row));
+  }
+
+  void finish_timing() {
+    const auto verdicts = judge_run_level(m_timing, m_options.noise);
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      MetricRow& row = m_rows[m_timing_rows[i]];
+      row.verdict = verdicts[i];
+      row.history_runs = verdicts[i].run_evidence ? verdicts[i].run_evidence->history_runs : 0;
+    }
+  }
+
+  void finish_sampled() {
+    const auto verdicts = judge_samples(m_sampled, m_options.samples);
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      m_rows[m_sampled_rows[i]].verdict = verdicts[i];
+    }
+  }
+
+  const std::vector<RunData>& m_a;
+  const std::vector<RunData>& m_b;
+  const std::vector<RunData>& m_history;
+  const CompareOptions& m_options;
+  const Reproducibility& m_reproducibility;
+  std::vector<MetricRow> m_rows;
+  std::vector<RunLevelMetric> m_timing;
+  std::vector<size_t> m_timing_rows;
+  std::vector<SampledMetric> m_sampled;
+  std::vector<size_t> m_sampled_rows;
+};
 
 std::optional<std::int64_t> step_at(const std::vector<std::int64_t>& steps, std::optional<size_t> index) {
   if (!index || *index >= steps.size()) {
@@ -393,9 +421,54 @@ CurveReport compare_loss(const RunData& a, const RunData& b) {
   return report;
 }
 
+RunDescription describe(const RunData& run, std::string side) {
+  RunDescription description{std::move(side), run.record.id, {}, 0, 0, 0, 0};
+  for (const auto& info : k_metrics) {
+    if (info.timing)
+      description.values.emplace_back(info.name, run_value(run, info));
+  }
+  if (const auto found = run.samples.find(k_throughput_series); found != run.samples.end() && !found->second.empty()) {
+    description.steps = found->second.size();
+    description.p5 = percentile(found->second, 5);
+    description.p50 = percentile(found->second, 50);
+    description.p95 = percentile(found->second, 95);
+  }
+  return description;
+}
+
+void list_statuses(Comparison& result) {
+  if (!result.reproducibility.identical) {
+    result.regressions.push_back("reproducibility");
+  }
+  for (const auto& row : result.metrics) {
+    if (row.verdict.status == Status::regression)
+      result.regressions.push_back(row.verdict.metric);
+    if (row.verdict.status == Status::inconclusive)
+      result.inconclusive.push_back(row.verdict.metric);
+  }
+  result.outcome = !result.not_comparable.empty() ? Outcome::not_comparable
+                   : !result.regressions.empty()  ? Outcome::regression
+                   : !result.inconclusive.empty() ? Outcome::inconclusive
+                                                  : Outcome::no_regression;
+}
+
+void add_plot_data(Comparison& result, const std::vector<RunData>& a, const std::vector<RunData>& b) {
+  result.curve = compare_loss(a.front(), b.front());
+  result.loss_steps_a = a.front().loss_steps;
+  result.loss_steps_b = b.front().loss_steps;
+  result.loss_a = a.front().loss;
+  result.loss_b = b.front().loss;
+  result.throughput_a = pooled(a, k_throughput_series);
+  result.throughput_b = pooled(b, k_throughput_series);
+  for (const auto& [side, runs] : {std::pair{"A", &a}, std::pair{"B", &b}}) {
+    for (const auto& run : *runs) result.runs.push_back(describe(run, side));
+  }
+}
+
 }  // namespace
 
-Comparison compare_runs(const std::vector<RunData>& a, const std::vector<RunData>& b, const CompareOptions& options) {
+Comparison compare_runs(const std::vector<RunData>& a, const std::vector<RunData>& b, const CompareOptions& options,
+                        const std::vector<RunData>& history) {
   if (a.empty() || b.empty()) {
     throw util::CompareError("compare needs at least one run on each side");
   }
@@ -410,24 +483,19 @@ Comparison compare_runs(const std::vector<RunData>& a, const std::vector<RunData
     result.env_changes = env::diff_fingerprints(env::Fingerprint::from_json(*a.front().fingerprint, "run A"),
                                                 env::Fingerprint::from_json(*b.front().fingerprint, "run B"));
   }
-  result.metrics = judge_metrics(a, b, options);
-  result.curve = compare_loss(a.front(), b.front());
-  result.loss_steps_a = a.front().loss_steps;
-  result.loss_steps_b = b.front().loss_steps;
-  result.loss_a = a.front().loss;
-  result.loss_b = b.front().loss;
-  result.throughput_a = pooled(a, k_throughput_series);
-  result.throughput_b = pooled(b, k_throughput_series);
-  for (const auto& row : result.metrics) {
-    if (row.verdict.status == Status::regression) {
-      result.regressions.push_back(row.verdict.metric);
-    }
+  result.reproducibility = check_reproducibility(a, b);
+  result.metrics = MetricJudge(a, b, history, options, result.reproducibility).judge();
+  for (const auto& run : history) {
+    result.history.push_back(run.record.id);
   }
+  add_plot_data(result, a, b);
   result.not_comparable = incomparable_reasons(a, b);
-  result.outcome = !result.not_comparable.empty() ? Outcome::not_comparable
-                   : result.regressions.empty()   ? Outcome::no_regression
-                                                  : Outcome::regression;
+  list_statuses(result);
   return result;
+}
+
+Comparison compare_runs(const std::vector<RunData>& a, const std::vector<RunData>& b, const CompareOptions& options) {
+  return compare_runs(a, b, options, {});
 }
 
 }  // namespace expctl::compare

@@ -8,10 +8,12 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "expctl/compare/run_noise.hpp"
 #include "expctl/compare/statistics.hpp"
 #include "expctl/compare/thresholds.hpp"
 #include "expctl/env/diff.hpp"
@@ -41,13 +43,58 @@ struct RunData {
   nlohmann::json summary = nlohmann::json::object();
   /// Per-step samples after warm-up: samples_per_sec summed over ranks, step_time_ms of the
   /// slowest rank (a step ends when the last rank's gradients are in) — as the runner's summary.
+  /// They describe the run (spread, plots) and stand in for summary values a run lacks; they are
+  /// never replicates across runs. step_time_ms and comm_wait_fraction are read only when the
+  /// summary lacks their run values.
   std::map<std::string, std::vector<double>> samples;
   std::vector<std::int64_t> loss_steps;  ///< rank 0's steps of the loss curve
   std::vector<double> loss;              ///< rank 0's loss per step
+  /// Every rank's per-step loss (the reproducibility check names the first differing step and
+  /// rank); empty when the run was loaded without series (history) or built by hand.
+  std::vector<store::SeriesColumns> loss_ranks;
+  /// Run values computed from the stored series where the summary lacks them (run_value): e.g.
+  /// comm_wait_fraction = Σ comm_wait_ms / Σ step_time_ms after warm-up, summed by SQLite.
+  std::map<std::string, double> computed;
 };
 
-/// Reads a run's spec, environment, summary and series from the store.
+/// Optimizer steps treated as warm-up and left out of every timing statistic (the runner's summary
+/// and compare alike): min(10, steps / 10).
+std::int64_t default_warmup_steps(std::int64_t steps);
+
+/// SHA-256 (hex) of the losses as consecutive float32 little-endian bit patterns: the runner's
+/// summary.loss_curve_sha256, which compare holds equal or not.
+std::string loss_curve_sha256(const std::vector<double>& losses);
+
+/// Reads a run's spec, environment, summary and series from the store: the loss of every rank,
+/// per-step throughput summed over ranks, and the step times only where the summary lacks their
+/// run values (the wait share then comes from SQL sums, never rows). Column reads
+/// (Store::series_columns): two 100k-step 2-rank runs load in about 0.2 s.
 RunData load_run(const store::Store& store, const store::RunRecord& run);
+
+/// A run as history: its record and summary only (no spec, environment or series are read).
+RunData history_run(const store::RunRecord& run);
+
+/// Which earlier runs inform the run-to-run noise.
+struct HistoryOptions {
+  size_t limit = 20;  ///< the newest runs per configuration
+};
+
+/// The history of a comparison: for each configuration of a side (the spec hash and environment
+/// hash of its runs), the completed runs of that configuration that started no later than the
+/// newest compared run, other than the compared runs, newest first (at most options.limit per
+/// configuration), loaded with history_run. A side without an environment hash has no history.
+/// Later runs never change an earlier comparison's report.
+std::vector<RunData> load_history(const store::Store& store, const std::vector<RunData>& a,
+                                  const std::vector<RunData>& b, const HistoryOptions& options = {});
+
+/// The run value of a timing metric: the summary's (as the runner computed it from every step
+/// after warm-up), else RunData::computed, else computed the same way from the run's per-step
+/// samples; NaN when none of them has it.
+double run_value(const RunData& run, const MetricInfo& metric);
+
+/// The run values of `metric` for each run, one group per configuration (spec hash + environment
+/// hash), in first-seen order: the history groups judge_run_level takes.
+std::vector<std::vector<double>> values_by_configuration(const std::vector<RunData>& runs, const MetricInfo& metric);
 
 /// Per-step samples of `series` after `warmup` steps, aggregated across ranks per step: the sum
 /// for throughput, the maximum for times. Exposed for tests.
@@ -62,14 +109,15 @@ std::vector<double> wait_fraction_samples(const std::vector<store::MetricPoint>&
 struct CompareOptions {
   std::vector<std::string> ignore;            ///< spec key paths (or prefixes) left out of the spec diff
   std::vector<ThresholdOverride> thresholds;  ///< --threshold, over the spec's regression block
-  SampleOptions samples;                      ///< alpha, minimum samples, bootstrap
+  SampleOptions samples;                      ///< correctness metrics over groups: alpha, minimum samples, bootstrap
+  NoiseOptions noise;                         ///< timing metrics: alpha, power, --repeat suggestions
 };
 
 /// Where a metric's numbers come from.
 enum class MetricSource {
   value,         ///< one summary value per side
-  step_samples,  ///< per-step samples (pooled over a group's runs)
-  run_values,    ///< one summary value per run of a group
+  step_samples,  ///< per-step samples: no longer a source of any verdict (kept for the spelling "steps")
+  run_values,    ///< one value per run: every timing metric, and correctness metrics of groups
 };
 
 /// "value", "steps" or "runs".
@@ -85,6 +133,23 @@ struct MetricRow {
   MetricSource source = MetricSource::value;
   size_t n_a = 0;
   size_t n_b = 0;
+  size_t history_runs = 0;  ///< earlier runs behind a timing metric's noise estimate
+  /// Judged bit for bit (a correctness metric of the same spec on the same environment under
+  /// strict determinism), not against its threshold.
+  bool exact = false;
+};
+
+/// Strict reproducibility: the same spec on the same environment with determinism strict must
+/// give bitwise identical loss curves (every rank) and evaluation metrics.
+struct Reproducibility {
+  /// Every run of both sides has the same spec hash and environment hash, and determinism strict.
+  bool required = false;
+  bool identical = true;             ///< every run matches A's first run bit for bit
+  std::string run_id;                ///< the first run that does not (empty when identical)
+  std::optional<std::int64_t> step;  ///< the first step whose loss differs (on any rank)
+  std::optional<int> rank;           ///< the lowest rank that differs at that step
+  std::vector<std::string> metrics;  ///< evaluation metrics whose values differ bitwise
+  std::string reason;                ///< one line (empty unless required)
 };
 
 /// The two loss curves.
@@ -96,8 +161,25 @@ struct CurveReport {
   std::optional<std::int64_t> max_difference_step;
 };
 
-/// The overall outcome.
-enum class Outcome { no_regression, regression, not_comparable };
+/// The overall outcome. Inconclusive: no regression found, but a timing metric could not be
+/// decided (exit 0 unless --fail-on-inconclusive).
+enum class Outcome { no_regression, regression, not_comparable, inconclusive };
+
+/// "no_regression", "regression", "not_comparable", "inconclusive".
+std::string_view to_string(Outcome outcome);
+
+/// A compared run as the report describes it.
+struct RunDescription {
+  std::string side;  ///< "A" or "B"
+  std::string run_id;
+  std::vector<std::pair<std::string, double>> values;  ///< run values of the timing metrics, table order (NaN: none)
+  /// Per-step throughput after warm-up (summed over ranks): steps and p5 / p50 / p95; count 0
+  /// when not loaded. Describes the run; never a replicate.
+  size_t steps = 0;
+  double p5 = 0;
+  double p50 = 0;
+  double p95 = 0;
+};
 
 /// A side of the comparison as a report shows it.
 struct SideInfo {
@@ -112,8 +194,13 @@ struct Comparison {
   SideInfo a;
   SideInfo b;
   Outcome outcome = Outcome::no_regression;
-  std::vector<std::string> not_comparable;     ///< reasons, when outcome is not_comparable
-  std::vector<std::string> regressions;        ///< metric names with status regression
+  std::vector<std::string> not_comparable;  ///< reasons, when outcome is not_comparable
+  std::vector<std::string>
+      regressions;  ///< "reproducibility" first when it failed, then metrics with status regression
+  std::vector<std::string> inconclusive;  ///< metric names with status inconclusive
+  Reproducibility reproducibility;
+  std::vector<std::string> history;            ///< ids of the earlier runs behind the noise estimates
+  std::vector<RunDescription> runs;            ///< every compared run, A's then B's
   std::vector<spec::SpecChange> spec_changes;  ///< after --ignore
   std::vector<std::string> ignored;            ///< the --ignore keys, as given
   bool env_available = false;                  ///< both sides have a fingerprint
@@ -125,15 +212,25 @@ struct Comparison {
   std::vector<double> loss_a, loss_b;
   std::vector<double> throughput_a, throughput_b;
 
-  /// The first report line: "no regression", "regression in a, b", "not comparable: why".
+  /// The first report line: "no regression"; "regression in a, b" (after
+  /// "reproducibility regression: first difference at step S on rank R" when that failed);
+  /// "inconclusive: <metric> <why, and what to rerun>"; "not comparable: why".
   std::string verdict_line() const;
 };
 
-/// Compares side A (baseline) with side B (candidate); each side is one run or a group. Throws
+/// Compares side A (baseline) with side B (candidate); each side is one run or a group. `history`
+/// (load_history) informs the run-to-run noise of the timing metrics only. Throws
 /// util::CompareError for an empty side or a bad threshold override.
+Comparison compare_runs(const std::vector<RunData>& a, const std::vector<RunData>& b, const CompareOptions& options,
+                        const std::vector<RunData>& history);
+
+/// compare_runs without history.
 Comparison compare_runs(const std::vector<RunData>& a, const std::vector<RunData>& b, const CompareOptions& options);
 
-/// The exit code for an outcome: 0 no regression, 3 regression, 2 not comparable.
+/// The exit code for an outcome: 0 no regression or inconclusive, 3 regression, 2 not comparable.
 int exit_code(Outcome outcome);
+
+/// As exit_code, with inconclusive exiting 3 when `fail_on_inconclusive` (--fail-on-inconclusive).
+int exit_code(Outcome outcome, bool fail_on_inconclusive);
 
 }  // namespace expctl::compare

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <numeric>
 #include <random>
 
@@ -156,7 +157,178 @@ double bootstrap_p_value(std::span<const double> sorted_ratios, double estimate)
   return std::min(1.0, 2 * (far_side + 1) / (total + 1));
 }
 
+// Continued fraction of the regularized incomplete beta function (modified Lentz), valid
+// for x < (a + 1) / (a + b + 2); see Numerical Recipes §6.4.
+double beta_fraction(double a, double b, double x) {
+  constexpr double tiny = 1e-300;
+  double c = 1;
+  double d = 1 - (a + b) * x / (a + 1);
+  d = 1 / (std::fabs(d) < tiny ? tiny : d);
+  double h = d;
+  for (int m = 1; m <= 300; ++m) {
+    const double m2 = 2.0 * m;
+    for (const double term :
+         {m * (b - m) * x / ((a + m2 - 1) * (a + m2)), -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))}) {
+      d = 1 + term * d;
+      d = 1 / (std::fabs(d) < tiny ? tiny : d);
+      c = 1 + term / c;
+      c = std::fabs(c) < tiny ? tiny : c;
+      h *= d * c;
+    }
+    if (std::fabs(d * c - 1) < 1e-15) {
+      break;
+    }
+  }
+  return h;
+}
+
+// I_x(a, b), the regularized incomplete beta function.
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0 || x >= 1) {
+    return x <= 0 ? 0.0 : 1.0;
+  }
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) {
+    return front * beta_fraction(a, b, x) / a;
+  }
+  return 1 - front * beta_fraction(b, a, 1 - x) / b;
+}
+
+// Inverts the monotone `cdf` at p by bisection between -limit and limit, growing the limit first.
+template <typename Cdf>
+double invert_cdf(Cdf cdf, double p) {
+  double high = 1;
+  while (cdf(high) < p && high < 1e12) high *= 2;
+  double low = -1;
+  while (cdf(low) > p && low > -1e12) low *= 2;
+  for (int i = 0; i < 200 && high - low > 1e-10 * std::max(1.0, std::fabs(low)); ++i) {
+    const double middle = (low + high) / 2;
+    (cdf(middle) < p ? low : high) = middle;
+  }
+  return (low + high) / 2;
+}
+
 }  // namespace
+
+double student_t_cdf(double t, double df) {
+  EXPCTL_ASSERT(df > 0, "t distribution with {} degrees of freedom", df);
+  if (std::isinf(t)) {
+    return t > 0 ? 1.0 : 0.0;
+  }
+  const double tail = 0.5 * incomplete_beta(df / 2, 0.5, df / (df + t * t));
+  return t > 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double df) {
+  EXPCTL_ASSERT(p > 0 && p < 1, "t quantile of probability {}", p);
+  EXPCTL_ASSERT(df > 0, "t distribution with {} degrees of freedom", df);
+  // Newton from the Cornish–Fisher start (a few steps for any df ≥ 1), bisection when it strays.
+  const double z = normal_quantile(p);
+  double t = z + (z * z * z + z) / (4 * df) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * df * df);
+  const double log_norm = std::lgamma((df + 1) / 2) - std::lgamma(df / 2) - 0.5 * std::log(df * std::numbers::pi);
+  for (int i = 0; i < 30 && std::isfinite(t); ++i) {
+    const double density = std::exp(log_norm - (df + 1) / 2 * std::log1p(t * t / df));
+    const double step = (student_t_cdf(t, df) - p) / density;
+    t -= step;
+    if (std::fabs(step) < 1e-12 * std::max(1.0, std::fabs(t))) {
+      return t;
+    }
+  }
+  return invert_cdf([df](double x) { return student_t_cdf(x, df); }, p);
+}
+
+double normal_quantile(double p) {
+  EXPCTL_ASSERT(p > 0 && p < 1, "normal quantile of probability {}", p);
+  // Acklam's rational approximation (relative error < 1.2e-9), then one Halley step on erfc.
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                                 1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                 6.680131188771972e+01, -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                 -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                 3.754408661907416e+00};
+  const double q = std::min(p, 1 - p);
+  double x = 0;
+  if (q < 0.02425) {
+    const double r = std::sqrt(-2 * std::log(q));
+    x = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) /
+        ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1);
+    x = p < 0.5 ? x : -x;
+  } else {
+    const double r = (p - 0.5) * (p - 0.5);
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * (p - 0.5) /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  }
+  const double error = 0.5 * std::erfc(-x / std::sqrt(2.0)) - p;
+  const double u = error * std::sqrt(2 * std::numbers::pi) * std::exp(x * x / 2);
+  return x - u / (1 + x * u / 2);
+}
+
+double hodges_lehmann_shift(std::span<const double> a, std::span<const double> b) {
+  EXPCTL_ASSERT(!a.empty() && !b.empty(), "shift of an empty side ({} vs {} values)", a.size(), b.size());
+  std::vector<double> differences;
+  differences.reserve(a.size() * b.size());
+  for (const double x : a) {
+    for (const double y : b) differences.push_back(y - x);
+  }
+  return percentile_in_place(differences, 50);
+}
+
+std::optional<double> pooled_shamos_scale(std::span<const std::vector<double>> groups) {
+  std::vector<double> distances;
+  for (const auto& group : groups) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      for (size_t j = i + 1; j < group.size(); ++j) distances.push_back(std::fabs(group[i] - group[j]));
+    }
+  }
+  if (distances.empty()) {
+    return std::nullopt;
+  }
+  // 1 / (√2 · Φ⁻¹(3/4)): the median of |N(0, 2σ²)| is 0.6745·√2·σ.
+  constexpr double consistency = 1.0483;
+  return consistency * percentile_in_place(distances, 50);
+}
+
+namespace {
+
+// Residuals of each group of two or more values from its median, and how many groups gave some.
+std::pair<std::vector<double>, size_t> median_residuals(std::span<const std::vector<double>> groups) {
+  std::vector<double> residuals;
+  size_t count = 0;
+  for (const auto& group : groups) {
+    if (group.size() < 2) {
+      continue;
+    }
+    const double centre = median(group);
+    for (const double value : group) residuals.push_back(value - centre);
+    ++count;
+  }
+  return {residuals, count};
+}
+
+// Huber's scale step from scale s: residuals winsorized at ±2.5·s.
+double huber_step(std::span<const double> residuals, double s, double dof) {
+  constexpr double c = 2.5;
+  constexpr double beta = 0.97756;  // E[min(Z², c²)] = (2Φ(c) − 1) − 2cφ(c) + 2c²(1 − Φ(c))
+  double sum = 0;
+  for (const double r : residuals) sum += std::min(r * r, c * c * s * s);
+  return std::sqrt(sum / (beta * dof));
+}
+
+}  // namespace
+
+std::optional<double> pooled_huber_scale(std::span<const std::vector<double>> groups) {
+  const auto [residuals, count] = median_residuals(groups);
+  if (count == 0) {
+    return std::nullopt;
+  }
+  const double dof = static_cast<double>(residuals.size() - count);
+  const double start = pooled_shamos_scale(groups).value_or(0);
+  // Ties everywhere (a zero start) leave nothing to clip against: the plain deviation.
+  return huber_step(residuals, start > 0 ? start : INFINITY, dof);
+}
 
 double mean(std::span<const double> values) {
   EXPCTL_ASSERT(!values.empty(), "mean of no values");

@@ -308,6 +308,8 @@ std::string_view to_string(Status status) {
       return "improvement";
     case Status::too_few_samples:
       return "too few samples";
+    case Status::inconclusive:
+      return "inconclusive";
   }
   return "ok";
 }

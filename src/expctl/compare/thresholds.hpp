@@ -15,6 +15,7 @@
 /// the explicit "pp" suffix, and a bare "-0.5" for eval_accuracy means half of the whole range.
 
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -111,18 +112,22 @@ struct MetricInfo {
   std::string_view series;             ///< per-step series its samples come from; "" = per run
   Statistic statistic;
   std::string_view doc;
+  /// A timing metric: judged on one value per run against the run-to-run noise (run_noise.hpp),
+  /// never on per-step samples. Correctness metrics (losses, accuracy) are judged exactly or by
+  /// threshold instead.
+  bool timing = false;
 };
 
 /// The metric table: every default threshold lives here, nowhere else.
 inline constexpr MetricInfo k_metrics[] = {
     {"samples_per_sec", Direction::higher_is_better, "-5%", "samples/s", "samples_per_sec", Statistic::median,
-     "training throughput of all ranks together, per step"},
+     "training throughput of all ranks together, per step", true},
     {"step_time_ms_p50", Direction::lower_is_better, "+5%", "ms", "step_time_ms", Statistic::median,
-     "median wall time of one optimizer step"},
+     "median wall time of one optimizer step", true},
     {"step_time_ms_p95", Direction::lower_is_better, "+5%", "ms", "step_time_ms", Statistic::p95,
-     "95th percentile of the step time: stragglers and stalls"},
+     "95th percentile of the step time: stragglers and stalls", true},
     {"comm_wait_fraction", Direction::lower_is_better, "+5pp", "fraction", "", Statistic::value,
-     "share of step time spent waiting for gradient all-reduce, 0..1"},
+     "share of step time spent waiting for gradient all-reduce, 0..1", true},
     {"final_train_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value, "training loss at the last step"},
     {"eval_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value, "loss on the evaluation split"},
     {"eval_accuracy", Direction::higher_is_better, "-0.5pp", "fraction", "", Statistic::value,
@@ -144,9 +149,12 @@ enum class Status {
   regression,       ///< worse beyond the threshold (and significant, for samples)
   improvement,      ///< better beyond the threshold (and significant, for samples)
   too_few_samples,  ///< not enough samples on a side to conclude either way
+  /// A timing metric the evidence cannot decide: the run-to-run noise is unknown (one run a side
+  /// and no earlier runs) or too large, or the change crossed the threshold inside the noise.
+  inconclusive,
 };
 
-/// "ok", "regression", "improvement" or "too few samples".
+/// "ok", "regression", "improvement", "too few samples" or "inconclusive".
 std::string_view to_string(Status status);
 
 /// Which test decides significance for a sampled metric.
@@ -172,6 +180,42 @@ struct SampleEvidence {
   double adjusted_p = 1;  ///< Holm-adjusted across the sampled metrics judged together
 };
 
+/// Scale on which a timing metric's run values are compared: relative (log of the values, for
+/// percent thresholds) or absolute (the values themselves, for pp and absolute thresholds).
+enum class Scale { relative, absolute };
+
+/// Run-to-run noise of one metric, estimated from groups of runs of one configuration each.
+struct NoiseEstimate {
+  /// Robust standard deviation of one run's value (pooled_huber_scale): of ln(value) for the
+  /// relative scale (≈ a fraction: 0.03 is ±3 %), in metric units for the absolute one. NaN: unknown.
+  double sigma = std::numeric_limits<double>::quiet_NaN();
+  double df = 0;      ///< effective degrees of freedom: 0.9 · Σ (group size − 1); 0 when unknown
+  size_t runs = 0;    ///< runs in groups of two or more
+  size_t groups = 0;  ///< groups of two or more runs
+  bool known() const { return df > 0 && std::isfinite(sigma); }
+};
+
+/// The run-level evidence behind a timing verdict (judge_run_level in run_noise.hpp). Changes,
+/// noise, band and MDE are in the threshold's terms: fractions of A for relative metrics
+/// (0.05 = 5 %), metric units otherwise.
+struct RunLevelEvidence {
+  Scale scale = Scale::relative;
+  size_t runs_a = 0;  ///< runs of side A (one value each)
+  size_t runs_b = 0;
+  size_t history_runs = 0;  ///< earlier runs whose values entered the noise estimate
+  NoiseEstimate noise;      ///< pooled over the sides' groups and the history
+  double noise_fraction = std::numeric_limits<double>::quiet_NaN();  ///< sigma in the threshold's terms
+  double change = 0;  ///< Hodges–Lehmann shift of B against A (signed; negative = B lower)
+  double standard_error = std::numeric_limits<double>::quiet_NaN();  ///< of the change, threshold's terms
+  double band = std::numeric_limits<double>::quiet_NaN();            ///< |change| that would just be significant
+  double mde = std::numeric_limits<double>::quiet_NaN();             ///< minimum detectable effect (worse direction)
+  double t = 0;                 ///< change / standard error, on the comparison scale
+  double p_value = 1;           ///< two-sided, from Student's t with noise.df degrees of freedom
+  double adjusted_p = 1;        ///< Holm-adjusted across the timing metrics judged together
+  size_t family = 1;            ///< timing metrics in that Holm family
+  size_t suggested_repeat = 0;  ///< runs a side that would decide it (inconclusive only; 0: none)
+};
+
 /// The verdict for one metric, with everything a report prints.
 struct Verdict {
   std::string metric;
@@ -182,7 +226,8 @@ struct Verdict {
   std::optional<double> relative_delta;    ///< (b − a) / |a|; nullopt when a is 0 or not finite
   bool threshold_crossed = false;          ///< worse than A by more than the tolerance
   std::optional<SampleEvidence> evidence;  ///< set for samples that were tested
-  std::string reason;                      ///< one line: why this status
+  std::optional<RunLevelEvidence> run_evidence;  ///< set for timing metrics (run-level)
+  std::string reason;                            ///< one line: why this status
 };
 
 /// Judges one value per side: regression when B is worse than A by more than the tolerance,
@@ -191,8 +236,9 @@ struct Verdict {
 /// against a finite A is a regression (a loss that became NaN); the reverse an improvement.
 Verdict judge_values(std::string_view metric, double a, double b, const Threshold& threshold, Direction direction);
 
-/// One metric with samples on both sides: per-step values of two runs, or one value per run
-/// for groups of repeated runs (seeds).
+/// One metric with samples on both sides: one value per run for groups of repeated runs (seeds)
+/// of a correctness metric. (Timing metrics are judged by judge_run_level, run_noise.hpp; per-step
+/// values are never samples across runs.)
 struct SampledMetric {
   std::string name;
   Direction direction = Direction::higher_is_better;

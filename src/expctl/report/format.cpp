@@ -1,5 +1,6 @@
 #include "expctl/report/format.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -21,7 +22,85 @@ std::string value_text(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
+std::string run_evidence_text(const compare::RunLevelEvidence& evidence, const compare::Threshold& threshold) {
+  if (!evidence.noise.known()) {
+    return "noise unknown (no configuration has two runs)";
+  }
+  return fmt::format("noise ±{} a run, band ±{}, MDE {}, p={:.3g} (Holm {:.3g})",
+                     compare::size_text(evidence.noise_fraction, threshold),
+                     compare::size_text(evidence.band, threshold), compare::size_text(evidence.mde, threshold),
+                     evidence.p_value, evidence.adjusted_p);
+}
+
+std::string threshold_text(const compare::MetricRow& row) {
+  return row.exact ? "exact" : row.threshold.to_string();
+}
+
+std::vector<std::string> verdict_notes(const compare::Comparison& comparison) {
+  std::vector<std::string> notes;
+  for (const auto& row : comparison.metrics) {
+    if (row.verdict.status != compare::Status::ok) {
+      notes.push_back(fmt::format("{}: {}", row.verdict.metric, row.verdict.reason));
+    }
+  }
+  return notes;
+}
+
+std::string history_text(const compare::Comparison& comparison) {
+  if (comparison.history.empty()) {
+    return "none (no earlier completed runs of these specs on these environments)";
+  }
+  std::string ids;
+  for (const auto& id : comparison.history) {
+    ids += (ids.empty() ? "" : ", ") + id;
+  }
+  return fmt::format("{} earlier run{} of these specs on these environments: {}", comparison.history.size(),
+                     comparison.history.size() == 1 ? "" : "s", ids);
+}
+
+namespace {
+
+// The timing metrics some compared run has a value of, in table order.
+std::vector<size_t> run_columns(const compare::Comparison& comparison) {
+  std::vector<size_t> columns;
+  const size_t count = comparison.runs.empty() ? 0 : comparison.runs.front().values.size();
+  for (size_t i = 0; i < count; ++i) {
+    const bool any =
+        std::any_of(comparison.runs.begin(), comparison.runs.end(),
+                    [&](const compare::RunDescription& run) { return std::isfinite(run.values[i].second); });
+    if (any)
+      columns.push_back(i);
+  }
+  return columns;
+}
+
+}  // namespace
+
+std::vector<std::string> run_header(const compare::Comparison& comparison) {
+  std::vector<std::string> header = {"side", "run"};
+  for (const size_t i : run_columns(comparison)) {
+    header.push_back(comparison.runs.front().values[i].first);
+  }
+  header.push_back("per-step samples/s p5-p95");
+  return header;
+}
+
+std::vector<std::vector<std::string>> run_rows(const compare::Comparison& comparison) {
+  const auto columns = run_columns(comparison);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& run : comparison.runs) {
+    std::vector<std::string> cells = {run.side, run.run_id};
+    for (const size_t i : columns) cells.push_back(number(run.values[i].second));
+    cells.push_back(run.steps == 0 ? "-" : fmt::format("{}-{} ({} steps)", number(run.p5), number(run.p95), run.steps));
+    rows.push_back(std::move(cells));
+  }
+  return rows;
+}
+
 std::string evidence_text(const compare::Verdict& verdict) {
+  if (verdict.run_evidence) {
+    return verdict.reason;
+  }
   if (!verdict.evidence) {
     return verdict.reason;
   }
@@ -36,9 +115,11 @@ std::string evidence_text(const compare::Verdict& verdict) {
 }
 
 std::string samples_text(const compare::MetricRow& row) {
-  return row.source == compare::MetricSource::value
-             ? ""
-             : fmt::format("{} n={}/{}", compare::to_string(row.source), row.n_a, row.n_b);
+  if (row.source == compare::MetricSource::value) {
+    return "";
+  }
+  const std::string text = fmt::format("{} n={}/{}", compare::to_string(row.source), row.n_a, row.n_b);
+  return row.history_runs == 0 ? text : fmt::format("{}, {} earlier", text, row.history_runs);
 }
 
 std::string better_text(const compare::MetricRow& row) {
@@ -87,10 +168,10 @@ std::vector<std::string> metric_cells(const compare::MetricRow& row) {
           number(verdict.absolute_delta),
           percent(verdict.relative_delta),
           better_text(row),
-          row.threshold.to_string(),
+          threshold_text(row),
           std::string(compare::to_string(verdict.status)),
           samples_text(row),
-          evidence_text(verdict)};
+          verdict.run_evidence ? run_evidence_text(*verdict.run_evidence, row.threshold) : evidence_text(verdict)};
 }
 
 }  // namespace expctl::report::detail

@@ -20,8 +20,21 @@ std::string percent(const std::optional<double>& fraction);
 std::string value_text(const nlohmann::json& value);
 /// "p=0.0012 (Holm 0.0036), ratio 0.900 [0.893, 0.907]" or the verdict's reason when untested.
 std::string evidence_text(const compare::Verdict& verdict);
-/// "n=30/30" for sampled rows, "" otherwise.
+/// "runs n=5/5" (and ", 7 earlier" for timing rows with history) for sampled rows, "" otherwise.
 std::string samples_text(const compare::MetricRow& row);
+/// A timing row's run-level evidence: "noise ±3.1% a run, band ±9.0%, MDE 11.2%, p=0.21 (Holm 0.63)".
+std::string run_evidence_text(const compare::RunLevelEvidence& evidence, const compare::Threshold& threshold);
+/// The threshold cell: the threshold, or "exact" for rows judged bit for bit.
+std::string threshold_text(const compare::MetricRow& row);
+/// "samples_per_sec: <reason>" for every row that is not plainly ok (regressions, improvements,
+/// inconclusive and too few samples), in table order.
+std::vector<std::string> verdict_notes(const compare::Comparison& comparison);
+/// The history line: "7 earlier runs of the same spec on the same environment: id, id, ..." or "none ...".
+std::string history_text(const compare::Comparison& comparison);
+/// The header and cells of the per-run table: side, run, each timing metric's run value, and the
+/// per-step throughput spread ("p5-p95 3912-4120 (9990 steps)").
+std::vector<std::string> run_header(const compare::Comparison& comparison);
+std::vector<std::vector<std::string>> run_rows(const compare::Comparison& comparison);
 /// "higher" / "lower" better.
 std::string better_text(const compare::MetricRow& row);
 /// The run ids of a side, comma-separated.

@@ -16,13 +16,13 @@ constexpr double k_left = 60;
 constexpr double k_right = 20;
 constexpr double k_top = 20;
 constexpr double k_bottom = 40;
-constexpr size_t k_max_points = 1000;  // longer curves are thinned to keep the file small
 constexpr size_t k_bins = 30;
 constexpr std::string_view k_color_a = "#1f77b4";
 constexpr std::string_view k_color_b = "#d62728";
 
 constexpr std::string_view k_style = R"(body{font-family:sans-serif;margin:2em;color:#222}
 h1{font-size:1.4em}h1.no_regression{color:#1a7f37}h1.regression{color:#cf222e}h1.not_comparable{color:#9a6700}
+h1.inconclusive{color:#9a6700}tr.inconclusive td{background:#fff8c5}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums}tr.regression td{background:#ffebe9}
 tr.improvement td{background:#dafbe1}svg{max-width:760px;border:1px solid #ddd;background:#fff}
@@ -86,16 +86,41 @@ std::string legend() {
       k_width - 90, k_color_a, k_width - 76, k_width - 50, k_color_b, k_width - 36);
 }
 
-std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<double>& values, Range x, Range y,
-                     std::string_view color, std::string_view side) {
-  std::string points;
-  const size_t stride = std::max<size_t>(1, (values.size() + k_max_points - 1) / k_max_points);
-  for (size_t i = 0; i < values.size(); i += stride) {
+// The curve's minimum and maximum in each pixel column of the plot (a min/max envelope): a long
+// run draws at most two points per column, and no spike between drawn points is lost.
+struct Column {
+  double low = INFINITY;
+  double high = -INFINITY;
+};
+
+std::vector<Column> envelope(const std::vector<std::int64_t>& steps, const std::vector<double>& values, Range x) {
+  const auto columns = static_cast<size_t>(k_width - k_left - k_right);
+  std::vector<Column> envelope(columns + 1);
+  for (size_t i = 0; i < values.size() && i < steps.size(); ++i) {
     if (!std::isfinite(values[i])) {
       continue;
     }
-    points += fmt::format("{:.2f},{:.2f} ", scale(static_cast<double>(steps[i]), x, k_left, k_width - k_right),
-                          scale(values[i], y, k_height - k_bottom, k_top));
+    const double position = scale(static_cast<double>(steps[i]), x, 0, static_cast<double>(columns));
+    Column& column = envelope[std::min(columns, static_cast<size_t>(std::max(0.0, std::round(position))))];
+    column.low = std::min(column.low, values[i]);
+    column.high = std::max(column.high, values[i]);
+  }
+  return envelope;
+}
+
+std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<double>& values, Range x, Range y,
+                     std::string_view color, std::string_view side) {
+  std::string points;
+  const auto columns = envelope(steps, values, x);
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i].low > columns[i].high) {
+      continue;
+    }
+    const double px = k_left + static_cast<double>(i);
+    points += fmt::format("{:.2f},{:.2f} ", px, scale(columns[i].high, y, k_height - k_bottom, k_top));
+    if (columns[i].low < columns[i].high) {
+      points += fmt::format("{:.2f},{:.2f} ", px, scale(columns[i].low, y, k_height - k_bottom, k_top));
+    }
   }
   if (!points.empty()) {
     points.pop_back();
@@ -110,14 +135,19 @@ std::string svg_open(std::string_view id, std::string_view title) {
       k_width, k_height, xml_escape(title));
 }
 
-std::string loss_plot(const compare::Comparison& comparison) {
-  std::vector<double> steps;
+Range step_range(const compare::Comparison& comparison) {
+  std::vector<double> ends;
   for (const auto* side : {&comparison.loss_steps_a, &comparison.loss_steps_b}) {
-    for (const auto step : *side) {
-      steps.push_back(static_cast<double>(step));
+    if (!side->empty()) {
+      ends.push_back(static_cast<double>(side->front()));
+      ends.push_back(static_cast<double>(side->back()));
     }
   }
-  const Range x = range_of(steps, {});
+  return range_of(ends, {});
+}
+
+std::string loss_plot(const compare::Comparison& comparison) {
+  const Range x = step_range(comparison);
   const Range y = range_of(comparison.loss_a, comparison.loss_b);
   std::string svg = svg_open("loss-curves", "training loss per step, A and B") + axes(x, y, "step", "loss") + legend();
   svg += polyline(comparison.loss_steps_a, comparison.loss_a, x, y, k_color_a, "a");
@@ -185,7 +215,24 @@ std::string metrics_table(const compare::Comparison& comparison) {
     std::replace(status.begin(), status.end(), ' ', '_');
     classes.push_back(status);
   }
-  return rows.empty() ? "<p>No metrics on either side.</p>\n" : html_table(detail::metric_header(), rows, classes);
+  if (rows.empty()) {
+    return "<p>No metrics on either side.</p>\n";
+  }
+  std::string html = html_table(detail::metric_header(), rows, classes);
+  const auto notes = detail::verdict_notes(comparison);
+  if (!notes.empty()) {
+    html += "<ul id=\"verdict-notes\">\n";
+    for (const auto& note : notes) {
+      html += "<li>" + xml_escape(note) + "</li>\n";
+    }
+    html += "</ul>\n";
+  }
+  return html;
+}
+
+std::string runs_table(const compare::Comparison& comparison) {
+  return html_table(detail::run_header(comparison), detail::run_rows(comparison)) +
+         "<p>History: " + xml_escape(detail::history_text(comparison)) + "</p>\n";
 }
 
 std::string spec_table(const compare::Comparison& comparison) {
@@ -211,11 +258,10 @@ std::string env_table(const compare::Comparison& comparison) {
 }  // namespace
 
 std::string render_html(const compare::Comparison& comparison) {
-  constexpr std::string_view classes[] = {"no_regression", "regression", "not_comparable"};
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   html += "<title>expctl compare: " + xml_escape(comparison.verdict_line()) + "</title>\n<style>" +
           std::string(k_style) + "</style></head>\n<body>\n";
-  html += fmt::format("<h1 id=\"verdict\" class=\"{}\">{}</h1>\n", classes[static_cast<size_t>(comparison.outcome)],
+  html += fmt::format("<h1 id=\"verdict\" class=\"{}\">{}</h1>\n", compare::to_string(comparison.outcome),
                       xml_escape(comparison.verdict_line()));
   html += fmt::format("<p><b class=\"a\">A</b> <code>{}</code> ({}, spec <code>{}</code>, started {})<br>\n",
                       xml_escape(detail::ids_text(comparison.a)), xml_escape(comparison.a.name),
@@ -224,8 +270,12 @@ std::string render_html(const compare::Comparison& comparison) {
                       xml_escape(detail::ids_text(comparison.b)), xml_escape(comparison.b.name),
                       xml_escape(comparison.b.spec_hash.substr(0, 12)), xml_escape(comparison.b.started_at));
   html += "<h2>Metrics</h2>\n" + metrics_table(comparison);
-  html +=
-      "<h2>Loss curves</h2>\n<p>" + xml_escape(detail::curve_text(comparison.curve)) + "</p>\n" + loss_plot(comparison);
+  html += "<h2>Runs</h2>\n" + runs_table(comparison);
+  html += "<h2>Loss curves</h2>\n<p>" + xml_escape(detail::curve_text(comparison.curve)) + "</p>\n";
+  if (comparison.reproducibility.required) {
+    html += "<p>Reproducibility: " + xml_escape(comparison.reproducibility.reason) + "</p>\n";
+  }
+  html += loss_plot(comparison);
   html += "<h2>Throughput distributions</h2>\n" + throughput_plot(comparison);
   html += "<h2>Spec differences</h2>\n" + spec_table(comparison);
   html += "<h2>Environment differences</h2>\n" + env_table(comparison);

@@ -22,30 +22,53 @@ std::string failure(std::string_view message, std::string_view report) {
                      xml_escape(report));
 }
 
-// One suite per spec: the "comparable" case, then one case per metric (or one skipped case).
-std::string suite_for(const NightlyCase& item, std::string_view timestamp) {
+std::string skipped(std::string_view message) {
+  return fmt::format("<skipped message=\"{}\"/>", xml_escape(message));
+}
+
+// One metric's case: a regression fails, an inconclusive timing metric is skipped (undecided).
+std::string metric_case(const std::string& classname, const compare::MetricRow& row, const std::string& report,
+                        CaseCounts& counts) {
+  const auto status = row.verdict.status;
+  const std::string message = fmt::format("{}: {} -> {} ({}), threshold {}", row.verdict.metric,
+                                          detail::number(row.verdict.a), detail::number(row.verdict.b),
+                                          detail::percent(row.verdict.relative_delta), detail::threshold_text(row));
+  counts.tests += 1;
+  counts.failures += status == compare::Status::regression ? 1 : 0;
+  counts.skipped += status == compare::Status::inconclusive ? 1 : 0;
+  const std::string body = status == compare::Status::regression     ? failure(message, report)
+                           : status == compare::Status::inconclusive ? skipped("inconclusive: " + row.verdict.reason)
+                                                                     : "";
+  return testcase(classname, row.verdict.metric, body);
+}
+
+std::string comparison_cases(const std::string& classname, const compare::Comparison& comparison, CaseCounts& counts) {
+  const std::string report = render_text(comparison);
+  const bool comparable = comparison.outcome != compare::Outcome::not_comparable;
+  std::string body = testcase(classname, "comparable", comparable ? "" : failure(comparison.verdict_line(), report));
+  counts.tests += 1;
+  counts.failures += comparable ? 0 : 1;
+  if (const auto& check = comparison.reproducibility; check.required) {
+    body += testcase(classname, "reproducibility", check.identical ? "" : failure(check.reason, report));
+    counts.tests += 1;
+    counts.failures += check.identical ? 0 : 1;
+  }
+  for (const auto& row : comparison.metrics) {
+    body += metric_case(classname, row, report, counts);
+  }
+  return body;
+}
+
+// One suite per spec: the "comparable" case, "reproducibility" when it is required, then one case
+// per metric (or one skipped case when there is nothing to compare).
+std::string suite_for(const NightlyCase& item, std::string_view timestamp, CaseCounts& counts) {
   std::string body;
-  CaseCounts counts;
   const std::string classname = "nightly." + item.spec;
   if (!item.comparison) {
-    body += testcase(classname, "comparable", fmt::format("<skipped message=\"{}\"/>", xml_escape(item.skipped)));
+    body += testcase(classname, "comparable", skipped(item.skipped));
     counts = {1, 0, 1};
   } else {
-    const auto& comparison = *item.comparison;
-    const std::string report = render_text(comparison);
-    const bool comparable = comparison.outcome != compare::Outcome::not_comparable;
-    body += testcase(classname, "comparable", comparable ? "" : failure(comparison.verdict_line(), report));
-    counts.tests += 1;
-    counts.failures += comparable ? 0 : 1;
-    for (const auto& row : comparison.metrics) {
-      const bool failed = row.verdict.status == compare::Status::regression;
-      const std::string message = fmt::format("{}: {} -> {} ({}), threshold {}", row.verdict.metric,
-                                              detail::number(row.verdict.a), detail::number(row.verdict.b),
-                                              detail::percent(row.verdict.relative_delta), row.threshold.to_string());
-      body += testcase(classname, row.verdict.metric, failed ? failure(message, report) : "");
-      counts.tests += 1;
-      counts.failures += failed ? 1 : 0;
-    }
+    body += comparison_cases(classname, *item.comparison, counts);
   }
   std::string properties = fmt::format(
       "    <properties>\n      <property name=\"candidate\" value=\"{}\"/>\n      <property name=\"baseline\" "
@@ -66,14 +89,10 @@ std::string render_junit(std::string_view suite, const std::vector<NightlyCase>&
   size_t tests = 0;
   size_t failures = 0;
   for (const auto& item : cases) {
-    suites += suite_for(item, timestamp);
-    if (!item.comparison) {
-      tests += 1;
-      continue;
-    }
-    tests += 1 + item.comparison->metrics.size();
-    failures += item.comparison->outcome == compare::Outcome::not_comparable ? 1 : 0;
-    failures += item.comparison->regressions.size();
+    CaseCounts counts;
+    suites += suite_for(item, timestamp, counts);
+    tests += counts.tests;
+    failures += counts.failures;
   }
   return fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\">\n{}"

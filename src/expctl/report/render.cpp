@@ -29,6 +29,7 @@ std::string_view outcome_color(compare::Outcome outcome) {
     case compare::Outcome::regression:
       return k_red;
     case compare::Outcome::not_comparable:
+    case compare::Outcome::inconclusive:
       return k_yellow;
   }
   return k_bold;
@@ -76,7 +77,19 @@ std::string text_metrics_section(const compare::Comparison& comparison) {
   for (const auto& row : comparison.metrics) {
     table.add_row(detail::metric_cells(row));
   }
-  return table.render();
+  std::string text = table.render();
+  for (const auto& note : detail::verdict_notes(comparison)) {
+    text += "  " + note + "\n";
+  }
+  return text;
+}
+
+std::string text_runs_section(const compare::Comparison& comparison) {
+  util::TextTable table(detail::run_header(comparison));
+  for (auto& cells : detail::run_rows(comparison)) {
+    table.add_row(std::move(cells));
+  }
+  return table.render() + "  history: " + detail::history_text(comparison) + "\n";
 }
 
 json number_json(double value) {
@@ -85,6 +98,52 @@ json number_json(double value) {
 
 json optional_json(const std::optional<double>& value) {
   return value ? number_json(*value) : json(nullptr);
+}
+
+json run_evidence_json(const compare::RunLevelEvidence& evidence) {
+  return {{"test", "run-level"},
+          {"scale", evidence.scale == compare::Scale::relative ? "relative" : "absolute"},
+          {"runs_a", evidence.runs_a},
+          {"runs_b", evidence.runs_b},
+          {"history_runs", evidence.history_runs},
+          {"change", number_json(evidence.change)},
+          {"noise", number_json(evidence.noise_fraction)},
+          {"noise_df", number_json(evidence.noise.df)},
+          {"noise_runs", evidence.noise.runs},
+          {"standard_error", number_json(evidence.standard_error)},
+          {"band", number_json(evidence.band)},
+          {"mde", number_json(evidence.mde)},
+          {"p_value", number_json(evidence.p_value)},
+          {"adjusted_p", number_json(evidence.adjusted_p)},
+          {"family", evidence.family},
+          {"suggested_repeat", evidence.suggested_repeat == 0 ? json(nullptr) : json(evidence.suggested_repeat)}};
+}
+
+json reproducibility_json(const compare::Reproducibility& result) {
+  const auto optional = [](const auto& value) { return value ? json(*value) : json(nullptr); };
+  return {{"required", result.required},
+          {"identical", result.identical},
+          {"run", result.run_id.empty() ? json(nullptr) : json(result.run_id)},
+          {"step", optional(result.step)},
+          {"rank", optional(result.rank)},
+          {"metrics", result.metrics},
+          {"reason", result.reason}};
+}
+
+json runs_json(const compare::Comparison& comparison) {
+  json runs = json::array();
+  for (const auto& run : comparison.runs) {
+    json values = json::object();
+    for (const auto& [name, value] : run.values) values[name] = number_json(value);
+    runs.push_back({{"side", run.side},
+                    {"run", run.run_id},
+                    {"values", values},
+                    {"steps", run.steps},
+                    {"throughput_p5", run.steps == 0 ? json(nullptr) : number_json(run.p5)},
+                    {"throughput_p50", run.steps == 0 ? json(nullptr) : number_json(run.p50)},
+                    {"throughput_p95", run.steps == 0 ? json(nullptr) : number_json(run.p95)}});
+  }
+  return runs;
 }
 
 json metric_json(const compare::MetricRow& row) {
@@ -102,9 +161,14 @@ json metric_json(const compare::MetricRow& row) {
                {"source", compare::to_string(row.source)},
                {"n_a", row.n_a},
                {"n_b", row.n_b},
+               {"history_runs", row.history_runs},
+               {"exact", row.exact},
                {"status", compare::to_string(verdict.status)},
                {"reason", verdict.reason},
                {"evidence", nullptr}};
+  if (verdict.run_evidence) {
+    item["evidence"] = run_evidence_json(*verdict.run_evidence);
+  }
   if (verdict.evidence) {
     const auto& evidence = *verdict.evidence;
     json ratio = nullptr;
@@ -176,6 +240,8 @@ std::string_view md_icon(compare::Outcome outcome) {
       return ":x:";
     case compare::Outcome::not_comparable:
       return ":warning:";
+    case compare::Outcome::inconclusive:
+      return ":grey_question:";
   }
   return "";
 }
@@ -202,7 +268,11 @@ std::string render_text(const compare::Comparison& comparison, const TextOptions
   text += text_spec_section(comparison);
   text += heading("Environment differences") + text_env_section(comparison);
   text += heading("Metrics") + text_metrics_section(comparison);
+  text += heading("Runs") + text_runs_section(comparison);
   text += heading("Loss curves") + "  " + detail::curve_text(comparison.curve) + "\n";
+  if (comparison.reproducibility.required) {
+    text += "  reproducibility: " + comparison.reproducibility.reason + "\n";
+  }
   return text;
 }
 
@@ -216,12 +286,15 @@ json to_json(const compare::Comparison& comparison) {
   for (const auto& row : comparison.metrics) {
     metrics.push_back(metric_json(row));
   }
-  constexpr std::string_view outcomes[] = {"no_regression", "regression", "not_comparable"};
   return {{"format_version", k_json_version},
           {"kind", "compare"},
           {"verdict", comparison.verdict_line()},
-          {"outcome", outcomes[static_cast<size_t>(comparison.outcome)]},
+          {"outcome", compare::to_string(comparison.outcome)},
           {"exit_code", compare::exit_code(comparison.outcome)},
+          {"inconclusive", comparison.inconclusive},
+          {"reproducibility", reproducibility_json(comparison.reproducibility)},
+          {"history", comparison.history},
+          {"runs", runs_json(comparison)},
           {"a", side_json(comparison.a)},
           {"b", side_json(comparison.b)},
           {"not_comparable", comparison.not_comparable},
@@ -249,7 +322,16 @@ std::string render_markdown(const compare::Comparison& comparison) {
   }
   text += "\n#### Metrics\n\n" +
           (rows.empty() ? std::string("No metrics on either side.\n") : md_table(detail::metric_header(), rows));
+  for (const auto& note : detail::verdict_notes(comparison)) {
+    text += "\n- " + md_cell(note);
+  }
+  text += detail::verdict_notes(comparison).empty() ? "" : "\n";
+  text += "\n#### Runs\n\n" + md_table(detail::run_header(comparison), detail::run_rows(comparison)) +
+          "\nHistory: " + detail::history_text(comparison) + "\n";
   text += "\n#### Loss curves\n\n" + detail::curve_text(comparison.curve) + "\n";
+  if (comparison.reproducibility.required) {
+    text += "\nReproducibility: " + comparison.reproducibility.reason + "\n";
+  }
   rows.clear();
   for (const auto& change : comparison.spec_changes) {
     rows.push_back({"`" + change.path + "`", detail::value_text(change.old_value), detail::value_text(change.new_value),

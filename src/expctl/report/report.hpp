@@ -15,7 +15,7 @@
 namespace expctl::report {
 
 /// Version of the compare JSON document; bump on an incompatible change of its shape.
-inline constexpr int k_json_version = 1;
+inline constexpr int k_json_version = 2;
 
 /// The formats `expctl compare --format` accepts.
 enum class Format { text, json, markdown, html };

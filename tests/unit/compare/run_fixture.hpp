@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "expctl/compare/comparison.hpp"
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/sha256.hpp"
@@ -56,18 +57,9 @@ struct FakeRun {
   int start_offset_s = 0;
 };
 
-/// SHA-256 of the losses as float32 little-endian bit patterns (the runner's loss_curve_sha256).
+/// The runner's loss_curve_sha256 (one implementation, in compare).
 inline std::string fixture_curve_sha256(const std::vector<double>& losses) {
-  std::string bytes;
-  for (const double loss : losses) {
-    const auto value = static_cast<float>(loss);
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    for (int shift = 0; shift < 32; shift += 8) {
-      bytes.push_back(static_cast<char>((bits >> shift) & 0xFFU));
-    }
-  }
-  return util::sha256_hex(bytes);
+  return compare::loss_curve_sha256(losses);
 }
 
 inline double fixture_median(std::vector<double> values) {
@@ -107,6 +99,7 @@ inline store::RunRecord write_run(store::Store& db, const FakeRun& run) {
   }
   if (!run.step_time_ms.empty()) {
     summary["step_time_ms_p50"] = fixture_median(run.step_time_ms);
+    summary["step_time_ms_p95"] = compare::percentile(run.step_time_ms, 95);
   }
   if (!run.loss.empty()) {
     summary["final_train_loss"] = run.loss.back();

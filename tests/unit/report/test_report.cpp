@@ -9,6 +9,7 @@
 #include "run_fixture.hpp"
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "expctl/report/report.hpp"
 #include "expctl/util/subprocess.hpp"
@@ -43,7 +44,21 @@ RunData fake_run(const std::string& id, uint64_t seed, double throughput, const 
   return run;
 }
 
-// A: baseline. B: 10 % slower, lr changed, another kernel, a loss curve that drifts from step 12.
+// Seven earlier runs of A's configuration whose speeds differ by about 1 % from run to run.
+std::vector<RunData> golden_history() {
+  compare::testing::Noise noise(99);
+  std::vector<RunData> history;
+  for (int i = 0; i < 7; ++i) {
+    RunData run = fake_run(fmt::format("20261128-0{}0000-hhhhh{}", i, i), 10 + static_cast<uint64_t>(i),
+                           1000.0 * (1 + 0.01 * noise.normal()), "6.1.0-18-amd64");
+    run.record.spec_hash = std::string(64, 'a');
+    history.push_back(std::move(run));
+  }
+  return history;
+}
+
+// A: baseline. B: 10 % slower, lr changed, another kernel, a loss curve that drifts from step 12;
+// seven earlier runs of A's configuration tell the run-to-run noise (about 1 %).
 compare::Comparison golden_comparison() {
   RunData a = fake_run("20261129-000000-aaaaaa", 1, 1000.0, "6.1.0-18-amd64");
   RunData b = fake_run("20261129-010000-bbbbbb", 2, 900.0, "6.1.0-21-amd64");
@@ -55,7 +70,23 @@ compare::Comparison golden_comparison() {
   b.summary["final_train_loss"] = b.loss.back();
   b.summary["loss_curve_sha256"] = compare::testing::fixture_curve_sha256(b.loss);
   b.summary["eval_accuracy"] = 0.8475;
-  return compare::compare_runs({a}, {b}, {});
+  return compare::compare_runs({a}, {b}, {}, golden_history());
+}
+
+// One run a side of one spec on one environment, 6.5 % apart, against earlier runs with 5 % noise.
+compare::Comparison inconclusive_comparison() {
+  RunData a = fake_run("20261129-000000-aaaaaa", 1, 4000.0, "6.1.0-18-amd64");
+  RunData b = fake_run("20261129-010000-bbbbbb", 2, 3728.0, "6.1.0-18-amd64");
+  b.record.spec_hash = a.record.spec_hash;
+  b.record.started_at = "2026-11-29T01:00:00.000Z";
+  std::vector<RunData> history;
+  const double speeds[] = {4000, 3700, 4150, 3850, 4300, 3900, 4050};
+  for (int i = 0; i < 7; ++i) {
+    history.push_back(fake_run(fmt::format("20261128-0{}0000-hhhhh{}", i, i), 20 + static_cast<uint64_t>(i), speeds[i],
+                               "6.1.0-18-amd64"));
+    history.back().record.spec_hash = a.record.spec_hash;
+  }
+  return compare::compare_runs({a}, {b}, {}, history);
 }
 
 std::filesystem::path golden_path(const std::string& name) {
@@ -89,6 +120,14 @@ TEST_CASE("text report matches its golden file and starts with the verdict") {
   const auto text = render_text(golden_comparison());
   CHECK(text.starts_with("regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95, final_train_loss\n"));
   check_golden("report.txt", text);
+}
+
+TEST_CASE("text report of an inconclusive comparison matches its golden file and says why in its first line") {
+  const auto comparison = inconclusive_comparison();
+  CHECK(comparison.outcome == compare::Outcome::inconclusive);
+  const auto text = render_text(comparison);
+  CHECK(text.starts_with("inconclusive: samples_per_sec -6.5% is inside the ±"));
+  check_golden("report-inconclusive.txt", text);
 }
 
 TEST_CASE("text report is coloured only when asked") {
