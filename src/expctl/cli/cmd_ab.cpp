@@ -1,0 +1,188 @@
+// `expctl ab A.yaml B.yaml --repeat N`: an A/B experiment on this machine. The two specs run
+// interleaved, A B A B ..., so that slow drifts of the machine (temperature, other load) fall on
+// both sides alike; every run is recorded under one tag, and the two groups are compared with
+// compare's run-level statistics. Ctrl-C keeps the runs that completed.
+
+#ifdef EXPCTL_WITH_TORCH_PROVIDER
+
+#include <iostream>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "expctl/cli/command.hpp"
+#include "expctl/cli/support_compare.hpp"
+#include "expctl/cli/support_result.hpp"
+#include "expctl/cli/support_store.hpp"
+#include "expctl/report/report.hpp"
+#include "expctl/spec/spec.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::cli {
+namespace {
+
+struct AbOptions {
+  std::string spec_a;
+  std::string spec_b;
+  int repeat = 3;
+  std::vector<std::string> set_both;
+  std::vector<std::string> set_a;
+  std::vector<std::string> set_b;
+  std::vector<std::string> tags;
+  std::string format = "text";
+  std::vector<std::string> thresholds;
+  std::string output;
+  size_t history = 20;
+  bool fail_on_inconclusive = false;
+};
+
+/// "ab-20261201-101530": names the experiment's tags (ab:<name>, ab:<name>:a, ab:<name>:b).
+std::string experiment_name() { return fmt::format("ab-{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr))); }
+
+run::RunRequest side_request(const AbOptions& options, const GlobalOptions& globals, bool side_b,
+                             const std::string& name) {
+  run::RunRequest request;
+  request.spec_file = side_b ? options.spec_b : options.spec_a;
+  request.overrides = options.set_both;
+  const auto& own = side_b ? options.set_b : options.set_a;
+  request.overrides.insert(request.overrides.end(), own.begin(), own.end());
+  request.tags = options.tags;
+  request.tags.push_back("ab:" + name);
+  request.tags.push_back(fmt::format("ab:{}:{}", name, side_b ? 'b' : 'a'));
+  request.open_store = store_opener(globals);
+  request.quiet = true;
+  return request;
+}
+
+/// The run ids of each side that completed, in order.
+struct Sides {
+  std::vector<std::string> a;
+  std::vector<std::string> b;
+  bool interrupted = false;
+};
+
+// One run of one side; false when the experiment must stop (interrupted, failed, refused).
+bool run_side(const run::RunRequest& request, char side, int index, int repeat, std::vector<std::string>& ids,
+              Sides& sides) {
+  std::cerr << fmt::format("expctl ab: run {}/{} of side {} ({})...", index, repeat, side,
+                           request.spec_file.string())
+            << std::flush;
+  const auto result = run::run_spec(request);
+  if (!result.refusal.empty()) {
+    std::cerr << '\n';
+    print_run_result(result, OutputFormat::text);
+    throw util::UsageError(fmt::format("side {}: {}", side, result.refusal));
+  }
+  const std::string id = result.run ? result.run->id : std::string("-");
+  std::cerr << fmt::format(" {} {}\n", id, result.run ? store::to_string(result.run->status) : "not recorded");
+  if (result.exit_code == util::ExitCode::interrupted) {
+    sides.interrupted = true;
+    return false;
+  }
+  if (result.exit_code != util::ExitCode::ok) {
+    throw util::TrainError(fmt::format("side {}: run {} did not complete ({}); the A/B experiment stops", side, id,
+                                       result.run ? result.run->root_cause.substr(0, result.run->root_cause.find('\n'))
+                                                  : std::string("no run recorded")));
+  }
+  ids.push_back(id);
+  return true;
+}
+
+Sides run_interleaved(const AbOptions& options, const GlobalOptions& globals, const std::string& name) {
+  const auto request_a = side_request(options, globals, false, name);
+  const auto request_b = side_request(options, globals, true, name);
+  // Both sides are validated before the first run: a typo on side B must not cost side A's runs.
+  for (const auto* request : {&request_a, &request_b}) {
+    (void)spec::load_spec(request->spec_file, spec::LoadOptions{request->overrides});
+  }
+  Sides sides;
+  for (int index = 1; index <= options.repeat; ++index) {
+    if (!run_side(request_a, 'A', index, options.repeat, sides.a, sides) ||
+        !run_side(request_b, 'B', index, options.repeat, sides.b, sides)) {
+      break;
+    }
+  }
+  return sides;
+}
+
+std::string group_of(const std::vector<std::string>& ids) {
+  std::string group;
+  for (const auto& id : ids) {
+    group += (group.empty() ? "" : ",") + id;
+  }
+  return group;
+}
+
+void run_ab(const AbOptions& options, GlobalOptions& globals) {
+  const compare::CompareOptions compare_options = make_compare_options({}, options.thresholds);
+  const auto format = report::parse_format(options.format).value_or(report::Format::text);
+  const std::string name = experiment_name();
+  std::cerr << fmt::format("expctl ab: {} runs a side, interleaved; every run is tagged ab:{}\n", options.repeat,
+                           name);
+  const Sides sides = run_interleaved(options, globals, name);
+  if (sides.a.empty() || sides.b.empty()) {
+    std::cerr << fmt::format("expctl ab: interrupted before each side had a completed run; the runs tagged ab:{} "
+                             "are kept\n",
+                             name);
+    globals.result = util::ExitCode::interrupted;
+    return;
+  }
+  const store::Store db = open_store(globals, store::OpenMode::read_only);
+  const auto a = load_group(db, group_of(sides.a));
+  const auto b = load_group(db, group_of(sides.b));
+  const auto history = load_history(db, a, b, options.history);
+  const compare::Comparison comparison = compare::compare_runs(a, b, compare_options, history);
+  const bool color = format == report::Format::text && options.output.empty() && use_color(globals);
+  write_output(options.output, report::render(comparison, format, {.color = color}));
+  globals.result = sides.interrupted ? util::ExitCode::interrupted
+                                     : outcome_exit_code(comparison.outcome, options.fail_on_inconclusive);
+}
+
+void setup_ab(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
+  auto options = std::make_shared<AbOptions>();
+  CLI::App* command = app.add_subcommand(
+      "ab",
+      "Run an A/B experiment on this machine: spec A and spec B, --repeat times each, interleaved\n"
+      "(A B A B ...), every run recorded and tagged ab:<name> (and ab:<name>:a / ab:<name>:b), then the\n"
+      "two groups compared exactly as `expctl compare` compares groups (one value per run against the\n"
+      "run-to-run noise). Ctrl-C stops after the current run and keeps what completed (exit 130).\n"
+      "Same spec on both sides with --set-b: an A/B of one setting.\n"
+      "Example: expctl ab experiments/quickstart.yaml experiments/quickstart.yaml --repeat 5 \\\n"
+      "           --set-b distributed.grad_compression=fp16");
+  command->add_option("a", options->spec_a, "Spec file of side A (the baseline)")->required();
+  command->add_option("b", options->spec_b, "Spec file of side B (the candidate)")->required();
+  command->add_option("--repeat", options->repeat, "Runs per side (default 3; 5 or more for small effects)")
+      ->check(CLI::Range(1, 100));
+  for (auto [flag, target, help] : {std::tuple{"--set", &options->set_both, "Override a field on both sides"},
+                                    std::tuple{"--set-a", &options->set_a, "Override a field on side A only"},
+                                    std::tuple{"--set-b", &options->set_b, "Override a field on side B only"}}) {
+    command->add_option(flag, *target, std::string(help) + ": key.path=value (repeatable)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  command->add_option("--tag", options->tags, "Tag every run (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::vector<std::string> formats(std::begin(report::k_format_names), std::end(report::k_format_names));
+  add_format_option(command, options->format, formats);
+  command->add_option("--threshold", options->thresholds, "Override a threshold: NAME=5% | NAME=-0.5pp | NAME=0.002")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  command->add_option("-o,--output", options->output, "Write the report to this file instead of stdout");
+  command->add_option("--history", options->history,
+                      "Earlier runs per configuration that inform the run-to-run noise (default 20; 0: none)");
+  command->add_flag("--fail-on-inconclusive", options->fail_on_inconclusive,
+                    "Exit 3 (as for a regression) when a timing metric is inconclusive, instead of 0");
+  command->footer(exit_codes_footer() +
+                  "ab: exit 3 on a regression of B against A; an inconclusive verdict exits 0 (3 with\n"
+                  "--fail-on-inconclusive); 1 when a run fails; 130 when interrupted.\n");
+  command->callback([options, globals] { run_ab(*options, *globals); });
+}
+
+}  // namespace
+
+EXPCTL_REGISTER_COMMAND(ab, 33, setup_ab);
+
+}  // namespace expctl::cli
+
+#endif  // EXPCTL_WITH_TORCH_PROVIDER

@@ -1,0 +1,46 @@
+// `expctl ab`: two specs run interleaved on this machine, recorded under one tag, judged with
+// compare's run-level statistics. Real runs of the CI-sized spec; the slower side is a much wider
+// model, so the verdict does not hang on the machine's noise.
+#include "cli/run_helpers.hpp"
+
+using namespace expctl;
+using namespace expctl::test::cli;
+
+TEST_CASE("ab: a B that is really slower is a regression and every run is tagged and interleaved") {
+  RunDir d;
+  const auto result = d.expctl({"ab", tiny_spec(), tiny_spec(), "--repeat", "3", "--set", "train.max_steps=40",
+                                "--set-b", "model.hidden_sizes=[1024, 1024]", "--format", "json"});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 3);
+  const json report = json::parse(result.out);
+  CHECK(report.at("kind") == "compare");
+  CHECK_THAT(result.out, Catch::Contains("samples_per_sec"));
+  CHECK_THAT(result.out, Catch::Contains("regression"));
+  const auto db = d.open();
+  auto runs = db.list_runs();
+  REQUIRE(runs.size() == 6);
+  std::reverse(runs.begin(), runs.end());  // oldest first: A B A B A B
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    INFO("run " << i);
+    const auto& tags = runs[i].tags;
+    const bool side_b = std::any_of(tags.begin(), tags.end(), [](const std::string& t) { return t.ends_with(":b"); });
+    CHECK(side_b == (i % 2 == 1));
+    CHECK(runs[i].status == store::RunStatus::completed);
+  }
+}
+
+TEST_CASE("ab: the same spec on both sides is no regression") {
+  RunDir d;
+  const auto result = d.expctl({"ab", tiny_spec(), tiny_spec(), "--repeat", "3", "--set", "train.max_steps=40"});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, !Catch::Contains("regression in"));
+}
+
+TEST_CASE("ab: a spec that does not validate stops before any run") {
+  RunDir d;
+  const auto result = d.expctl({"ab", tiny_spec(), tiny_spec(), "--set-b", "train.max_step=40"});
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("max_step"));
+  CHECK_FALSE(fs::exists(d.db));  // side A did not run either
+}
