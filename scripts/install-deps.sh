@@ -21,6 +21,8 @@ packages=(
   iproute2
   # chromium: the test that renders compare's HTML report headless and checks its plots
   chromium
+  # the independent reader of the TensorBoard event-file tests (protoc-generated classes, CRC-32C)
+  protobuf-compiler python3-protobuf python3-crc32c
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)
