@@ -2,6 +2,7 @@
 
 #include <torch/nn/functional/loss.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -258,19 +259,24 @@ class Trainer {
     const auto& dir = m_config.checkpoint_dir;
     std::vector<std::string> problems;
     const auto newest = newest_intact(dir, rank, &problems);
-    auto mine = at::full({1}, newest ? static_cast<double>(newest->step) : -1.0, at::kDouble).to(m_comm.device());
-    std::int64_t common = newest ? newest->step : -1;
-    bool someone_has = newest.has_value();
-    for (const auto& theirs : m_comm.allgather(mine, "allgather of the ranks' checkpoint steps")) {
-      const auto step = static_cast<std::int64_t>(theirs.cpu().item<double>());
-      common = std::min(common, step);
-      someone_has = someone_has || step >= 0;
+    // This rank's newest intact step; -1: no checkpoint at all; -2: checkpoints, none intact.
+    const double mine = newest ? static_cast<double>(newest->step) : (problems.empty() ? -1.0 : -2.0);
+    auto tensor = at::full({1}, mine, at::kDouble).to(m_comm.device());
+    std::vector<std::int64_t> steps;
+    for (const auto& theirs : m_comm.allgather(tensor, "allgather of the ranks' checkpoint steps")) {
+      steps.push_back(static_cast<std::int64_t>(theirs.cpu().item<double>()));
     }
-    if (!someone_has) {
+    if (std::all_of(steps.begin(), steps.end(), [](std::int64_t step) { return step == -1; })) {
       return {};  // no rank has a checkpoint: the run failed before its first one
     }
-    EXPCTL_CHECK(common >= 0, TrainError, "no checkpoint step is intact on every rank: {}",
-                 problems.empty() ? fmt::format("rank {} has one, another rank has none", rank) : problems.front());
+    const auto common = *std::min_element(steps.begin(), steps.end());
+    if (common < 0) {
+      const auto broken = std::find(steps.begin(), steps.end(), common) - steps.begin();
+      throw TrainError(fmt::format(
+          "no checkpoint step is intact on every rank: {}", !problems.empty() ? problems.front()
+                                                            : fmt::format("rank {} has {}", broken,
+                                                                          common == -1 ? "none" : "none intact")));
+    }
     std::string problem;
     const auto file = intact_at(dir, rank, common, &problem);
     EXPCTL_CHECK(file.has_value(), TrainError, "cannot resume from step {}: {}", common, problem);

@@ -61,7 +61,7 @@ TEST_CASE("launcher: a launcher that hosts the store makes every rank a client o
   CHECK_FALSE(detect_launcher(env)->agent_store);
 }
 
-TEST_CASE("launcher: expctl's single-node ranks read their rendezvous file; other launchers' never", "[launch][identity]") {
+TEST_CASE("launcher: expctl's single-node ranks read their rendezvous file and other launchers' ranks never do", "[launch][identity]") {
   EnvMap env = torchrun_env();
   env["EXPCTL_RENDEZVOUS_FILE"] = "/tmp/expctl-rendezvous-abc123";
   CHECK(detect_launcher(env)->rendezvous_file.empty());  // torchrun: a stray variable is not trusted

@@ -73,7 +73,7 @@ TEST_CASE("supervisor: every rank gets the launch contract of the plan", "[launc
   require_all_gone(supervisor.pids());
 }
 
-TEST_CASE("supervisor: all ranks succeed; logs and console get the right lines", "[launch][supervisor]") {
+TEST_CASE("supervisor: all ranks succeed and logs and console get the right lines", "[launch][supervisor]") {
   TempDir dir;
   Console console;
   Supervisor supervisor(quiet_options(dir, console));

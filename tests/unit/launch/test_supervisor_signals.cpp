@@ -56,7 +56,7 @@ RankSpec obedient_rank(int rank, const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("supervisor: SIGINT reaches the ranks as SIGTERM; they checkpoint; run interrupted", "[launch][signals]") {
+TEST_CASE("supervisor: SIGINT reaches the ranks as SIGTERM and they checkpoint and the run is interrupted", "[launch][signals]") {
   TempDir dir;
   const std::vector<RankSpec> ranks = {obedient_rank(0, dir), obedient_rank(1, dir)};
   const pid_t pid = ::fork();

@@ -118,7 +118,7 @@ TEST_CASE("grad scaler: scales the loss, unscales exactly, steps on finite gradi
   CHECK(scaler.growth_tracker() == 1);
 }
 
-TEST_CASE("grad scaler: an inf skips the step and halves the scale; growth after the interval", "[train][amp]") {
+TEST_CASE("grad scaler: an inf skips the step and halves the scale and it grows after the interval", "[train][amp]") {
   GradScalerOptions options;
   options.growth_interval = 3;
   GradScaler scaler(options);

@@ -153,7 +153,7 @@ TEST_CASE("datasets: IDX headers, sizes, counts and labels are checked", "[train
   CHECK_THROWS_WITH(load_idx(images, bad_label), bad_label.string() + ": label 12 at index 0 is outside 0..9");
 }
 
-TEST_CASE("datasets: CIFAR-10 binary batches load as [N,3,32,32]; a partial record is named", "[train][data]") {
+TEST_CASE("datasets: CIFAR-10 binary batches load as N x 3 x 32 x 32 and a partial record is named", "[train][data]") {
   expctl::test::TempDir dir;
   std::string records;
   for (int label : {3, 8}) {

@@ -143,7 +143,7 @@ TEST_CASE("trainer: an interrupted run resumed from its checkpoint equals an uni
   CHECK(rest.final_eval->accuracy == whole.evals.back().accuracy);
 }
 
-TEST_CASE("trainer: a resume without any checkpoint starts at step 1; an epoch without a step is an error",
+TEST_CASE("trainer: a resume without any checkpoint starts at step 1 and an epoch without a step is an error",
           "[train][trainer]") {
   expctl::test::TempDir dir;
   auto config = small_config(dir / "none");
@@ -161,7 +161,7 @@ TEST_CASE("trainer: a resume without any checkpoint starts at step 1; an epoch w
                     "grad_accum_steps 3");
 }
 
-TEST_CASE("trainer: a corrupt newest checkpoint is passed over; a corrupt only one is refused naming the file",
+TEST_CASE("trainer: a corrupt newest checkpoint is passed over and a corrupt only one is refused naming the file",
           "[train][trainer]") {
   expctl::test::TempDir dir;
   RecordingSink whole;
