@@ -26,7 +26,8 @@ void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
   auto options = std::make_shared<ResumeOptions>();
   CLI::App* command = app.add_subcommand(
       "resume",
-      "Continue an interrupted, failed or lost run from its ranks' last checkpoints, under the same run id\n"
+      "Continue an interrupted, failed or lost run under the same run id, from the newest checkpoint\n"
+      "step that every rank holds intact (size and SHA-256 checked; refused, naming the file, when none)\n"
       "(the steps after the checkpoint are recorded again). The finished run equals an uninterrupted\n"
       "one: same metrics, same loss_curve_sha256. This machine's fingerprint must equal the one the run\n"
       "was recorded with (software, code, determinism...; exit 3 otherwise). Details: docs/run.md.\n"

@@ -32,7 +32,9 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "(exit 130; continue with `expctl resume RUN`). Several hosts: run it on each with\n"
       "--nnodes/--node-rank/--master-addr/--master-port. Under torchrun/mpirun/srun it acts as\n"
       "one rank (global rank 0 records). Decoded datasets are cached in $EXPCTL_CACHE_DIR, else\n"
-      "~/.cache/expctl (EXPCTL_CACHE_DIR=none turns that off). Details: docs/run.md.\n"
+      "~/.cache/expctl (EXPCTL_CACHE_DIR=none turns that off). A NaN/Inf loss ends the run\n"
+      "`diverged` (train.nonfinite=skip skips such steps instead); if expctl run itself dies, the run\n"
+      "shows as `lost` and `expctl resume` continues it. Faults and their messages: docs/run.md.\n"
       "Example: expctl run experiments/quickstart.yaml --set train.max_steps=50");
   command->add_option("spec", options->request.spec_file, "Spec file (YAML)")->required();
   command->add_option("--set", options->request.overrides, "Override a field: --set key.path=value (repeatable)")
