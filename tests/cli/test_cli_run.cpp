@@ -28,7 +28,7 @@ using namespace expctl::test::cli;
 
 TEST_CASE("run: a 2-rank run completes with metrics per rank and every summary field") {
   RunDir d;
-  const auto result = d.expctl({"run", tiny_spec(), "--format", "json"});
+  const auto result = d.expctl({"run", tiny_spec(), "--format", "json", "--set", "train.checkpoint_every=10"});
   INFO(result.out << result.err);
   REQUIRE(result.exit_code == 0);
   const json document = parse_stdout(result);
@@ -62,6 +62,11 @@ TEST_CASE("run: a 2-rank run completes with metrics per rank and every summary f
   }
   CHECK(std::find(artifacts.begin(), artifacts.end(), "checkpoints/rank0-step60.pt") != artifacts.end());
   CHECK(std::find(artifacts.begin(), artifacts.end(), "logs/rank-1.log") != artifacts.end());
+  for (const auto& path : artifacts) {
+    CHECK(fs::exists(run.run_dir / path));  // pruned checkpoints are not listed
+  }
+  CHECK(std::find(artifacts.begin(), artifacts.end(), "checkpoints/rank0-step50.pt") != artifacts.end());
+  CHECK(std::find(artifacts.begin(), artifacts.end(), "checkpoints/rank0-step40.pt") == artifacts.end());
   CHECK(fs::exists(run.run_dir / "resolved.json"));
 
   const auto shown = d.expctl({"show", run.id, "--format", "json"});

@@ -107,6 +107,15 @@ store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, con
   return run;
 }
 
+// Ranks keep only their newest checkpoints: the artifacts of pruned ones are forgotten.
+void forget_pruned_checkpoints(store::Store& store, const store::RunRecord& run) {
+  for (const auto& artifact : store.artifacts(run.id)) {
+    if (artifact.path.starts_with("checkpoints/") && !std::filesystem::exists(run.run_dir / artifact.path)) {
+      store.remove_artifact(run.id, artifact.path);
+    }
+  }
+}
+
 void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(run.run_dir / "logs", error)) {
@@ -133,6 +142,7 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
   try {
     store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
     record_log_artifacts(store, run);
+    forget_pruned_checkpoints(store, run);
     json previous = json::parse(run.summary_json, nullptr, false);
     if (!previous.is_object() || !invocation.resume) {
       previous = json::object();

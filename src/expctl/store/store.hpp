@@ -119,6 +119,8 @@ class Store {
   void append_metrics(const std::string& run_id, std::span<const MetricPoint> points);
   /// Records an artifact; the same path again replaces its hash and size.
   void add_artifact(const std::string& run_id, const ArtifactRecord& artifact);
+  /// Forgets an artifact (e.g. a checkpoint that was pruned); false when the run had no such path.
+  bool remove_artifact(const std::string& run_id, const std::string& path);
   /// Tags a run (no whitespace, no commas; adding a tag twice is harmless).
   void add_tag(const std::string& run_id, const std::string& tag);
   /// Removes a tag; returns false when the run did not have it.

@@ -105,6 +105,16 @@ void Store::add_artifact(const std::string& run_id, const ArtifactRecord& artifa
   });
 }
 
+bool Store::remove_artifact(const std::string& run_id, const std::string& path) {
+  auto& connection = m_impl->connection;
+  return connection.write([&](SQLite::Database& db) {
+    SQLite::Statement remove(db, "DELETE FROM artifacts WHERE run_id = ? AND path = ?");
+    remove.bind(1, run_id);
+    remove.bind(2, path);
+    return remove.exec() > 0;
+  });
+}
+
 void Store::add_tag(const std::string& run_id, const std::string& tag) {
   check_tag(tag);
   auto& connection = m_impl->connection;

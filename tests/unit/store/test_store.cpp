@@ -220,6 +220,10 @@ TEST_CASE("store: artifacts round-trip, and the same path again replaces it") {
   CHECK(artifacts[1].sha256 == hash_b);
   CHECK(artifacts[1].size_bytes == 120);
   CHECK_THROWS_AS(f.db.add_artifact(run.id, {"x", "short", 1}), util::StoreError);
+  CHECK(f.db.remove_artifact(run.id, "checkpoints/step-10.pt"));
+  CHECK_FALSE(f.db.remove_artifact(run.id, "checkpoints/step-10.pt"));
+  REQUIRE(f.db.artifacts(run.id).size() == 1);
+  CHECK(f.db.artifacts(run.id)[0].path == "a.log");
 }
 
 TEST_CASE("store: tags are unique per run, sorted, removable and validated") {
