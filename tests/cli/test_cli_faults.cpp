@@ -44,12 +44,11 @@ json run_json_of(const RunDir& d, const std::string& id) {
   return json::parse(shown.out).at("run");
 }
 
-/// Starts `args`, waits until it trains, and returns the run.
-store::RunRecord start_training(const RunDir& d, Background& process) {
+/// Waits until the only run of the store trains, and returns it.
+store::RunRecord start_training(const RunDir& d) {
   std::optional<store::RunRecord> run;
   REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
   wait_for_training(*run);
-  (void)process;
   return *run;
 }
 
@@ -110,7 +109,7 @@ TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts"
   {
     Background expctl(d.argv(long_run()), d.dir / "killed");
     killed_pid = expctl.pid();
-    const auto run = start_training(d, expctl);
+    const auto run = start_training(d);
     id = run.id;
     const pid_t rank0 = rank_pid(run, 0);
     const pid_t rank1 = rank_pid(run, 1);
@@ -273,7 +272,7 @@ class LockHolder {
 TEST_CASE("faults: a store locked by another process for longer than the heartbeat timeout delays writes only") {
   RunDir d;
   Background expctl(d.argv(long_run()), d.dir / "locked");
-  const auto run = start_training(d, expctl);
+  const auto run = start_training(d);
   {
     LockHolder lock(d.db, 25);  // the ranks' heartbeat timeout here is 20 s (timeout_s 60 / 3)
     CHECK(lock.wait() == 0);
@@ -334,7 +333,7 @@ TEST_CASE("faults: a disk that fills mid-run fails the run with the documented m
   RunDir d;
   d.db = disk.dir / "expctl.db";
   Background expctl(d.argv(long_run()), dir / "full");
-  const auto run = start_training(d, expctl);
+  const auto run = start_training(d);
   disk.fill();
   INFO(expctl.out() << expctl.err());
   CHECK(expctl.wait(std::chrono::seconds(60)) == 1);
@@ -363,7 +362,7 @@ TEST_CASE("faults: a SIGSTOPped rank is named in the root cause whatever the col
     INFO("distributed.timeout_s=" << timeout);
     RunDir d;
     Background expctl(d.argv(long_run({"--set", std::string("distributed.timeout_s=") + timeout})), d.dir / "stop");
-    const auto run = start_training(d, expctl);
+    const auto run = start_training(d);
     const pid_t stopped = rank_pid(run, 1);
     REQUIRE(::kill(stopped, SIGSTOP) == 0);
     const int code = expctl.wait(std::chrono::seconds(60));

@@ -13,7 +13,6 @@
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
 #include "expctl/cli/support_result.hpp"
-#include "expctl/cli/support_store.hpp"
 #include "expctl/report/report.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/util/error.hpp"
@@ -29,11 +28,7 @@ struct AbOptions {
   std::vector<std::string> set_a;
   std::vector<std::string> set_b;
   std::vector<std::string> tags;
-  std::string format = "text";
-  std::vector<std::string> thresholds;
-  std::string output;
-  size_t history = 20;
-  bool fail_on_inconclusive = false;
+  ReportOptions report;
 };
 
 /// "ab-20261201-101530": names the experiment's tags (ab:<name>, ab:<name>:a, ab:<name>:b).
@@ -114,8 +109,7 @@ std::string group_of(const std::vector<std::string>& ids) {
 }
 
 void run_ab(const AbOptions& options, GlobalOptions& globals) {
-  const compare::CompareOptions compare_options = make_compare_options({}, options.thresholds);
-  const auto format = report::parse_format(options.format).value_or(report::Format::text);
+  (void)make_compare_options({}, options.report.thresholds);  // a bad --threshold is refused before any run
   const std::string name = experiment_name();
   std::cerr << fmt::format("expctl ab: {} runs a side, interleaved; every run is tagged ab:{}\n", options.repeat,
                            name);
@@ -127,15 +121,8 @@ void run_ab(const AbOptions& options, GlobalOptions& globals) {
     globals.result = util::ExitCode::interrupted;
     return;
   }
-  const store::Store db = open_store(globals, store::OpenMode::read_only);
-  const auto a = load_group(db, group_of(sides.a));
-  const auto b = load_group(db, group_of(sides.b));
-  const auto history = load_history(db, a, b, options.history);
-  const compare::Comparison comparison = compare::compare_runs(a, b, compare_options, history);
-  const bool color = format == report::Format::text && options.output.empty() && use_color(globals);
-  write_output(options.output, report::render(comparison, format, {.color = color}));
-  globals.result = sides.interrupted ? util::ExitCode::interrupted
-                                     : outcome_exit_code(comparison.outcome, options.fail_on_inconclusive);
+  const auto code = compare_and_report(globals, group_of(sides.a), group_of(sides.b), options.report);
+  globals.result = sides.interrupted ? util::ExitCode::interrupted : code;
 }
 
 void setup_ab(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
@@ -163,16 +150,7 @@ void setup_ab(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--tag", options->tags, "Tag every run (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  std::vector<std::string> formats(std::begin(report::k_format_names), std::end(report::k_format_names));
-  add_format_option(command, options->format, formats);
-  command->add_option("--threshold", options->thresholds, "Override a threshold: NAME=5% | NAME=-0.5pp | NAME=0.002")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  command->add_option("-o,--output", options->output, "Write the report to this file instead of stdout");
-  command->add_option("--history", options->history,
-                      "Earlier runs per configuration that inform the run-to-run noise (default 20; 0: none)");
-  command->add_flag("--fail-on-inconclusive", options->fail_on_inconclusive,
-                    "Exit 3 (as for a regression) when a timing metric is inconclusive, instead of 0");
+  add_report_options(command, options->report);
   command->footer(exit_codes_footer() +
                   "ab: exit 3 on a regression of B against A; an inconclusive verdict exits 0 (3 with\n"
                   "--fail-on-inconclusive); 1 when a run fails; 130 when interrupted.\n");

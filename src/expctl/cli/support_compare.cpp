@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/cli/support_store.hpp"
 #include "expctl/compare/selector.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
@@ -66,6 +67,34 @@ util::ExitCode outcome_exit_code(compare::Outcome outcome) {
 
 util::ExitCode outcome_exit_code(compare::Outcome outcome, bool fail_on_inconclusive) {
   return static_cast<util::ExitCode>(compare::exit_code(outcome, fail_on_inconclusive));
+}
+
+void add_report_options(CLI::App* command, ReportOptions& options) {
+  std::vector<std::string> formats(std::begin(report::k_format_names), std::end(report::k_format_names));
+  add_format_option(command, options.format, formats);
+  command->add_option("--threshold", options.thresholds, "Override a threshold: NAME=5% | NAME=-0.5pp | NAME=0.002")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  command->add_option("-o,--output", options.output, "Write the report to this file instead of stdout");
+  command->add_option("--history", options.history,
+                      "Earlier runs per configuration that inform the run-to-run noise (default 20; 0: none)");
+  command->add_flag("--fail-on-inconclusive", options.fail_on_inconclusive,
+                    "Exit 3 (as for a regression) when a timing metric is inconclusive, instead of 0");
+}
+
+util::ExitCode compare_and_report(const GlobalOptions& globals, const std::string& a, const std::string& b,
+                                  const ReportOptions& options) {
+  // Options first: a bad --threshold is reported before the database is even opened.
+  const compare::CompareOptions compare_options = make_compare_options(options.ignore, options.thresholds);
+  const store::Store db = open_store(globals, store::OpenMode::read_only);
+  const auto runs_a = load_group(db, a);
+  const auto runs_b = load_group(db, b);
+  const auto history = load_history(db, runs_a, runs_b, options.history);
+  const compare::Comparison comparison = compare::compare_runs(runs_a, runs_b, compare_options, history);
+  const auto format = report::parse_format(options.format).value_or(report::Format::text);
+  const bool color = format == report::Format::text && options.output.empty() && use_color(globals);
+  write_output(options.output, report::render(comparison, format, {.color = color}));
+  return outcome_exit_code(comparison.outcome, options.fail_on_inconclusive);
 }
 
 }  // namespace expctl::cli

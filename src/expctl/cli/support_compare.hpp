@@ -34,4 +34,23 @@ util::ExitCode outcome_exit_code(compare::Outcome outcome);
 /// As outcome_exit_code, with inconclusive exiting 3 when `fail_on_inconclusive`.
 util::ExitCode outcome_exit_code(compare::Outcome outcome, bool fail_on_inconclusive);
 
+/// The report options `compare` and `ab` share: --format, --threshold, -o, --history,
+/// --fail-on-inconclusive.
+struct ReportOptions {
+  std::string format = "text";
+  std::vector<std::string> ignore;  ///< --ignore (compare only)
+  std::vector<std::string> thresholds;
+  std::string output;
+  size_t history = 20;
+  bool fail_on_inconclusive = false;
+};
+
+/// Declares ReportOptions' flags (all but --ignore) on `command`.
+void add_report_options(CLI::App* command, ReportOptions& options);
+
+/// Compares group `a` against group `b` (selectors) with history, writes the report and returns
+/// the exit code. Options are checked before the database is opened.
+util::ExitCode compare_and_report(const GlobalOptions& globals, const std::string& a, const std::string& b,
+                                  const ReportOptions& options);
+
 }  // namespace expctl::cli
