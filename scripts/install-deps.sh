@@ -23,6 +23,8 @@ packages=(
   chromium
   # the independent reader of the TensorBoard event-file tests (protoc-generated classes, CRC-32C)
   protobuf-compiler python3-protobuf python3-crc32c
+  # elfutils: eu-stack, which saves a stuck rank's native stack (run/forensics.hpp; a fault test checks it)
+  elfutils
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch)

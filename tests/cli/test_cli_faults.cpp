@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "cli/run_helpers.hpp"
+#include "expctl/run/forensics.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -238,7 +239,8 @@ class LockHolder {
     REQUIRE(m_pid >= 0);
     if (m_pid == 0) {
       sqlite3* handle = nullptr;
-      if (sqlite3_open(db.c_str(), &handle) != SQLITE_OK ||
+      // The recorder commits a batch a few times a second: wait for the one in flight, if any.
+      if (sqlite3_open(db.c_str(), &handle) != SQLITE_OK || sqlite3_busy_timeout(handle, 10000) != SQLITE_OK ||
           sqlite3_exec(handle, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
         ::_exit(3);
       }
@@ -372,7 +374,20 @@ TEST_CASE("faults: a SIGSTOPped rank is named in the root cause whatever the col
     const auto finished = d.open().find_run(run.id);
     CHECK(finished.status == store::RunStatus::failed);
     CHECK_THAT(finished.root_cause, Catch::StartsWith("rank 1 stopped answering"));
-    CHECK_THAT(finished.root_cause, Catch::Contains("last steps: rank 0 at "));
+    // Where each rank was, from its last heartbeat: the stopped one mid-step, its peer blocked
+    // on the gradient all-reduce waiting for it.
+    CHECK_THAT(finished.root_cause, Catch::Matches("rank 1 stopped answering[^\n]*; last heartbeats: rank 0 at step "
+                                                   "[0-9]+ in comm_wait on bucket 0, rank 1 at step [0-9]+ in "
+                                                   "[a-z_]+[^\n]*(\n.*)*"));
+    // Its native stack, taken before it was killed (install-deps.sh installs elfutils).
+    REQUIRE_FALSE(expctl::run::stack_command(stopped).empty());
+    const fs::path stack = run.run_dir / "logs" / "rank-1.stack.txt";
+    CHECK_THAT(finished.root_cause, Catch::Contains("its native stack is in " + stack.string()));
+    CHECK_THAT(read_text(stack), Catch::StartsWith("# ") && Catch::Contains("(rank 1, pid " + std::to_string(stopped)) &&
+                                     Catch::Contains("#0 "));
+    const auto artifacts = d.open().artifacts(run.id);
+    CHECK(std::any_of(artifacts.begin(), artifacts.end(),
+                      [](const store::ArtifactRecord& a) { return a.path == "logs/rank-1.stack.txt" && a.size_bytes > 0; }));
     CHECK(eventually([&] { return process_gone(stopped); }, std::chrono::seconds(10)));
   }
 }

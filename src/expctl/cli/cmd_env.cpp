@@ -12,8 +12,8 @@
 #include "expctl/store/store.hpp"
 #include "expctl/util/error.hpp"
 
-#if defined(EXPCTL_WITH_TORCH_PROVIDER) && __has_include("expctl/train/torch_info.hpp")
-#include "expctl/train/torch_info.hpp"
+#if defined(EXPCTL_WITH_TORCH_PROVIDER) 
+#include "expctl/train/plugin.hpp"
 #define EXPCTL_ENV_HAS_TORCH 1
 #endif
 
@@ -36,7 +36,7 @@ env::FingerprintOptions fingerprint_options(const EnvOptions& options) {
   env::FingerprintOptions fingerprint;
   fingerprint.code_directory = options.directory;
 #ifdef EXPCTL_ENV_HAS_TORCH
-  fingerprint.torch_fields = train::torch_build_fields;
+  fingerprint.torch_fields = train::plugin::torch_build_fields;
 #endif
   return fingerprint;
 }

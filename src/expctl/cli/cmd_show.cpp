@@ -7,6 +7,7 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/compare/phases.hpp"
 #include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
 
@@ -27,10 +28,11 @@ struct RunDetails {
   std::vector<store::RankRecord> ranks;
   std::vector<store::ArtifactRecord> artifacts;
   std::vector<store::MetricSeriesInfo> metrics;
+  std::vector<compare::RankPhases> phases;
 };
 
 RunDetails read_details(const store::Store& db, const std::string& selector) {
-  RunDetails details{db.find_run(selector), {}, {}, {}, {}, {}};
+  RunDetails details{db.find_run(selector), {}, {}, {}, {}, {}, {}};
   const store::RunRecord& run = details.run;
   details.spec = db.spec(run.spec_hash);
   if (run.environment_hash) {
@@ -39,6 +41,7 @@ RunDetails read_details(const store::Store& db, const std::string& selector) {
   details.ranks = db.ranks(run.id);
   details.artifacts = db.artifacts(run.id);
   details.metrics = db.metric_series(run.id);
+  details.phases = compare::phase_breakdown(db, run.id);
   return details;
 }
 
@@ -85,6 +88,21 @@ nlohmann::json details_json(const RunDetails& details) {
                                  {"status", store::to_string(rank.status)},
                                  {"exit_code", or_null(rank.exit_code)},
                                  {"signal", or_null(rank.signal)}});
+  }
+  document["phases"] = nlohmann::json::array();
+  for (const compare::RankPhases& row : details.phases) {
+    document["phases"].push_back({{"rank", row.rank},
+                                  {"steps", row.steps},
+                                  {"step_time_ms", row.step_time_ms},
+                                  {"shares",
+                                   {{"data", row.shares.data},
+                                    {"forward", row.shares.forward},
+                                    {"backward", row.shares.backward},
+                                    {"comm", row.shares.comm},
+                                    {"optimizer", row.shares.optimizer},
+                                    {"other", row.other}}},
+                                  {"straggler_mean", or_null(row.straggler_mean)},
+                                  {"straggler_max", or_null(row.straggler_max)}});
   }
   document["artifacts"] = nlohmann::json::array();
   for (const store::ArtifactRecord& artifact : details.artifacts) {
@@ -151,6 +169,32 @@ void print_section(const std::string& title, const util::TextTable& table) {
   std::cout << '\n' << title << '\n' << (table.rows() == 0 ? "  (none)\n" : indented(table.render()));
 }
 
+std::string share_text(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
+
+// Per rank: where the step time went, and a bar of it (d data, f forward, b backward, c comm
+// wait, o optimizer, . other), 40 characters for the whole step.
+util::TextTable phase_table(const std::vector<compare::RankPhases>& phases) {
+  util::TextTable table({"rank", "step ms", "data", "fwd", "bwd", "comm", "opt", "other", "straggler mean/max",
+                         "d f b c o ."});
+  for (size_t column = 1; column < 9; ++column) {
+    table.set_align(column, util::TextTable::Align::right);
+  }
+  for (const compare::RankPhases& row : phases) {
+    const auto& s = row.shares;
+    std::string bar;
+    for (const auto& [share, mark] : {std::pair{s.data, 'd'}, {s.forward, 'f'}, {s.backward, 'b'}, {s.comm, 'c'},
+                                      {s.optimizer, 'o'}, {row.other, '.'}}) {
+      bar.append(static_cast<std::size_t>(share * 40.0 + 0.5), mark);
+    }
+    table.add_row({std::to_string(row.rank), fmt::format("{:.3f}", row.step_time_ms), share_text(s.data),
+                   share_text(s.forward), share_text(s.backward), share_text(s.comm), share_text(s.optimizer),
+                   share_text(row.other),
+                   row.straggler_mean ? fmt::format("{:.2f}/{:.2f}", *row.straggler_mean, *row.straggler_max) : "-",
+                   bar});
+  }
+  return table;
+}
+
 void print_tables(const RunDetails& details) {
   util::TextTable ranks({"rank", "host", "pid", "status", "exit", "signal"});
   for (const store::RankRecord& rank : details.ranks) {
@@ -158,6 +202,8 @@ void print_tables(const RunDetails& details) {
                    or_dash(rank.exit_code), or_dash(rank.signal)});
   }
   print_section("ranks", ranks);
+
+  print_section("phases (share of step time, whole run)", phase_table(details.phases));
 
   util::TextTable artifacts({"path", "bytes", "sha256"});
   artifacts.set_align(1, util::TextTable::Align::right);

@@ -11,8 +11,8 @@
 #include "expctl/spec/profile.hpp"
 #include "expctl/spec/spec.hpp"
 
-#if defined(EXPCTL_WITH_TORCH_PROVIDER) && __has_include("expctl/train/torch_info.hpp")
-#include "expctl/train/torch_info.hpp"
+#if defined(EXPCTL_WITH_TORCH_PROVIDER) 
+#include "expctl/train/plugin.hpp"
 #define EXPCTL_VERIFY_HAS_TORCH 1
 #endif
 
@@ -30,7 +30,7 @@ env::FingerprintOptions fingerprint_options(const spec::Spec& spec, const env::P
   env::FingerprintOptions options;
   options.code_directory = std::filesystem::absolute(spec.file()).parent_path();
 #ifdef EXPCTL_VERIFY_HAS_TORCH
-  options.torch_fields = train::torch_build_fields;
+  options.torch_fields = train::plugin::torch_build_fields;
 #endif
   options.determinism.seed = spec.get_int("seed");
   options.determinism.deterministic_algorithms = spec.get_string("determinism") == "strict";

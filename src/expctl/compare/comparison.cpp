@@ -460,6 +460,10 @@ void add_plot_data(Comparison& result, const std::vector<RunData>& a, const std:
   result.loss_b = b.front().loss;
   result.throughput_a = pooled(a, k_throughput_series);
   result.throughput_b = pooled(b, k_throughput_series);
+  result.phases_a = a.front().phases;
+  result.phases_b = b.front().phases;
+  result.straggler_a = a.front().straggler;
+  result.straggler_b = b.front().straggler;
   for (const auto& [side, runs] : {std::pair{"A", &a}, std::pair{"B", &b}}) {
     for (const auto& run : *runs) result.runs.push_back(describe(run, side));
   }

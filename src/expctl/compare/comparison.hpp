@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "expctl/compare/phases.hpp"
 #include "expctl/compare/run_noise.hpp"
 #include "expctl/compare/statistics.hpp"
 #include "expctl/compare/thresholds.hpp"
@@ -55,6 +56,10 @@ struct RunData {
   /// Run values computed from the stored series where the summary lacks them (run_value): e.g.
   /// comm_wait_fraction = Σ comm_wait_ms / Σ step_time_ms after warm-up, summed by SQLite.
   std::map<std::string, double> computed;
+  /// Where each rank's step time went, and the per-step worst straggler score (empty for runs
+  /// of one rank or of older versions); for the reports' phase bars and straggler timeline.
+  std::vector<RankPhases> phases;
+  StragglerTimeline straggler;
 };
 
 /// Optimizer steps treated as warm-up and left out of every timing statistic (the runner's summary
@@ -211,6 +216,8 @@ struct Comparison {
   std::vector<std::int64_t> loss_steps_a, loss_steps_b;
   std::vector<double> loss_a, loss_b;
   std::vector<double> throughput_a, throughput_b;
+  std::vector<RankPhases> phases_a, phases_b;  ///< first run per side
+  StragglerTimeline straggler_a, straggler_b;  ///< first run per side
 
   /// The first report line: "no regression"; "regression in a, b" (after
   /// "reproducibility regression: first difference at step S on rank R" when that failed);

@@ -2,7 +2,8 @@
 /// The control channel between a rank and its supervisor: a pipe whose write end the rank finds
 /// at the file descriptor named by EXPCTL_CONTROL_FD. Text, one message per line:
 ///
-///   heartbeat            "I am alive" (no payload)
+///   heartbeat [<where>]  "I am alive", optionally with where the rank is (free text, e.g.
+///                        "step=42 phase=comm_wait bucket=0"), kept as the rank's last heartbeat
 ///   record <payload>     a metric or event record (usually one JSON object), handed verbatim to
 ///                        the supervisor's record callback; also counts as a heartbeat
 ///
@@ -34,6 +35,9 @@ struct ControlMessage {
 constexpr ControlMessage parse_control_line(std::string_view line) {
   if (line == k_heartbeat_message) {
     return {ControlKind::heartbeat, {}};
+  }
+  if (line.substr(0, k_heartbeat_message.size() + 1) == std::string_view("heartbeat ")) {
+    return {ControlKind::heartbeat, line.substr(k_heartbeat_message.size() + 1)};
   }
   if (line.substr(0, k_record_prefix.size()) == k_record_prefix) {
     return {ControlKind::record, line.substr(k_record_prefix.size())};

@@ -79,6 +79,10 @@ bool RankChannel::connected() const {
   return m_fd >= 0;
 }
 
+void RankChannel::heartbeat(std::string_view where) {
+  send_line(where.empty() ? std::string(k_heartbeat_message) : fmt::format("{} {}", k_heartbeat_message, where));
+}
+
 void RankChannel::heartbeat() {
   send_line(std::string(k_heartbeat_message));
 }

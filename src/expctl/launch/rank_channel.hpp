@@ -34,6 +34,9 @@ class RankChannel {
 
   /// Tells the supervisor this rank is alive (call at least once per heartbeat timeout).
   void heartbeat();
+  /// The same, saying where the rank is ("step=42 phase=backward"): the supervisor keeps the
+  /// last one and names it if the rank stops answering. One line, no newline.
+  void heartbeat(std::string_view where);
   /// Sends one record (usually a JSON object). Newlines inside `payload` become spaces, as a
   /// newline ends the record on the wire; JSON stays valid since it only allows them as blanks.
   void record(std::string_view payload);

@@ -267,6 +267,9 @@ void RankProcess::on_line(Channel channel, std::string_view line) {
     return;
   }
   const ControlMessage message = parse_control_line(line);
+  if (message.kind == ControlKind::heartbeat && !message.payload.empty()) {
+    m_last_heartbeat.assign(message.payload);
+  }
   if (message.kind == ControlKind::record && m_sinks.on_record != nullptr && *m_sinks.on_record) {
     (*m_sinks.on_record)(m_spec.rank, message.payload);
   }

@@ -45,6 +45,8 @@ class RankProcess {
   const RankExit& exit() const { return m_exit; }
   Clock::time_point last_alive() const { return m_last_alive; }
   std::vector<std::string> last_lines() const { return {m_tail.begin(), m_tail.end()}; }
+  /// The payload of its last heartbeat ("step=42 phase=backward"); empty when it sent none.
+  const std::string& last_heartbeat() const { return m_last_heartbeat; }
 
   /// Appends the open pipes to `fds` and the matching channel to `channels`.
   void add_poll_fds(std::vector<pollfd>& fds, std::vector<Channel>& channels) const;
@@ -81,6 +83,7 @@ class RankProcess {
   bool m_running = false;
   RankExit m_exit;
   Clock::time_point m_last_alive = Clock::now();
+  std::string m_last_heartbeat;
   std::deque<std::string> m_tail;
 };
 

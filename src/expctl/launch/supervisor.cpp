@@ -88,8 +88,29 @@ struct Supervisor::State {
     }
     verdict = RunStatus::failed;
     root_cause = RootCause{rank ? std::optional<int>(rank->rank()) : std::nullopt, std::move(description),
-                           rank ? rank->last_lines() : std::vector<std::string>{}};
+                           rank ? rank->last_lines() : std::vector<std::string>{}, heartbeats()};
     stop(options.grace_period);
+  }
+
+  std::map<int, std::string> heartbeats() const {
+    std::map<int, std::string> where;
+    for (const auto& rank : ranks) {
+      if (!rank->last_heartbeat().empty()) {
+        where[rank->rank()] = rank->last_heartbeat();
+      }
+    }
+    return where;
+  }
+
+  // A rank that stopped answering, before anything is stopped: its stack can still be read.
+  void fail_unresponsive(const RankProcess& rank, std::string description) {
+    if (verdict) {
+      return;
+    }
+    if (options.on_unresponsive) {
+      options.on_unresponsive(rank.rank(), rank.pid());
+    }
+    fail(&rank, std::move(description));
   }
 
   void interrupt(int signal) {
@@ -119,8 +140,10 @@ struct Supervisor::State {
     if (const RankProcess* silent = silent_peer(rank)) {
       // A peer that stopped answering makes the others' collectives fail (or time out): the
       // silent one is the cause, whatever the collective timeout, and the failing one its victim.
-      fail(silent, fmt::format("rank {} stopped answering (no heartbeat for {}); rank {} {} while waiting for it",
-                               silent->rank(), format_duration(silence_of(*silent)), rank.rank(), describe(exit)));
+      fail_unresponsive(*silent, fmt::format("rank {} stopped answering (no heartbeat for {}); rank {} {} while "
+                                             "waiting for it",
+                                             silent->rank(), format_duration(silence_of(*silent)), rank.rank(),
+                                             describe(exit)));
       return;
     }
     fail(&rank, description);
@@ -164,8 +187,8 @@ struct Supervisor::State {
     }
     for (const auto& rank : ranks) {
       if (rank->running() && now - rank->last_alive() >= options.heartbeat_timeout) {
-        fail(rank.get(), fmt::format("rank {} stopped answering (no heartbeat for {})", rank->rank(),
-                                     format_duration(options.heartbeat_timeout)));
+        fail_unresponsive(*rank, fmt::format("rank {} stopped answering (no heartbeat for {})", rank->rank(),
+                                             format_duration(options.heartbeat_timeout)));
         return;
       }
     }

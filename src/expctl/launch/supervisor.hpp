@@ -17,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,9 @@ struct SupervisorOptions {
   /// Polled every tick: a message ends the run as failed with it as the root cause (for faults
   /// outside the ranks, e.g. a results store that can no longer be written); null: never.
   std::function<std::optional<std::string>()> abort_check;
+  /// Called with a rank that stopped answering, while it still exists and before any rank is
+  /// stopped (e.g. to save its native stack); it may take a few seconds. null: nothing.
+  std::function<void(int rank, pid_t pid)> on_unresponsive;
   /// Catch SIGINT/SIGTERM/SIGHUP during wait() (one supervisor per process at a time).
   bool handle_signals = true;
 };
@@ -108,6 +112,9 @@ struct RootCause {
   /// "rank 1 stopped answering (no heartbeat for 2 s)", "the run timed out after 10 s"
   std::string description;
   std::vector<std::string> last_lines;  ///< the rank's last output lines, oldest first
+  /// Every rank's last heartbeat payload when it happened (rank -> "step=42 phase=backward"),
+  /// ranks that sent none left out: where the stuck rank was and what the others waited for.
+  std::map<int, std::string> heartbeats;
 };
 
 struct Outcome {

@@ -189,6 +189,94 @@ std::string throughput_plot(const compare::Comparison& comparison) {
   return svg + "</svg>\n";
 }
 
+// The phases of a step, in bar order, with their colours.
+struct PhaseColour {
+  const char* name;
+  const char* colour;
+};
+constexpr PhaseColour k_phases[] = {{"data", "#8c564b"},  {"forward", "#2ca02c"},   {"backward", "#1f77b4"},
+                                    {"comm", "#d62728"},  {"optimizer", "#9467bd"}, {"other", "#bbbbbb"}};
+constexpr double k_bar = 18;
+constexpr double k_bar_gap = 6;
+
+std::vector<double> shares_of(const compare::RankPhases& row) {
+  const auto& s = row.shares;
+  return {s.data, s.forward, s.backward, s.comm, s.optimizer, row.other};
+}
+
+// One bar: a rank's step time split into its phases, the whole width being the whole step.
+std::string phase_bar(const compare::RankPhases& row, std::string_view side, double top) {
+  std::string svg = fmt::format(R"(<text x="4" y="{:.1f}" font-size="11">{} rank {}</text>)", top + 13, side, row.rank);
+  double x = k_left + 20;
+  const double width = k_width - k_left - 20 - k_right;
+  const auto shares = shares_of(row);
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    const double w = std::max(0.0, shares[i]) * width;
+    svg += fmt::format(
+        R"(<rect class="phase-{0}" x="{1:.2f}" y="{2:.1f}" width="{3:.2f}" height="{4}" fill="{5}">)"
+        R"(<title>{6} rank {7}: {0} {8:.1f}% of {9:.3f} ms</title></rect>)",
+        k_phases[i].name, x, top, w, k_bar, k_phases[i].colour, side, row.rank, 100.0 * shares[i], row.step_time_ms);
+    x += w;
+  }
+  return svg;
+}
+
+std::string phase_legend(double top) {
+  std::string svg;
+  double x = k_left + 20;
+  for (const auto& phase : k_phases) {
+    svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="10" height="10" fill="{}"/>)"
+                       R"(<text x="{:.1f}" y="{:.1f}" font-size="11">{}</text>)",
+                       x, top, phase.colour, x + 14, top + 9, phase.name);
+    x += 90;
+  }
+  return svg;
+}
+
+// Stacked bars per rank and side (first run of each): where the step time went.
+std::string phase_plot(const compare::Comparison& comparison) {
+  const auto rows = comparison.phases_a.size() + comparison.phases_b.size();
+  if (rows == 0) {
+    return "<p>No phase timers in these runs (recorded by expctl from this version on).</p>\n";
+  }
+  const double height = k_top + static_cast<double>(rows) * (k_bar + k_bar_gap) + 30;
+  std::string svg = fmt::format(
+      R"(<svg id="phases" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {:.0f}" role="img">)"
+      R"(<title>share of step time per phase, per rank, A and B</title>)",
+      k_width, height);
+  double top = k_top;
+  for (const auto& [side, phases] : {std::pair{"A", &comparison.phases_a}, std::pair{"B", &comparison.phases_b}}) {
+    for (const auto& row : *phases) {
+      svg += phase_bar(row, side, top);
+      top += k_bar + k_bar_gap;
+    }
+  }
+  return svg + phase_legend(top + 4) + "</svg>\n";
+}
+
+// The slowest rank's compute time over the median's, per step (min/max envelope per column).
+std::string straggler_plot(const compare::Comparison& comparison) {
+  const auto& a = comparison.straggler_a;
+  const auto& b = comparison.straggler_b;
+  if (a.scores.empty() && b.scores.empty()) {
+    return "<p>No straggler scores (runs of one rank, or of an older version).</p>\n";
+  }
+  std::vector<double> ends;
+  for (const auto* side : {&a, &b}) {
+    if (!side->steps.empty()) {
+      ends.push_back(static_cast<double>(side->steps.front()));
+      ends.push_back(static_cast<double>(side->steps.back()));
+    }
+  }
+  const Range x = range_of(ends, {});
+  const Range y = range_of(a.scores, b.scores);
+  std::string svg = svg_open("straggler", "straggler score per step (slowest rank's compute time over the median's)") +
+                    axes(x, y, "step", "straggler score") + legend();
+  svg += polyline(a.steps, a.scores, x, y, k_color_a, "a");
+  svg += polyline(b.steps, b.scores, x, y, k_color_b, "b");
+  return svg + "</svg>\n";
+}
+
 std::string html_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                        const std::vector<std::string>& row_classes = {}) {
   std::string html = "<table><tr>";
@@ -277,6 +365,8 @@ std::string render_html(const compare::Comparison& comparison) {
   }
   html += loss_plot(comparison);
   html += "<h2>Throughput distributions</h2>\n" + throughput_plot(comparison);
+  html += "<h2>Where the time went, per rank</h2>\n" + phase_plot(comparison);
+  html += "<h2>Straggler timeline</h2>\n" + straggler_plot(comparison);
   html += "<h2>Spec differences</h2>\n" + spec_table(comparison);
   html += "<h2>Environment differences</h2>\n" + env_table(comparison);
   return html + "</body></html>\n";

@@ -14,6 +14,7 @@
 #include "expctl/launch/rank_identity.hpp"
 #include "expctl/launch/supervisor.hpp"
 #include "expctl/run/console.hpp"
+#include "expctl/run/forensics.hpp"
 #include "expctl/run/outcome.hpp"
 #include "expctl/run/recorder.hpp"
 #include "expctl/run/rendezvous.hpp"
@@ -23,8 +24,9 @@
 #include "expctl/run/summary.hpp"
 #include "expctl/run/train_options.hpp"
 #include "expctl/spec/spec.hpp"
+#include "expctl/tensorboard/export.hpp"
 #include "expctl/train/checkpoint_files.hpp"
-#include "expctl/train/worker.hpp"
+#include "expctl/train/plugin.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/malloc_tuning.hpp"
@@ -79,7 +81,41 @@ struct Invocation {
   std::vector<env::VerifyRow> drift;  ///< drifted pins accepted with --allow-drift
   std::shared_ptr<Rendezvous> rendezvous;
   bool quiet = false;
+  std::optional<std::int64_t> resume_step;  ///< the checkpoint step a resume continues after
 };
+
+// ---------------------------------------------------------------------------------------------
+// Live TensorBoard event files (spec metrics.tensorboard, `run --tensorboard DIR`).
+
+std::filesystem::path tensorboard_dir(const json& spec) {
+  const auto metrics = spec.find("metrics");
+  if (metrics == spec.end() || !metrics->contains("tensorboard")) {
+    return {};
+  }
+  return metrics->at("tensorboard").get<std::string>();
+}
+
+// The spec as the run records it: a relative metrics.tensorboard made absolute, so that a resume
+// from another directory writes into the same folder.
+json resolved_values(const spec::Spec& spec) {
+  json values = spec.values();
+  if (const auto dir = tensorboard_dir(values); !dir.empty()) {
+    values["metrics"]["tensorboard"] = std::filesystem::absolute(dir).lexically_normal().string();
+  }
+  return values;
+}
+
+void export_tensorboard(Recorder& recorder, const store::Store& store, const Invocation& invocation,
+                        int world_size) {
+  const auto dir = tensorboard_dir(invocation.resolved.spec);
+  if (dir.empty()) {
+    return;
+  }
+  auto options = invocation.resume_step ? tensorboard::resumed_options(store, invocation.run.id,
+                                                                       *invocation.resume_step, world_size)
+                                        : tensorboard::LiveOptions{.world_size = world_size};
+  recorder.export_tensorboard(std::make_unique<tensorboard::LiveExport>(dir, invocation.run, std::move(options)));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Recording a new run: one sequence for runs that expctl supervises and for rank 0 under an
@@ -216,7 +252,8 @@ void record_ranks(Recorder& recorder, const Invocation& invocation, const launch
   });
 }
 
-launch::SupervisorOptions supervisor_options(const Invocation& invocation, Console& console, Recorder& recorder) {
+launch::SupervisorOptions supervisor_options(const Invocation& invocation, Console& console, Recorder& recorder,
+                                             std::string& stack_note) {
   launch::SupervisorOptions options;
   options.log_dir = invocation.run.run_dir / "logs";
   options.grace_period = std::chrono::seconds(3);
@@ -226,6 +263,18 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, Conso
   options.abort_check = [&recorder]() -> std::optional<std::string> {
     const auto fatal = recorder.fatal_error();
     return fatal ? std::optional<std::string>("cannot record the run's metrics: " + *fatal) : std::nullopt;
+  };
+  options.on_unresponsive = [&recorder, &console, &invocation, &stack_note](int rank, pid_t pid) {
+    const auto capture = save_native_stack(invocation.run.run_dir, rank, pid);
+    console.note(fmt::format("rank {} stopped answering: {}", rank, capture.note), true);
+    stack_note = capture.note;
+    if (capture.path) {
+      const auto file = invocation.run.run_dir / *capture.path;
+      std::error_code error;
+      store::ArtifactRecord artifact{capture.path->string(), util::sha256_file(file).value_or(""),
+                                     static_cast<std::int64_t>(std::filesystem::file_size(file, error))};
+      recorder.post([id = invocation.run.id, artifact](store::Store& store) { store.add_artifact(id, artifact); });
+    }
   };
   options.on_rank_exit = [&recorder, id = invocation.run.id](const launch::RankExit& exit) {
     recorder.post([id, exit](store::Store& store) {
@@ -244,8 +293,11 @@ struct Supervised {
 
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console) {
   const launch::LaunchPlan plan = plan_for(invocation);
-  Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
-  const auto options = supervisor_options(invocation, console, recorder);
+  Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start(),
+                    static_cast<int>(plan.ranks.size()));
+  export_tensorboard(recorder, store, invocation, plan.world_size);
+  std::string stack_note;  // set when a rank stopped answering and its stack was (or was not) saved
+  const auto options = supervisor_options(invocation, console, recorder, stack_note);
   if (!invocation.quiet) {
     std::cerr << fmt::format("run {} {}: {} rank(s) on this node, world size {}, logs in {}\n", invocation.run.id,
                              invocation.resume ? "resumed" : "started", plan.ranks.size(), plan.world_size,
@@ -258,6 +310,11 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
     record_ranks(recorder, invocation, plan, supervisor.pids());
     const auto outcome = supervisor.wait();
     result.verdict = verdict_of(outcome, recorder.divergence(), recorder.last_steps());
+    if (!stack_note.empty() && outcome.root_cause &&
+        outcome.root_cause->description.find("stopped answering") != std::string::npos) {
+      auto& cause = result.verdict.root_cause;
+      cause.insert(std::min(cause.find('\n'), cause.size()), "; " + stack_note);  // before the rank's last lines
+    }
   } catch (const util::Failure& error) {
     result.verdict = {store::RunStatus::failed, util::ExitCode::run_failed, error.what()};
   }
@@ -287,7 +344,7 @@ void print_line(const std::string& line) { std::cerr << line << std::endl; }
 RunResult external_other_rank(const train::TrainerConfig& config) {
   RunResult result;
   try {
-    const auto trained = train::run_worker(config, mark_training_started, print_line, &stop_requested());
+    const auto trained = train::plugin::run_worker(config, mark_training_started, print_line, &stop_requested());
     result.exit_code = trained.interrupted ? util::ExitCode::interrupted : util::ExitCode::ok;
   } catch (const train::DivergedError& error) {
     std::cerr << "expctl: error: " << error.what() << std::endl;
@@ -298,7 +355,7 @@ RunResult external_other_rank(const train::TrainerConfig& config) {
 
 Verdict train_as_rank_zero(const train::TrainerConfig& config, Recorder& recorder) {
   try {
-    const auto trained = train::run_worker(
+    const auto trained = train::plugin::run_worker(
         config,
         [&recorder](const json& record) {
           mark_training_started(record);
@@ -330,7 +387,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   }
   store::Store store = request.open_store();
   Invocation invocation;
-  invocation.resolved.spec = spec.values();
+  invocation.resolved.spec = resolved_values(spec);
   invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
   invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
   invocation.resolved.node.node_rank = identity.node_rank;
@@ -348,6 +405,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   std::optional<double> first_step;
   {
     Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
+    export_tensorboard(recorder, store, invocation, identity.world_size);
     verdict = train_as_rank_zero(config, recorder);
     console.finish();
     recorder.drain();
@@ -405,13 +463,13 @@ void check_resumable(const store::RunRecord& run) {
 
 // Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
 // on all of them (the ranks then pick that step collectively, across nodes too).
-void check_checkpoints(const Invocation& invocation) {
+void check_checkpoints(Invocation& invocation) {
   std::vector<int> ranks;
   for (const auto& rank : plan_for(invocation).ranks) {
     ranks.push_back(rank.rank);
   }
   std::string problem;
-  train::common_resume_step(invocation.run.run_dir / "checkpoints", ranks, &problem);
+  invocation.resume_step = train::common_resume_step(invocation.run.run_dir / "checkpoints", ranks, &problem);
   if (!problem.empty()) {
     throw util::UsageError(fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
                                        "so start a new run",
@@ -424,6 +482,7 @@ void check_checkpoints(const Invocation& invocation) {
 RunResult run_spec(const RunRequest& request) {
   // Validation first: a bad spec exits 2 before anything is recorded.
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
+  train::plugin::preload();  // LibTorch starts up while the stack is fingerprinted
   const StackCheck stack = check_pinned_stack(spec);
   if (!stack.drifted().empty() && !request.allow_drift) {
     return refused_for_pins(stack, request);
@@ -432,7 +491,7 @@ RunResult run_spec(const RunRequest& request) {
     return run_as_external_rank(request, spec, stack, *identity);
   }
   Invocation invocation;
-  invocation.resolved.spec = spec.values();
+  invocation.resolved.spec = resolved_values(spec);
   // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
   invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
   invocation.resolved.node = node_of(request, spec);
@@ -446,6 +505,7 @@ RunResult run_spec(const RunRequest& request) {
 }
 
 RunResult resume_run(const ResumeRequest& request) {
+  train::plugin::preload();
   store::Store store = request.open_store();
   Invocation invocation;
   invocation.run = store.find_run(request.selector);

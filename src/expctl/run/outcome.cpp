@@ -1,5 +1,7 @@
 #include "expctl/run/outcome.hpp"
 
+#include "expctl/run/forensics.hpp"
+
 #include <fmt/format.h>
 
 namespace expctl::run {
@@ -35,6 +37,29 @@ std::string last_lines_text(const launch::RootCause& cause) {
     text += "\n  " + lines[index];
   }
   return text;
+}
+
+// "; last steps: rank 0 at 812, rank 1 at 640" for a rank that stopped answering.
+std::string last_steps_text(const launch::Outcome& outcome, const std::map<int, std::int64_t>& last_steps) {
+  if (!outcome.root_cause || last_steps.empty() ||
+      outcome.root_cause->description.find("stopped answering") == std::string::npos) {
+    return {};
+  }
+  std::string text;
+  for (const auto& [rank, step] : last_steps) {
+    text += fmt::format("{}rank {} at {}", text.empty() ? "; last steps: " : ", ", rank, step);
+  }
+  return text;
+}
+
+// Where every rank was when one stopped answering: their last heartbeats (step, phase, bucket),
+// else the last step each reported.
+std::string where_ranks_were(const launch::Outcome& outcome, const std::map<int, std::int64_t>& last_steps) {
+  if (outcome.root_cause && !outcome.root_cause->heartbeats.empty() &&
+      outcome.root_cause->description.find("stopped answering") != std::string::npos) {
+    return heartbeats_text(outcome.root_cause->heartbeats);
+  }
+  return last_steps_text(outcome, last_steps);
 }
 
 }  // namespace
@@ -100,26 +125,13 @@ std::string divergence_text(const Divergence& divergence) {
   return fmt::format("the loss is not finite at step {} ({})", divergence.step, ranks);
 }
 
-// "; last steps: rank 0 at 812, rank 1 at 640" for a rank that stopped answering.
-std::string last_steps_text(const launch::Outcome& outcome, const std::map<int, std::int64_t>& last_steps) {
-  if (!outcome.root_cause || last_steps.empty() ||
-      outcome.root_cause->description.find("stopped answering") == std::string::npos) {
-    return {};
-  }
-  std::string text;
-  for (const auto& [rank, step] : last_steps) {
-    text += fmt::format("{}rank {} at {}", text.empty() ? "; last steps: " : ", ", rank, step);
-  }
-  return text;
-}
-
 Verdict verdict_of(const launch::Outcome& outcome, const std::optional<Divergence>& divergence,
                    const std::map<int, std::int64_t>& last_steps) {
   Verdict verdict;
   verdict.status = store_status(outcome.status);
   verdict.exit_code = exit_code_of(verdict.status);
   verdict.root_cause = root_cause_text(outcome);
-  if (const auto steps = last_steps_text(outcome, last_steps); !steps.empty()) {
+  if (const auto steps = where_ranks_were(outcome, last_steps); !steps.empty()) {
     verdict.root_cause.insert(outcome.root_cause->description.size(), steps);
   }
   if (verdict.status == store::RunStatus::failed && diverged_rank_failed(outcome)) {

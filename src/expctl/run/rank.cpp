@@ -16,7 +16,8 @@
 #include "expctl/run/resolved_run.hpp"
 #include "expctl/run/signals.hpp"
 #include "expctl/run/train_options.hpp"
-#include "expctl/train/worker.hpp"
+#include "expctl/run/forensics.hpp"
+#include "expctl/train/plugin.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/malloc_tuning.hpp"
@@ -26,14 +27,18 @@ namespace {
 
 /// Beats once a second until destroyed, so a frozen rank (not a slow step, nor one waiting in a
 /// collective) is what the supervisor's heartbeat timeout catches.
+// Four heartbeats a second: each says where the training thread is, and a rank that is stopped
+// (SIGSTOP, a debugger) is reported as it was at most this long before.
+constexpr auto k_heartbeat_every = std::chrono::milliseconds(250);
+
 class HeartbeatThread {
  public:
-  explicit HeartbeatThread(launch::RankChannel& channel)
-      : m_thread([this, &channel] {
+  HeartbeatThread(launch::RankChannel& channel, const train::Beacon& beacon)
+      : m_thread([this, &channel, &beacon] {
           std::unique_lock lock(m_mutex);
           while (!m_done) {
-            channel.heartbeat();
-            m_wake.wait_for(lock, std::chrono::seconds(1));
+            channel.heartbeat(beacon.where());
+            m_wake.wait_for(lock, k_heartbeat_every);
           }
         }) {}
   ~HeartbeatThread() {
@@ -67,17 +72,21 @@ train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const lau
 }  // namespace
 
 int run_rank(const std::filesystem::path& run_dir, bool resume) {
+  train::plugin::preload();  // LibTorch starts up while the rank connects to its supervisor
   install_stop_handlers();
   util::log::debug(util::tune_malloc_for_training());
+  allow_parent_to_trace();  // the supervisor saves this rank's stack if it ever stops answering
   auto channel = launch::RankChannel::from_environment(launch::current_environment());
-  HeartbeatThread heartbeat(channel);
+  train::Beacon beacon;
+  HeartbeatThread heartbeat(channel, beacon);
   const auto& identity = channel.identity();
   // The pid file lets tools (and tests) find a rank without guessing by name.
   (void)util::write_file_atomic(run_dir / "logs" / fmt::format("rank-{}.pid", identity.rank),
                                 std::to_string(::getpid()) + "\n");
-  const auto config = rank_config(run_dir, identity, resume);
+  auto config = rank_config(run_dir, identity, resume);
+  config.beacon = &beacon;
   try {
-    const auto result = train::run_worker(
+    const auto result = train::plugin::run_worker(
         config,
         [&channel](const nlohmann::json& record) {
           mark_training_started(record);

@@ -1,5 +1,6 @@
 #include "expctl/run/recorder.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -20,22 +21,50 @@ double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
 }  // namespace
+
+std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& ranks, int expected) {
+  std::vector<double> compute;
+  for (const auto& [rank, step] : ranks) {
+    compute.push_back(train::compute_seconds(step));
+  }
+  std::map<int, double> scores;
+  if (ranks.size() < 2 || ranks.size() < static_cast<std::size_t>(expected)) {
+    return scores;
+  }
+  const double middle = median(compute);
+  for (const auto& [rank, step] : ranks) {
+    if (middle > 0.0 && std::isfinite(middle)) {
+      scores[rank] = train::compute_seconds(step) / middle;
+    }
+  }
+  return scores;
+}
 
 bool is_store_busy(const util::Failure& error) {
   return std::string_view(error.what()).find("still in use by another process") != std::string_view::npos;
 }
 
 Recorder::Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, Console& console,
-                   SteadyClock::time_point start)
+                   SteadyClock::time_point start, int live_ranks)
     : m_store(store),
       m_run_id(std::move(run_id)),
       m_run_dir(std::move(run_dir)),
       m_console(console),
       m_start(start),
+      m_live_ranks(live_ranks),
       m_thread([this] { writer_loop(); }) {}
 
 Recorder::~Recorder() {
+  if (m_tensorboard) {
+    post([this](store::Store&) { finish_tensorboard(); });
+  }
   drain();
   {
     std::lock_guard lock(m_mutex);
@@ -66,9 +95,7 @@ void Recorder::on_json(int rank, const json& record) {
     }
   } else if (kind == "eval" && rank == 0) {
     if (const auto eval = train::decode_eval(record)) {
-      std::lock_guard lock(m_mutex);
-      m_points.push_back({0, eval->step, "eval_loss", eval->loss});
-      m_points.push_back({0, eval->step, "eval_accuracy", eval->accuracy});
+      on_eval(*eval);
     }
   } else if (kind == "remote_steps" && rank == 0) {
     on_remote_steps(record);
@@ -101,7 +128,7 @@ void Recorder::note_if_locked() {
 }
 
 void Recorder::on_step(int rank, const train::StepMetrics& step) {
-  push_points(rank, step);
+  hold(rank, step);
   if (rank == 0) {
     std::lock_guard lock(m_mutex);
     if (!m_time_to_first_step) {
@@ -113,12 +140,60 @@ void Recorder::on_step(int rank, const train::StepMetrics& step) {
   }
 }
 
+// A step's points wait until every rank this recorder hears live has reported it (the ranks are
+// in lock-step, so not for long): then each rank's straggler score can be stored with its other
+// points, as one group per rank and step. Steps left incomplete are emitted as they are once a
+// later step completes, or by drain().
+void Recorder::hold(int rank, const train::StepMetrics& step) {
+  std::lock_guard lock(m_mutex);
+  if (m_live_ranks < 2 || step.step <= m_emitted_step) {
+    push_points_locked(rank, step, std::nullopt);
+    return;
+  }
+  auto& held = m_held[step.step];
+  held.ranks[rank] = step;
+  if (held.ranks.size() >= static_cast<std::size_t>(m_live_ranks)) {
+    emit_held_through(step.step);
+  }
+}
+
+void Recorder::on_eval(const train::EvalMetrics& eval) {
+  std::lock_guard lock(m_mutex);
+  const std::vector<store::MetricPoint> points = {{0, eval.step, "eval_loss", eval.loss},
+                                                  {0, eval.step, "eval_accuracy", eval.accuracy}};
+  const auto held = m_held.find(eval.step);
+  auto& target = held == m_held.end() ? m_points : held->second.rank0_extra;
+  target.insert(target.end(), points.begin(), points.end());
+}
+
+void Recorder::emit_held_through(std::int64_t step) {
+  while (!m_held.empty() && m_held.begin()->first <= step) {
+    auto node = m_held.extract(m_held.begin());
+    const auto scores = straggler_scores(node.mapped().ranks, m_live_ranks);
+    for (const auto& [rank, metrics] : node.mapped().ranks) {
+      const auto score = scores.find(rank);
+      push_points_locked(rank, metrics, score == scores.end() ? std::nullopt : std::optional(score->second));
+      if (rank == 0) {
+        m_points.insert(m_points.end(), node.mapped().rank0_extra.begin(), node.mapped().rank0_extra.end());
+      }
+    }
+    m_emitted_step = std::max(m_emitted_step, node.key());
+  }
+}
+
 void Recorder::push_points(int rank, const train::StepMetrics& step) {
   std::lock_guard lock(m_mutex);
+  push_points_locked(rank, step, std::nullopt);
+}
+
+void Recorder::push_points_locked(int rank, const train::StepMetrics& step, std::optional<double> straggler) {
   for (const auto& field : train::step_fields()) {
     if (field.metric != nullptr) {
       m_points.push_back({rank, step.step, field.metric, field.get(step) * field.scale});
     }
+  }
+  if (straggler) {
+    m_points.push_back({rank, step.step, std::string(k_straggler_metric), *straggler});
   }
   m_steps[rank] = std::max(m_steps[rank], step.step);
   if (!std::isfinite(step.loss) && (!m_divergence || m_divergence->step == step.step)) {
@@ -158,11 +233,41 @@ void Recorder::enqueue_points() {
     return;
   }
   m_last_enqueue = SteadyClock::now();
-  m_queue.push_back([points = std::move(m_points), id = m_run_id](store::Store& store) {
-    store.append_metrics(id, points);
-  });
+  m_queue.push_back([this, points = std::move(m_points)](store::Store& store) { write_points(store, points); });
   m_points.clear();
   m_wake.notify_all();
+}
+
+void Recorder::export_tensorboard(std::unique_ptr<tensorboard::LiveExport> live) {
+  post([this, live = std::shared_ptr<tensorboard::LiveExport>(std::move(live))](store::Store&) {
+    m_tensorboard = live;
+  });
+}
+
+void Recorder::write_points(store::Store& store, const std::vector<store::MetricPoint>& points) {
+  store.append_metrics(m_run_id, points);
+  if (!m_tensorboard) {
+    return;
+  }
+  try {
+    m_tensorboard->on_points(points);
+    m_tensorboard->flush();
+  } catch (const util::Failure& error) {
+    m_console.note(fmt::format("TensorBoard export stopped: {}; the store keeps every point (expctl export "
+                               "tensorboard {} writes them later)",
+                               error.what(), m_run_id),
+                   true);
+    m_tensorboard.reset();
+  }
+}
+
+void Recorder::finish_tensorboard() {
+  try {
+    m_tensorboard->finish();
+  } catch (const util::Failure& error) {
+    m_console.note(fmt::format("TensorBoard export incomplete: {}", error.what()), true);
+  }
+  m_tensorboard.reset();
 }
 
 void Recorder::post(Write write) {
@@ -177,6 +282,12 @@ void Recorder::post(Write write) {
 }
 
 void Recorder::drain() {
+  {
+    std::lock_guard lock(m_mutex);
+    if (!m_held.empty()) {
+      emit_held_through(m_held.rbegin()->first);
+    }
+  }
   post([](store::Store&) {});  // flushes the pending points
   std::unique_lock lock(m_mutex);
   while (!m_idle.wait_for(lock, std::chrono::seconds(1),

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,8 +27,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "expctl/compare/phases.hpp"
 #include "expctl/run/console.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/tensorboard/live_export.hpp"
 #include "expctl/train/records.hpp"
 #include "expctl/util/error.hpp"
 
@@ -48,12 +51,24 @@ struct Divergence {
 /// True for the store's "still in use by another process" error (worth waiting for).
 bool is_store_busy(const util::Failure& error);
 
+/// The per-step metric that marks stragglers: a rank's compute time (forward + backward +
+/// optimizer, train::compute_seconds) over the median of every rank's at that step. 1.0 is the
+/// typical rank; the slowest rank's value is the step's straggler score (e.g. 1.4: 40 % slower).
+inline constexpr std::string_view k_straggler_metric = compare::k_straggler_series;
+
+/// Each rank's straggler score for one step, from the steps of `ranks` (rank -> its step);
+/// empty unless at least 2 and at least `expected` ranks reported.
+std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& ranks, int expected);
+
 class Recorder {
  public:
   using Write = std::function<void(store::Store&)>;
 
+  /// `live_ranks`: how many ranks send their steps to this recorder as they train (the ranks this
+  /// node supervises; 1 for an external launcher's rank 0): the straggler score is computed over
+  /// them. Ranks of other nodes, reported at the end, get none.
   Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, Console& console,
-           std::chrono::steady_clock::time_point start);
+           std::chrono::steady_clock::time_point start, int live_ranks = 1);
   /// Writes what is queued (waiting while the store is locked) and stops the writer thread.
   ~Recorder();
   Recorder(const Recorder&) = delete;
@@ -66,6 +81,10 @@ class Recorder {
   void on_json(int rank, const nlohmann::json& record);
   /// Throws the writer's fatal error as a StoreError, if there was one.
   void throw_if_fatal() const;
+  /// Also writes every point, as it is stored, to TensorBoard event files (tensorboard/
+  /// live_export.hpp); call before the ranks start. A write error there is noted once on the
+  /// console and ends the export, never the run (the store has every point).
+  void export_tensorboard(std::unique_ptr<tensorboard::LiveExport> live);
   /// Queues another write, after the records received so far.
   void post(Write write);
   /// Blocks until everything queued is written, or a fatal error stopped the writer.
@@ -84,9 +103,19 @@ class Recorder {
   void on_step(int rank, const train::StepMetrics& step);
   void on_remote_steps(const nlohmann::json& record);
   void on_checkpoint(const nlohmann::json& record);
+  struct HeldStep {
+    std::map<int, train::StepMetrics> ranks;
+    std::vector<store::MetricPoint> rank0_extra;  // eval points of the step, after rank 0's others
+  };
+  void hold(int rank, const train::StepMetrics& step);
+  void on_eval(const train::EvalMetrics& eval);
+  void emit_held_through(std::int64_t step);
   void push_points(int rank, const train::StepMetrics& step);
+  void push_points_locked(int rank, const train::StepMetrics& step, std::optional<double> straggler);
   void enqueue_points();
   void writer_loop();
+  void write_points(store::Store& store, const std::vector<store::MetricPoint>& points);
+  void finish_tensorboard();
   bool write_one(Write& write);
   void note_if_locked();
 
@@ -95,8 +124,11 @@ class Recorder {
   std::filesystem::path m_run_dir;
   Console& m_console;
   std::chrono::steady_clock::time_point m_start;
+  int m_live_ranks;
 
   mutable std::mutex m_mutex;
+  std::map<std::int64_t, HeldStep> m_held;  // steps not yet reported by every live rank
+  std::int64_t m_emitted_step = 0;
   std::condition_variable m_wake;
   std::condition_variable m_idle;
   std::vector<store::MetricPoint> m_points;  // not yet queued
@@ -110,6 +142,7 @@ class Recorder {
   std::optional<double> m_time_to_first_step;
   std::optional<Divergence> m_divergence;
   std::map<int, std::int64_t> m_steps;
+  std::shared_ptr<tensorboard::LiveExport> m_tensorboard;  // used by the writer thread only
   std::thread m_thread;  // last: started once everything above exists
 };
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "expctl/train/store_server.hpp"
+#include "expctl/train/plugin.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::run {
@@ -51,7 +51,7 @@ std::shared_ptr<Rendezvous> host_rendezvous(launch::LaunchRequest& node, const n
   }
   const auto timeout = std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
   try {
-    rendezvous->server = std::make_unique<train::StoreServer>(static_cast<std::uint16_t>(node.master_port), timeout);
+    rendezvous->server = std::make_unique<train::plugin::StoreServer>(static_cast<std::uint16_t>(node.master_port), timeout);
     node.master_port = rendezvous->server->port();
     return rendezvous;
   } catch (const util::TrainError& error) {

@@ -10,15 +10,15 @@
 
 #include "expctl/launch/launch_plan.hpp"
 
-namespace expctl::train {
+namespace expctl::train::plugin {
 class StoreServer;
 }
 
 namespace expctl::run {
 
 struct Rendezvous {
-  /// Several nodes, node 0: the TCPStore every rank joins (train/store_server.hpp).
-  std::unique_ptr<train::StoreServer> server;
+  /// Several nodes, node 0: the TCPStore every rank joins (train/plugin.hpp).
+  std::unique_ptr<train::plugin::StoreServer> server;
   /// A single node: the file of the c10d FileStore the ranks share (0600, in the temporary
   /// directory; nothing listens on the network). Removed with this object.
   std::filesystem::path file;

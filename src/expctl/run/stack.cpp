@@ -8,7 +8,7 @@
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/env/profile.hpp"
 #include "expctl/spec/profile.hpp"
-#include "expctl/train/torch_info.hpp"
+#include "expctl/train/plugin.hpp"
 
 namespace expctl::run {
 namespace {
@@ -20,7 +20,7 @@ using nlohmann::json;
 env::FingerprintOptions fingerprint_options(const std::filesystem::path& spec_file, const json& spec) {
   env::FingerprintOptions options;
   options.code_directory = std::filesystem::absolute(spec_file).parent_path();
-  options.torch_fields = train::torch_build_fields;
+  options.torch_fields = train::plugin::torch_build_fields;
   options.determinism.seed = spec.at("seed").get<std::int64_t>();
   options.determinism.deterministic_algorithms = spec.at("determinism").get<std::string>() == "strict";
   return options;

@@ -102,6 +102,8 @@ train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& plac
   train_section(spec.at("train"), config);
   config.ddp = ddp_options(spec.at("distributed"));
   config.log_every = spec.at("metrics").at("log_every").get<std::int64_t>();
+  // Absent from the resolved spec of a run recorded before the field existed.
+  config.monitored_barrier_every = spec.at("distributed").value("monitored_barrier_every", std::int64_t{0});
   return config;
 }
 

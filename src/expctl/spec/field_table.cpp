@@ -74,6 +74,9 @@ const Field k_fields[] = {
      "Compress gradients before the all-reduce (`fp16`: cast to half and back).", ""},
     {"distributed.timeout_s", T::integer, "1800", "", between(1, 604800), no_items(), H::excluded,
      "Seconds a collective or the rendezvous may wait before the run fails.", ""},
+    {"distributed.monitored_barrier_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::excluded,
+     "Debug switch: every this many steps all ranks meet in Gloo's monitoredBarrier, which fails naming each rank that does not arrive within timeout_s (finds desynchronised ranks early; costs one barrier each time); 0: off. Gloo only.",
+     ""},
     {"distributed.master_port", T::integer, "0", "", between(0, 65535), no_items(), H::excluded,
      "TCP port of the rendezvous store on the first host; 0: pick a free one.", ""},
 
@@ -158,6 +161,9 @@ const Field k_fields[] = {
 
     {"metrics.log_every", T::integer, "10", "", between(1, k_max_count), no_items(), H::excluded,
      "Print a progress line every this many optimizer steps when the console is not a terminal (every step is recorded in the store).", ""},
+    {"metrics.tensorboard", T::string, "\"\"", "", any(), no_items(), H::excluded,
+     "Also write the run's metrics as TensorBoard event files, live, under this directory: <dir>/<run id>/rank<R>/ per rank and <dir>/<run id>/job/ for the job-wide series (`expctl run --tensorboard DIR` sets it); a location, so not hashed. A relative path is taken from the directory `expctl run` starts in.",
+     "none"},
 
     // Metric names, defaults and the threshold grammar follow compare's metric table
     // (compare/thresholds.hpp), which interprets them.

@@ -137,6 +137,10 @@ class Store {
 
   /// Metric points of a run, ordered by name, rank, step.
   std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter = {}) const;
+  /// The last `count` points of one rank's series, in step order (an index range: cheap enough to
+  /// poll every second while the run writes).
+  std::vector<MetricPoint> recent_metrics(const std::string& run_id, const std::string& name, int rank,
+                                          int count) const;
   /// Every rank's points of series `name` with step > `after_step`, one SeriesColumns per rank
   /// (ordered by rank, then step): a primary-key range scan that builds no per-point strings, the
   /// fast path for long runs (compare reads 100k-step series with it).

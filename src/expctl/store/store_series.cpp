@@ -157,6 +157,26 @@ std::vector<MetricPoint> Store::metrics(const std::string& run_id, const MetricF
   });
 }
 
+std::vector<MetricPoint> Store::recent_metrics(const std::string& run_id, const std::string& name, int rank,
+                                              int count) const {
+  auto& connection = m_impl->connection;
+  return connection.retry([&] {
+    SQLite::Statement query(connection.db(),
+                            "SELECT step, value FROM metrics WHERE run_id = ? AND name = ? AND rank = ? "
+                            "ORDER BY step DESC LIMIT ?");
+    query.bind(1, run_id);
+    query.bind(2, name);
+    query.bind(3, rank);
+    query.bind(4, count);
+    std::vector<MetricPoint> points;
+    while (query.executeStep()) {
+      points.push_back(MetricPoint{rank, query.getColumn(0).getInt64(), name, read_value(query.getColumn(1))});
+    }
+    std::reverse(points.begin(), points.end());
+    return points;
+  });
+}
+
 namespace {
 
 void bind_series(SQLite::Statement& query, const std::string& run_id, const std::string& name,

@@ -18,33 +18,6 @@ constexpr std::uint32_t k_idx_labels_magic = 0x00000801;  // unsigned bytes, 1 d
 constexpr std::int64_t k_cifar_side = 32;
 constexpr std::int64_t k_cifar_record = 1 + 3 * k_cifar_side * k_cifar_side;  // label byte + CHW pixels
 
-struct DatasetEntry {
-  DatasetKind kind;
-  const char* name;
-  const char* default_root;
-  Normalization normalization;
-};
-
-const std::vector<DatasetEntry>& dataset_table() {
-  static const std::vector<DatasetEntry> table = {
-      {DatasetKind::fashion_mnist, "fashion-mnist", "/usr/share/datasets/fashion-mnist", {{0.2860F}, {0.3530F}}},
-      {DatasetKind::mnist, "mnist", "/usr/share/datasets/mnist", {{0.1307F}, {0.3081F}}},
-      {DatasetKind::cifar10, "cifar10", "/usr/share/datasets/cifar10",
-       {{0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}}},
-      {DatasetKind::synthetic, "synthetic", "", {{0.0F}, {1.0F}}},
-  };
-  return table;
-}
-
-const DatasetEntry& entry_for(DatasetKind kind) {
-  for (const auto& entry : dataset_table()) {
-    if (entry.kind == kind) {
-      return entry;
-    }
-  }
-  EXPCTL_ASSERT(false, "dataset kind {} missing from the table", static_cast<int>(kind));
-}
-
 std::uint32_t big_endian_u32(const std::vector<std::uint8_t>& bytes, std::size_t offset) {
   return (std::uint32_t{bytes[offset]} << 24) | (std::uint32_t{bytes[offset + 1]} << 16) |
          (std::uint32_t{bytes[offset + 2]} << 8) | std::uint32_t{bytes[offset + 3]};
@@ -113,27 +86,6 @@ fs::path find_idx(const fs::path& root, const std::string& name) {
 }
 
 }  // namespace
-
-DatasetKind parse_dataset_kind(const std::string& text) {
-  for (const auto& entry : dataset_table()) {
-    if (text == entry.name) {
-      return entry.kind;
-    }
-  }
-  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10 or synthetic", text));
-}
-
-const char* dataset_name(DatasetKind kind) {
-  return entry_for(kind).name;
-}
-
-Normalization default_normalization(DatasetKind kind) {
-  return entry_for(kind).normalization;
-}
-
-fs::path default_dataset_root(DatasetKind kind) {
-  return entry_for(kind).default_root;
-}
 
 namespace {
 

@@ -54,14 +54,6 @@ struct DistributedDataParallel::Hook : torch::autograd::FunctionPostHook {
   std::size_t m_index;
 };
 
-GradCompression parse_grad_compression(const std::string& text) {
-  if (text == "none") {
-    return GradCompression::none;
-  }
-  EXPCTL_CHECK(text == "fp16", TrainError, "unknown grad_compression \"{}\": use none or fp16", text);
-  return GradCompression::fp16;
-}
-
 std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module) {
   std::vector<at::Tensor> result;
   std::unordered_set<const c10::TensorImpl*> seen;
@@ -344,6 +336,7 @@ void DistributedDataParallel::launch(std::size_t bucket_index) {
   bucket.collective = m_comm.allreduce_async(bucket.wire, fmt::format("allreduce of bucket {}", bucket_index));
   bucket.launched = true;
   ++m_launched_total;
+  m_bytes_total += static_cast<std::int64_t>(bucket.wire.nbytes());
 }
 
 void DistributedDataParallel::end_of_backward() {
@@ -373,8 +366,16 @@ void DistributedDataParallel::reduce_buckets() {
   }
   launch_ready_buckets();
   const auto start = std::chrono::steady_clock::now();
-  for (auto& bucket : m_buckets) {
-    m_comm.wait(bucket->collective);
+  for (std::size_t i = 0; i < m_buckets.size(); ++i) {
+    if (m_beacon != nullptr) {
+      m_beacon->bucket.store(static_cast<int>(i), std::memory_order_relaxed);
+      m_beacon->enter(Phase::comm_wait);
+    }
+    m_comm.wait(m_buckets[i]->collective);
+  }
+  if (m_beacon != nullptr) {
+    m_beacon->bucket.store(-1, std::memory_order_relaxed);
+    m_beacon->enter(Phase::backward);
   }
   m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (m_options.compression == GradCompression::fp16) {

@@ -110,6 +110,10 @@ class DistributedDataParallel {
   std::vector<std::vector<std::size_t>> bucket_assignment() const;
   /// Bucket all-reduces launched since construction.
   std::int64_t allreduces_launched() const { return m_launched_total; }
+  /// Reports the bucket waited for at the end of backward (null: nothing reported).
+  void set_beacon(Beacon* beacon) { m_beacon = beacon; }
+  /// Bytes all-reduced by this rank since construction (what went on the wire: fp16 halves it).
+  std::int64_t bytes_allreduced() const { return m_bytes_total; }
   /// Seconds spent blocked on gradient all-reduces since construction.
   double comm_wait_seconds() const { return m_wait_seconds; }
 
@@ -148,6 +152,8 @@ class DistributedDataParallel {
   std::size_t m_next_bucket = 0;
   std::exception_ptr m_error;
   std::int64_t m_launched_total = 0;
+  std::int64_t m_bytes_total = 0;
+  Beacon* m_beacon = nullptr;
   std::int64_t m_vote_offset = 0;  // first of the last bucket's two vote elements (stop, non-finite)
   bool m_stop_vote = false;
   bool m_stop_voted = false;

@@ -87,14 +87,6 @@ class CnnImpl : public ClassifierImpl {
 
 }  // namespace
 
-ModelKind parse_model_kind(const std::string& text) {
-  if (text == "mlp") {
-    return ModelKind::mlp;
-  }
-  EXPCTL_CHECK(text == "cnn", TrainError, "unknown model \"{}\": use mlp or cnn", text);
-  return ModelKind::cnn;
-}
-
 std::shared_ptr<ClassifierImpl> make_model(const ModelOptions& options) {
   EXPCTL_CHECK(!options.input_shape.empty() && options.input_shape.size() <= 3, TrainError,
                "model input shape must be [features] or [C, H, W], got {} dimension(s)", options.input_shape.size());

@@ -13,27 +13,9 @@ namespace {
 
 using util::TrainError;
 
-struct ScheduleName {
-  ScheduleKind kind;
-  const char* name;
-};
-constexpr ScheduleName k_schedules[] = {
-    {ScheduleKind::constant, "constant"},
-    {ScheduleKind::step, "step"},
-    {ScheduleKind::cosine, "cosine"},
-};
-
 constexpr double k_pi = 3.14159265358979323846;
 
 }  // namespace
-
-OptimizerKind parse_optimizer_kind(const std::string& text) {
-  if (text == "sgd") {
-    return OptimizerKind::sgd;
-  }
-  EXPCTL_CHECK(text == "adamw", TrainError, "unknown optimizer \"{}\": use sgd or adamw", text);
-  return OptimizerKind::adamw;
-}
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<at::Tensor> params,
                                                         const OptimizerOptions& options) {
@@ -52,15 +34,6 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<at::Tensor> 
                                                                     .momentum(options.momentum)
                                                                     .nesterov(options.nesterov)
                                                                     .weight_decay(options.weight_decay));
-}
-
-ScheduleKind parse_schedule_kind(const std::string& text) {
-  for (const auto& entry : k_schedules) {
-    if (text == entry.name) {
-      return entry.kind;
-    }
-  }
-  throw TrainError(fmt::format("unknown lr schedule \"{}\": use constant, step or cosine", text));
 }
 
 double learning_rate_at(const ScheduleOptions& schedule, double base_lr, std::int64_t step) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "expctl/launch/rank_identity.hpp"
+#include "expctl/train/records.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::train {
@@ -230,6 +231,13 @@ struct TrainerConfig {
   int report_steps_from_rank = 0;
   /// Progress lines every this many steps (rank 0; the spec's `metrics.log_every`).
   std::int64_t log_every = 10;
+  /// Every this many steps, all ranks meet in Gloo's monitoredBarrier, which names the ranks that
+  /// do not arrive in time (the spec's `distributed.monitored_barrier_every`, a debug switch for
+  /// desynchronised ranks); 0: never.
+  std::int64_t monitored_barrier_every = 0;
+  /// Where the training thread is, for the rank's heartbeats (records.hpp); null: not reported.
+  /// Not owned; outlives the training.
+  Beacon* beacon = nullptr;
 };
 
 }  // namespace expctl::train

@@ -32,16 +32,6 @@ namespace {
 
 using util::TrainError;
 
-struct BackendName {
-  BackendRequest request;
-  const char* name;
-};
-constexpr BackendName k_backend_names[] = {
-    {BackendRequest::auto_select, "auto"},
-    {BackendRequest::gloo, "gloo"},
-    {BackendRequest::nccl, "nccl"},
-};
-
 /// Closes a socket descriptor on scope exit.
 struct SocketCloser {
   int fd;
@@ -94,7 +84,6 @@ c10::intrusive_ptr<compat::CollectiveBackend> make_nccl(const c10::intrusive_ptr
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, options.placement.rank, options.placement.world_size, nccl_options);
 }
 #endif
-
 
 // Rendezvous, with a line every k_rendezvous_note_every while it waits and errors that name the
 // address, the port and the ranks (and nodes) that never came.
@@ -198,19 +187,6 @@ void await_peers(c10d::Store& store, const launch::RankIdentity& p, std::chrono:
 }
 
 }  // namespace
-
-const char* backend_name(Backend backend) {
-  return backend == Backend::nccl ? "nccl" : "gloo";
-}
-
-BackendRequest parse_backend_request(const std::string& text) {
-  for (const auto& entry : k_backend_names) {
-    if (text == entry.name) {
-      return entry.request;
-    }
-  }
-  throw TrainError(fmt::format("unknown distributed backend \"{}\": use auto, gloo or nccl", text));
-}
 
 Backend resolve_backend(BackendRequest request) {
   const bool nccl_usable = compat::k_have_nccl && torch::cuda::is_available();
@@ -371,6 +347,23 @@ std::vector<at::Tensor> Communicator::allgather(const at::Tensor& tensor, std::s
   PendingCollective pending{m_group->allgather(outputs, inputs), std::move(what)};
   wait(pending);
   return outputs[0];
+}
+
+void Communicator::monitored_barrier(const std::string& what) {
+  EXPCTL_CHECK(m_backend == Backend::gloo, TrainError,
+               "distributed.monitored_barrier_every needs the gloo backend (NCCL has no monitored barrier): set "
+               "it to 0, or distributed.backend: gloo");
+  c10d::BarrierOptions options;
+  options.timeout = m_timeout;
+  const auto start = std::chrono::steady_clock::now();
+  ++m_issued;
+  try {
+    m_group->monitoredBarrier(options, /*waitAllRanks=*/true);
+  } catch (const std::exception& error) {
+    m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    throw TrainError(fmt::format("{} failed: {}", what, first_line(error.what())));
+  }
+  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void Communicator::barrier(std::string what) {

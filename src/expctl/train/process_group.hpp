@@ -62,6 +62,10 @@ class Communicator {
   void broadcast(at::Tensor& tensor, int root, std::string what);
   /// Blocks until every rank reached the barrier.
   void barrier(std::string what);
+  /// Gloo's monitoredBarrier: rank 0 waits for every other rank for up to the collective timeout
+  /// and the error names each rank that did not arrive (a desynchronised or stuck rank). Gloo only
+  /// (TrainError otherwise).
+  void monitored_barrier(const std::string& what);
   /// Synchronous all-gather: every rank's `tensor` (same shape and dtype everywhere), by rank.
   std::vector<at::Tensor> allgather(const at::Tensor& tensor, std::string what);
 

@@ -28,11 +28,38 @@ constexpr StepField k_step_fields[] = {
      [](StepMetrics& m, double v) { m.comm_wait_s = v; }},
     {"samples_per_sec", "samples_per_sec", 1.0, [](const StepMetrics& m) { return m.samples_per_sec; },
      [](StepMetrics& m, double v) { m.samples_per_sec = v; }},
+    {"data_wait_s", "data_wait_ms", 1000.0, [](const StepMetrics& m) { return m.data_wait_s; },
+     [](StepMetrics& m, double v) { m.data_wait_s = v; }},
+    {"forward_s", "forward_ms", 1000.0, [](const StepMetrics& m) { return m.forward_s; },
+     [](StepMetrics& m, double v) { m.forward_s = v; }},
+    {"backward_s", "backward_ms", 1000.0, [](const StepMetrics& m) { return m.backward_s; },
+     [](StepMetrics& m, double v) { m.backward_s = v; }},
+    {"optimizer_s", "optimizer_ms", 1000.0, [](const StepMetrics& m) { return m.optimizer_s; },
+     [](StepMetrics& m, double v) { m.optimizer_s = v; }},
+    {"allreduce_bytes", "allreduce_bytes", 1.0, [](const StepMetrics& m) { return m.allreduce_bytes; },
+     [](StepMetrics& m, double v) { m.allreduce_bytes = v; }},
 };
 
 }  // namespace
 
 std::span<const StepField> step_fields() { return k_step_fields; }
+
+const char* phase_name(Phase phase) {
+  static constexpr const char* k_names[] = {"starting", "data",      "forward", "backward", "comm_wait",
+                                            "optimizer", "eval", "checkpoint", "finished"};
+  const auto index = static_cast<std::size_t>(phase);
+  return index < std::size(k_names) ? k_names[index] : "unknown";
+}
+
+std::string Beacon::where() const {
+  const auto now = static_cast<Phase>(phase.load(std::memory_order_relaxed));
+  const int waited = bucket.load(std::memory_order_relaxed);
+  std::string text = "step=" + std::to_string(step.load(std::memory_order_relaxed)) + " phase=" + phase_name(now);
+  if (now == Phase::comm_wait && waited >= 0) {
+    text += " bucket=" + std::to_string(waited);
+  }
+  return text;
+}
 
 json encode_number(double value) {
   if (std::isnan(value)) {

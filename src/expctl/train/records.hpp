@@ -14,8 +14,10 @@
 /// never nulls: they travel as the strings "nan", "inf" and "-inf" (JSON has no such numbers).
 /// This header includes no LibTorch.
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -33,8 +35,35 @@ struct StepMetrics {
   double grad_scale = 1.0;
   bool skipped = false;  ///< the optimizer step was skipped (inf/NaN on some rank)
   double step_time_s = 0.0;
-  double comm_wait_s = 0.0;      ///< time blocked on collectives during this step
+  double comm_wait_s = 0.0;      ///< exposed communication: time blocked on collectives in this step
   double samples_per_sec = 0.0;  ///< this rank's samples / step time
+  // Where the step's time went (seconds, summed over its micro-batches). With comm_wait_s they
+  // cover the step but for a few microseconds of bookkeeping.
+  double data_wait_s = 0.0;     ///< gathering the micro-batches' inputs
+  double forward_s = 0.0;       ///< forward pass and loss (up to the loss value on the host)
+  double backward_s = 0.0;      ///< backward passes, launching the bucket all-reduces on the way
+  double optimizer_s = 0.0;     ///< unscale, clip, optimizer step, scaler update (waits excluded)
+  double allreduce_bytes = 0.0;  ///< gradient bytes this rank all-reduced in the step
+};
+
+/// A step's compute time: what a slow core or a busy neighbour stretches, unlike the waits.
+inline double compute_seconds(const StepMetrics& m) { return m.forward_s + m.backward_s + m.optimizer_s; }
+
+/// Where a rank is, for its heartbeats: written by the training thread at every phase change
+/// (relaxed atomic stores, a few per step), read by the rank's heartbeat thread, so a rank that
+/// hangs or is stopped is reported with the step, phase and bucket it was in.
+enum class Phase : int { starting, data, forward, backward, comm_wait, optimizer, eval, checkpoint, finished };
+/// "starting", "data", "forward", "backward", "comm_wait", "optimizer", "eval", "checkpoint", "finished".
+const char* phase_name(Phase phase);
+
+struct Beacon {
+  std::atomic<std::int64_t> step{0};  ///< the optimizer step being worked on (1-based)
+  std::atomic<int> phase{static_cast<int>(Phase::starting)};
+  std::atomic<int> bucket{-1};  ///< the gradient bucket waited for in comm_wait, -1: none
+
+  void enter(Phase now) { phase.store(static_cast<int>(now), std::memory_order_relaxed); }
+  /// "step=42 phase=comm_wait bucket=0" (bucket only while waiting on one): the heartbeat payload.
+  std::string where() const;
 };
 
 /// One evaluation over the whole test split (all ranks together).

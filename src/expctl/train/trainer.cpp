@@ -23,6 +23,21 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Seconds between successive laps: the phase timers of a step (a steady_clock read per phase
+// and micro-batch, ~25 ns each).
+class Stopwatch {
+ public:
+  double lap() {
+    const auto now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - m_last).count();
+    m_last = now;
+    return seconds;
+  }
+
+ private:
+  Clock::time_point m_last = Clock::now();
+};
+
 DistributedSamplerOptions sampler_options(const TrainerConfig& config, std::int64_t size, int world, int rank) {
   DistributedSamplerOptions options;
   options.dataset_size = size;
@@ -56,6 +71,7 @@ class Trainer {
         m_total_steps(config.max_steps > 0 ? config.max_steps : config.epochs * m_steps_per_epoch) {
     m_schedule = config.schedule;
     m_schedule.total_steps = m_total_steps;
+    m_ddp.set_beacon(config.beacon);
     // Dropout must differ between ranks (as with per-rank DataLoader workers), reproducibly.
     seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
     if (config.resume && !config.checkpoint_dir.empty()) {
@@ -93,9 +109,12 @@ class Trainer {
     }
     report_remote_steps();
     if (!result.interrupted && (!result.final_eval || result.final_eval->step != m_position.step)) {
+      enter(Phase::eval);
       result.final_eval = evaluate();
     }
+    enter(Phase::checkpoint);
     checkpoint();
+    enter(Phase::finished);
     result.steps = m_position.step;
     return result;
   }
@@ -127,10 +146,12 @@ class Trainer {
     return options;
   }
 
-  at::Tensor micro_loss(std::int64_t micro) {
+  at::Tensor micro_loss(std::int64_t micro, Stopwatch& watch, StepMetrics& phases) {
     const auto begin = static_cast<std::size_t>(micro * m_config.batch_size);
     const auto count = std::min<std::size_t>(static_cast<std::size_t>(m_config.batch_size), m_indices.size() - begin);
     const auto [images, labels] = gather_batch(m_train, m_indices, begin, count);
+    phases.data_wait_s += watch.lap();
+    enter(Phase::forward);
     std::optional<AutocastGuard> autocast;
     if (m_config.amp) {
       autocast.emplace(m_comm.device().type(), amp_scalar_type());
@@ -146,17 +167,29 @@ class Trainer {
     m_ddp.zero_grad();
     m_ddp.vote_stop(stop != nullptr && stop->load());
     const auto first_micro = (m_position.step % m_steps_per_epoch) * m_config.grad_accum_steps;
+    const auto bytes_before = m_ddp.bytes_allreduced();
+    StepMetrics metrics;
+    Stopwatch watch;
+    if (m_config.beacon != nullptr) {
+      m_config.beacon->step.store(m_position.step + 1, std::memory_order_relaxed);
+    }
     double loss_sum = 0.0;
     std::int64_t samples = 0;
     bool nonfinite = false;
     for (std::int64_t k = 0; k < m_config.grad_accum_steps; ++k) {
-      const auto loss = micro_loss(first_micro + k);
+      enter(Phase::data);
+      const auto loss = micro_loss(first_micro + k, watch, metrics);
       const double loss_value = loss.item<double>();
+      metrics.forward_s += watch.lap();
       nonfinite = nonfinite || !std::isfinite(loss_value);
       m_ddp.vote_nonfinite(nonfinite);  // read when the boundary backward launches the last bucket
       // (loss / 1 would only add a node to the graph: the same bits, one more backward op.)
       const auto scaled =
           m_scaler.scale(m_config.grad_accum_steps == 1 ? loss : loss / static_cast<double>(m_config.grad_accum_steps));
+      enter(Phase::backward);
+      // The end of a synchronised backward waits for the buckets' all-reduces (inside backward,
+      // in the autograd callback): that wait is comm_wait_s, so it is taken out of backward_s.
+      const double wait_before_backward = m_comm.wait_seconds();
       if (k + 1 < m_config.grad_accum_steps) {
         auto no_sync = m_ddp.no_sync();
         scaled.backward();
@@ -164,11 +197,13 @@ class Trainer {
         scaled.backward();
         m_ddp.finish();
       }
+      metrics.backward_s += watch.lap() - (m_comm.wait_seconds() - wait_before_backward);
       loss_sum += loss_value;
       samples += std::min<std::int64_t>(m_config.batch_size,
                                         static_cast<std::int64_t>(m_indices.size()) - (first_micro + k) * m_config.batch_size);
     }
-    StepMetrics metrics;
+    const double wait_before_optimizer = m_comm.wait_seconds();
+    enter(Phase::optimizer);
     metrics.grad_scale = m_scaler.get_scale();
     if (m_config.grad_clip_norm > 0.0) {
       m_scaler.unscale(*m_optimizer);  // clip the true gradients, not the scaled ones
@@ -182,6 +217,8 @@ class Trainer {
       metrics.skipped = !m_scaler.step(*m_optimizer, &m_comm);
       m_scaler.update();
     }
+    metrics.optimizer_s = watch.lap() - (m_comm.wait_seconds() - wait_before_optimizer);
+    metrics.allreduce_bytes = static_cast<double>(m_ddp.bytes_allreduced() - bytes_before);
     m_position.step += 1;
     metrics.step = m_position.step;
     metrics.epoch = m_position.epoch;
@@ -195,11 +232,24 @@ class Trainer {
 
   void after_step(TrainResult& result) {
     if (m_config.eval_every > 0 && m_position.step % m_config.eval_every == 0) {
+      enter(Phase::eval);
       result.final_eval = evaluate();
     }
     if (m_config.checkpoint_every > 0 && m_position.step % m_config.checkpoint_every == 0 &&
         m_position.step < m_total_steps) {
+      enter(Phase::checkpoint);
       checkpoint();
+    }
+    if (m_config.monitored_barrier_every > 0 && m_position.step % m_config.monitored_barrier_every == 0 &&
+        m_comm.world_size() > 1) {
+      enter(Phase::comm_wait);
+      m_comm.monitored_barrier(fmt::format("the monitored barrier after step {}", m_position.step));
+    }
+  }
+
+  void enter(Phase phase) const {
+    if (m_config.beacon != nullptr) {
+      m_config.beacon->enter(phase);
     }
   }
 
@@ -366,13 +416,6 @@ class Trainer {
 };
 
 }  // namespace
-
-NonFinitePolicy parse_nonfinite_policy(const std::string& text) {
-  if (text == "fail" || text == "skip") {
-    return text == "fail" ? NonFinitePolicy::fail : NonFinitePolicy::skip;
-  }
-  throw TrainError(fmt::format("train.nonfinite: unknown policy \"{}\" (expected fail or skip)", text));
-}
 
 std::int64_t steps_per_epoch(const TrainerConfig& config, std::int64_t dataset_size, int world_size) {
   EXPCTL_CHECK(config.batch_size > 0 && config.grad_accum_steps > 0, TrainError,

@@ -84,30 +84,6 @@ class RecordingSink final : public MetricSink {
 
 }  // namespace
 
-std::int64_t training_set_size(const DatasetOptions& data) {
-  switch (data.kind) {
-    case DatasetKind::fashion_mnist:
-    case DatasetKind::mnist:
-      return 60000;
-    case DatasetKind::cifar10:
-      return 50000;
-    case DatasetKind::synthetic:
-      return data.synthetic_size;
-  }
-  return 0;
-}
-
-std::string eta_text(double seconds) {
-  const auto total = static_cast<std::int64_t>(seconds + 0.5);
-  if (total >= 3600) {
-    return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
-  }
-  if (total >= 60) {
-    return fmt::format("{}m{:02}s", total / 60, total % 60);
-  }
-  return fmt::format("{}s", total);
-}
-
 WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
                         const std::atomic<bool>* stop) {
   const int world = config.group.placement.world_size;

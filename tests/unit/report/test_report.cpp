@@ -207,5 +207,33 @@ TEST_CASE("xml escaping covers markup characters") {
   CHECK(xml_escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&#39;");
 }
 
+TEST_CASE("html and json reports show each rank's phases and the straggler timeline of both sides") {
+  auto comparison = golden_comparison();
+  compare::RankPhases rank0{0, 60, 3.0, {0.01, 0.20, 0.45, 0.25, 0.08}, 0.01, 1.0, 1.1};
+  compare::RankPhases rank1{1, 60, 3.1, {0.01, 0.22, 0.47, 0.21, 0.08}, 0.01, 1.05, 1.6};
+  comparison.phases_a = {rank0, rank1};
+  comparison.phases_b = {rank0};
+  comparison.straggler_a = {{1, 2, 3, 4}, {1.0, 1.2, 1.6, 1.1}};
+  comparison.straggler_b = {{1, 2, 3, 4}, {1.0, 1.0, 1.05, 1.0}};
+  const auto html = render_html(comparison);
+  CHECK(html.find("<svg id=\"phases\"") != std::string::npos);
+  CHECK(html.find("<svg id=\"straggler\"") != std::string::npos);
+  std::size_t bars = 0;
+  for (auto at = html.find("class=\"phase-"); at != std::string::npos; at = html.find("class=\"phase-", at + 1)) {
+    ++bars;
+  }
+  CHECK(bars == 3 * 6);  // three rank bars of six phases
+  CHECK(html.find("<title>A rank 1: backward 47.0% of 3.100 ms</title>") != std::string::npos);
+  const auto straggler = html.substr(html.find("<svg id=\"straggler\""));
+  CHECK(straggler.find("class=\"curve-a\"") != std::string::npos);
+  CHECK(straggler.find("class=\"curve-b\"") != std::string::npos);
+  const auto document = to_json(comparison);
+  REQUIRE(document.at("phases").at("a").size() == 2);
+  CHECK(document.at("phases").at("a")[1].at("shares").at("backward") == 0.47);
+  CHECK(document.at("phases").at("a")[1].at("straggler_max") == 1.6);
+  CHECK(document.at("phases").at("b").size() == 1);
+}
+
 }  // namespace
 }  // namespace expctl::report
+

@@ -1,7 +1,9 @@
 // Outcome mapping: launch status and rank exits -> store status, exit code and root cause.
 #include <catch2/catch.hpp>
 
+#include "expctl/launch/control_channel.hpp"
 #include "expctl/run/outcome.hpp"
+#include "expctl/train/records.hpp"
 
 namespace {
 
@@ -67,4 +69,36 @@ TEST_CASE("outcome: a rank that stopped answering is named with every rank's las
   CHECK(verdict.root_cause == "rank 1 stopped answering (no heartbeat for 5 s); last steps: rank 0 at 812, rank 1 at 640");
   const auto other = run::verdict_of(failed_by(1, 3), std::nullopt, {{0, 812}, {1, 640}});
   CHECK(other.root_cause == "rank 1 exited with code 3");
+}
+
+TEST_CASE("outcome: a rank that stopped answering is named with where every rank's last heartbeat put it",
+          "[run][outcome]") {
+  auto outcome = failed_by(1, 1, {"step 640 loss 0.31"});
+  outcome.root_cause->description = "rank 1 stopped answering (no heartbeat for 5 s)";
+  outcome.root_cause->heartbeats = {{0, "step=641 phase=comm_wait bucket=0"}, {1, "step=641 phase=backward"}};
+  const auto verdict = run::verdict_of(outcome, std::nullopt, {{0, 640}, {1, 640}});
+  CHECK(verdict.root_cause ==
+        "rank 1 stopped answering (no heartbeat for 5 s); last heartbeats: rank 0 at step 641 in comm_wait on bucket "
+        "0, rank 1 at step 641 in backward\nlast lines of rank 1:\n  step 640 loss 0.31");
+  // A heartbeat from a rank of an older version (no payload) leaves the last steps.
+  outcome.root_cause->heartbeats.clear();
+  CHECK_THAT(run::verdict_of(outcome, std::nullopt, {{0, 640}}).root_cause,
+             Catch::StartsWith("rank 1 stopped answering (no heartbeat for 5 s); last steps: rank 0 at 640"));
+}
+
+TEST_CASE("beacon: the heartbeat says the step, the phase and the bucket waited on", "[run][outcome]") {
+  train::Beacon beacon;
+  CHECK(beacon.where() == "step=0 phase=starting");
+  beacon.step = 42;
+  beacon.enter(train::Phase::backward);
+  beacon.bucket = 3;
+  CHECK(beacon.where() == "step=42 phase=backward");  // a bucket only matters while waiting
+  beacon.enter(train::Phase::comm_wait);
+  CHECK(beacon.where() == "step=42 phase=comm_wait bucket=3");
+  const std::string text = "heartbeat " + beacon.where();
+  const auto line = launch::parse_control_line(text);  // views into text
+  CHECK(line.kind == launch::ControlKind::heartbeat);
+  CHECK(line.payload == "step=42 phase=comm_wait bucket=3");
+  CHECK(launch::parse_control_line("heartbeat").kind == launch::ControlKind::heartbeat);
+  CHECK(launch::parse_control_line("heartbeats").kind == launch::ControlKind::unknown);
 }

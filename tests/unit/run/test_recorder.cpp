@@ -3,7 +3,9 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <map>
 
 #include <catch2/catch.hpp>
 
@@ -133,4 +135,119 @@ TEST_CASE("recorder: a checkpoint record becomes an artifact relative to the run
   REQUIRE(artifacts.size() == 1);
   CHECK(artifacts[0].path == "checkpoints/rank0-step5.pt");
   CHECK(artifacts[0].size_bytes == 123);
+}
+
+namespace {
+
+std::string timed_step(std::int64_t step, double forward_s, double backward_s, double optimizer_s) {
+  train::StepMetrics metrics;
+  metrics.step = step;
+  metrics.loss = 1.0;
+  metrics.step_time_s = forward_s + backward_s + optimizer_s + 0.001;
+  metrics.forward_s = forward_s;
+  metrics.backward_s = backward_s;
+  metrics.optimizer_s = optimizer_s;
+  metrics.data_wait_s = 0.0001;
+  metrics.allreduce_bytes = 4096.0;
+  return train::encode_step(metrics).dump();
+}
+
+std::map<int, double> scores_at(const store::Store& db, const std::string& run, std::int64_t step) {
+  std::map<int, double> scores;
+  for (const auto& point : db.metrics(run, {.name = "straggler_score"})) {
+    if (point.step == step) {
+      scores[point.rank] = point.value;
+    }
+  }
+  return scores;
+}
+
+}  // namespace
+
+TEST_CASE("straggler scores: each rank's compute time over the median, only when every rank reported",
+          "[run][recorder]") {
+  auto step = [](double compute) {
+    train::StepMetrics metrics;
+    metrics.forward_s = compute;
+    return metrics;
+  };
+  const auto scores = run::straggler_scores({{0, step(0.01)}, {1, step(0.01)}, {2, step(0.02)}}, 3);
+  REQUIRE(scores.size() == 3);
+  CHECK(scores.at(0) == Approx(1.0));
+  CHECK(scores.at(2) == Approx(2.0));
+  CHECK(run::straggler_scores({{0, step(0.01)}, {1, step(0.02)}}, 3).empty());  // rank 2 missing
+  CHECK(run::straggler_scores({{0, step(0.01)}}, 1).empty());                  // nobody to compare with
+  const auto two = run::straggler_scores({{0, step(0.01)}, {1, step(0.03)}}, 2);
+  CHECK(two.at(1) == Approx(1.5));  // median of two is their mean
+}
+
+TEST_CASE("recorder: phase timers are stored per rank and a slow rank's straggler score is stored with its step",
+          "[run][recorder]") {
+  Fixture f;
+  {
+    run::Recorder recorder(f.db, f.run.id, f.run.run_dir, f.console, std::chrono::steady_clock::now(), 2);
+    recorder.on_record(0, timed_step(1, 0.010, 0.020, 0.002));
+    recorder.on_record(1, timed_step(1, 0.020, 0.040, 0.004));  // twice as slow
+    recorder.on_record(1, timed_step(2, 0.010, 0.020, 0.002));
+    recorder.on_record(0, timed_step(2, 0.010, 0.020, 0.002));
+    recorder.on_record(0, timed_step(3, 0.010, 0.020, 0.002));  // rank 1 never reports step 3
+    recorder.drain();
+  }
+  const auto first = scores_at(f.db, f.run.id, 1);
+  REQUIRE(first.size() == 2);
+  CHECK(first.at(1) / first.at(0) == Approx(2.0));
+  CHECK(first.at(1) == Approx(4.0 / 3.0));
+  const auto second = scores_at(f.db, f.run.id, 2);
+  REQUIRE(second.size() == 2);
+  CHECK(second.at(0) == Approx(1.0));
+  CHECK(scores_at(f.db, f.run.id, 3).empty());                                  // incomplete: no score,
+  CHECK(f.db.metrics(f.run.id, {.name = "loss", .rank = 0}).size() == 3);      // but its points are kept
+  const auto forward = f.db.metrics(f.run.id, {.name = "forward_ms", .rank = 1});
+  REQUIRE(forward.size() == 2);
+  CHECK(forward[0].value == Approx(20.0));
+  CHECK(f.db.metrics(f.run.id, {.name = "backward_ms", .rank = 0}).size() == 3);
+  CHECK(f.db.metrics(f.run.id, {.name = "optimizer_ms", .rank = 0}).size() == 3);
+  CHECK(f.db.metrics(f.run.id, {.name = "data_wait_ms", .rank = 0}).front().value == Approx(0.1));
+  CHECK(f.db.metrics(f.run.id, {.name = "allreduce_bytes", .rank = 1}).front().value == 4096.0);
+}
+
+TEST_CASE("recorder: with a TensorBoard export every stored point is also in the rank's event file",
+          "[run][recorder]") {
+  Fixture f;
+  const auto out = f.dir / "tb";
+  {
+    run::Recorder recorder(f.db, f.run.id, f.run.run_dir, f.console, std::chrono::steady_clock::now(), 2);
+    recorder.export_tensorboard(
+        std::make_unique<tensorboard::LiveExport>(out, f.run, tensorboard::LiveOptions{.world_size = 2}));
+    for (int step = 1; step <= 3; ++step) {
+      recorder.on_record(0, timed_step(step, 0.010, 0.020, 0.002));
+      recorder.on_record(1, timed_step(step, 0.010, 0.020, 0.002));
+    }
+  }
+  for (const char* folder : {"rank0", "rank1", "job"}) {
+    const auto dir = out / f.run.id / folder;
+    REQUIRE(std::filesystem::is_directory(dir));
+    std::uintmax_t bytes = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      CHECK(entry.path().filename().string().find("tfevents") != std::string::npos);
+      bytes += entry.file_size();
+    }
+    CHECK(bytes > 100);
+  }
+}
+
+TEST_CASE("recorder: a TensorBoard folder that cannot be written ends the export, not the recording",
+          "[run][recorder]") {
+  Fixture f;
+  const auto blocked = f.dir / "not-a-dir";
+  { std::ofstream(blocked) << "a file where the folder should be"; }
+  {
+    run::Recorder recorder(f.db, f.run.id, f.run.run_dir, f.console, std::chrono::steady_clock::now(), 1);
+    recorder.export_tensorboard(std::make_unique<tensorboard::LiveExport>(blocked, f.run));
+    recorder.on_record(0, step_record(1, 2.5));
+    recorder.on_record(0, step_record(2, 2.0));
+    recorder.drain();
+    CHECK_FALSE(recorder.fatal_error().has_value());
+  }
+  CHECK(f.db.metrics(f.run.id, {.name = "loss", .rank = 0}).size() == 2);
 }

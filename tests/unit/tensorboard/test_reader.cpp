@@ -11,6 +11,7 @@
 #include "expctl/tensorboard/event_writer.hpp"
 #include "expctl/tensorboard/export.hpp"
 #include "reader.hpp"
+#include "support/test_support.hpp"
 #include "synthetic_store.hpp"
 
 using namespace expctl;
@@ -196,4 +197,33 @@ TEST_CASE("tensorboard: the independent reader is not vacuous: it reports a flip
   CHECK(file.at("crc_errors") == 1);
   CHECK(file.at("unknown_fields") == 1);
   CHECK(file.at("file_version") == "brain.Event:2");
+}
+
+TEST_CASE("tensorboard: a 2-rank run with --tensorboard writes what the independent reader finds in the store") {
+  const auto tools = find_reader_tools();
+  if (const auto* missing = std::get_if<std::string>(&tools)) {
+    WARN(*missing);
+    return;
+  }
+  expctl::test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const auto ran = expctl::test::run_expctl(
+      {"--db", db_path.string(), "run", (expctl::test::source_dir() / "experiments" / "tiny-synthetic.yaml").string(),
+       "--tensorboard", (dir / "tb").string(), "--format", "json"});
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  const auto db = store::Store::open(db_path, store::OpenMode::read_only);
+  const store::RunRecord run = db.find_run(json::parse(ran.out).at("run").at("id").get<std::string>());
+  const fs::path run_dir = dir / "tb" / run.id;
+  REQUIRE(subfolders(run_dir) == std::set<std::string>{"rank0", "rank1", "job"});
+  const ReaderTools& reader = std::get<ReaderTools>(tools);
+  for (int rank = 0; rank < 2; ++rank) {
+    const json read = read_tfevents(reader, dir / "py", {run_dir / ("rank" + std::to_string(rank))});
+    REQUIRE(read.at("files").size() == 1);
+    check_rank(read.at("files"), db, run, rank);  // every stored point, straggler scores included
+  }
+  CHECK(db.metrics(run.id, {.name = "straggler_score", .rank = 1}).size() == 60);
+  const json job = read_tfevents(reader, dir / "py", {run_dir / "job"});
+  REQUIRE(job.at("files").size() == 1);
+  CHECK(checked_events(job.at("files")).size() == 60 * std::size(tensorboard::k_job_series));
 }

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Start-up of expctl: wall time of the commands that do not train (--version, validate, hash,
+# list, show of a small store), and the quick start's time to its first step
+# (summary.time_to_first_step_s: from the moment `expctl run` was started to the end of rank 0's
+# first step). A benchmark, not a test: it prints figures and asserts nothing.
+#
+#   bench/startup.sh [--expctl PATH] [--against PATH] [--repeat N] [--runs R]
+#
+#   --expctl PATH    the binary measured (default: build/release/expctl, else build/ci/expctl)
+#   --against PATH   a second binary (e.g. an older build) measured in the same loop, interleaved,
+#                    so that both see the same machine; prints the ratio of medians
+#   --repeat N       runs of each command per binary (default 20); the median is printed
+#   --runs R         quick-start runs per binary for the time to first step (default 3)
+# The page cache is warm (each command runs once before timing): "warm cache" figures.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+expctl=""
+against=""
+repeat=20
+runs=3
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --expctl) expctl="$2"; shift 2 ;;
+    --against) against="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "startup.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [[ -z "$expctl" ]]; then
+  for candidate in "$root/build/release/expctl" "$root/build/ci/expctl"; do
+    [[ -x "$candidate" ]] && { expctl="$candidate"; break; }
+  done
+fi
+[[ -x "$expctl" ]] || { echo "startup.sh: no expctl binary: build one or pass --expctl PATH" >&2; exit 2; }
+binaries=("$expctl")
+[[ -n "$against" ]] && binaries+=("$against")
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+spec="$root/experiments/quickstart.yaml"
+tiny="$root/experiments/tiny-synthetic.yaml"
+
+median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+now_ns() { date +%s%N; }
+
+# One small store per binary, with one finished run for `show`.
+declare -A run_id
+for i in "${!binaries[@]}"; do
+  db="$work/store-$i.db"
+  "${binaries[$i]}" --db "$db" run "$tiny" --set train.max_steps=5 --format json --quiet >"$work/run-$i.json"
+  run_id[$i]="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["id"])' "$work/run-$i.json")"
+done
+
+commands=("--version" "validate $spec" "hash $spec" "list" "show @latest")
+printf '%-16s' "command"; for b in "${binaries[@]}"; do printf '%14s' "$(basename "$(dirname "$b")") ms"; done
+[[ -n "$against" ]] && printf '%10s' "ratio"; echo
+for command in "${commands[@]}"; do
+  declare -a samples=()
+  for i in "${!binaries[@]}"; do samples[$i]=""; done
+  for i in "${!binaries[@]}"; do "${binaries[$i]}" --db "$work/store-$i.db" $command >/dev/null; done  # warm
+  for ((r = 0; r < repeat; r++)); do
+    for i in "${!binaries[@]}"; do
+      start=$(now_ns)
+      "${binaries[$i]}" --db "$work/store-$i.db" $command >/dev/null
+      samples[$i]+="$(( ($(now_ns) - start) / 1000 ))"$'\n'
+    done
+  done
+  printf '%-16s' "${command%% *}"
+  declare -a medians=()
+  for i in "${!binaries[@]}"; do
+    medians[$i]="$(printf '%s' "${samples[$i]}" | median)"
+    printf '%14.1f' "$(echo "${medians[$i]} / 1000" | bc -l)"
+  done
+  [[ -n "$against" ]] && printf '%10.2f' "$(echo "${medians[1]} / ${medians[0]}" | bc -l)"
+  echo
+done
+
+echo
+echo "quick start, time to first step (s), $runs run(s) each, interleaved:"
+declare -a firsts=()
+for i in "${!binaries[@]}"; do firsts[$i]=""; done
+for ((r = 0; r < runs; r++)); do
+  for i in "${!binaries[@]}"; do
+    "${binaries[$i]}" --db "$work/first-$i.db" run "$spec" --set train.max_steps=20 --format json --quiet \
+      >"$work/first.json"
+    value="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["time_to_first_step_s"])' \
+      "$work/first.json")"
+    firsts[$i]+="$value"$'\n'
+    printf '  %-40s %s\n' "${binaries[$i]}" "$value"
+  done
+done
+for i in "${!binaries[@]}"; do
+  printf 'median %-33s %s\n' "${binaries[$i]}" "$(printf '%s' "${firsts[$i]}" | median)"
+done

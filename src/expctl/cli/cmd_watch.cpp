@@ -1,0 +1,196 @@
+// `expctl watch [RUN]`: a live view of a run's ranks, read from the store while the run writes.
+
+#include <unistd.h>
+
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "expctl/cli/command.hpp"
+#include "expctl/cli/support_store.hpp"
+#include "expctl/run/watch.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/text_table.hpp"
+
+namespace expctl::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct WatchOptions {
+  std::string selector;
+  std::string format = "text";
+  double interval_s = 1.0;
+  bool once = false;
+};
+
+// Without RUN: the newest running run, else the newest run; "@latest": the newest run.
+std::string run_id(const store::Store& db, const std::string& selector) {
+  if (!selector.empty() && selector != "@latest") {
+    return db.find_run(selector).id;
+  }
+  auto runs = selector.empty() ? db.list_runs({.status = store::RunStatus::running, .limit = 1})
+                               : std::vector<store::RunRecord>{};
+  if (runs.empty()) {
+    runs = db.list_runs({.limit = 1});
+  }
+  if (runs.empty()) {
+    throw util::UsageError(fmt::format("{} holds no run yet: start one with expctl run SPEC", db.path().string()));
+  }
+  return runs.front().id;
+}
+
+std::string percent(double share) { return fmt::format("{:.0f}%", 100.0 * share); }
+
+template <typename T>
+std::string or_dash(const std::optional<T>& value, const char* format) {
+  return value ? fmt::format(fmt::runtime(format), *value) : "-";
+}
+
+std::vector<std::string> phase_cells(const std::optional<run::PhaseShares>& phases) {
+  if (!phases) {
+    return {"-", "-", "-", "-", "-"};
+  }
+  return {percent(phases->data), percent(phases->forward), percent(phases->backward), percent(phases->comm),
+          percent(phases->optimizer)};
+}
+
+std::string straggler_cell(const run::RankView& rank) {
+  return rank.straggler_score ? fmt::format("{:.2f}{}", *rank.straggler_score, rank.straggler ? " *" : "") : "-";
+}
+
+std::string rank_table(const run::WatchView& view) {
+  util::TextTable table({"rank", "status", "step", "loss", "samples/s", "step ms", "data", "fwd", "bwd", "comm",
+                         "opt", "straggler", "quiet"});
+  for (std::size_t column = 2; column < 13; ++column) {
+    table.set_align(column, util::TextTable::Align::right);
+  }
+  for (const auto& rank : view.ranks) {
+    std::vector<std::string> cells = {std::to_string(rank.rank), std::string(store::to_string(rank.status)),
+                                      or_dash(rank.step, "{}"), or_dash(rank.loss, "{:.4f}"),
+                                      or_dash(rank.samples_per_sec, "{:.0f}"), or_dash(rank.step_time_ms, "{:.2f}")};
+    for (auto& cell : phase_cells(rank.phases)) {
+      cells.push_back(std::move(cell));
+    }
+    cells.push_back(straggler_cell(rank));
+    cells.push_back(or_dash(rank.quiet_for_s, "{:.0f}s"));
+    table.add_row(std::move(cells));
+  }
+  return table.render();
+}
+
+std::string headline(const run::WatchView& view) {
+  std::int64_t step = 0;
+  for (const auto& rank : view.ranks) {
+    step = std::max(step, rank.step.value_or(0));
+  }
+  const std::string of = view.total_steps ? fmt::format("/{}", *view.total_steps) : "";
+  return fmt::format("run {}  {}  step {}{}", view.run.id, store::to_string(view.run.status), step, of);
+}
+
+json rank_json(const run::RankView& rank) {
+  json phases = nullptr;
+  if (rank.phases) {
+    phases = {{"data", rank.phases->data},         {"forward", rank.phases->forward},
+              {"backward", rank.phases->backward}, {"comm", rank.phases->comm},
+              {"optimizer", rank.phases->optimizer}};
+  }
+  auto value = [](const auto& optional) { return optional ? json(*optional) : json(nullptr); };
+  return {{"rank", rank.rank},
+          {"status", store::to_string(rank.status)},
+          {"step", value(rank.step)},
+          {"loss", value(rank.loss)},
+          {"samples_per_sec", value(rank.samples_per_sec)},
+          {"step_time_ms", value(rank.step_time_ms)},
+          {"comm_wait_ms", value(rank.comm_wait_ms)},
+          {"phase_shares", phases},
+          {"straggler_score", value(rank.straggler_score)},
+          {"straggler", rank.straggler},
+          {"quiet_for_s", value(rank.quiet_for_s)}};
+}
+
+json view_json(const run::WatchView& view) {
+  json ranks = json::array();
+  for (const auto& rank : view.ranks) {
+    ranks.push_back(rank_json(rank));
+  }
+  return {{"run", run_json(view.run)},
+          {"total_steps", view.total_steps ? json(*view.total_steps) : json(nullptr)},
+          {"ended", view.ended()},
+          {"ranks", ranks}};
+}
+
+class Printer {
+ public:
+  explicit Printer(std::string format) : m_json(format == "json"), m_terminal(::isatty(STDOUT_FILENO) == 1) {}
+
+  void print(const run::WatchView& view) {
+    if (m_json) {
+      std::cout << view_json(view).dump() << std::endl;  // one line per refresh, for scripts
+      return;
+    }
+    const std::string text = headline(view) + "\n" + rank_table(view);
+    if (m_terminal) {
+      std::cout << "\x1b[H\x1b[2J" << text << std::flush;  // redraw in place
+    } else if (text != m_last) {
+      std::cout << text << std::endl;  // a log gets a table only when something changed
+    }
+    m_last = text;
+  }
+
+ private:
+  bool m_json;
+  bool m_terminal;
+  std::string m_last;
+};
+
+void run_watch(const WatchOptions& options, GlobalOptions& globals) {
+  const store::Store db = open_store(globals, store::OpenMode::read_only);
+  const std::string id = run_id(db, options.selector);
+  Printer printer(options.format);
+  run::QuietClock quiet;
+  while (true) {
+    run::WatchView view = run::watch_view(db, id);
+    quiet.update(view);
+    printer.print(view);
+    if (view.ended() || options.once) {
+      if (options.format != "json" && view.ended()) {
+        std::cout << fmt::format("run {} ended: {}{}\n", id, store::to_string(view.run.status),
+                                 view.run.root_cause.empty() ? "" : " (" + view.run.root_cause + ")");
+      }
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.interval_s));
+  }
+}
+
+void setup_watch(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
+  auto options = std::make_shared<WatchOptions>();
+  CLI::App* command = app.add_subcommand(
+      "watch",
+      "Watch a run's ranks live: one row per rank with its step, loss, samples/s, mean step time,\n"
+      "where the time went over the last 10 steps (data wait, forward, backward, exposed\n"
+      "communication wait, optimizer), the straggler score (the rank's compute time over the\n"
+      "median rank's; '*' from 1.2) and how long its step has not changed ('quiet'). Reads the\n"
+      "store read-only, so it works from another terminal or host while `expctl run` writes, and\n"
+      "ends by itself when the run ends. RUN defaults to the newest running run, else the newest.\n"
+      "--format json prints one JSON object per refresh, one per line.\n"
+      "Examples:\n"
+      "  expctl watch\n"
+      "  expctl watch 20261201-1207 --format json | jq -c '.ranks[] | [.rank, .step, .straggler_score]'");
+  command->add_option("run", options->selector, "Run id, unique prefix or @latest (default: see above)")
+      ->option_text("[RUN]");
+  add_format_option(command, options->format);
+  command->add_option("--interval", options->interval_s, "Seconds between refreshes (default 1)")
+      ->check(CLI::Range(0.1, 60.0));
+  command->add_flag("--once", options->once, "Print the view once and exit");
+  command->callback([options, globals] { run_watch(*options, *globals); });
+}
+
+}  // namespace
+
+EXPCTL_REGISTER_COMMAND(watch, 37, setup_watch);
+
+}  // namespace expctl::cli

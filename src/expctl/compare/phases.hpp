@@ -1,0 +1,48 @@
+#pragma once
+/// Where each rank's step time went over a run, and its straggler timeline, from the phase
+/// timers every rank stores per step (docs/run.md, "Metrics recorded"): read with SQL sums and
+/// one range scan, for `show`, `watch` and the compare reports.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "expctl/store/store.hpp"
+
+namespace expctl::compare {
+
+/// The per-step metric of a rank's compute time over the median rank's (run/recorder.hpp).
+inline constexpr const char* k_straggler_series = "straggler_score";
+
+/// Shares of step time per phase.
+struct PhaseShares {
+  double data = 0.0;
+  double forward = 0.0;
+  double backward = 0.0;
+  double comm = 0.0;  ///< exposed communication wait
+  double optimizer = 0.0;
+};
+
+/// One rank over a whole run.
+struct RankPhases {
+  int rank = 0;
+  std::int64_t steps = 0;
+  double step_time_ms = 0.0;  ///< mean
+  PhaseShares shares;
+  double other = 0.0;  ///< the share no phase timer covers (bookkeeping; runs of older versions: all)
+  std::optional<double> straggler_mean;
+  std::optional<double> straggler_max;
+};
+
+/// One row per rank that stored step times; empty for a run without any.
+std::vector<RankPhases> phase_breakdown(const store::Store& store, const std::string& run_id);
+
+/// The job's straggler score per step: the slowest rank's (max over ranks); empty for one rank.
+struct StragglerTimeline {
+  std::vector<std::int64_t> steps;
+  std::vector<double> scores;
+};
+StragglerTimeline straggler_timeline(const store::Store& store, const std::string& run_id);
+
+}  // namespace expctl::compare

@@ -1,0 +1,61 @@
+#pragma once
+/// What `expctl watch` shows: each rank's latest step as the store holds it, read through a
+/// read-only connection while the run writes (WAL readers never block the writer). The view is
+/// built from a few primary-key range reads per rank (Store::recent_metrics), so a refresh costs
+/// the same at step 10 and at step 100000.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "expctl/compare/phases.hpp"
+#include "expctl/store/store.hpp"
+
+namespace expctl::run {
+
+/// Steps whose phase timers are averaged for the shares (the latest ones).
+inline constexpr int k_watch_window = 10;
+/// A rank whose latest straggler score is at least this is marked a straggler.
+inline constexpr double k_straggler_mark = 1.2;
+
+/// Where one rank's step time went, as shares of it (here: over the latest k_watch_window steps).
+using PhaseShares = compare::PhaseShares;
+
+struct RankView {
+  int rank = 0;
+  store::RunStatus status = store::RunStatus::running;
+  std::optional<std::int64_t> step;  ///< the latest stored step; none before the first
+  std::optional<double> loss;
+  std::optional<double> samples_per_sec;
+  std::optional<double> step_time_ms;  ///< mean over the window
+  std::optional<double> comm_wait_ms;  ///< mean over the window
+  std::optional<PhaseShares> phases;
+  std::optional<double> straggler_score;  ///< at the latest step (2 ranks or more)
+  bool straggler = false;                 ///< straggler_score >= k_straggler_mark
+  /// Seconds since this watcher last saw the rank's step change (set by the caller, who polls).
+  std::optional<double> quiet_for_s;
+};
+
+struct WatchView {
+  store::RunRecord run;
+  std::optional<std::int64_t> total_steps;  ///< from the run's resolved spec, when known
+  std::vector<RankView> ranks;
+  bool ended() const { return run.status != store::RunStatus::running; }
+};
+
+/// The view of `run_id` now.
+WatchView watch_view(const store::Store& store, const std::string& run_id);
+
+/// Tracks each rank's step across polls, to fill RankView::quiet_for_s.
+class QuietClock {
+ public:
+  void update(WatchView& view, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+
+ private:
+  std::map<int, std::pair<std::int64_t, std::chrono::steady_clock::time_point>> m_seen;
+};
+
+}  // namespace expctl::run

@@ -1,0 +1,137 @@
+#include "expctl/train/options.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+// The spellings of every option the spec names, torch-free: the run module parses a spec into
+// a TrainerConfig without loading the LibTorch plugin (train/plugin.hpp).
+
+namespace expctl::train {
+namespace {
+
+using util::TrainError;
+
+struct DatasetEntry {
+  DatasetKind kind;
+  const char* name;
+  const char* default_root;
+  Normalization normalization;
+};
+
+const std::vector<DatasetEntry>& dataset_table() {
+  static const std::vector<DatasetEntry> table = {
+      {DatasetKind::fashion_mnist, "fashion-mnist", "/usr/share/datasets/fashion-mnist", {{0.2860F}, {0.3530F}}},
+      {DatasetKind::mnist, "mnist", "/usr/share/datasets/mnist", {{0.1307F}, {0.3081F}}},
+      {DatasetKind::cifar10, "cifar10", "/usr/share/datasets/cifar10",
+       {{0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}}},
+      {DatasetKind::synthetic, "synthetic", "", {{0.0F}, {1.0F}}},
+  };
+  return table;
+}
+
+const DatasetEntry& entry_for(DatasetKind kind) {
+  for (const auto& entry : dataset_table()) {
+    if (entry.kind == kind) {
+      return entry;
+    }
+  }
+  EXPCTL_ASSERT(false, "dataset kind {} missing from the table", static_cast<int>(kind));
+}
+
+struct ScheduleName {
+  ScheduleKind kind;
+  const char* name;
+};
+constexpr ScheduleName k_schedules[] = {
+    {ScheduleKind::constant, "constant"},
+    {ScheduleKind::step, "step"},
+    {ScheduleKind::cosine, "cosine"},
+};
+
+struct BackendName {
+  BackendRequest request;
+  const char* name;
+};
+constexpr BackendName k_backend_names[] = {
+    {BackendRequest::auto_select, "auto"},
+    {BackendRequest::gloo, "gloo"},
+    {BackendRequest::nccl, "nccl"},
+};
+
+}  // namespace
+
+DatasetKind parse_dataset_kind(const std::string& text) {
+  for (const auto& entry : dataset_table()) {
+    if (text == entry.name) {
+      return entry.kind;
+    }
+  }
+  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10 or synthetic", text));
+}
+
+const char* dataset_name(DatasetKind kind) {
+  return entry_for(kind).name;
+}
+
+Normalization default_normalization(DatasetKind kind) {
+  return entry_for(kind).normalization;
+}
+
+std::filesystem::path default_dataset_root(DatasetKind kind) {
+  return entry_for(kind).default_root;
+}
+
+GradCompression parse_grad_compression(const std::string& text) {
+  if (text == "none") {
+    return GradCompression::none;
+  }
+  EXPCTL_CHECK(text == "fp16", TrainError, "unknown grad_compression \"{}\": use none or fp16", text);
+  return GradCompression::fp16;
+}
+
+ModelKind parse_model_kind(const std::string& text) {
+  if (text == "mlp") {
+    return ModelKind::mlp;
+  }
+  EXPCTL_CHECK(text == "cnn", TrainError, "unknown model \"{}\": use mlp or cnn", text);
+  return ModelKind::cnn;
+}
+
+OptimizerKind parse_optimizer_kind(const std::string& text) {
+  if (text == "sgd") {
+    return OptimizerKind::sgd;
+  }
+  EXPCTL_CHECK(text == "adamw", TrainError, "unknown optimizer \"{}\": use sgd or adamw", text);
+  return OptimizerKind::adamw;
+}
+
+ScheduleKind parse_schedule_kind(const std::string& text) {
+  for (const auto& entry : k_schedules) {
+    if (text == entry.name) {
+      return entry.kind;
+    }
+  }
+  throw TrainError(fmt::format("unknown lr schedule \"{}\": use constant, step or cosine", text));
+}
+
+const char* backend_name(Backend backend) {
+  return backend == Backend::nccl ? "nccl" : "gloo";
+}
+
+BackendRequest parse_backend_request(const std::string& text) {
+  for (const auto& entry : k_backend_names) {
+    if (text == entry.name) {
+      return entry.request;
+    }
+  }
+  throw TrainError(fmt::format("unknown distributed backend \"{}\": use auto, gloo or nccl", text));
+}
+
+NonFinitePolicy parse_nonfinite_policy(const std::string& text) {
+  if (text == "fail" || text == "skip") {
+    return text == "fail" ? NonFinitePolicy::fail : NonFinitePolicy::skip;
+  }
+  throw TrainError(fmt::format("train.nonfinite: unknown policy \"{}\" (expected fail or skip)", text));
+}
+}  // namespace expctl::train

@@ -1,0 +1,152 @@
+#include "expctl/train/plugin.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "expctl/train/plugin_api.hpp"
+#include "expctl/util/build_info.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::train::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+using util::TrainError;
+
+struct Loaded {
+  const Api* api = nullptr;
+  fs::path path;
+  std::string error;
+};
+
+std::vector<fs::path> candidates() {
+  if (const char* chosen = std::getenv("EXPCTL_TRAIN_PLUGIN"); chosen != nullptr && *chosen != '\0') {
+    return {chosen};
+  }
+  std::error_code error;
+  const auto directory = fs::read_symlink("/proc/self/exe", error).parent_path();
+  std::vector<fs::path> paths = {directory / "../lib/expctl" / k_file_name, directory / k_file_name};
+#ifdef EXPCTL_TRAIN_PLUGIN_BUILD_PATH
+  paths.emplace_back(EXPCTL_TRAIN_PLUGIN_BUILD_PATH);
+#endif
+  return paths;
+}
+
+fs::path first_existing(const std::vector<fs::path>& paths) {
+  for (const auto& path : paths) {
+    if (std::error_code error; fs::is_regular_file(path, error)) {
+      return path.lexically_normal();
+    }
+  }
+  return {};
+}
+
+std::string missing_message(const std::vector<fs::path>& paths) {
+#ifndef EXPCTL_TRAIN_PLUGIN_BUILD_PATH
+  if (std::getenv("EXPCTL_TRAIN_PLUGIN") == nullptr) {
+    return "this expctl was built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it cannot train: "
+           "rebuild it with libtorch-dev installed";
+  }
+#endif
+  std::vector<std::string> names;
+  for (const auto& path : paths) {
+    names.push_back(path.lexically_normal().string());
+  }
+  return fmt::format("the training plugin is missing (looked for {}): reinstall expctl (bin/expctl and "
+                     "lib/expctl/{} belong together) or set EXPCTL_TRAIN_PLUGIN to the file",
+                     fmt::join(names, ", "), k_file_name);
+}
+
+const Api* open_api(const fs::path& path) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  EXPCTL_CHECK(handle != nullptr, TrainError,
+               "cannot load the training plugin: {}: install LibTorch's runtime libraries or reinstall expctl",
+               ::dlerror());
+  auto* entry = reinterpret_cast<expctl_train_plugin_entry>(::dlsym(handle, k_entry_symbol));
+  EXPCTL_CHECK(entry != nullptr, TrainError,
+               "{} is not an expctl training plugin (it has no {}): point EXPCTL_TRAIN_PLUGIN at {}",
+               path.string(), k_entry_symbol, k_file_name);
+  return entry();
+}
+
+void check_build(const Api& api, const fs::path& path) {
+  const bool same = api.build_id == build_id() && api.config_size == sizeof(TrainerConfig) &&
+                    api.result_size == sizeof(WorkerResult);
+  EXPCTL_CHECK(same, TrainError,
+               "the training plugin {} comes from another build ({}; this expctl: {}): reinstall expctl so "
+               "that both come from one build",
+               path.string(), api.build_id, build_id());
+}
+
+Loaded load() {
+  Loaded loaded;
+  try {
+    const auto paths = candidates();
+    loaded.path = first_existing(paths);
+    EXPCTL_CHECK(!loaded.path.empty(), TrainError, "{}", missing_message(paths));
+    const Api* api = open_api(loaded.path);
+    check_build(*api, loaded.path);
+    api->set_log_level(util::log::level());
+    loaded.api = api;
+  } catch (const util::Failure& error) {
+    loaded.error = error.what();
+  }
+  return loaded;
+}
+
+// Loading always happens on a thread of its own, so preload() and require() share one path;
+// the future is held until exit, whose static destructors wait for a load still going.
+std::shared_future<Loaded> loading() {
+  static std::mutex mutex;
+  static std::shared_future<Loaded> state;
+  const std::lock_guard lock(mutex);
+  if (!state.valid()) {
+    state = std::async(std::launch::async, load).share();
+  }
+  return state;
+}
+
+const Api& api() {
+  const Loaded& loaded = loading().get();
+  EXPCTL_CHECK(loaded.api != nullptr, TrainError, "{}", loaded.error);
+  return *loaded.api;
+}
+
+}  // namespace
+
+std::string build_id() {
+  const auto& info = util::build_info();
+  return fmt::format("{} {} {} {} torch {}", info.version, info.git_commit, info.compiler, info.build_type,
+                     info.torch_version);
+}
+
+void preload() { (void)loading(); }
+
+void require() { (void)api(); }
+
+std::filesystem::path location() {
+  const auto& loaded = loading().get();
+  return loaded.path;
+}
+
+WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
+                        const std::atomic<bool>* stop) {
+  return api().run_worker(config, on_record, on_line, stop);
+}
+
+std::map<std::string, std::string> torch_build_fields() { return api().torch_build_fields(); }
+
+StoreServer::StoreServer(std::uint16_t port, std::chrono::milliseconds timeout)
+    : m_handle(api().open_store(port, timeout)) {}
+
+StoreServer::~StoreServer() { api().close_store(m_handle); }
+
+std::uint16_t StoreServer::port() const { return api().store_port(m_handle); }
+
+}  // namespace expctl::train::plugin

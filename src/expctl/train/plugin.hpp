@@ -1,0 +1,59 @@
+#pragma once
+/// The training code reached through a plugin: LibTorch (~300 MB of shared libraries whose
+/// static initialisers take 0.3–0.7 s) is linked into libexpctl_train.so only, which expctl
+/// loads with dlopen the first time a command needs it. `--version`, `validate`, `hash`, `list`,
+/// `show`, `compare` and every other command that does not train never load it.
+///
+/// The functions here have the signatures of their in-process counterparts (train/worker.hpp,
+/// train/store_server.hpp, train/torch_info.hpp), which the plugin holds; they load the plugin
+/// on first use and throw util::TrainError, naming the file and the fix, when it cannot be loaded.
+/// Exceptions thrown inside the plugin (DivergedError, TrainError, ...) reach the caller as they
+/// are: one libstdc++ is shared by both sides and type identity is compared by name.
+///
+/// Where the plugin is looked for, first match wins: $EXPCTL_TRAIN_PLUGIN (a file), then
+/// <dir of expctl>/../lib/expctl/libexpctl_train.so (the installed layout), then
+/// <dir of expctl>/libexpctl_train.so and the build tree's copy (a build directory).
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "expctl/train/options.hpp"
+#include "expctl/train/worker.hpp"
+
+namespace expctl::train::plugin {
+
+/// Starts loading the plugin on a background thread, so that LibTorch's start-up overlaps with
+/// whatever the caller does next (spec parsing, environment probes); a later call of any
+/// function below waits for it. Calling it again, or after the plugin is loaded, does nothing.
+void preload();
+
+/// Loads the plugin now (or waits for preload()); throws util::TrainError when it cannot.
+void require();
+
+/// The file that was (or would be) loaded, for messages and `expctl env`.
+std::filesystem::path location();
+
+/// train::run_worker, inside the plugin.
+WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
+                        const std::atomic<bool>* stop);
+
+/// train::torch_build_fields, inside the plugin.
+std::map<std::string, std::string> torch_build_fields();
+
+/// train::StoreServer (the rendezvous store the launcher hosts), inside the plugin.
+class StoreServer {
+ public:
+  StoreServer(std::uint16_t port, std::chrono::milliseconds timeout);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+  std::uint16_t port() const;
+
+ private:
+  void* m_handle;
+};
+
+}  // namespace expctl::train::plugin

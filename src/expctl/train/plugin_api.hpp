@@ -1,0 +1,42 @@
+#pragma once
+/// The table the training plugin exports (train/plugin.hpp is its only user; plugin_entry.cpp
+/// fills it). Both sides are compiled from one tree by one compiler, so C++ types cross it; the
+/// build id and the struct sizes refuse a plugin from another build instead of crashing in it.
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "expctl/train/options.hpp"
+#include "expctl/train/worker.hpp"
+#include "expctl/util/log.hpp"
+
+namespace expctl::train::plugin {
+
+/// The exported symbol: `extern "C" const Api* expctl_train_plugin_v1()`.
+inline constexpr const char* k_entry_symbol = "expctl_train_plugin_v1";
+/// The plugin's file name.
+inline constexpr const char* k_file_name = "libexpctl_train.so";
+
+struct Api {
+  const char* build_id;          ///< build_id() of the plugin's build
+  std::size_t config_size;       ///< sizeof(TrainerConfig) in the plugin
+  std::size_t result_size;       ///< sizeof(WorkerResult) in the plugin
+  void (*set_log_level)(util::log::Level level);
+  WorkerResult (*run_worker)(const TrainerConfig&, const RecordSink&, const LineSink&, const std::atomic<bool>*);
+  std::map<std::string, std::string> (*torch_build_fields)();
+  void* (*open_store)(std::uint16_t port, std::chrono::milliseconds timeout);
+  std::uint16_t (*store_port)(const void* store);
+  void (*close_store)(void* store);
+};
+
+/// "<version> <commit> <compiler> <build type> torch <version>": equal on both sides of one build.
+std::string build_id();
+
+}  // namespace expctl::train::plugin
+
+extern "C" {
+using expctl_train_plugin_entry = const expctl::train::plugin::Api* (*)();
+}

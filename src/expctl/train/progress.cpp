@@ -1,0 +1,34 @@
+#include <fmt/format.h>
+
+#include "expctl/train/worker.hpp"
+
+// The torch-free part of worker.hpp: the launcher sizes a run and words its ETA without
+// loading the LibTorch plugin.
+
+namespace expctl::train {
+
+std::int64_t training_set_size(const DatasetOptions& data) {
+  switch (data.kind) {
+    case DatasetKind::fashion_mnist:
+    case DatasetKind::mnist:
+      return 60000;
+    case DatasetKind::cifar10:
+      return 50000;
+    case DatasetKind::synthetic:
+      return data.synthetic_size;
+  }
+  return 0;
+}
+
+std::string eta_text(double seconds) {
+  const auto total = static_cast<std::int64_t>(seconds + 0.5);
+  if (total >= 3600) {
+    return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
+  }
+  if (total >= 60) {
+    return fmt::format("{}m{:02}s", total / 60, total % 60);
+  }
+  return fmt::format("{}s", total);
+}
+
+}  // namespace expctl::train
