@@ -54,17 +54,17 @@ for i in "${!binaries[@]}"; do
   run_id[$i]="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["id"])' "$work/run-$i.json")"
 done
 
-commands=("--version" "validate $spec" "hash $spec" "list" "show @latest")
+commands=("--version" "validate $spec" "hash $spec" "list" "show RUN")  # RUN: the store's one run
 printf '%-16s' "command"; for b in "${binaries[@]}"; do printf '%14s' "$(basename "$(dirname "$b")") ms"; done
 [[ -n "$against" ]] && printf '%10s' "ratio"; echo
 for command in "${commands[@]}"; do
   declare -a samples=()
   for i in "${!binaries[@]}"; do samples[$i]=""; done
-  for i in "${!binaries[@]}"; do "${binaries[$i]}" --db "$work/store-$i.db" $command >/dev/null; done  # warm
+  for i in "${!binaries[@]}"; do "${binaries[$i]}" --db "$work/store-$i.db" ${command/RUN/${run_id[$i]}} >/dev/null; done  # warm
   for ((r = 0; r < repeat; r++)); do
     for i in "${!binaries[@]}"; do
       start=$(now_ns)
-      "${binaries[$i]}" --db "$work/store-$i.db" $command >/dev/null
+      "${binaries[$i]}" --db "$work/store-$i.db" ${command/RUN/${run_id[$i]}} >/dev/null
       samples[$i]+="$(( ($(now_ns) - start) / 1000 ))"$'\n'
     done
   done
@@ -84,7 +84,7 @@ declare -a firsts=()
 for i in "${!binaries[@]}"; do firsts[$i]=""; done
 for ((r = 0; r < runs; r++)); do
   for i in "${!binaries[@]}"; do
-    "${binaries[$i]}" --db "$work/first-$i.db" run "$spec" --set train.max_steps=20 --format json --quiet \
+    "${binaries[$i]}" --db "$work/first-$i.db" run "$spec" --set train.max_steps=30 --format json --quiet \
       >"$work/first.json"
     value="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["time_to_first_step_s"])' \
       "$work/first.json")"

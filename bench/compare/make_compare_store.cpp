@@ -114,7 +114,7 @@ double loss_at(std::int64_t step, int rank) {
 void append_rank(store::Store& db, const std::string& run_id, int rank, const std::vector<double>& times,
                  Normal& normal) {
   std::vector<store::MetricPoint> points;
-  points.reserve(times.size() * 7);
+  points.reserve(times.size() * 13);
   for (size_t i = 0; i < times.size(); ++i) {
     const auto step = static_cast<std::int64_t>(i + 1);
     const double wait = times[i] * (0.15 + 0.02 * normal());
@@ -125,6 +125,14 @@ void append_rank(store::Store& db, const std::string& run_id, int rank, const st
     points.push_back({rank, step, "step_time_ms", times[i]});
     points.push_back({rank, step, "comm_wait_ms", wait});
     points.push_back({rank, step, "samples_per_sec", 64.0 / (times[i] / 1000.0)});
+    // The phase timers and straggler score every rank records since issue 11.
+    const double compute = times[i] - wait;
+    points.push_back({rank, step, "data_wait_ms", 0.02 * compute});
+    points.push_back({rank, step, "forward_ms", 0.30 * compute});
+    points.push_back({rank, step, "backward_ms", 0.55 * compute});
+    points.push_back({rank, step, "optimizer_ms", 0.12 * compute});
+    points.push_back({rank, step, "allreduce_bytes", 940000.0});
+    points.push_back({rank, step, "straggler_score", 1.0 + 0.05 * std::abs(normal())});
   }
   db.append_metrics(run_id, points);
 }
