@@ -1,4 +1,4 @@
-// `expctl compare`, `expctl baseline set` and `expctl nightly --no-run` through the real binary,
+// `expctl compare` and `expctl baseline set` through the real binary (nightly: test_cli_nightly.cpp),
 // over stores written through the store API with known distributions.
 #include <fstream>
 #include <sstream>
@@ -263,60 +263,6 @@ TEST_CASE("baseline set moves the baseline tag to the accepted run") {
   CHECK(second.exit_code == 0);
   CHECK_THAT(second.out, Catch::Contains("was " + s.repeat));
   CHECK_THAT(first_line(s.expctl({"compare", "tag:baseline:tiny", s.repeat}).out), Catch::StartsWith("inconclusive: "));
-}
-
-TEST_CASE("nightly --no-run: tonight's 20 % slower runs against the previous night are a JUnit failure") {
-  test::TempDir dir;
-  const fs::path db_path = dir / "expctl.db";
-  const fs::path spec_file = dir.write("tiny.yaml", "name: tiny\ndata:\n  dataset: synthetic\n");
-  const spec::Spec spec = spec::load_spec(spec_file);
-  {
-    auto db = store::Store::open(db_path);
-    compare::testing::Noise noise(5);
-    for (int i = 0; i < 5; ++i) {
-      for (const auto& [night, speed, offset] :
-           {std::tuple{"nightly:2026-11-29", 1000.0, 0}, std::tuple{"nightly:2026-11-30", 800.0, 86400}}) {
-        FakeRun run = cli_run(static_cast<uint64_t>(10 * i + offset), speed * (1 + 0.01 * noise.normal()), offset + i);
-        run.canonical = spec.canonical();
-        run.tags = {night};
-        compare::testing::write_run(db, run);
-      }
-    }
-  }
-  const fs::path suite = dir.write("suite.yaml", "suite: ci\nspecs:\n  - spec: tiny.yaml\n    repeats: 5\n");
-  const fs::path junit = dir / "out" / "nightly.xml";
-  const fs::path summary = dir / "out" / "nightly.md";
-  const auto nightly = run_expctl({"--db", db_path.string(), "nightly", suite.string(), "--no-run", "--date",
-                                   "2026-11-30", "--junit", junit.string(), "--summary", summary.string()});
-  INFO(nightly.out << nightly.err);
-  CHECK(nightly.exit_code == 3);
-  CHECK_THAT(nightly.out, Catch::Contains("tiny: regression in samples_per_sec"));
-  std::stringstream xml;
-  xml << std::ifstream(junit).rdbuf();
-  CHECK_THAT(xml.str(), Catch::Contains("<testcase classname=\"nightly.tiny\" name=\"samples_per_sec\" time=\"0\">\n"
-                                        "      <failure message=\"samples_per_sec: "));
-  std::stringstream markdown;
-  markdown << std::ifstream(summary).rdbuf();
-  CHECK_THAT(markdown.str(), Catch::Contains("| tiny | regression in samples_per_sec"));
-
-  // Without a run tonight the spec is skipped, not failed.
-  const auto other_night = run_expctl({"--db", db_path.string(), "nightly", suite.string(), "--no-run", "--date",
-                                       "2026-12-01", "--junit", junit.string(), "--summary", summary.string()});
-  CHECK(other_night.exit_code == 0);
-  CHECK_THAT(other_night.out, Catch::Contains("tiny: skipped: no completed run tagged nightly:2026-12-01"));
-}
-
-TEST_CASE("nightly: a bad suite file is exit 2 naming the file") {
-  test::TempDir dir;
-  const fs::path suite = dir.write("suite.yaml", "suite: ci\nspecs: []\n");
-  const auto result = run_expctl({"--db", (dir / "expctl.db").string(), "nightly", suite.string(), "--no-run"});
-  CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("suite.yaml: needs a non-empty `specs:` list"));
-  const fs::path good = dir.write("good.yaml", "specs:\n  - spec: tiny.yaml\n");
-  const auto date =
-      run_expctl({"--db", (dir / "expctl.db").string(), "nightly", good.string(), "--no-run", "--date", "30.11.2026"});
-  CHECK(date.exit_code == 2);
-  CHECK_THAT(date.err, Catch::Contains("--date 30.11.2026: expected YYYY-MM-DD"));
 }
 
 TEST_CASE("compare end to end: two real short runs of one spec are not a regression and reproduce bit for bit") {

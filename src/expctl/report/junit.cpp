@@ -1,3 +1,10 @@
+// The nightly's renderings: JUnit XML for CI and the Markdown summary for people.
+//
+// JUnit has three outcomes: passed, failed (or errored) and skipped. A warn is rendered as a
+// skipped case whose message and text start with "warn: ", never as a passing case with a note:
+// Jenkins' JUnit plugin, GitLab's test report and GitHub's JUnit report actions all show skipped
+// cases as such, none shows a passing case's output in its summary (GitLab shows <system-out> of
+// failed cases only), and none fails a build on a skipped case. docs/nightly.md, "Reports".
 #include <fmt/format.h>
 
 #include "expctl/report/format.hpp"
@@ -6,113 +13,269 @@
 namespace expctl::report {
 namespace {
 
+using compare::Grade;
+
 struct CaseCounts {
   size_t tests = 0;
   size_t failures = 0;
   size_t skipped = 0;
+
+  void add(Grade grade) {
+    tests += 1;
+    failures += grade == Grade::fail ? 1 : 0;
+    skipped += grade == Grade::warn ? 1 : 0;
+  }
 };
 
 std::string testcase(std::string_view classname, std::string_view name, std::string_view body) {
-  return fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">{}</testcase>\n", xml_escape(classname),
-                     xml_escape(name), body);
+  return fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">{}{}</testcase>\n", xml_escape(classname),
+                     xml_escape(name), body, body.empty() ? "" : "\n    ");
 }
 
 std::string failure(std::string_view message, std::string_view report) {
-  return fmt::format("\n      <failure message=\"{}\" type=\"regression\">{}</failure>\n    ", xml_escape(message),
+  return fmt::format("\n      <failure message=\"{}\" type=\"regression\">{}</failure>", xml_escape(message),
                      xml_escape(report));
 }
 
+// GitLab reads a skip's reason from the element's text, Jenkins and GitHub's actions from its message.
 std::string skipped(std::string_view message) {
-  return fmt::format("<skipped message=\"{}\"/>", xml_escape(message));
+  return fmt::format("\n      <skipped message=\"{0}\">{0}</skipped>", xml_escape(message));
 }
 
-// One metric's case: a regression fails, an inconclusive timing metric is skipped (undecided).
-std::string metric_case(const std::string& classname, const compare::MetricRow& row, const std::string& report,
-                        CaseCounts& counts) {
-  const auto status = row.verdict.status;
-  const std::string message = fmt::format("{}: {} -> {} ({}), threshold {}", row.verdict.metric,
-                                          detail::number(row.verdict.a), detail::number(row.verdict.b),
-                                          detail::percent(row.verdict.relative_delta), detail::threshold_text(row));
-  counts.tests += 1;
-  counts.failures += status == compare::Status::regression ? 1 : 0;
-  counts.skipped += status == compare::Status::inconclusive ? 1 : 0;
-  const std::string body = status == compare::Status::regression     ? failure(message, report)
-                           : status == compare::Status::inconclusive ? skipped("inconclusive: " + row.verdict.reason)
-                                                                     : "";
-  return testcase(classname, row.verdict.metric, body);
+std::string system_out(std::string_view text) {
+  return text.empty() ? "" : fmt::format("\n      <system-out>{}</system-out>", xml_escape(text));
 }
 
-std::string comparison_cases(const std::string& classname, const compare::Comparison& comparison, CaseCounts& counts) {
-  const std::string report = render_text(comparison);
-  const bool comparable = comparison.outcome != compare::Outcome::not_comparable;
-  std::string body = testcase(classname, "comparable", comparable ? "" : failure(comparison.verdict_line(), report));
-  counts.tests += 1;
-  counts.failures += comparable ? 0 : 1;
-  if (const auto& check = comparison.reproducibility; check.required) {
-    body += testcase(classname, "reproducibility", check.identical ? "" : failure(check.reason, report));
-    counts.tests += 1;
-    counts.failures += check.identical ? 0 : 1;
+std::string notes_of(const compare::EntryGrade& grade, std::string_view metric) {
+  std::string text;
+  for (const auto& note : grade.notes) {
+    if (note.metric == metric) {
+      text += (text.empty() ? "note: " : "\nnote: ") + note.text;
+    }
   }
+  return text;
+}
+
+// The failure's text: the night's full report, then the reruns' when they ran.
+std::string failure_report(const NightlyCase& item) {
+  std::string text = render_text(*item.comparison);
+  if (item.confirmation) {
+    text += fmt::format("\nConfirmation ({})\n{}", item.confirmation_runs, render_text(*item.confirmation));
+  }
+  return text;
+}
+
+std::string metric_message(const compare::MetricRow& row) {
+  return fmt::format("{}: {} -> {} ({}), threshold {} ({})", row.verdict.metric, detail::number(row.verdict.a),
+                     detail::number(row.verdict.b), detail::percent(row.verdict.relative_delta),
+                     detail::threshold_text(row), row.threshold_origin);
+}
+
+// One metric's case, as graded: fail a <failure>, warn a <skipped> "warn: ...", pass empty.
+std::string metric_case(const std::string& classname, const NightlyCase& item, const compare::MetricRow& row,
+                        CaseCounts& counts) {
+  const compare::MetricGrade* grade = item.grade.find(row.verdict.metric);
+  const Grade level = grade == nullptr ? Grade::pass : grade->grade;
+  const std::string notes = notes_of(item.grade, row.verdict.metric);
+  counts.add(level);
+  if (level == Grade::fail) {
+    return testcase(classname, row.verdict.metric,
+                    failure(metric_message(row) + ": " + grade->reason, failure_report(item)) + system_out(notes));
+  }
+  if (level == Grade::warn) {
+    const std::string out = metric_message(row) + (notes.empty() ? "" : "\n" + notes);
+    return testcase(classname, row.verdict.metric, skipped("warn: " + grade->reason) + system_out(out));
+  }
+  return testcase(classname, row.verdict.metric, system_out(notes));
+}
+
+bool is_row(const compare::Comparison& comparison, std::string_view metric) {
   for (const auto& row : comparison.metrics) {
-    body += metric_case(classname, row, report, counts);
+    if (row.verdict.metric == metric) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Grades that are not a metric row (the reruns' own correctness check).
+std::string extra_cases(const std::string& classname, const NightlyCase& item, CaseCounts& counts) {
+  std::string body;
+  for (const auto& grade : item.grade.metrics) {
+    if (!is_row(*item.comparison, grade.metric)) {
+      counts.add(grade.grade);
+      body += testcase(classname, grade.metric,
+                       grade.grade == Grade::fail   ? failure(grade.reason, failure_report(item))
+                       : grade.grade == Grade::warn ? skipped("warn: " + grade.reason)
+                                                    : "");
+    }
   }
   return body;
 }
 
-// One suite per spec: the "comparable" case, "reproducibility" when it is required, then one case
-// per metric (or one skipped case when there is nothing to compare).
+std::string check_cases(const std::string& classname, const NightlyCase& item, CaseCounts& counts) {
+  const compare::Comparison& comparison = *item.comparison;
+  const bool comparable = comparison.outcome != compare::Outcome::not_comparable;
+  std::string body =
+      testcase(classname, "comparable", comparable ? "" : failure(comparison.verdict_line(), render_text(comparison)));
+  counts.add(comparable ? Grade::pass : Grade::fail);
+  if (const auto& check = comparison.reproducibility; check.required) {
+    body += testcase(classname, "reproducibility", check.identical ? "" : failure(check.reason, failure_report(item)));
+    counts.add(check.identical ? Grade::pass : Grade::fail);
+  }
+  return body;
+}
+
+std::string comparison_cases(const std::string& classname, const NightlyCase& item, CaseCounts& counts) {
+  std::string body = check_cases(classname, item, counts);
+  for (const auto& row : item.comparison->metrics) {
+    body += metric_case(classname, item, row, counts);
+  }
+  return body + extra_cases(classname, item, counts);
+}
+
+std::string property(std::string_view name, std::string_view value) {
+  return fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", xml_escape(name), xml_escape(value));
+}
+
+std::string properties(const NightlyCase& item) {
+  std::string text = property("candidate", item.candidate) + property("baseline", item.baseline);
+  if (item.comparison) {
+    text += property("grade", compare::to_string(item.grade.grade)) + property("verdict", item.grade.line);
+  }
+  if (!item.confirmation_runs.empty()) {
+    text += property("confirmation", item.confirmation_runs);
+  }
+  for (const auto& note : item.grade.notes) {
+    text += property("note", note.text);
+  }
+  return "    <properties>\n" + text + "    </properties>\n";
+}
+
+// One suite per entry: the checks, one case per metric (or one skipped case when there is
+// nothing to compare).
 std::string suite_for(const NightlyCase& item, std::string_view timestamp, CaseCounts& counts) {
-  std::string body;
   const std::string classname = "nightly." + item.spec;
+  std::string body;
   if (!item.comparison) {
-    body += testcase(classname, "comparable", skipped(item.skipped));
+    body = testcase(classname, "comparable", skipped(item.skipped));
     counts = {1, 0, 1};
   } else {
-    body += comparison_cases(classname, *item.comparison, counts);
+    body = comparison_cases(classname, item, counts);
   }
-  std::string properties = fmt::format(
-      "    <properties>\n      <property name=\"candidate\" value=\"{}\"/>\n      <property name=\"baseline\" "
-      "value=\"{}\"/>\n"
-      "    </properties>\n",
-      xml_escape(item.candidate), xml_escape(item.baseline));
   return fmt::format(
       "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" timestamp=\"{}\" "
       "time=\"0\">\n{}{}"
       "  </testsuite>\n",
-      xml_escape(classname), counts.tests, counts.failures, counts.skipped, xml_escape(timestamp), properties, body);
+      xml_escape(classname), counts.tests, counts.failures, counts.skipped, xml_escape(timestamp), properties(item),
+      body);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Markdown.
+
+struct GradeCounts {
+  size_t pass = 0;
+  size_t warn = 0;
+  size_t fail = 0;
+  size_t skipped = 0;
+};
+
+GradeCounts count_grades(const std::vector<NightlyCase>& cases) {
+  GradeCounts counts;
+  for (const auto& item : cases) {
+    const Grade grade = item.grade.grade;
+    counts.skipped += item.comparison ? 0 : 1;
+    counts.pass += item.comparison && grade == Grade::pass ? 1 : 0;
+    counts.warn += item.comparison && grade == Grade::warn ? 1 : 0;
+    counts.fail += item.comparison && grade == Grade::fail ? 1 : 0;
+  }
+  return counts;
+}
+
+std::string grade_cell(const NightlyCase& item) {
+  if (!item.comparison) {
+    return "skipped";
+  }
+  switch (item.grade.grade) {
+    case Grade::fail:
+      return ":x: **fail**";
+    case Grade::warn:
+      return ":warning: warn";
+    case Grade::pass:
+      return ":white_check_mark: pass";
+  }
+  return "pass";
+}
+
+// The verdict without its "fail: " / "warn: " / "pass: " prefix (the grade column says it).
+std::string verdict_cell(const NightlyCase& item) {
+  if (!item.comparison) {
+    return item.skipped;
+  }
+  const std::string& line = item.grade.line;
+  const size_t colon = line.find(": ");
+  return colon == std::string::npos ? line : line.substr(colon + 2);
+}
+
+std::string warnings_section(const std::vector<NightlyCase>& cases) {
+  std::string text;
+  for (const auto& item : cases) {
+    for (const auto& grade : item.grade.metrics) {
+      if (grade.grade != Grade::pass) {
+        text += fmt::format("- {} {}: **{}**: {}\n", item.spec, grade.metric, compare::to_string(grade.grade),
+                            grade.reason);
+      }
+    }
+    for (const auto& note : item.grade.notes) {
+      text += fmt::format("- {}: note: {}\n", item.spec, note.text);
+    }
+  }
+  return text.empty() ? "" : "\n### Failures, warnings and notes\n\n" + text;
+}
+
+std::string details(const NightlyCase& item) {
+  std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}\n", item.spec, item.grade.line,
+                                 render_markdown(*item.comparison));
+  if (item.confirmation) {
+    text += fmt::format("\n#### Confirmation: {}\n\n{}\n", item.confirmation_runs, render_markdown(*item.confirmation));
+  }
+  return text + "</details>\n";
 }
 
 }  // namespace
 
 std::string render_junit(std::string_view suite, const std::vector<NightlyCase>& cases, std::string_view timestamp) {
   std::string suites;
-  size_t tests = 0;
-  size_t failures = 0;
+  CaseCounts total;
   for (const auto& item : cases) {
     CaseCounts counts;
     suites += suite_for(item, timestamp, counts);
-    tests += counts.tests;
-    failures += counts.failures;
+    total.tests += counts.tests;
+    total.failures += counts.failures;
+    total.skipped += counts.skipped;
   }
   return fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\">\n{}"
-      "</testsuites>\n",
-      xml_escape(suite), tests, failures, suites);
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" "
+      "skipped=\"{}\">\n{}</testsuites>\n",
+      xml_escape(suite), total.tests, total.failures, total.skipped, suites);
 }
 
 std::string render_nightly_markdown(std::string_view suite, const std::vector<NightlyCase>& cases,
                                     std::string_view date) {
-  std::string text =
-      fmt::format("## Suite {}, night of {}\n\n| spec | verdict | candidate | baseline |\n| --- | --- | --- | --- |\n",
-                  suite, date);
+  const GradeCounts counts = count_grades(cases);
+  std::string text = fmt::format(
+      "## Suite {}, night of {}: {} fail, {} warn, {} pass, {} skipped\n\n"
+      "| entry | grade | verdict | candidate | baseline |\n| --- | --- | --- | --- | --- |\n",
+      suite, date, counts.fail, counts.warn, counts.pass, counts.skipped);
   for (const auto& item : cases) {
-    const std::string verdict = item.comparison ? item.comparison->verdict_line() : "skipped: " + item.skipped;
-    text += fmt::format("| {} | {} | `{}` | {} |\n", item.spec, verdict, item.candidate, item.baseline);
+    text += fmt::format("| {} | {} | {} | `{}` | {} |\n", item.spec, grade_cell(item), verdict_cell(item),
+                        item.candidate, item.baseline);
   }
+  text += warnings_section(cases);
   for (const auto& item : cases) {
     if (item.comparison) {
-      text += fmt::format("\n<details><summary>{}: {}</summary>\n\n{}\n</details>\n", item.spec,
-                          item.comparison->verdict_line(), render_markdown(*item.comparison));
+      text += details(item);
     }
   }
   return text;

@@ -109,11 +109,43 @@ void check_golden(const std::string& name, const std::string& rendered) {
   CHECK(rendered == read(path));
 }
 
+// The golden comparison without its correctness regression: a timing regression alone.
+compare::Comparison timing_only(compare::Comparison comparison) {
+  for (auto& row : comparison.metrics) {
+    if (row.verdict.metric == "final_train_loss") {
+      row.verdict.status = compare::Status::ok;
+      row.verdict.reason = "within threshold +2%";
+    }
+  }
+  std::erase(comparison.regressions, "final_train_loss");
+  return comparison;
+}
+
+NightlyCase graded(const std::string& spec, const compare::Comparison& first,
+                   const std::optional<compare::Comparison>& reruns) {
+  NightlyCase item;
+  item.spec = spec;
+  item.comparison = first;
+  item.candidate = "20261129-010000-bbbbbb";
+  item.baseline = "tag baseline:" + spec;
+  item.confirmation = reruns;
+  item.confirmation_runs = reruns ? "candidate 20261129-030000-dddddd" : "";
+  item.grade = compare::grade_entry(*item.comparison, nullptr,
+                                    {3, item.confirmation ? &*item.confirmation : nullptr, "", "3 reruns"});
+  return item;
+}
+
+// Four entries, one of each grade: a confirmed timing regression (fail), one the reruns did not
+// show again (warn), an inconclusive entry whose threshold is below its noise (warn, note), and
+// a first night (skipped).
 std::vector<NightlyCase> nightly_cases() {
-  NightlyCase regressed{"tiny", golden_comparison(), "", "20261129-010000-bbbbbb", "tag baseline:tiny"};
-  NightlyCase fresh{"cnn", std::nullopt, "no baseline yet (no run tagged baseline:cnn and no earlier nightly)",
-                    "20261129-020000-cccccc", ""};
-  return {regressed, fresh};
+  const auto slower = timing_only(golden_comparison());
+  NightlyCase fresh;
+  fresh.spec = "cnn";
+  fresh.skipped = "no baseline yet (no run tagged baseline:cnn and no earlier nightly)";
+  fresh.candidate = "20261129-020000-cccccc";
+  return {graded("tiny", slower, slower), graded("flaky", slower, inconclusive_comparison()),
+          graded("noisy", inconclusive_comparison(), std::nullopt), fresh};
 }
 
 TEST_CASE("text report matches its golden file and starts with the verdict") {
@@ -167,12 +199,22 @@ TEST_CASE("html report matches its golden file and is self-contained with both p
   check_golden("report.html", html);
 }
 
-TEST_CASE("junit xml matches its golden file with one case per spec and metric") {
+TEST_CASE("junit xml matches its golden file: a fail is a failure, a warn a skipped case that says warn") {
   const auto xml = render_junit("nightly", nightly_cases(), "2026-11-29T00:00:00Z");
-  CHECK(xml.find("<testsuites name=\"nightly\" tests=\"7\" failures=\"4\">") != std::string::npos);
-  CHECK(xml.find("name=\"samples_per_sec\" time=\"0\">\n      <failure message=\"samples_per_sec: ") !=
-        std::string::npos);
-  CHECK(xml.find("<skipped message=\"no baseline yet") != std::string::npos);
+  CHECK_THAT(xml, Catch::Contains("<testsuites name=\"nightly\" tests=\"19\" failures=\"3\" skipped=\"7\">"));
+  CHECK_THAT(xml, Catch::Contains("<testcase classname=\"nightly.tiny\" name=\"samples_per_sec\" time=\"0\">\n"
+                                  "      <failure message=\"samples_per_sec: 999.959 -&gt; 902.692 (-9.73%), threshold "
+                                  "-5% (default): confirmed by 3 reruns: "));
+  CHECK_THAT(xml, Catch::Contains("Confirmation (candidate 20261129-030000-dddddd)"));
+  CHECK_THAT(xml, Catch::Contains("<testcase classname=\"nightly.flaky\" name=\"samples_per_sec\" time=\"0\">\n"
+                                  "      <skipped message=\"warn: -9.7% is beyond threshold -5%"));
+  CHECK_THAT(xml, Catch::Contains("not confirmed by 3 reruns (inconclusive: "));
+  CHECK_THAT(xml, Catch::Contains("<property name=\"grade\" value=\"warn\"/>"));
+  CHECK_THAT(xml, Catch::Contains("<property name=\"note\" value=\"threshold -5% of samples_per_sec is below its "
+                                  "run-to-run noise"));
+  CHECK_THAT(xml, Catch::Contains("<system-out>samples_per_sec: 3999.84 -&gt; 3739.15 (-6.52%), threshold -5% "
+                                  "(default)\nnote: threshold -5% of samples_per_sec is below"));
+  CHECK_THAT(xml, Catch::Contains("<skipped message=\"no baseline yet"));
   check_golden("nightly.xml", xml);
 }
 
@@ -181,19 +223,25 @@ TEST_CASE("junit xml is well-formed XML") {
   const auto file = dir.write("nightly.xml", render_junit("nightly <&>", nightly_cases(), "2026-11-29T00:00:00Z"));
   const auto result = util::run_capture({"python3", "-c",
                                          "import sys, xml.dom.minidom; d = xml.dom.minidom.parse(sys.argv[1]); "
-                                         "print(len(d.getElementsByTagName('testcase')))",
+                                         "print(len(d.getElementsByTagName('testcase')), "
+                                         "len(d.getElementsByTagName('failure')), "
+                                         "len(d.getElementsByTagName('skipped')))",
                                          file.string()});
   REQUIRE(result);
   INFO(result->err);
   CHECK(result->exit_code == 0);
-  CHECK(result->out == "7\n");
+  CHECK(result->out == "19 3 7\n");
 }
 
-TEST_CASE("nightly markdown summary matches its golden file") {
+TEST_CASE("nightly markdown summary matches its golden file with each entry's grade") {
   const auto markdown = render_nightly_markdown("nightly", nightly_cases(), "2026-11-29");
-  CHECK(
-      markdown.find("| tiny | regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95, final_train_loss |") !=
-      std::string::npos);
+  CHECK_THAT(markdown, Catch::StartsWith("## Suite nightly, night of 2026-11-29: 1 fail, 2 warn, 0 pass, 1 skipped\n"));
+  CHECK_THAT(markdown, Catch::Contains("| tiny | :x: **fail** | regression in samples_per_sec, step_time_ms_p50, "
+                                       "step_time_ms_p95 confirmed by 3 reruns |"));
+  CHECK_THAT(markdown, Catch::Contains("| flaky | :warning: warn | samples_per_sec: -9.7% is beyond threshold -5%"));
+  CHECK_THAT(markdown,
+             Catch::Contains("- noisy: note: threshold -5% of samples_per_sec is below its run-to-run noise"));
+  CHECK_THAT(markdown, Catch::Contains("#### Confirmation: candidate 20261129-030000-dddddd"));
   check_golden("nightly.md", markdown);
 }
 
