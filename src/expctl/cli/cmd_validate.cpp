@@ -2,9 +2,12 @@
 
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "expctl/cli/command.hpp"
 #include "expctl/spec/field_table.hpp"
 #include "expctl/spec/spec.hpp"
+#include "expctl/sweep/sweep.hpp"
 #include "expctl/util/diagnostic.hpp"
 
 namespace expctl::cli {
@@ -26,8 +29,42 @@ nlohmann::json errors_json(const util::DiagnosticError& error) {
   return errors;
 }
 
-// Validates one spec; returns its JSON entry and, in text mode, prints the result.
+void print_points(const sweep::Sweep& sweep) {
+  for (const sweep::Point& point : sweep.points) {
+    std::cout << fmt::format("  {:>4}  {}  {}\n", point.index, point.spec.hash(), sweep::point_label(point));
+  }
+}
+
+// A sweep file: its hash and every point's, or every problem of the file, its base and its points.
+nlohmann::json validate_sweep(const std::string& file, const ValidateOptions& options, bool& all_valid) {
+  nlohmann::json entry = {{"file", file}, {"kind", "sweep"}};
+  try {
+    if (!options.overrides.empty()) {
+      throw util::DiagnosticError({{file, 0, 0, "--set applies to specs: put the fields under the sweep's set:", ""}});
+    }
+    const sweep::Sweep sweep = sweep::load_sweep(file);
+    const nlohmann::json described = sweep::to_json(sweep);
+    entry.update({{"valid", true}, {"hash", sweep.hash}, {"name", sweep.name}, {"repeat", sweep.repeat},
+                  {"axes", described["axes"]}, {"points", described["points"]}, {"errors", nlohmann::json::array()}});
+    if (options.format == "text") {
+      std::cout << "ok: " << file << " (sweep " << sweep.hash << ", " << sweep.points.size() << " points)\n";
+      print_points(sweep);
+    }
+  } catch (const util::DiagnosticError& error) {
+    all_valid = false;
+    entry.update({{"valid", false}, {"hash", nullptr}, {"points", nullptr}, {"errors", errors_json(error)}});
+    if (options.format == "text") {
+      std::cerr << error.report() << '\n';
+    }
+  }
+  return entry;
+}
+
+// Validates one spec (or sweep); returns its JSON entry and, in text mode, prints the result.
 nlohmann::json validate_one(const std::string& file, const ValidateOptions& options, bool& all_valid) {
+  if (sweep::is_sweep_file(file)) {
+    return validate_sweep(file, options, all_valid);
+  }
   nlohmann::json entry = {{"file", file}};
   try {
     const spec::Spec spec = spec::load_spec(file, spec::LoadOptions{options.overrides});
@@ -76,7 +113,9 @@ void setup_validate(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals
       "validate",
       "Check experiment specs and print their hashes.\n"
       "Every problem in a spec is reported at once as FILE:LINE:COL with the source line; a valid spec\n"
-      "prints \"ok: FILE (spec <sha256>)\". Fields and the hash recipe: docs/spec.md.\n"
+      "prints \"ok: FILE (spec <sha256>)\". Fields and the hash recipe: docs/spec.md. A sweep file (a\n"
+      "base spec and axes, docs/sweeps.md) prints its sweep hash and one line per point: index, spec\n"
+      "hash, axis values; a point's problems point at the axis value that caused them.\n"
       "Example: expctl validate experiments/*.yaml --set optim.lr=0.05");
   command->add_option("spec", options->specs, "Spec files (YAML) to check");
   command

@@ -13,6 +13,10 @@ namespace {
 
 constexpr LauncherInfo k_launchers[] = {
     {"torchrun", "RANK", "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT"},
+    {"kubeflow-pytorchjob", "RANK",
+     "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (pod level, no LOCAL_RANK, in a Kubernetes pod: "
+     "KUBERNETES_SERVICE_HOST); PET_NPROC_PER_NODE and PET_NNODES when set"},
+    {"kubeflow-trainer", "PET_NODE_RANK", "PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT"},
     {"mpirun", "OMPI_COMM_WORLD_RANK",
      "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE, "
      "MASTER_ADDR, MASTER_PORT"},
@@ -103,7 +107,16 @@ void read_rendezvous(const LauncherEnv& env, RankIdentity& id, const std::string
   }
 }
 
+// A pod of a Kubeflow PyTorchJob has RANK and WORLD_SIZE but no LOCAL_RANK (torchrun always sets
+// it): the kubeflow-pytorchjob row reads such a pod.
+bool is_pytorchjob_pod(const LauncherEnv& env) {
+  return !env.has("LOCAL_RANK") && !env.has("EXPCTL_CONTROL_FD") && env.has("KUBERNETES_SERVICE_HOST");
+}
+
 std::optional<RankIdentity> read_torchrun(const LauncherEnv& env) {
+  if (is_pytorchjob_pod(env)) {
+    return std::nullopt;
+  }
   RankIdentity id;
   id.launcher = env.has("EXPCTL_CONTROL_FD") ? "expctl" : "torchrun";
   id.rank = env.integer("RANK");
@@ -118,6 +131,54 @@ std::optional<RankIdentity> read_torchrun(const LauncherEnv& env) {
     id.rendezvous_file = env.text("EXPCTL_RENDEZVOUS_FILE").value_or("");
   }
   check_consistent(env, id, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  return id;
+}
+
+// Several ranks per pod need a per-node launcher in the pod: that is torchrun's job, which reads the
+// same PET_* variables; expctl under it is then a torchrun rank.
+void require_one_rank_per_pod(const LauncherEnv& env, const std::string& procs, const std::string& master) {
+  if (procs == "1") {
+    return;
+  }
+  env.fail(fmt::format(
+      "PET_NPROC_PER_NODE=\"{}\": this pod is one node of several ranks, and expctl runs one rank per pod here; set "
+      "the job's processes per node to 1, or make torchrun the container's command: torchrun "
+      "--nnodes=$PET_NNODES --nproc-per-node=$PET_NPROC_PER_NODE --node-rank=$PET_NODE_RANK "
+      "--master-addr=${} --master-port=${} --no-python expctl run SPEC",
+      procs, master + "_ADDR", master + "_PORT"));
+}
+
+std::optional<RankIdentity> read_pytorchjob(const LauncherEnv& env) {
+  if (!is_pytorchjob_pod(env)) {
+    return std::nullopt;
+  }
+  require_one_rank_per_pod(env, env.text("PET_NPROC_PER_NODE").value_or("1"), "MASTER");
+  RankIdentity id;
+  id.launcher = "kubeflow-pytorchjob";
+  id.rank = env.integer("RANK");
+  id.world_size = env.integer("WORLD_SIZE");
+  id.node_rank = id.rank;  // one rank per pod: the pod's index is the rank
+  id.master_addr = env.required("MASTER_ADDR");
+  id.master_port = read_port(env, env.integer("MASTER_PORT"));
+  if (const auto nodes = env.optional_integer("PET_NNODES"); nodes && *nodes != id.world_size) {
+    env.fail(fmt::format("PET_NNODES={} and WORLD_SIZE={} disagree: with one rank per pod they are the number of "
+                         "pods",
+                         *nodes, id.world_size));
+  }
+  check_consistent(env, id, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  return id;
+}
+
+std::optional<RankIdentity> read_trainer(const LauncherEnv& env) {
+  require_one_rank_per_pod(env, env.required("PET_NPROC_PER_NODE"), "PET_MASTER");
+  RankIdentity id;
+  id.launcher = "kubeflow-trainer";
+  id.rank = env.integer("PET_NODE_RANK");
+  id.world_size = env.integer("PET_NNODES");
+  id.node_rank = id.rank;
+  id.master_addr = env.required("PET_MASTER_ADDR");
+  id.master_port = read_port(env, env.integer("PET_MASTER_PORT"));
+  check_consistent(env, id, "PET_NODE_RANK", "PET_NNODES", "LOCAL_RANK", "PET_NPROC_PER_NODE");
   return id;
 }
 
@@ -217,7 +278,7 @@ std::optional<RankIdentity> read_slurm(const LauncherEnv& env) {
 
 using Reader = std::optional<RankIdentity> (*)(const LauncherEnv&);
 // Same order as k_launchers.
-constexpr Reader k_readers[] = {read_torchrun, read_open_mpi, read_pmi, read_slurm};
+constexpr Reader k_readers[] = {read_torchrun, read_pytorchjob, read_trainer, read_open_mpi, read_pmi, read_slurm};
 static_assert(std::size(k_readers) == std::size(k_launchers), "one reader per launcher row");
 
 }  // namespace

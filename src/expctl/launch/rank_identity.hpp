@@ -5,9 +5,14 @@
 ///
 /// Launchers are tried in this order; the first whose marker variable is set claims the process:
 ///   1. torchrun / expctl  RANK (expctl when EXPCTL_CONTROL_FD is set too)
-///   2. Open MPI mpirun    OMPI_COMM_WORLD_RANK
-///   3. MPICH/Hydra (PMI)  PMI_RANK
-///   4. Slurm srun         SLURM_PROCID together with SLURM_STEP_ID (a task of a job step)
+///   2. Kubeflow PyTorchJob (Training Operator v1)  RANK without LOCAL_RANK in a Kubernetes pod
+///      (KUBERNETES_SERVICE_HOST): one rank per pod, RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
+///   3. Kubeflow Trainer v2  PET_NODE_RANK (with PET_NNODES, PET_NPROC_PER_NODE = 1, PET_MASTER_*)
+///   4. Open MPI mpirun    OMPI_COMM_WORLD_RANK
+///   5. MPICH/Hydra (PMI)  PMI_RANK
+///   6. Slurm srun         SLURM_PROCID together with SLURM_STEP_ID (a task of a job step)
+/// A Kubeflow pod of several ranks (PET_NPROC_PER_NODE > 1) is refused with the torchrun command
+/// that runs them: expctl under torchrun is then a torchrun rank.
 /// Explicit per-rank launchers come first because they also run inside Slurm allocations, where
 /// SLURM_* describe the allocation or the launcher's own helper processes rather than the ranks.
 
@@ -34,7 +39,7 @@ struct RankIdentity {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = k_default_master_port;
-  std::string launcher;  ///< "expctl", "torchrun", "mpirun", "pmi" or "slurm"
+  std::string launcher;  ///< "expctl", "torchrun", "kubeflow-pytorchjob", "kubeflow-trainer", "mpirun", "pmi" or "slurm"
   /// The launcher hosts the rendezvous store and every rank, rank 0 included, joins it as a
   /// client (torchrun's TORCHELASTIC_USE_AGENT_STORE=True; expctl's supervisor sets it too).
   bool agent_store = false;

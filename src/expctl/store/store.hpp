@@ -165,4 +165,38 @@ class Store {
   std::unique_ptr<Impl> m_impl;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Merging stores (`expctl merge`): runs recorded on other machines or by Slurm array tasks,
+// brought into one database. Implemented in merge.cpp.
+
+/// What merging one source did.
+struct MergeResult {
+  std::filesystem::path source;
+  std::vector<std::string> added;            ///< run ids copied in
+  std::vector<std::string> present;          ///< run ids that were there already, with the same content
+  std::int64_t specs_added = 0;
+  std::int64_t environments_added = 0;
+  std::int64_t tags_added = 0;               ///< tags of new runs, and tags of present runs the destination lacked
+  std::vector<std::string> folders_copied;   ///< run folders copied (MergeOptions::copy_run_folders)
+  std::vector<std::string> folders_missing;  ///< runs whose folder the source's runs/ does not have
+};
+
+struct MergeOptions {
+  /// Also copy each run's folder from `<source dir>/runs/<id>` to the destination's runs/ (never
+  /// replacing a folder that is there).
+  bool copy_run_folders = false;
+};
+
+/// Brings every run of the expctl database at `source` (with its spec, environment, ranks,
+/// metrics, artifacts' records and tags) into `destination`, in one transaction. Idempotent: a
+/// run already present with the same content is left as it is (its missing tags are added), so
+/// merging twice changes nothing. Throws StoreError (exit 2) naming the run when a run id exists
+/// in both with different content (status, summary, ranks, metrics or artifacts), and then merges
+/// nothing of `source`. The source is never written: it is read through a snapshot (SQLite's
+/// backup API) into a temporary file beside the destination, which an older schema is migrated in.
+MergeResult merge_store(Store& destination, const std::filesystem::path& source, const MergeOptions& options = {});
+
+/// "ok", or what PRAGMA integrity_check and foreign_key_check report, one problem a line.
+std::string check_integrity(Store& store);
+
 }  // namespace expctl::store

@@ -184,5 +184,6 @@ TEST_CASE("launcher: srun with Slurm's PMI plugin is read as Slurm", "[launch][i
 TEST_CASE("launcher: the table lists launchers in precedence order", "[launch][identity]") {
   std::vector<std::string> names;
   for (const LauncherInfo& info : launchers()) names.emplace_back(info.name);
-  CHECK(names == std::vector<std::string>{"torchrun", "mpirun", "pmi", "slurm"});
+  CHECK(names == std::vector<std::string>{"torchrun", "kubeflow-pytorchjob", "kubeflow-trainer", "mpirun", "pmi",
+                                          "slurm"});
 }
