@@ -3,11 +3,19 @@
 # and for EXPCTL_IMAGE_DIGEST.
 # Usage: containers/image-ref.sh IMAGE        (e.g. expctl/debian12-cpu:0.1.0)
 #
-# A pushed or pulled image has a registry digest (RepoDigests): that is printed. A local image
-# only has its image ID (the digest of its configuration); then name@<image id> is printed, which
-# pins the exact image on this host but cannot be pulled elsewhere: push the image to pin it portably.
+# An image with a manifest digest (RepoDigests: every pushed or pulled image, and with podman also
+# a locally built one) prints that. Otherwise (a local docker build) only the image ID (the digest
+# of its configuration) is known; then name@<image id> is printed, which pins the exact image on
+# this host but cannot be pulled elsewhere: push the image to pin it portably.
+# The engine is $CONTAINER_ENGINE, else podman when it is installed, else docker.
 set -euo pipefail
-engine="${CONTAINER_ENGINE:-docker}"
+if [[ -n "${CONTAINER_ENGINE:-}" ]]; then
+  engine="$CONTAINER_ENGINE"
+elif command -v podman > /dev/null 2>&1; then
+  engine=podman
+else
+  engine=docker
+fi
 if [[ $# -ne 1 ]]; then
   echo "usage: containers/image-ref.sh IMAGE" >&2
   exit 2

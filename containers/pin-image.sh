@@ -27,5 +27,6 @@ awk -v ref="$ref" '
     if (in_block && !done) { print "  image: " ref }
     if (!seen) { print "container:"; print "  image: " ref }
   }' "$spec" > "$tmp"
+chmod --reference="$spec" "$tmp"  # mktemp made it 0600: keep the spec's own mode
 mv "$tmp" "$spec"
 echo "pinned $spec container.image: $ref"
