@@ -19,6 +19,7 @@
 #include "expctl/compare/comparison.hpp"
 #include "expctl/compare/statistics.hpp"
 #include "expctl/env/fingerprint.hpp"
+#include "expctl/run/summary.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/sha256.hpp"
 
@@ -137,34 +138,6 @@ void append_rank(store::Store& db, const std::string& run_id, int rank, const st
   db.append_metrics(run_id, points);
 }
 
-// The runner's summary fields (docs/run.md), from the series just written.
-json summary_of(const store::Store& db, const std::string& run_id, std::int64_t steps, int ranks) {
-  const auto warmup = compare::default_warmup_steps(steps);
-  const auto times = db.metrics(run_id, {.name = std::string(compare::k_step_time_series)});
-  const auto slowest = compare::step_samples(times, warmup, false);
-  const auto rate = compare::step_samples(db.metrics(run_id, {.name = std::string("samples_per_sec")}), warmup, true);
-  const auto fractions =
-      compare::wait_fraction_samples(db.metrics(run_id, {.name = std::string("comm_wait_ms")}), times, warmup);
-  std::vector<double> losses;
-  for (std::int64_t step = 1; step <= steps; ++step) {
-    losses.push_back(loss_at(step, 0));
-  }
-  return {{"final_train_loss", losses.back()},
-          {"eval_loss", 0.41},
-          {"eval_accuracy", 0.875},
-          {"samples_per_sec", compare::median(rate)},
-          {"step_time_ms_p50", compare::percentile(slowest, 50)},
-          {"step_time_ms_p95", compare::percentile(slowest, 95)},
-          {"comm_wait_fraction", compare::mean(fractions)},
-          {"loss_curve_sha256", compare::loss_curve_sha256(losses)},
-          {"steps", steps},
-          {"skipped_steps", 0},
-          {"warmup_steps", warmup},
-          {"ranks_recorded", ranks},
-          {"wall_time_s", 1.0e-3 * static_cast<double>(steps) * 10.0},
-          {"invocations", 1}};
-}
-
 std::string write_long_run(store::Store& db, const Options& options, const std::string& spec,
                            const std::string& environment, int offset_s, double factor, std::uint64_t seed) {
   const auto epoch = store::parse_utc("2026-11-29T00:00:00.000Z").value();
@@ -173,7 +146,10 @@ std::string write_long_run(store::Store& db, const Options& options, const std::
   for (int rank = 0; rank < options.ranks; ++rank) {
     append_rank(db, record.id, rank, step_times(options.steps, factor, normal), normal);
   }
-  db.set_summary(record.id, summary_of(db, record.id, options.steps, options.ranks).dump());
+  // The runner's own summary (run/summary.hpp), as `expctl run` writes it when a run ends.
+  db.set_summary(record.id, run::compute_summary(db, record.id, json::object(), 1.0e-2 * static_cast<double>(options.steps),
+                                                std::nullopt)
+                                .dump());
   db.finish_run(record.id, store::RunStatus::completed, 0, "");
   return record.id;
 }

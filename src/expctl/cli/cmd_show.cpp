@@ -41,7 +41,7 @@ RunDetails read_details(const store::Store& db, const std::string& selector) {
   details.ranks = db.ranks(run.id);
   details.artifacts = db.artifacts(run.id);
   details.metrics = db.metric_series(run.id);
-  details.phases = compare::phase_breakdown(db, run.id);
+  details.phases = compare::run_phases(db, run);
   return details;
 }
 
@@ -89,21 +89,7 @@ nlohmann::json details_json(const RunDetails& details) {
                                  {"exit_code", or_null(rank.exit_code)},
                                  {"signal", or_null(rank.signal)}});
   }
-  document["phases"] = nlohmann::json::array();
-  for (const compare::RankPhases& row : details.phases) {
-    document["phases"].push_back({{"rank", row.rank},
-                                  {"steps", row.steps},
-                                  {"step_time_ms", row.step_time_ms},
-                                  {"shares",
-                                   {{"data", row.shares.data},
-                                    {"forward", row.shares.forward},
-                                    {"backward", row.shares.backward},
-                                    {"comm", row.shares.comm},
-                                    {"optimizer", row.shares.optimizer},
-                                    {"other", row.other}}},
-                                  {"straggler_mean", or_null(row.straggler_mean)},
-                                  {"straggler_max", or_null(row.straggler_max)}});
-  }
+  document["phases"] = compare::phases_json(details.phases);
   document["artifacts"] = nlohmann::json::array();
   for (const store::ArtifactRecord& artifact : details.artifacts) {
     document["artifacts"].push_back(

@@ -34,10 +34,11 @@ compare::CompareOptions make_compare_options(const std::vector<std::string>& ign
   return options;
 }
 
-std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector) {
+std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector,
+                                        const compare::LoadOptions& options) {
   std::vector<compare::RunData> runs;
   for (const auto& record : compare::resolve_group(store, selector)) {
-    runs.push_back(compare::load_run(store, record));
+    runs.push_back(compare::load_run(store, record, options));
   }
   return runs;
 }
@@ -86,12 +87,13 @@ util::ExitCode compare_and_report(const GlobalOptions& globals, const std::strin
                                   const ReportOptions& options) {
   // Options first: a bad --threshold is reported before the database is even opened.
   const compare::CompareOptions compare_options = make_compare_options(options.ignore, options.thresholds);
+  const auto format = report::parse_format(options.format).value_or(report::Format::text);
   const store::Store db = open_store(globals, store::OpenMode::read_only);
-  const auto runs_a = load_group(db, a);
-  const auto runs_b = load_group(db, b);
+  const compare::LoadOptions load{.straggler_timeline = format == report::Format::html};
+  const auto runs_a = load_group(db, a, load);
+  const auto runs_b = load_group(db, b, load);
   const auto history = load_history(db, runs_a, runs_b, options.history);
   const compare::Comparison comparison = compare::compare_runs(runs_a, runs_b, compare_options, history);
-  const auto format = report::parse_format(options.format).value_or(report::Format::text);
   const bool color = format == report::Format::text && options.output.empty() && use_color(globals);
   write_output(options.output, report::render(comparison, format, {.color = color}));
   return outcome_exit_code(comparison.outcome, options.fail_on_inconclusive);

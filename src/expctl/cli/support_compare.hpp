@@ -18,7 +18,8 @@ compare::CompareOptions make_compare_options(const std::vector<std::string>& ign
                                              const std::vector<std::string>& thresholds);
 
 /// Loads every run a group selector names (see compare/selector.hpp).
-std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector);
+std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector,
+                                        const compare::LoadOptions& options = {});
 
 /// The earlier runs of both sides' configurations (compare::load_history) with at most `limit`
 /// per configuration; none for a limit of 0.

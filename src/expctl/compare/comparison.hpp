@@ -73,8 +73,12 @@ std::string loss_curve_sha256(const std::vector<double>& losses);
 /// Reads a run's spec, environment, summary and series from the store: the loss of every rank,
 /// per-step throughput summed over ranks, and the step times only where the summary lacks their
 /// run values (the wait share then comes from SQL sums, never rows). Column reads
-/// (Store::series_columns): two 100k-step 2-rank runs load in about 0.2 s.
-RunData load_run(const store::Store& store, const store::RunRecord& run);
+/// (Store::series_columns); the phase rows from the summary. Two 100k-step 2-rank runs load in
+/// about 0.3 s on a 2-core machine (bench/compare_scale.sh).
+struct LoadOptions {
+  bool straggler_timeline = true;  ///< read every rank's straggler score (only the HTML report plots it)
+};
+RunData load_run(const store::Store& store, const store::RunRecord& run, const LoadOptions& options = {});
 
 /// A run as history: its record and summary only (no spec, environment or series are read).
 RunData history_run(const store::RunRecord& run);

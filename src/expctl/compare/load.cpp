@@ -213,7 +213,7 @@ RunData history_run(const store::RunRecord& run) {
   return data;
 }
 
-RunData load_run(const store::Store& store, const store::RunRecord& run) {
+RunData load_run(const store::Store& store, const store::RunRecord& run, const LoadOptions& options) {
   RunData data = history_run(run);
   if (const auto spec = store.spec(run.spec_hash)) {
     const json canonical = parse_object(spec->canonical);
@@ -232,8 +232,10 @@ RunData load_run(const store::Store& store, const store::RunRecord& run) {
   const std::int64_t warmup = warmup_of(data.summary, static_cast<std::int64_t>(data.loss.size()));
   data.samples[k_throughput_series] = combine_ranks(store.series_columns(run.id, k_throughput_series, warmup), true);
   load_timing_fallbacks(store, data, warmup);
-  data.phases = phase_breakdown(store, run.id);
-  data.straggler = straggler_timeline(store, run.id);
+  data.phases = run_phases(store, run);
+  if (options.straggler_timeline) {
+    data.straggler = straggler_timeline(store, run.id);
+  }
   return data;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 namespace expctl::compare {
 namespace {
@@ -38,7 +39,10 @@ std::vector<RankPhases> phase_breakdown(const store::Store& store, const std::st
   const auto straggler = aggregates(store, run_id, k_straggler_series);
   std::vector<RankPhases> rows;
   for (const auto& [rank, time] : aggregates(store, run_id, "step_time_ms")) {
-    RankPhases row{rank, time.count, time.count > 0 ? time.sum / static_cast<double>(time.count) : 0.0};
+    RankPhases row;
+    row.rank = rank;
+    row.steps = time.count;
+    row.step_time_ms = time.count > 0 ? time.sum / static_cast<double>(time.count) : 0.0;
     row.shares = {share_of(data, rank, time.sum), share_of(forward, rank, time.sum), share_of(backward, rank, time.sum),
                   share_of(comm, rank, time.sum), share_of(optimizer, rank, time.sum)};
     const auto& s = row.shares;
@@ -49,20 +53,94 @@ std::vector<RankPhases> phase_breakdown(const store::Store& store, const std::st
   return rows;
 }
 
+nlohmann::json phases_json(const std::vector<RankPhases>& phases) {
+  const auto or_null = [](const std::optional<double>& value) { return value ? nlohmann::json(*value) : nlohmann::json(); };
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : phases) {
+    rows.push_back({{"rank", row.rank},
+                    {"steps", row.steps},
+                    {"step_time_ms", row.step_time_ms},
+                    {"shares",
+                     {{"data", row.shares.data},
+                      {"forward", row.shares.forward},
+                      {"backward", row.shares.backward},
+                      {"comm", row.shares.comm},
+                      {"optimizer", row.shares.optimizer},
+                      {"other", row.other}}},
+                    {"straggler_mean", or_null(row.straggler_mean)},
+                    {"straggler_max", or_null(row.straggler_max)}});
+  }
+  return rows;
+}
+
+namespace {
+
+std::optional<double> optional_number(const nlohmann::json& row, const char* key) {
+  const auto found = row.find(key);
+  return found != row.end() && found->is_number() ? std::optional(found->get<double>()) : std::nullopt;
+}
+
+RankPhases phase_row(const nlohmann::json& row) {
+  const nlohmann::json& shares = row.at("shares");
+  RankPhases phases;
+  phases.rank = row.at("rank").get<int>();
+  phases.steps = row.at("steps").get<std::int64_t>();
+  phases.step_time_ms = row.at("step_time_ms").get<double>();
+  phases.shares = {shares.at("data").get<double>(), shares.at("forward").get<double>(),
+                   shares.at("backward").get<double>(), shares.at("comm").get<double>(),
+                   shares.at("optimizer").get<double>()};
+  phases.other = shares.at("other").get<double>();
+  phases.straggler_mean = optional_number(row, "straggler_mean");
+  phases.straggler_max = optional_number(row, "straggler_max");
+  return phases;
+}
+
+}  // namespace
+
+std::optional<std::vector<RankPhases>> phases_from_json(const nlohmann::json& summary) {
+  const auto found = summary.find("phases");
+  if (found == summary.end() || !found->is_array()) {
+    return std::nullopt;
+  }
+  std::vector<RankPhases> rows;
+  try {
+    for (const auto& row : *found) {
+      rows.push_back(phase_row(row));
+    }
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // a malformed summary: the stored series still answer
+  }
+  return rows;
+}
+
+std::vector<RankPhases> run_phases(const store::Store& store, const store::RunRecord& run) {
+  const auto summary = nlohmann::json::parse(run.summary_json, nullptr, /*allow_exceptions=*/false);
+  if (summary.is_object()) {
+    if (auto rows = phases_from_json(summary)) {
+      return std::move(*rows);
+    }
+  }
+  return phase_breakdown(store, run.id);
+}
+
 StragglerTimeline straggler_timeline(const store::Store& store, const std::string& run_id) {
-  std::map<std::int64_t, double> worst;
+  std::vector<std::pair<std::int64_t, double>> points;  // (step, score) of every rank
   for (const auto& rank : store.series_columns(run_id, k_straggler_series)) {
     for (std::size_t i = 0; i < rank.steps.size(); ++i) {
       if (std::isfinite(rank.values[i])) {
-        auto [entry, added] = worst.try_emplace(rank.steps[i], rank.values[i]);
-        entry->second = std::max(entry->second, rank.values[i]);
+        points.emplace_back(rank.steps[i], rank.values[i]);
       }
     }
   }
+  std::sort(points.begin(), points.end());  // a sorted vector, not a map: 100k steps in a few ms
   StragglerTimeline timeline;
-  for (const auto& [step, score] : worst) {
-    timeline.steps.push_back(step);
-    timeline.scores.push_back(score);
+  for (const auto& [step, score] : points) {
+    if (!timeline.steps.empty() && timeline.steps.back() == step) {
+      timeline.scores.back() = std::max(timeline.scores.back(), score);
+    } else {
+      timeline.steps.push_back(step);
+      timeline.scores.push_back(score);
+    }
   }
   return timeline;
 }

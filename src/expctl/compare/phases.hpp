@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "expctl/store/store.hpp"
 
 namespace expctl::compare {
@@ -35,8 +37,20 @@ struct RankPhases {
   std::optional<double> straggler_max;
 };
 
-/// One row per rank that stored step times; empty for a run without any.
+/// One row per rank that stored step times; empty for a run without any. Seven SQL sums over
+/// every step of every rank: the runner keeps the result in the run's summary (`phases`).
 std::vector<RankPhases> phase_breakdown(const store::Store& store, const std::string& run_id);
+
+/// The rows as the JSON of summaries, `show --format json` and the compare reports:
+/// `[{rank, steps, step_time_ms, shares{data,forward,backward,comm,optimizer,other}, straggler_mean, straggler_max}]`.
+nlohmann::json phases_json(const std::vector<RankPhases>& phases);
+
+/// The rows a run's summary keeps (`phases`, written by run::compute_summary), or nullopt for a
+/// summary without them (runs of older versions, hand-made stores).
+std::optional<std::vector<RankPhases>> phases_from_json(const nlohmann::json& summary);
+
+/// The run's rows: from its summary when it has them, else from the stored series.
+std::vector<RankPhases> run_phases(const store::Store& store, const store::RunRecord& run);
 
 /// The job's straggler score per step: the slowest rank's (max over ranks); empty for one rank.
 struct StragglerTimeline {

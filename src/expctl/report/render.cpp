@@ -246,25 +246,6 @@ std::string_view md_icon(compare::Outcome outcome) {
   return "";
 }
 
-// Where each rank's step time went (first run of the side), the numbers of HTML's phase bars.
-json phases_json(const std::vector<compare::RankPhases>& phases) {
-  json rows = json::array();
-  for (const auto& row : phases) {
-    rows.push_back({{"rank", row.rank},
-                    {"steps", row.steps},
-                    {"step_time_ms", row.step_time_ms},
-                    {"shares",
-                     {{"data", row.shares.data},
-                      {"forward", row.shares.forward},
-                      {"backward", row.shares.backward},
-                      {"comm", row.shares.comm},
-                      {"optimizer", row.shares.optimizer},
-                      {"other", row.other}}},
-                    {"straggler_mean", row.straggler_mean ? json(*row.straggler_mean) : json(nullptr)},
-                    {"straggler_max", row.straggler_max ? json(*row.straggler_max) : json(nullptr)}});
-  }
-  return rows;
-}
 
 }  // namespace
 
@@ -326,7 +307,7 @@ json to_json(const compare::Comparison& comparison) {
             {"changes", comparison.env_available ? env::diff_rows_json(comparison.env_changes) : json::array()}}},
           {"metrics", metrics},
           {"loss_curve", curve_json(comparison.curve)},
-          {"phases", {{"a", phases_json(comparison.phases_a)}, {"b", phases_json(comparison.phases_b)}}}};
+          {"phases", {{"a", compare::phases_json(comparison.phases_a)}, {"b", compare::phases_json(comparison.phases_b)}}}};
 }
 
 std::string render_markdown(const compare::Comparison& comparison) {

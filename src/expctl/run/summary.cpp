@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "expctl/compare/comparison.hpp"
+#include "expctl/compare/phases.hpp"
 #include "expctl/compare/statistics.hpp"
 
 namespace expctl::run {
@@ -85,6 +86,7 @@ json compute_summary(const store::Store& store, const std::string& run_id, const
   summary["time_to_first_step_s"] =
       time_to_first_step_s ? json(*time_to_first_step_s) : previous.value("time_to_first_step_s", json(nullptr));
   summary["invocations"] = previous.value("invocations", 0) + 1;
+  summary["phases"] = compare::phases_json(compare::phase_breakdown(store, run_id));
   return summary;
 }
 

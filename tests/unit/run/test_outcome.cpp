@@ -14,7 +14,7 @@ launch::Outcome failed_by(int rank, int exit_code, std::vector<std::string> line
   outcome.status = launch::RunStatus::failed;
   outcome.ranks = {{0, 100, exit_code, 0, false}, {1, 101, 1, 0, true}};
   outcome.ranks[0].rank = rank;
-  outcome.root_cause = launch::RootCause{rank, fmt::format("rank {} exited with code {}", rank, exit_code), lines};
+  outcome.root_cause = launch::RootCause{rank, fmt::format("rank {} exited with code {}", rank, exit_code), lines, {}};
   return outcome;
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "expctl/compare/comparison.hpp"
+#include "expctl/compare/phases.hpp"
 #include "expctl/run/summary.hpp"
 #include "support/test_support.hpp"
 
@@ -24,6 +25,7 @@ TEST_CASE("summary: throughput sums ranks, step time takes the slowest rank, war
       points.push_back({rank, step, "step_time_ms", rank == 0 ? 10.0 : 12.0});
       points.push_back({rank, step, "comm_wait_ms", rank == 0 ? 1.0 : 3.0});
       points.push_back({rank, step, "skipped", step == 7 ? 1.0 : 0.0});
+      points.push_back({rank, step, "backward_ms", rank == 0 ? 4.0 : 6.0});
     }
   }
   db.append_metrics(run.id, points);
@@ -37,6 +39,13 @@ TEST_CASE("summary: throughput sums ranks, step time takes the slowest rank, war
   CHECK(summary.at("ranks_recorded") == 2);
   CHECK(summary.at("final_train_loss").get<double>() == Approx(2.0 / 40));
   CHECK(summary.at("loss_curve_sha256") == compare::loss_curve_sha256(losses));
+  // The phase rows compare and show read instead of summing every step again.
+  const auto phases = compare::phases_from_json(summary);
+  REQUIRE(phases);
+  REQUIRE(phases->size() == 2);
+  CHECK((*phases)[0].shares.backward == Approx(0.4));
+  CHECK((*phases)[1].shares.backward == Approx(0.5));
+  CHECK((*phases)[1].shares.comm == Approx(0.25));
   const auto again = run::compute_summary(db, run.id, summary, 2.0, std::nullopt);
   CHECK(again.at("invocations") == 2);
   CHECK(again.at("wall_time_s").get<double>() == Approx(5.0));
