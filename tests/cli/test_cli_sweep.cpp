@@ -126,6 +126,26 @@ TEST_CASE("cli sweep: validate and hash list the points, each point's hash being
   CHECK(parse_stdout(as_json)["specs"][0]["points"].size() == 8);
 }
 
+TEST_CASE("cli sweep: compare takes a sweep file alone, and says so for a sweep with B or verdict options") {
+  const RunDir run_dir;
+  const std::string grid = copy_grid(run_dir.dir);
+  const auto no_store = run_dir.expctl({"compare", grid});
+  CHECK(no_store.exit_code == 2);
+  CHECK_THAT(no_store.err, Catch::Contains("run the sweep first: expctl sweep"));
+  const auto with_b = run_dir.expctl({"compare", grid, "@latest"});
+  CHECK(with_b.exit_code == 2);
+  CHECK_THAT(with_b.err, Catch::Contains("is a sweep file: compare it alone"));
+  const auto threshold = run_dir.expctl({"compare", grid, "--threshold", "samples_per_sec=-3%"});
+  CHECK(threshold.exit_code == 2);
+  CHECK_THAT(threshold.err, Catch::Contains("a sweep's report has none"));
+  const auto one_run = run_dir.expctl({"compare", "@latest"});
+  CHECK(one_run.exit_code == 2);
+  CHECK_THAT(one_run.err, Catch::Contains("compare needs a baseline A and a candidate B"));
+  const auto metric = run_dir.expctl({"compare", "@latest", "@latest~1", "--metric", "eval_loss"});
+  CHECK(metric.exit_code == 2);
+  CHECK_THAT(metric.err, Catch::Contains("--metric chooses the columns of a sweep's report"));
+}
+
 TEST_CASE("cli sweep: a bad sweep file prints every problem with its position and exits 2") {
   const test::TempDir dir;
   const auto bad = dir.write("bad.yaml", "base: " + sweep_data("base.yaml") + "\ngrid:\n  optim.lr: [0.1, x]\n");
@@ -196,6 +216,15 @@ TEST_CASE("cli sweep: a 2x2x2 sweep runs 8 points - stopped after 3 it runs only
   CHECK_THAT(html.out, Catch::Contains("<svg id=\"plot-final_train_loss-optim-lr\""));
   const auto text = run_dir.expctl({"sweep", grid, "--report"});
   CHECK_THAT(text.out, Catch::Contains("8 of 8 runs completed") && Catch::Contains("best final_train_loss"));
+  // The same through compare: one argument, the sweep file; every format, byte for byte.
+  for (const char* format : {"text", "json", "markdown", "html"}) {
+    const auto through_compare = run_dir.expctl({"compare", grid, "--format", format, "--metric", "final_train_loss"});
+    INFO(format << ": " << through_compare.err);
+    CHECK(through_compare.exit_code == 0);
+    CHECK(through_compare.out ==
+          run_dir.expctl({"sweep", grid, "--report", "--format", format, "--metric", "final_train_loss"}).out);
+  }
+  CHECK(parse_stdout(run_dir.expctl({"compare", grid, "--format", "json"}))["configurations"].size() == 4);
   // --force runs a done point again.
   const auto forced = run_dir.expctl({"sweep", grid, "--force", "--point", "0", "--dry-run", "--format", "json"});
   CHECK(parse_stdout(forced)["jobs"].size() == 1);

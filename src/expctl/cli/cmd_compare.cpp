@@ -5,6 +5,9 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
+#include "expctl/cli/support_sweep.hpp"
+#include "expctl/sweep/sweep.hpp"
+#include "expctl/util/error.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -13,7 +16,37 @@ struct CompareCommandOptions {
   std::string a;
   std::string b;
   ReportOptions report;
+  std::vector<std::string> metrics;  ///< --metric, for a sweep's report
 };
+
+// `compare SWEEP.yaml`: the results across the sweep's points, as `sweep SWEEP.yaml --report`.
+util::ExitCode report_sweep(const GlobalOptions& globals, const CompareCommandOptions& options) {
+  EXPCTL_CHECK(!options.a.empty() && sweep::is_sweep_file(options.a), util::UsageError,
+               "compare needs a baseline A and a candidate B; a single argument must be a sweep file "
+               "(expctl compare SWEEP.yaml shows the results across its points)");
+  const auto& report = options.report;
+  EXPCTL_CHECK(report.thresholds.empty() && report.ignore.empty() && !report.fail_on_inconclusive, util::UsageError,
+               "--threshold, --ignore and --fail-on-inconclusive judge an A/B verdict; a sweep's report has none "
+               "(compare two of its points: expctl compare tag:sweep-point:I tag:sweep-point:J)");
+  write_sweep_report(globals, load_sweep_file(options.a), options.metrics, report.format, report.output);
+  return util::ExitCode::ok;
+}
+
+util::ExitCode compare_command(const GlobalOptions& globals, const CompareCommandOptions& options) {
+  if (options.b.empty()) {
+    return report_sweep(globals, options);
+  }
+  for (const std::string* side : {&options.a, &options.b}) {
+    EXPCTL_CHECK(!sweep::is_sweep_file(*side), util::UsageError,
+                 "{} is a sweep file: compare it alone (expctl compare {}) for the results across its points, or "
+                 "compare two of its points by tag (tag:sweep-point:I)",
+                 *side, *side);
+  }
+  EXPCTL_CHECK(options.metrics.empty(), util::UsageError,
+               "--metric chooses the columns of a sweep's report (expctl compare SWEEP.yaml); an A/B compare "
+               "judges every summary metric");
+  return compare_and_report(globals, options.a, options.b, options.report);
+}
 
 void setup_compare(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   auto options = std::make_shared<CompareCommandOptions>();
@@ -26,9 +59,17 @@ void setup_compare(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals)
       "Selectors: RUN-ID or prefix, tag:NAME, spec:HASHPREFIX, @latest, @latest~N, a spec file; A1,A2,A3 is a\n"
       "group of repeats. Exit 0 no regression or inconclusive (3 with --fail-on-inconclusive), 3 regression,\n"
       "2 bad selector/input or not comparable.\n"
-      "Example: expctl compare tag:baseline:quickstart @latest --threshold samples_per_sec=-3%");
-  command->add_option("a", options->a, "Baseline run(s)")->required();
-  command->add_option("b", options->b, "Candidate run(s)")->required();
+      "With one argument, a sweep file: the results across its points (as expctl sweep FILE --report).\n"
+      "Examples:\n"
+      "  expctl compare tag:baseline:quickstart @latest --threshold samples_per_sec=-3%\n"
+      "  expctl compare experiments/sweep-quickstart.yaml --format html -o sweep.html");
+  command->add_option("a", options->a, "Baseline run(s), or a sweep file")->required();
+  command->add_option("b", options->b, "Candidate run(s) (omitted for a sweep file)");
+  command->add_option("--metric", options->metrics,
+                      "For a sweep file: a summary metric to show (repeatable; default: final_train_loss,\n"
+                      "eval_loss, eval_accuracy, samples_per_sec)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_report_options(command, options->report);
   command
       ->add_option("--ignore", options->report.ignore,
@@ -38,7 +79,7 @@ void setup_compare(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals)
   command->footer(exit_codes_footer() +
                   "compare: an inconclusive verdict exits 0, or 3 with --fail-on-inconclusive.\n");
   command->callback([options, globals] {
-    globals->result = compare_and_report(*globals, options->a, options->b, options->report);
+    globals->result = compare_command(*globals, *options);
   });
 }
 

@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_compare.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/cli/support_sweep.hpp"
 #include "expctl/launch/environment.hpp"
 #include "expctl/launch/rank_identity.hpp"
 #include "expctl/sweep/environment.hpp"
@@ -57,12 +59,7 @@ struct SweepOptions {
 // Loading
 
 sweep::Sweep load(const SweepOptions& options) {
-  if (!sweep::is_sweep_file(options.file) && fs::is_regular_file(options.file)) {
-    throw util::UsageError(fmt::format("{} is not a sweep file (it has no top-level \"base:\" key): a sweep names its "
-                                       "base spec and the axes to vary (docs/sweeps.md); a spec runs with expctl run",
-                                       options.file));
-  }
-  sweep::Sweep sweep = sweep::load_sweep(options.file);
+  sweep::Sweep sweep = load_sweep_file(options.file);
   EXPCTL_CHECK(options.expect_hash.empty() || options.expect_hash == sweep.hash, util::UsageError,
                "{} changed since --expect-hash {} was written (its sweep hash is now {}): point indexes may name other "
                "points; write the script again with --print-sbatch",
@@ -86,42 +83,8 @@ std::optional<size_t> selected_point(const SweepOptions& options) {
   return value;
 }
 
-void write_output(const std::string& path, const std::string& text) {
-  if (path.empty()) {
-    std::cout << text;
-    return;
-  }
-  if (auto written = util::write_file_atomic(path, text); !written) {
-    throw util::Failure(written.error().message, util::ExitCode::run_failed);
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // --report and --print-sbatch
-
-std::vector<std::vector<store::RunRecord>> completed_runs(const sweep::Sweep& sweep, const store::Store& db) {
-  std::vector<std::vector<store::RunRecord>> runs;
-  for (const sweep::Point& point : sweep.points) {
-    runs.push_back(db.list_runs({.status = store::RunStatus::completed, .spec_hash_prefix = point.spec.hash()}));
-  }
-  return runs;
-}
-
-void print_report(const sweep::Sweep& sweep, const SweepOptions& options, const GlobalOptions& globals) {
-  const auto db = open_store_if_present(globals);
-  EXPCTL_CHECK(db.has_value(), util::StoreError, "{}; run the sweep first: expctl sweep {}",
-               missing_database_hint(globals), options.file);
-  const sweep::Report report = sweep::build_report(sweep, completed_runs(sweep, *db), options.metrics);
-  if (options.format == "json") {
-    write_output(options.output, sweep::to_json(report).dump(2) + "\n");
-  } else if (options.format == "markdown") {
-    write_output(options.output, sweep::render_markdown(report));
-  } else if (options.format == "html") {
-    write_output(options.output, sweep::render_html(report));
-  } else {
-    write_output(options.output, sweep::render_text(report));
-  }
-}
 
 fs::path self_executable() {
   std::error_code error;
@@ -428,7 +391,7 @@ void run_sweep(const SweepOptions& options, GlobalOptions& globals) {
   if (options.print_sbatch) {
     print_sbatch(sweep, options, globals);
   } else if (options.report) {
-    print_report(sweep, options, globals);
+    write_sweep_report(globals, sweep, options.metrics, options.format, options.output);
   } else {
     run_points(sweep, options, globals);
   }

@@ -316,6 +316,24 @@ Report build_report(const Sweep& sweep, std::span<const std::vector<store::RunRe
   return report;
 }
 
+std::vector<std::vector<store::RunRecord>> completed_runs(const Sweep& sweep, const store::Store& store) {
+  std::vector<std::vector<store::RunRecord>> runs;
+  for (const Point& point : sweep.points) {
+    runs.push_back(store.list_runs({.status = store::RunStatus::completed, .spec_hash_prefix = point.spec.hash()}));
+  }
+  return runs;
+}
+
+std::string render(const Report& report, std::string_view format) {
+  if (format == "json") {
+    return to_json(report).dump(2) + "\n";
+  }
+  if (format == "markdown") {
+    return render_markdown(report);
+  }
+  return format == "html" ? render_html(report) : render_text(report);
+}
+
 std::string render_text(const Report& report) {
   util::TextTable table(table_header(report));
   for (size_t column = report.axes.size() + 1; column < table_header(report).size(); ++column) {

@@ -10,11 +10,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "expctl/compare/thresholds.hpp"
+#include "expctl/store/store.hpp"
 #include "expctl/store/types.hpp"
 #include "expctl/sweep/sweep.hpp"
 
@@ -73,6 +75,9 @@ struct Report {
 Report build_report(const Sweep& sweep, std::span<const std::vector<store::RunRecord>> runs,
                     std::vector<std::string> metrics);
 
+/// The completed runs of each point, in point order: the `runs` build_report takes.
+std::vector<std::vector<store::RunRecord>> completed_runs(const Sweep& sweep, const store::Store& store);
+
 /// The direction of a metric: compare's table, else by name (loss/time lower, accuracy/per_sec higher).
 std::optional<compare::Direction> metric_direction(std::string_view metric);
 
@@ -81,5 +86,8 @@ std::string render_markdown(const Report& report);
 nlohmann::json to_json(const Report& report);
 /// Plots carry ids "plot-<metric>-<axis>" (characters other than [A-Za-z0-9_-] as '-').
 std::string render_html(const Report& report);
+
+/// The report in one of "text", "json", "markdown", "html" (anything else: text).
+std::string render(const Report& report, std::string_view format);
 
 }  // namespace expctl::sweep
