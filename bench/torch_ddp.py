@@ -8,8 +8,17 @@ SGD hyper-parameters, batch per rank, Gloo, one thread per rank. Throughput is c
 like expctl's summary: per step, the sum over ranks of batch / step time; the median over the
 steps after warm-up (the first min(10, steps / 10)).
 
+Gradient options, as expctl's spec spells them: --fp16 (PyTorch's fp16_compress_hook:
+distributed.grad_compression=fp16), --accum K (K micro-batches per optimizer step, no_sync on the
+first K-1, loss / K: train.grad_accum_steps=K), --powersgd-rank R with --powersgd-warmup W
+(powerSGD_hook with PowerSGDState(matrix_approximation_rank=R, start_powerSGD_iter=W):
+distributed.grad_compression=powersgd, powersgd_rank, powersgd_warmup_steps). --fp16 combines
+with --accum; PowerSGD replaces the fp16 hook. --eval reports the test accuracy after the steps.
+
 Run with Debian's interpreter (the python3 first in PATH may lack torch):
   /usr/bin/python3 bench/torch_ddp.py --model mlp --steps 300 --world 2
+One rank of a job spread over hosts (no spawning; --world ranks in all):
+  /usr/bin/python3 bench/torch_ddp.py --world 2 --rank 1 --master-addr 10.0.0.1 --master-port 29500
 Prints one JSON line from rank 0.
 """
 import argparse
@@ -25,6 +34,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
@@ -48,43 +59,71 @@ def make_model(kind):
                          nn.Flatten(), nn.Linear(64 * 7 * 7, 10))
 
 
+def register_hook(model, args):
+    if args.powersgd_rank > 0:
+        state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                       start_powerSGD_iter=args.powersgd_warmup)
+        model.register_comm_hook(state, powerSGD.powerSGD_hook)
+    elif args.fp16:
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+
+
+def train_step(model, optimizer, x, y, batch, accum):
+    """One optimizer step over `accum` micro-batches of `batch`; returns the summed scaled loss."""
+    optimizer.zero_grad()
+    # Consecutive slices, as expctl's trainer takes its micro-batches; a short last batch has fewer.
+    size = -(-len(batch) // accum)
+    micro = [batch[i:i + size] for i in range(0, len(batch), size)]
+    total = 0.0
+    for i, rows in enumerate(micro):
+        if i + 1 < len(micro):
+            with model.no_sync():
+                loss = F.cross_entropy(model(x[rows]), y[rows]) / accum
+                loss.backward()
+        else:
+            loss = F.cross_entropy(model(x[rows]), y[rows]) / accum
+            loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total
+
+
 def worker(rank, args, port):
     torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     x, y = load(args.root, "train")
     torch.manual_seed(args.seed)
     model = DistributedDataParallel(make_model(args.model))
+    register_hook(model, args)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     sampler = DistributedSampler(range(len(y)), num_replicas=args.world, rank=rank, shuffle=True, seed=args.seed)
-    per_epoch = len(sampler) // args.batch if args.drop_last else -(-len(sampler) // args.batch)
+    step_batch = args.batch * args.accum  # per rank and optimizer step
+    per_epoch = len(sampler) // step_batch if args.drop_last else -(-len(sampler) // step_batch)
     total = args.steps if args.epochs == 0 else args.epochs * per_epoch
     rates = []
     step = 0
     epoch = 0
-    loss = torch.tensor(0.0)
+    loss = 0.0
     while step < total:
         sampler.set_epoch(epoch)
         indices = torch.tensor(list(iter(sampler)))
-        for begin in range(0, len(indices), args.batch):
+        for begin in range(0, len(indices), step_batch):
             if step >= total:
                 break
             start = time.perf_counter()
-            batch = indices[begin:begin + args.batch]
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(x[batch]), y[batch])
-            loss.backward()
-            optimizer.step()
+            batch = indices[begin:begin + step_batch]
+            loss = train_step(model, optimizer, x, y, batch, args.accum)
             rates.append(len(batch) / (time.perf_counter() - start))
             step += 1
         epoch += 1
     summed = torch.tensor(rates, dtype=torch.float64)
     dist.all_reduce(summed)
-    result = {"samples_per_sec": None, "steps": total, "final_loss": loss.item()}
+    result = {"samples_per_sec": None, "steps": total, "final_loss": loss}
     warmup = min(10, total // 10)
     result["samples_per_sec"] = statistics.median(summed.tolist()[warmup:])
-    if args.epochs:
+    if args.epochs or args.eval:
         tx, ty = load(args.root, "test")
         model.eval()
         with torch.no_grad():
@@ -115,8 +154,20 @@ def main():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--drop-last", action="store_true")
     parser.add_argument("--root", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--eval", action="store_true", help="report the test accuracy after the steps")
+    parser.add_argument("--fp16", action="store_true", help="fp16_compress_hook on the gradient buckets")
+    parser.add_argument("--accum", type=int, default=1, help="micro-batches of --batch per optimizer step")
+    parser.add_argument("--powersgd-rank", type=int, default=0, help="powerSGD_hook of this rank (0: off)")
+    parser.add_argument("--powersgd-warmup", type=int, default=10, help="its start_powerSGD_iter")
+    parser.add_argument("--rank", type=int, default=-1, help="run only this rank (of --world), for several hosts")
+    parser.add_argument("--master-addr", default="127.0.0.1")
+    parser.add_argument("--master-port", type=int, default=0, help="0: a free port (single host only)")
     args = parser.parse_args()
-    mp.spawn(worker, args=(args, free_port()), nprocs=args.world, join=True)
+    port = args.master_port or free_port()
+    if args.rank >= 0:
+        worker(args.rank, args, port)
+    else:
+        mp.spawn(worker, args=(args, port), nprocs=args.world, join=True)
 
 
 if __name__ == "__main__":

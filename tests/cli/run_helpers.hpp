@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -45,6 +46,16 @@ inline std::string read_text(const fs::path& path) {
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
+}
+
+/// One rank's stored series of a run, by step.
+inline std::map<std::int64_t, double> series(const store::Store& db, const std::string& run, const std::string& name,
+                                             int rank) {
+  std::map<std::int64_t, double> values;
+  for (const auto& point : db.metrics(run, {.name = name, .rank = rank})) {
+    values[point.step] = point.value;
+  }
+  return values;
 }
 
 inline bool process_gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }

@@ -8,8 +8,11 @@ using namespace expctl::test::cli;
 
 TEST_CASE("ab: a B that is really slower is a regression and every run is tagged and interleaved") {
   RunDir d;
+  // Both sides big enough that a step takes milliseconds: steps of microseconds (the tiny spec's
+  // own model over shared memory) vary ten-fold between runs when another test shares the cores.
   const auto result = d.expctl({"ab", tiny_spec(), tiny_spec(), "--repeat", "3", "--set", "train.max_steps=40",
-                                "--set-b", "model.hidden_sizes=[1024, 1024]", "--format", "json"});
+                                "--set", "model.hidden_sizes=[512, 512]", "--set-b",
+                                "model.hidden_sizes=[1024, 1024, 1024]", "--format", "json"});
   INFO(result.out << result.err);
   CHECK(result.exit_code == 3);
   const json report = json::parse(result.out);

@@ -392,6 +392,27 @@ TEST_CASE("faults: a SIGSTOPped rank is named in the root cause whatever the col
   }
 }
 
+TEST_CASE("faults: a SIGKILLed rank fails the run and leaves no shared-memory segment in /dev/shm") {
+  RunDir d;
+  Background expctl(d.argv(long_run()), d.dir / "rank-killed");
+  const auto run = start_training(d);
+  const pid_t killed = rank_pid(run, 1);
+  const pid_t peer = rank_pid(run, 0);
+  REQUIRE(::kill(killed, SIGKILL) == 0);
+  const int code = expctl.wait(std::chrono::seconds(60));
+  INFO(expctl.out() << expctl.err());
+  CHECK(code == 1);
+  const auto finished = d.open().find_run(run.id);
+  CHECK(finished.status == store::RunStatus::failed);
+  CHECK_THAT(finished.root_cause, Catch::StartsWith("rank 1 was killed by SIGKILL"));
+  const json summary = json::parse(finished.summary_json);
+  CHECK(summary.at("allreduce") == "shm");
+  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    CHECK_FALSE((name.ends_with("-" + std::to_string(killed)) || name.ends_with("-" + std::to_string(peer))));
+  }
+}
+
 TEST_CASE("faults: a rendezvous that never completes names the address, the port and the missing node") {
   RunDir d;
   const std::string port = closed_port();

@@ -6,15 +6,6 @@
 namespace expctl::test::cli {
 namespace {
 
-std::map<std::int64_t, double> series(const store::Store& db, const std::string& run, const std::string& name,
-                                      int rank) {
-  std::map<std::int64_t, double> values;
-  for (const auto& point : db.metrics(run, {.name = name, .rank = rank})) {
-    values[point.step] = point.value;
-  }
-  return values;
-}
-
 double sum(const std::map<std::int64_t, double>& values) {
   double total = 0.0;
   for (const auto& [step, value] : values) {

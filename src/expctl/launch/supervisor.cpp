@@ -11,6 +11,7 @@
 
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/rank_process.hpp"
+#include "expctl/launch/shm_segments.hpp"
 #include "expctl/launch/signal_pipe.hpp"
 #include "expctl/util/error.hpp"
 
@@ -133,7 +134,7 @@ struct Supervisor::State {
       // The rank was asked to stop by someone else (a scheduler's SIGTERM, say) and checkpointed:
       // stop the others the same way, so the run can be resumed.
       verdict = RunStatus::interrupted;
-      root_cause = RootCause{rank.rank(), description, rank.last_lines()};
+      root_cause = RootCause{rank.rank(), description, rank.last_lines(), {}};
       stop(options.interrupt_grace);
       return;
     }
@@ -296,10 +297,13 @@ Outcome Supervisor::wait() {
   outcome.status = state.verdict.value_or(RunStatus::completed);
   outcome.root_cause = state.root_cause;
   outcome.interrupt_signal = state.interrupt_signal;
+  std::vector<pid_t> pids;
   for (const auto& rank : state.ranks) {
     rank->kill_and_reap();  // grandchildren a rank left behind in its group
     outcome.ranks.push_back(rank->exit());
+    pids.push_back(rank->pid());
   }
+  remove_shm_segments(pids);  // of a rank killed while its host's ranks were still joining
   outcome.wall_time = std::chrono::duration_cast<milliseconds>(Clock::now() - state.started);
   return outcome;
 }

@@ -171,7 +171,7 @@ void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
 // `expctl resume` takes it.
 
 RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
-                   std::optional<double> time_to_first_step) {
+                   std::optional<double> time_to_first_step, const std::optional<std::string>& allreduce) {
   const auto& run = invocation.run;
   RunResult result;
   result.exit_code = verdict.exit_code;
@@ -186,6 +186,9 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
     result.summary = compute_summary(store, run.id, previous, seconds_since(process_start()),
                                      invocation.resume ? std::nullopt : time_to_first_step);
     const json& distributed = invocation.resolved.spec.at("distributed");
+    // Which all-reduce ran: it fixes the summation order (a resume keeps the first one's name
+    // when this invocation ended before its ranks reported).
+    result.summary["allreduce"] = allreduce ? json(*allreduce) : previous.value("allreduce", json(nullptr));
     result.summary["world_size"] =
         distributed.at("nnodes").get<std::int64_t>() * distributed.at("nproc_per_node").get<std::int64_t>();
     if (!invocation.drift.empty()) {
@@ -289,6 +292,7 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, Conso
 struct Supervised {
   Verdict verdict;
   std::optional<double> time_to_first_step;
+  std::optional<std::string> allreduce;
 };
 
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console) {
@@ -321,13 +325,14 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   console.finish();
   recorder.drain();
   result.time_to_first_step = recorder.time_to_first_step();
+  result.allreduce = recorder.allreduce();
   return result;  // the recorder's thread ends here, before anyone else uses the store
 }
 
 RunResult supervise(store::Store& store, const Invocation& invocation) {
   Console console(invocation.quiet);
   const auto supervised = run_supervisor(store, invocation, console);
-  return conclude(store, invocation, supervised.verdict, supervised.time_to_first_step);
+  return conclude(store, invocation, supervised.verdict, supervised.time_to_first_step, supervised.allreduce);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -379,6 +384,7 @@ Verdict train_as_rank_zero(const train::TrainerConfig& config, Recorder& recorde
 
 RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec, const StackCheck& stack,
                                const launch::RankIdentity& identity) {
+  train::plugin::preload();  // this process trains: LibTorch starts up while the run is recorded
   install_stop_handlers();
   util::log::debug(util::tune_malloc_for_training());
   auto config = external_config(spec, identity);
@@ -403,6 +409,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   Console console(request.quiet);
   Verdict verdict;
   std::optional<double> first_step;
+  std::optional<std::string> allreduce;
   {
     Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
     export_tensorboard(recorder, store, invocation, identity.world_size);
@@ -410,9 +417,10 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
     console.finish();
     recorder.drain();
     first_step = recorder.time_to_first_step();
+    allreduce = recorder.allreduce();
   }
   store.update_rank(invocation.run.id, 0, verdict.status, util::to_int(verdict.exit_code), std::nullopt);
-  return conclude(store, invocation, verdict, first_step);
+  return conclude(store, invocation, verdict, first_step, allreduce);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,7 +490,11 @@ void check_checkpoints(Invocation& invocation) {
 RunResult run_spec(const RunRequest& request) {
   // Validation first: a bad spec exits 2 before anything is recorded.
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
-  train::plugin::preload();  // LibTorch starts up while the stack is fingerprinted
+  // The supervisor itself needs LibTorch only for its build facts (the fingerprint), which are
+  // cached after the first run: then the ranks are started without this process loading it.
+  if (!train::plugin::torch_build_fields_cached()) {
+    train::plugin::preload();  // LibTorch starts up while the stack is fingerprinted
+  }
   const StackCheck stack = check_pinned_stack(spec);
   if (!stack.drifted().empty() && !request.allow_drift) {
     return refused_for_pins(stack, request);

@@ -101,6 +101,9 @@ void Recorder::on_json(int rank, const json& record) {
     on_remote_steps(record);
   } else if (kind == "checkpoint") {
     on_checkpoint(record);
+  } else if (kind == "collectives" && rank == 0 && record.contains("allreduce")) {
+    std::lock_guard lock(m_mutex);
+    m_allreduce = record.value("allreduce", std::string());
   } else if (kind == "start" && rank == 0) {
     m_console.set_world_size(record.value("world_size", 1));
     m_console.set_total(record.value("total_steps", std::int64_t{0}));
@@ -306,6 +309,11 @@ std::optional<std::string> Recorder::fatal_error() const {
 std::optional<double> Recorder::time_to_first_step() const {
   std::lock_guard lock(m_mutex);
   return m_time_to_first_step;
+}
+
+std::optional<std::string> Recorder::allreduce() const {
+  std::lock_guard lock(m_mutex);
+  return m_allreduce;
 }
 
 std::optional<Divergence> Recorder::divergence() const {

@@ -94,6 +94,8 @@ class Recorder {
 
   /// Seconds from process start to the beginning of rank 0's first optimizer step.
   std::optional<double> time_to_first_step() const;
+  /// The all-reduce algorithm rank 0 reported ("shm", "hierarchical", "gloo", "nccl").
+  std::optional<std::string> allreduce() const;
   /// The first non-finite step reported, if any.
   std::optional<Divergence> divergence() const;
   /// The last step each rank reported (local and remote ranks).
@@ -140,6 +142,7 @@ class Recorder {
   bool m_done = false;
   std::optional<std::string> m_fatal;
   std::optional<double> m_time_to_first_step;
+  std::optional<std::string> m_allreduce;
   std::optional<Divergence> m_divergence;
   std::map<int, std::int64_t> m_steps;
   std::shared_ptr<tensorboard::LiveExport> m_tensorboard;  // used by the writer thread only

@@ -61,6 +61,8 @@ train::ProcessGroupOptions group_options(const json& distributed, const launch::
   train::ProcessGroupOptions options;
   options.placement = placement;
   options.backend = train::parse_backend_request(distributed.at("backend").get<std::string>());
+  // Absent from the resolved spec of a run recorded before the field existed (they ran Gloo).
+  options.allreduce = train::parse_allreduce_request(distributed.value("allreduce", std::string("gloo")));
   options.timeout = std::chrono::seconds(distributed.at("timeout_s").get<std::int64_t>());
   return options;
 }
@@ -70,6 +72,9 @@ train::DdpOptions ddp_options(const json& distributed) {
   options.bucket_cap_bytes =
       static_cast<std::int64_t>(distributed.at("bucket_cap_mb").get<double>() * 1024.0 * 1024.0);
   options.compression = train::parse_grad_compression(distributed.at("grad_compression").get<std::string>());
+  // Absent from the resolved spec of a run recorded before the fields existed.
+  options.powersgd_rank = distributed.value("powersgd_rank", train::k_default_powersgd_rank);
+  options.powersgd_warmup_steps = distributed.value("powersgd_warmup_steps", train::k_default_powersgd_warmup_steps);
   return options;
 }
 

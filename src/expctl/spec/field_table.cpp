@@ -70,8 +70,24 @@ const Field k_fields[] = {
      "Collective backend; `auto`: nccl when CUDA GPUs are present, else gloo (CPU only).", ""},
     {"distributed.bucket_cap_mb", T::floating, "25", "", above(0, 1024), no_items(), H::hashed,
      "Gradient bucket size in MiB for the all-reduce (changes the summation order).", ""},
-    {"distributed.grad_compression", T::choice, "none", "none|fp16", any(), no_items(), H::hashed,
-     "Compress gradients before the all-reduce (`fp16`: cast to half and back).", ""},
+    {"distributed.grad_compression", T::choice, "none", "none|fp16|powersgd", any(), no_items(), H::hashed,
+     "Compress gradients before the all-reduce (`fp16`: cast to half and back; `powersgd`: PyTorch's powerSGD_hook, "
+     "low-rank factors of each matrix with error feedback, after `powersgd_warmup_steps` of plain all-reduce).",
+     ""},
+    {"distributed.powersgd_rank", T::integer, "1", "", between(1, 1024), no_items(), H::hashed_unless_default,
+     "powersgd: rank of each gradient matrix's approximation (PyTorch's matrix_approximation_rank); higher is more "
+     "exact and sends more. Hashed when not the default, so it left earlier hashes alone.",
+     ""},
+    {"distributed.powersgd_warmup_steps", T::integer, "10", "", between(0, k_max_count), no_items(),
+     H::hashed_unless_default,
+     "powersgd: optimizer steps of plain all-reduce before compression and error feedback start (PyTorch's "
+     "start_powerSGD_iter). Hashed when not the default, so it left earlier hashes alone.",
+     ""},
+    {"distributed.allreduce", T::choice, "auto", "auto|gloo", any(), no_items(), H::hashed_unless_default,
+     "How CPU ranks all-reduce: `auto`: through shared memory among the ranks of a host (hierarchical across "
+     "hosts: shared memory, then Gloo between one rank per host), Gloo where a host has one rank; `gloo`: Gloo's "
+     "ring. The run records which one ran (`summary.allreduce`): it fixes the summation order.",
+     ""},
     {"distributed.timeout_s", T::integer, "1800", "", between(1, 604800), no_items(), H::excluded,
      "Seconds a collective or the rendezvous may wait before the run fails.", ""},
     {"distributed.monitored_barrier_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::excluded,
@@ -266,6 +282,8 @@ std::string_view hashing_text(Hashing hashing) {
       return "no";
     case H::profile_content:
       return "content";
+    case H::hashed_unless_default:
+      return "unless default";
   }
   return "";
 }

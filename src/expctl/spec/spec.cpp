@@ -43,6 +43,16 @@ nlohmann::json::json_pointer pointer_of(std::string_view dotted_path) {
   return nlohmann::json::json_pointer(pointer);
 }
 
+bool can_change_results(const Field& field) {
+  return field.hashing == Hashing::hashed || field.hashing == Hashing::hashed_unless_default;
+}
+
+// Compared by canonical bytes, like the hash itself (64 and 64.0 are different values).
+bool enters_hash(const Field& field, const nlohmann::json& value) {
+  return field.hashing == Hashing::hashed ||
+         (field.hashing == Hashing::hashed_unless_default && canonical_json(value) != canonical_json(default_value(field)));
+}
+
 }  // namespace
 
 // Builds one Spec: defaults, then the file, then the overrides, then derived defaults, rules and
@@ -335,7 +345,7 @@ class SpecBuilder {
   Spec finish() {
     nlohmann::json hashed = nlohmann::json::object();
     for (const Field& field : fields()) {
-      if (field.hashing == Hashing::hashed) {
+      if (enters_hash(field, m_values.at(pointer_of(field.path)))) {
         hashed[pointer_of(field.path)] = m_values.at(pointer_of(field.path));
       }
     }
@@ -414,7 +424,7 @@ std::vector<SpecChange> diff_values(const nlohmann::json& a, const nlohmann::jso
     // Compared by canonical bytes: 64 and 64.0 differ in type, which the JSON == would ignore.
     if (canonical_json(old_value) != canonical_json(new_value)) {
       changes.push_back(
-          {std::string(field.path), std::move(old_value), std::move(new_value), field.hashing == Hashing::hashed});
+          {std::string(field.path), std::move(old_value), std::move(new_value), can_change_results(field)});
     }
   }
   return changes;

@@ -9,6 +9,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "expctl/train/powersgd.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::train {
@@ -227,7 +228,23 @@ void DistributedDataParallel::register_hooks() {
     m_hook_keys.push_back(accumulator->add_post_hook(std::make_unique<Hook>(*this, i)));
     m_accumulators.push_back(std::move(accumulator));
   }
+  make_powersgd();
   reset_iteration();
+}
+
+void DistributedDataParallel::make_powersgd() {
+  if (m_options.compression != GradCompression::powersgd) {
+    return;
+  }
+  std::vector<std::vector<std::vector<std::int64_t>>> shapes;
+  for (const auto& bucket : m_buckets) {
+    shapes.emplace_back();
+    for (const auto index : bucket->params) {
+      shapes.back().push_back(m_params[index].sizes().vec());
+    }
+  }
+  m_powersgd = std::make_unique<PowerSgd>(
+      m_comm, std::move(shapes), PowerSgdOptions{m_options.powersgd_rank, m_options.powersgd_warmup_steps});
 }
 
 // The slice as a plain tensor on the bucket's storage rather than an autograd view of `flat`:
@@ -325,6 +342,12 @@ void DistributedDataParallel::launch(std::size_t bucket_index) {
     bucket.flat[m_vote_offset].fill_(m_stop_vote ? 1.0 : 0.0);
     bucket.flat[m_vote_offset + 1].fill_(m_nonfinite_vote ? 1.0 : 0.0);
   }
+  if (m_powersgd && m_powersgd->compressing()) {
+    m_bytes_total += m_powersgd->launch(bucket_index, bucket.flat);  // the votes travel uncompressed
+    bucket.launched = true;
+    ++m_launched_total;
+    return;
+  }
   if (m_options.compression == GradCompression::fp16) {
     // PyTorch's fp16_compress_hook: cast, then divide in half precision.
     bucket.wire = bucket.flat.to(at::kHalf).div_(m_comm.world_size());
@@ -365,19 +388,8 @@ void DistributedDataParallel::reduce_buckets() {
     }
   }
   launch_ready_buckets();
-  const auto start = std::chrono::steady_clock::now();
-  for (std::size_t i = 0; i < m_buckets.size(); ++i) {
-    if (m_beacon != nullptr) {
-      m_beacon->bucket.store(static_cast<int>(i), std::memory_order_relaxed);
-      m_beacon->enter(Phase::comm_wait);
-    }
-    m_comm.wait(m_buckets[i]->collective);
-  }
-  if (m_beacon != nullptr) {
-    m_beacon->bucket.store(-1, std::memory_order_relaxed);
-    m_beacon->enter(Phase::backward);
-  }
-  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const bool compressed = m_powersgd && m_powersgd->compressing();
+  wait_buckets(compressed);
   if (m_options.compression == GradCompression::fp16) {
     for (auto& bucket : m_buckets) {
       bucket->flat.copy_(bucket->wire);  // the gradients are views of `flat`
@@ -386,6 +398,40 @@ void DistributedDataParallel::reduce_buckets() {
   const auto votes = m_buckets.back()->flat.narrow(0, m_vote_offset, 2).to(at::kFloat).cpu();
   m_stop_voted = votes[0].item<float>() > 0.0F;
   m_nonfinite_voted = votes[1].item<float>() > 0.0F;
+  if (m_powersgd) {
+    if (compressed && m_nonfinite_voted) {
+      m_powersgd->reset();  // a NaN in an error or Q would stay there for the rest of the run
+    }
+    m_powersgd->end_step();  // synchronised steps only: no_sync micro-steps never get here
+  }
+}
+
+void DistributedDataParallel::wait_buckets(bool compressed) {
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < m_buckets.size(); ++i) {
+    report_wait(i);
+    if (compressed) {
+      m_bytes_total += m_powersgd->exchange_q(i);  // PowerSGD's second round: Q
+    } else {
+      m_comm.wait(m_buckets[i]->collective);
+    }
+  }
+  for (std::size_t i = 0; compressed && i < m_buckets.size(); ++i) {
+    report_wait(i);
+    m_powersgd->decompress(i);
+  }
+  if (m_beacon != nullptr) {
+    m_beacon->bucket.store(-1, std::memory_order_relaxed);
+    m_beacon->enter(Phase::backward);
+  }
+  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void DistributedDataParallel::report_wait(std::size_t bucket_index) {
+  if (m_beacon != nullptr) {
+    m_beacon->bucket.store(static_cast<int>(bucket_index), std::memory_order_relaxed);
+    m_beacon->enter(Phase::comm_wait);
+  }
 }
 
 void DistributedDataParallel::finish() {

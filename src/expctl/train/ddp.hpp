@@ -39,6 +39,7 @@ struct Node;
 
 namespace expctl::train {
 
+class PowerSgd;
 
 /// Parameters of `module` that require grad, in registration order (Python's order), each tensor
 /// once: tied parameters (one TensorImpl registered twice) are listed at their first position.
@@ -114,8 +115,11 @@ class DistributedDataParallel {
   void set_beacon(Beacon* beacon) { m_beacon = beacon; }
   /// Bytes all-reduced by this rank since construction (what went on the wire: fp16 halves it).
   std::int64_t bytes_allreduced() const { return m_bytes_total; }
-  /// Seconds spent blocked on gradient all-reduces since construction.
+  /// Seconds spent blocked on gradient all-reduces since construction (with powersgd: and in
+  /// its orthogonalisations and products between them).
   double comm_wait_seconds() const { return m_wait_seconds; }
+  /// The compressor of `grad_compression: powersgd` (null otherwise, and in a world of one).
+  const PowerSgd* powersgd() const { return m_powersgd.get(); }
 
  private:
   struct Bucket;
@@ -130,6 +134,9 @@ class DistributedDataParallel {
   void launch(std::size_t bucket_index);
   void end_of_backward();
   void reduce_buckets();
+  void wait_buckets(bool compressed);
+  void report_wait(std::size_t bucket_index);
+  void make_powersgd();
   void reset_iteration();
   at::Tensor bucket_view(std::size_t param_index) const;
   void attach_gradient(std::size_t param_index);
@@ -160,6 +167,7 @@ class DistributedDataParallel {
   bool m_nonfinite_vote = false;
   bool m_nonfinite_voted = false;
   double m_wait_seconds = 0.0;
+  std::unique_ptr<PowerSgd> m_powersgd;
 };
 
 }  // namespace expctl::train

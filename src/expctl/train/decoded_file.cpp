@@ -156,23 +156,6 @@ void write_cached(const fs::path& entry, const std::vector<std::uint8_t>& bytes)
 
 }  // namespace
 
-std::optional<fs::path> cache_directory() {
-  if (const char* explicit_dir = std::getenv("EXPCTL_CACHE_DIR"); explicit_dir != nullptr && *explicit_dir != 0) {
-    const std::string value = explicit_dir;
-    if (value == "none" || value == "off") {
-      return std::nullopt;
-    }
-    return fs::path(value);
-  }
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
-    return fs::path(xdg) / "expctl";
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
-    return fs::path(home) / ".cache" / "expctl";
-  }
-  return std::nullopt;
-}
-
 std::vector<std::uint8_t> read_decompressed(const fs::path& path) {
   Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {

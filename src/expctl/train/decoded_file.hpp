@@ -16,11 +16,11 @@
 #include <optional>
 #include <vector>
 
+#include "expctl/util/cache_dir.hpp"
+
 namespace expctl::train {
 
-/// EXPCTL_CACHE_DIR when set ("none" or "off" turns the cache off), else $XDG_CACHE_HOME/expctl,
-/// else $HOME/.cache/expctl; nullopt when off or when there is no home.
-std::optional<std::filesystem::path> cache_directory();
+using util::cache_directory;
 
 /// The whole content of `path`, decompressed when it is gzip. Throws TrainError naming the file
 /// when it is missing, unreadable, or corrupt or truncated gzip.

@@ -83,11 +83,11 @@ std::filesystem::path default_dataset_root(DatasetKind kind) {
 }
 
 GradCompression parse_grad_compression(const std::string& text) {
-  if (text == "none") {
-    return GradCompression::none;
+  if (text == "none" || text == "fp16") {
+    return text == "none" ? GradCompression::none : GradCompression::fp16;
   }
-  EXPCTL_CHECK(text == "fp16", TrainError, "unknown grad_compression \"{}\": use none or fp16", text);
-  return GradCompression::fp16;
+  EXPCTL_CHECK(text == "powersgd", TrainError, "unknown grad_compression \"{}\": use none, fp16 or powersgd", text);
+  return GradCompression::powersgd;
 }
 
 ModelKind parse_model_kind(const std::string& text) {
@@ -126,6 +126,12 @@ BackendRequest parse_backend_request(const std::string& text) {
     }
   }
   throw TrainError(fmt::format("unknown distributed backend \"{}\": use auto, gloo or nccl", text));
+}
+
+AllreduceRequest parse_allreduce_request(const std::string& text) {
+  EXPCTL_CHECK(text == "auto" || text == "gloo", TrainError,
+               "unknown distributed.allreduce \"{}\": use auto (shared memory on a host) or gloo", text);
+  return text == "gloo" ? AllreduceRequest::gloo : AllreduceRequest::auto_select;
 }
 
 NonFinitePolicy parse_nonfinite_policy(const std::string& text) {

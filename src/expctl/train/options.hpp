@@ -133,6 +133,13 @@ BackendRequest parse_backend_request(const std::string& text);
 /// Resolves `auto_select`; throws TrainError when NCCL is requested but not available.
 Backend resolve_backend(BackendRequest request);
 
+/// How gradients and other CPU all-reduces travel (the spec's `distributed.allreduce`): `auto`
+/// uses shared memory among the ranks of a host (hierarchical across hosts) when a host has two
+/// ranks or more and the backend is Gloo, else the backend's own; `gloo` always Gloo's ring.
+enum class AllreduceRequest { auto_select, gloo };
+/// Parses "auto" or "gloo"; throws TrainError otherwise.
+AllreduceRequest parse_allreduce_request(const std::string& text);
+
 /// Where and how to rendezvous (torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE contract).
 struct ProcessGroupOptions {
   /// Who this rank is and where the ranks meet: rank, world size, MASTER_ADDR/PORT, whether the
@@ -140,6 +147,7 @@ struct ProcessGroupOptions {
   /// c10d FileStore path for ranks on one host (then nothing listens on the network).
   launch::RankIdentity placement{.master_addr = "127.0.0.1", .launcher = "none"};
   BackendRequest backend = BackendRequest::auto_select;
+  AllreduceRequest allreduce = AllreduceRequest::auto_select;
   /// Applies to rendezvous and to every collective (the spec's `timeout_s`).
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   /// Overrides `timeout` for joining (the store and its key exchanges) when non-zero, e.g. a
@@ -157,17 +165,26 @@ inline constexpr std::int64_t k_default_first_bucket_bytes = 1024 * 1024;
 /// PyTorch's default `bucket_cap_mb = 25` (MiB): large enough to amortise per-collective latency.
 inline constexpr std::int64_t k_default_bucket_cap_bytes = 25 * 1024 * 1024;
 
-/// How buckets travel: as they are, or cast to float16 (the spec's `grad_compression: fp16`).
-enum class GradCompression { none, fp16 };
+/// How buckets travel: as they are, cast to float16 (the spec's `grad_compression: fp16`), or as
+/// PowerSGD's low-rank factors (`powersgd`, train/powersgd.hpp).
+enum class GradCompression { none, fp16, powersgd };
 
-/// Parses "none" or "fp16"; throws TrainError otherwise.
+/// Parses "none", "fp16" or "powersgd"; throws TrainError otherwise.
 GradCompression parse_grad_compression(const std::string& text);
+
+/// PyTorch's PowerSGDState defaults for `matrix_approximation_rank`; warm-up is the spec's default.
+inline constexpr std::int64_t k_default_powersgd_rank = 1;
+inline constexpr std::int64_t k_default_powersgd_warmup_steps = 10;
 
 /// Knobs of the reducer (the spec's `distributed.*`).
 struct DdpOptions {
   std::int64_t first_bucket_bytes = k_default_first_bucket_bytes;
   std::int64_t bucket_cap_bytes = k_default_bucket_cap_bytes;
   GradCompression compression = GradCompression::none;
+  /// powersgd: rank of each matrix's approximation (PyTorch's matrix_approximation_rank).
+  std::int64_t powersgd_rank = k_default_powersgd_rank;
+  /// powersgd: synchronised steps of plain all-reduce before compressing (start_powerSGD_iter).
+  std::int64_t powersgd_warmup_steps = k_default_powersgd_warmup_steps;
 };
 
 // ---------------------------------------------------------------------------------------------

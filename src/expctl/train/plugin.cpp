@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "expctl/train/plugin_api.hpp"
+#include "expctl/train/plugin_cache.hpp"
 #include "expctl/util/build_info.hpp"
 #include "expctl/util/error.hpp"
 
@@ -140,7 +141,21 @@ WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record
   return api().run_worker(config, on_record, on_line, stop);
 }
 
-std::map<std::string, std::string> torch_build_fields() { return api().torch_build_fields(); }
+std::map<std::string, std::string> torch_build_fields() {
+  if (const fs::path plugin = first_existing(candidates()); !plugin.empty()) {
+    if (auto cached = cached_torch_fields(plugin)) {
+      return std::move(*cached);
+    }
+  }
+  auto fields = api().torch_build_fields();
+  cache_torch_fields(location(), fields);
+  return fields;
+}
+
+bool torch_build_fields_cached() {
+  const fs::path plugin = first_existing(candidates());
+  return !plugin.empty() && cached_torch_fields(plugin).has_value();
+}
 
 StoreServer::StoreServer(std::uint16_t port, std::chrono::milliseconds timeout)
     : m_handle(api().open_store(port, timeout)) {}

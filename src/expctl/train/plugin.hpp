@@ -40,8 +40,12 @@ std::filesystem::path location();
 WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
                         const std::atomic<bool>* stop);
 
-/// train::torch_build_fields, inside the plugin.
+/// train::torch_build_fields, inside the plugin; from the cache (train/plugin_cache.hpp) when
+/// the plugin and its LibTorch are the files they were, without loading the plugin.
 std::map<std::string, std::string> torch_build_fields();
+
+/// Whether torch_build_fields() would answer from the cache (so need not wait for LibTorch).
+bool torch_build_fields_cached();
 
 /// train::StoreServer (the rendezvous store the launcher hosts), inside the plugin.
 class StoreServer {

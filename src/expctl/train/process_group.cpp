@@ -24,6 +24,7 @@
 
 #include <cstdlib>
 
+#include "expctl/train/shm_allreduce.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -57,7 +58,7 @@ std::string first_line(const std::string& text) {
 }
 
 c10::intrusive_ptr<compat::CollectiveBackend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
-                                                        const ProcessGroupOptions& options) {
+                                                        const ProcessGroupOptions& options, int rank, int size) {
   auto gloo_options = c10d::ProcessGroupGloo::Options::create();
   gloo_options->timeout = options.timeout;
   // Same precedence as torch.distributed: GLOO_SOCKET_IFNAME names interfaces explicitly;
@@ -72,7 +73,7 @@ c10::intrusive_ptr<compat::CollectiveBackend> make_gloo(const c10::intrusive_ptr
         c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(options.placement.master_addr)));
   }
   gloo_options->threads = static_cast<int>(gloo_options->devices.size()) * options.gloo_threads;
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.placement.rank, options.placement.world_size, gloo_options);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
 }
 
 #ifdef USE_C10D_NCCL
@@ -277,10 +278,12 @@ Communicator::Communicator(const ProcessGroupOptions& options)
       // a cuBLAS handle) goes to this rank's GPU, not to cuda:0 with a context from every rank.
       c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(m_device);
       m_group = make_nccl(m_store, options);
+      m_algorithm = "nccl";
       return;
     }
 #endif
-    m_group = make_gloo(m_store, options);
+    m_group = make_gloo(m_store, options, m_rank, m_world_size);
+    setup_allreduce(options);
   } catch (const util::Failure&) {
     throw;
   } catch (const std::exception& error) {
@@ -291,7 +294,115 @@ Communicator::Communicator(const ProcessGroupOptions& options)
 
 Communicator::~Communicator() = default;
 
+// Shared memory where a host has two ranks or more; one Gloo group of the hosts' first ranks
+// when there are several hosts. A world where every host has one rank keeps Gloo's ring.
+void Communicator::setup_allreduce(const ProcessGroupOptions& options) {
+  m_algorithm = "gloo";
+  if (options.allreduce == AllreduceRequest::gloo || m_world_size == 1) {
+    return;
+  }
+  const HostLayout layout = exchange_host_layout(*m_store, m_rank, m_world_size);
+  if (layout.largest_host() < 2) {
+    return;
+  }
+  const int host = layout.host_of[static_cast<std::size_t>(m_rank)];
+  const auto host_size = static_cast<int>(layout.hosts[static_cast<std::size_t>(host)].size());
+  const int local = layout.local_index(m_rank);
+  std::string problem;
+  if (host_size >= 2) {
+    try {
+      m_shm = std::make_unique<ShmReducer>(*m_store, fmt::format("{}-h{}", options.group_name, host), local,
+                                           host_size, m_timeout);
+    } catch (const ShmUnavailable& error) {
+      problem = error.what();
+    }
+  }
+  if (!every_host_has_shm(problem, host, local)) {
+    m_shm.reset();
+    return;  // Gloo for everyone: the hosts must agree on one algorithm
+  }
+  if (layout.host_count() > 1 && local == 0) {
+    auto leaders = c10::make_intrusive<c10d::PrefixStore>("expctl-leaders", m_store);
+    m_leaders = make_gloo(leaders, options, host, layout.host_count());
+  }
+  m_algorithm = layout.host_count() > 1 ? "hierarchical" : "shm";
+}
+
+// Every rank says whether its host's segment works; one that does not sends the whole group to
+// Gloo, with one line from the first rank of the host that could not (on stderr: every rank's
+// stderr reaches the supervisor's console and the rank's log).
+bool Communicator::every_host_has_shm(const std::string& problem, int host, int local) {
+  m_store->set(fmt::format("expctl-shm-ok/{}", m_rank), std::vector<std::uint8_t>{problem.empty() ? std::uint8_t{1} : std::uint8_t{0}});
+  if (!problem.empty() && local == 0) {
+    std::cerr << fmt::format("rank {}: shared memory is not usable on host {} ({}); the all-reduce falls back to "
+                             "Gloo: free space there or set EXPCTL_SHM_DIR to another tmpfs\n",
+                             m_rank, host, problem);
+  }
+  for (int rank = 0; rank < m_world_size; ++rank) {
+    if (m_store->get(fmt::format("expctl-shm-ok/{}", rank)).at(0) == 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Communicator::takes_shm_path(const at::Tensor& tensor) const {
+  return (m_shm || m_leaders) && tensor.device().is_cpu() && tensor.is_contiguous() && !tensor.is_sparse();
+}
+
+// Between hosts: every host's first rank gathers every host's sum and adds them in host order
+// (not Gloo's ring order), so the whole reduction has one fixed order for any number of hosts.
+// For two hosts it moves the bytes a ring all-reduce moves.
+void Communicator::leaders_allreduce(at::Tensor& tensor, const std::string& what) {
+  std::vector<at::Tensor> inputs{tensor};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int host = 0; host < m_leaders->getSize(); ++host) {
+    outputs[0].push_back(at::empty_like(tensor));
+  }
+  PendingCollective pending{m_leaders->allgather(outputs, inputs), what};
+  wait_work(pending);
+  at::add_out(tensor, outputs[0][0], outputs[0][1]);
+  for (std::size_t host = 2; host < outputs[0].size(); ++host) {
+    tensor.add_(outputs[0][host]);
+  }
+}
+
+void Communicator::reduce_on_host(Queued& queued) {
+  if (!m_shm) {
+    // The only rank of its host: the same chunks as the other hosts' first ranks send.
+    at::Tensor flat = queued.tensor.view({-1});
+    const std::int64_t per_chunk = chunk_elements(flat);
+    for (std::int64_t begin = 0; begin < flat.numel(); begin += per_chunk) {
+      at::Tensor chunk = flat.narrow(0, begin, std::min(per_chunk, flat.numel() - begin));
+      leaders_allreduce(chunk, queued.what);
+    }
+    return;
+  }
+  ShmReducer::CrossHost cross_host;
+  if (m_leaders) {
+    cross_host = [this, &queued](at::Tensor& chunk) { leaders_allreduce(chunk, queued.what); };
+  } else if (m_algorithm == "hierarchical") {
+    cross_host = [](at::Tensor&) {};  // not this host's first rank: it waits at the barrier
+  }
+  m_shm->allreduce(queued.tensor, queued.what, cross_host);
+}
+
+void Communicator::run_queued(std::uint64_t through) {
+  while (m_shm_done < through) {
+    Queued queued = std::move(m_queue.front());
+    m_queue.erase(m_queue.begin());
+    ++m_shm_done;
+    reduce_on_host(queued);
+  }
+}
+
 PendingCollective Communicator::allreduce_async(at::Tensor& tensor, std::string what) {
+  if (takes_shm_path(tensor)) {
+    ++m_issued;
+    m_queue.push_back(Queued{tensor, what});
+    return PendingCollective{{}, std::move(what), ++m_shm_launched};
+  }
+  flush_queue();
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
@@ -300,6 +411,7 @@ PendingCollective Communicator::allreduce_async(at::Tensor& tensor, std::string 
 }
 
 PendingCollective Communicator::broadcast_async(at::Tensor& tensor, int root, std::string what) {
+  flush_queue();
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
@@ -309,6 +421,22 @@ PendingCollective Communicator::broadcast_async(at::Tensor& tensor, int root, st
 }
 
 void Communicator::wait(PendingCollective& pending) {
+  if (pending.shm_sequence == 0) {
+    wait_work(pending);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_queued(pending.shm_sequence);
+  } catch (...) {
+    m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    throw;
+  }
+  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  pending.shm_sequence = 0;
+}
+
+void Communicator::wait_work(PendingCollective& pending) {
   EXPCTL_ASSERT(pending.work, "waiting on a collective that was never started ({})", pending.what);
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -338,6 +466,7 @@ void Communicator::broadcast(at::Tensor& tensor, int root, std::string what) {
 }
 
 std::vector<at::Tensor> Communicator::allgather(const at::Tensor& tensor, std::string what) {
+  flush_queue();
   std::vector<at::Tensor> inputs{tensor.to(m_device)};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int rank = 0; rank < m_world_size; ++rank) {
@@ -353,6 +482,7 @@ void Communicator::monitored_barrier(const std::string& what) {
   EXPCTL_CHECK(m_backend == Backend::gloo, TrainError,
                "distributed.monitored_barrier_every needs the gloo backend (NCCL has no monitored barrier): set "
                "it to 0, or distributed.backend: gloo");
+  flush_queue();
   c10d::BarrierOptions options;
   options.timeout = m_timeout;
   const auto start = std::chrono::steady_clock::now();
@@ -367,6 +497,7 @@ void Communicator::monitored_barrier(const std::string& what) {
 }
 
 void Communicator::barrier(std::string what) {
+  flush_queue();
   c10d::BarrierOptions options;
   if (m_backend == Backend::nccl) {
     options.device_ids = {m_device.index()};

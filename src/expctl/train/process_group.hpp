@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "expctl/train/compat.hpp"
 
@@ -23,7 +24,10 @@ namespace expctl::train {
 struct PendingCollective {
   c10::intrusive_ptr<c10d::Work> work;
   std::string what;
+  std::uint64_t shm_sequence = 0;  ///< a queued shared-memory all-reduce (1-based); 0: none
 };
+
+class ShmReducer;
 
 /// The local IPv4/IPv6 address this host uses to reach `host` (a connected UDP socket's own
 /// address; nothing is sent). "127.0.0.1" for loopback. Throws TrainError if `host` is unknown.
@@ -48,8 +52,13 @@ class Communicator {
   c10::Device device() const { return m_device; }
   std::chrono::milliseconds timeout() const { return m_timeout; }
 
-  /// Starts an in-place SUM all-reduce of `tensor` (Gloo has no AVG: pre-scale instead).
+  /// Starts an in-place SUM all-reduce of `tensor` (Gloo has no AVG: pre-scale instead). On the
+  /// shared-memory path it is queued and runs, in launch order, when it (or a later one) is
+  /// waited on or another collective starts: one rank never blocks its peers mid-backward.
   PendingCollective allreduce_async(at::Tensor& tensor, std::string what);
+  /// Which all-reduce runs: "shm" (one host), "hierarchical" (shared memory on each host, Gloo
+  /// between hosts), "gloo" or "nccl". It fixes the summation order, so runs record it.
+  const std::string& allreduce_algorithm() const { return m_algorithm; }
   /// Starts an in-place broadcast of `tensor` from `root`.
   PendingCollective broadcast_async(at::Tensor& tensor, int root, std::string what);
   /// Blocks until `pending` completes; throws TrainError "<what> timed out after N s" or
@@ -75,6 +84,19 @@ class Communicator {
   double wait_seconds() const { return m_wait_seconds; }
 
  private:
+  struct Queued {
+    at::Tensor tensor;
+    std::string what;
+  };
+  void setup_allreduce(const ProcessGroupOptions& options);
+  bool every_host_has_shm(const std::string& problem, int host, int local);
+  bool takes_shm_path(const at::Tensor& tensor) const;
+  void run_queued(std::uint64_t through);
+  void flush_queue() { run_queued(m_shm_launched); }
+  void reduce_on_host(Queued& queued);
+  void leaders_allreduce(at::Tensor& tensor, const std::string& what);
+  void wait_work(PendingCollective& pending);
+
   int m_rank;
   int m_world_size;
   Backend m_backend;
@@ -82,6 +104,12 @@ class Communicator {
   std::chrono::milliseconds m_timeout;
   c10::intrusive_ptr<c10d::Store> m_store;
   c10::intrusive_ptr<compat::CollectiveBackend> m_group;
+  std::string m_algorithm;
+  std::unique_ptr<ShmReducer> m_shm;                    ///< the ranks of this host (two or more)
+  c10::intrusive_ptr<compat::CollectiveBackend> m_leaders;  ///< one rank per host (hierarchical)
+  std::vector<Queued> m_queue;                          ///< launched, not yet run (FIFO)
+  std::uint64_t m_shm_launched = 0;
+  std::uint64_t m_shm_done = 0;
   std::int64_t m_issued = 0;
   double m_wait_seconds = 0.0;
 };

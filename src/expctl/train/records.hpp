@@ -6,6 +6,7 @@
 /// Records on the wire are JSON objects whose "t" names the kind:
 ///   {"t":"start","rank","world_size","total_steps","steps_per_epoch","resumed_from"}
 ///   {"t":"step", <every step field>}
+///   {"t":"collectives","rank","allreduce"}   once the process group is up
 ///   {"t":"eval","step","loss","accuracy"}
 ///   {"t":"checkpoint","path","step","sha256","size_bytes"}
 ///   {"t":"remote_steps","rank","rows":[[<step fields in table order>],...]}  rank 0, at the end

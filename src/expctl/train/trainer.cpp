@@ -72,6 +72,7 @@ class Trainer {
     m_schedule = config.schedule;
     m_schedule.total_steps = m_total_steps;
     m_ddp.set_beacon(config.beacon);
+    m_sink.on_collectives(m_comm.allreduce_algorithm());
     // Dropout must differ between ranks (as with per-rank DataLoader workers), reproducibly.
     seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
     if (config.resume && !config.checkpoint_dir.empty()) {

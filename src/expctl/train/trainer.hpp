@@ -32,6 +32,9 @@ class MetricSink {
   /// Rank 0 only, at the end: another rank's steps of this invocation (see
   /// TrainerConfig::report_steps_from_rank).
   virtual void on_remote_steps(int /*rank*/, const std::vector<StepMetrics>& /*steps*/) {}
+  /// Once, when the process group is up: which all-reduce algorithm runs
+  /// (Communicator::allreduce_algorithm).
+  virtual void on_collectives(const std::string& /*allreduce*/) {}
 };
 
 /// How training ended on this rank.

@@ -50,6 +50,10 @@ class RecordingSink final : public MetricSink {
     }
   }
 
+  void on_collectives(const std::string& allreduce) override {
+    m_on_record(json{{"t", "collectives"}, {"rank", m_rank}, {"allreduce", allreduce}});
+  }
+
   void on_checkpoint(const CheckpointFile& file) override {
     m_on_record(json{{"t", "checkpoint"},
                      {"path", file.path.string()},

@@ -13,6 +13,7 @@
 #include "expctl/train/optim.hpp"
 #include "expctl/train/sampler.hpp"
 #include "expctl/util/error.hpp"
+#include "rank_helpers.hpp"
 #include "rank_launcher.hpp"
 #include "support/test_support.hpp"
 
@@ -197,23 +198,13 @@ TEST_CASE("grad scaler: invalid settings are rejected with the setting's name", 
 
 namespace {
 
-ProcessGroupOptions scaler_group(const RankEnv& env) {
-  ProcessGroupOptions options;
-  options.placement.rank = env.rank;
-  options.placement.world_size = env.world_size;
-  options.placement.master_port = static_cast<std::uint16_t>(env.master_port);
-  options.backend = BackendRequest::gloo;
-  options.timeout = std::chrono::seconds(30);
-  return options;
-}
-
 // Five steps on two ranks, growth interval 2, init scale 1024:
 //   step 1 clean; step 2 rank 1 alone gets an inf in its (already reduced) local gradient;
 //   steps 3, 4 clean (growth); step 5 rank 1's loss is inf before backward (reaches rank 0 via SUM).
 EXPCTL_RANK_SCENARIO("scaler_inf_one_rank") {
   torch::manual_seed(5);
   auto model = torch::nn::Linear(4, 2);
-  Communicator comm(scaler_group(env));
+  Communicator comm(expctl::test::gloo_group(env));
   DistributedDataParallel ddp(*model, comm);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
   GradScalerOptions options;
@@ -275,7 +266,7 @@ EXPCTL_RANK_SCENARIO("amp_ddp_cnn") {
   model_options.channels = {4, 8};
   model_options.dense = 16;
   auto model = make_model(model_options);
-  Communicator comm(scaler_group(env));
+  Communicator comm(expctl::test::gloo_group(env));
   DdpOptions ddp_options;
   ddp_options.first_bucket_bytes = 512;
   ddp_options.bucket_cap_bytes = 2048;

@@ -11,12 +11,15 @@
 #include "expctl/train/ddp.hpp"
 #include "expctl/train/store_server.hpp"
 #include "expctl/util/error.hpp"
+#include "rank_helpers.hpp"
 #include "rank_launcher.hpp"
 #include "support/test_support.hpp"
 
 namespace {
 
 using expctl::test::RankEnv;
+using expctl::test::require_bitwise_equal;
+using expctl::test::snapshot;
 using namespace expctl::train;
 
 constexpr int k_batch = 4;       // per rank, per micro-step
@@ -54,16 +57,6 @@ std::pair<torch::Tensor, torch::Tensor> global_batch(int step, std::int64_t rows
   return {x, y};
 }
 
-ProcessGroupOptions group_options(const RankEnv& env) {
-  ProcessGroupOptions options;
-  options.placement.rank = env.rank;
-  options.placement.world_size = env.world_size;
-  options.placement.master_port = static_cast<std::uint16_t>(env.master_port);
-  options.backend = BackendRequest::gloo;
-  options.timeout = std::chrono::seconds(30);
-  return options;
-}
-
 // Small caps so the 3-layer models get several buckets and the async path is exercised.
 DdpOptions small_buckets(GradCompression compression = GradCompression::none) {
   DdpOptions options;
@@ -71,14 +64,6 @@ DdpOptions small_buckets(GradCompression compression = GradCompression::none) {
   options.bucket_cap_bytes = 1024;
   options.compression = compression;
   return options;
-}
-
-std::vector<torch::Tensor> snapshot(const torch::nn::Module& model) {
-  std::vector<torch::Tensor> params;
-  for (const auto& p : model.parameters()) {
-    params.push_back(p.detach().clone());
-  }
-  return params;
 }
 
 // Single-process reference: every step sees the whole global batch at once.
@@ -105,7 +90,7 @@ void distributed_training(const RankEnv& env, bool tied, GradCompression compres
                           ZeroGrad zero = ZeroGrad::optimizer) {
   torch::manual_seed(100 + static_cast<std::uint64_t>(env.rank));
   TiedNet model(tied);
-  Communicator comm(group_options(env));
+  Communicator comm(expctl::test::gloo_group(env));
   DistributedDataParallel ddp(*model, comm, small_buckets(compression));
   REQUIRE(ddp.bucket_assignment().size() >= 2);  // several buckets: the async path runs
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
@@ -139,25 +124,12 @@ void distributed_training(const RankEnv& env, bool tied, GradCompression compres
               (env.dir / fmt::format("count{}.pt", env.rank)).string());
 }
 
-std::vector<torch::Tensor> load(const std::filesystem::path& path) {
-  std::vector<torch::Tensor> tensors;
-  torch::load(tensors, path.string());
-  return tensors;
-}
-
 void require_close(const std::vector<torch::Tensor>& actual, const std::vector<torch::Tensor>& expected,
                    double rtol, double atol) {
   REQUIRE(actual.size() == expected.size());
   for (std::size_t i = 0; i < actual.size(); ++i) {
     INFO("parameter " << i << " max |diff| " << (actual[i] - expected[i]).abs().max().item<float>());
     CHECK(torch::allclose(actual[i], expected[i], rtol, atol));
-  }
-}
-
-void require_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    CHECK(torch::equal(a[i], b[i]));
   }
 }
 
@@ -174,11 +146,11 @@ EXPCTL_RANK_SCENARIO("ddp_grads_to_none") {
 void check_equivalence(const char* scenario, bool tied, double rtol, double atol) {
   expctl::test::TempDir dir;
   expctl::test::run_ranks_successfully(scenario, 2, dir.path());
-  const auto rank0 = load(dir / "params0.pt");
-  const auto rank1 = load(dir / "params1.pt");
+  const auto rank0 = expctl::test::load_tensors(dir / "params0.pt");
+  const auto rank1 = expctl::test::load_tensors(dir / "params1.pt");
   require_bitwise_equal(rank0, rank1);  // replicas never drift apart
   require_close(rank0, reference_training(tied, 2 * k_batch), rtol, atol);
-  const auto counts = load(dir / "count0.pt").at(0);
+  const auto counts = expctl::test::load_tensors(dir / "count0.pt").at(0);
   CHECK(counts[0].item<std::int64_t>() == (tied ? 7 : 8));  // parameters under DDP, tied ones once
   CHECK(counts[1].item<std::int64_t>() >= k_steps);          // >= 1 bucket in flight during backward
 }
@@ -209,7 +181,7 @@ namespace {
 EXPCTL_RANK_SCENARIO("ddp_accumulation") {
   torch::manual_seed(100 + static_cast<std::uint64_t>(env.rank));
   TiedNet model(false);
-  Communicator comm(group_options(env));
+  Communicator comm(expctl::test::gloo_group(env));
   DistributedDataParallel ddp(*model, comm, small_buckets());
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   std::int64_t non_boundary_collectives = 0;
@@ -247,12 +219,12 @@ TEST_CASE("ddp: k micro-batches of b equal one batch of k*b, with no all-reduce 
   expctl::test::TempDir dir;
   expctl::test::run_ranks_successfully("ddp_accumulation", 2, dir.path());
   for (int rank = 0; rank < 2; ++rank) {
-    const auto counts = load(dir / fmt::format("count{}.pt", rank)).at(0);
+    const auto counts = expctl::test::load_tensors(dir / fmt::format("count{}.pt", rank)).at(0);
     CHECK(counts[0].item<std::int64_t>() == 0);                          // nothing sent on micro-steps
     CHECK(counts[1].item<std::int64_t>() == k_steps * counts[2].item<std::int64_t>());  // every bucket once
   }
-  const auto rank0 = load(dir / "params0.pt");
-  require_bitwise_equal(rank0, load(dir / "params1.pt"));
+  const auto rank0 = expctl::test::load_tensors(dir / "params0.pt");
+  require_bitwise_equal(rank0, expctl::test::load_tensors(dir / "params1.pt"));
   require_close(rank0, reference_training(false, 2 * k_batch * k_accum), 1e-5, 1e-6);
 }
 
@@ -260,7 +232,7 @@ namespace {
 
 // Rank 1 joins but never issues the collective: rank 0 must fail with the operation's name.
 EXPCTL_RANK_SCENARIO("comm_timeout") {
-  auto options = group_options(env);
+  auto options = expctl::test::gloo_group(env);
   options.timeout = std::chrono::seconds(2);
   options.rendezvous_timeout = std::chrono::seconds(60);  // a loaded machine may start rank 1 late
   Communicator comm(options);
@@ -298,7 +270,7 @@ namespace {
 EXPCTL_RANK_SCENARIO("ddp_views_and_votes") {
   torch::manual_seed(100);
   TiedNet model(false);
-  Communicator comm(group_options(env));
+  Communicator comm(expctl::test::gloo_group(env));
   DistributedDataParallel ddp(*model, comm, small_buckets());
   std::vector<const void*> buffers;
   for (const auto& param : ddp.parameters()) {
@@ -345,7 +317,7 @@ TEST_CASE("ddp: gradients are bucket slices, and stop votes travel with the last
   expctl::test::TempDir dir;
   expctl::test::run_ranks_successfully("ddp_views_and_votes", 2, dir.path());
   for (int rank = 0; rank < 2; ++rank) {
-    const auto saved = load(dir / fmt::format("votes{}.pt", rank));
+    const auto saved = expctl::test::load_tensors(dir / fmt::format("votes{}.pt", rank));
     CHECK(torch::equal(saved.at(0), torch::tensor({0, 0, 1, 0}, torch::kLong)));
     CHECK(saved.at(1)[0].item<std::int64_t>() == 4 * saved.at(1)[1].item<std::int64_t>());
   }
@@ -360,7 +332,7 @@ EXPCTL_RANK_SCENARIO("comm_agent_store") {
   if (env.rank == 0) {
     agent = std::make_unique<StoreServer>(static_cast<std::uint16_t>(env.master_port), std::chrono::seconds(30));
   }
-  auto options = group_options(env);
+  auto options = expctl::test::gloo_group(env);
   options.placement.agent_store = true;
   Communicator comm(options);
   auto tensor = torch::full({3}, static_cast<float>(env.rank + 1));
@@ -371,7 +343,7 @@ EXPCTL_RANK_SCENARIO("comm_agent_store") {
 
 // A single node's ranks share a FileStore: no port at all.
 EXPCTL_RANK_SCENARIO("comm_file_store") {
-  auto options = group_options(env);
+  auto options = expctl::test::gloo_group(env);
   options.placement.master_port = 1;  // never used with a rendezvous file
   options.placement.rendezvous_file = (env.dir / "rendezvous").string();
   Communicator comm(options);
@@ -434,7 +406,8 @@ TEST_CASE("unique_parameters lists a tied parameter once, at its first position"
 TEST_CASE("grad compression and backend names parse, and unknown ones are named", "[train][ddp]") {
   CHECK(parse_grad_compression("fp16") == GradCompression::fp16);
   CHECK(parse_grad_compression("none") == GradCompression::none);
-  CHECK_THROWS_WITH(parse_grad_compression("int8"), "unknown grad_compression \"int8\": use none or fp16");
+  CHECK(parse_grad_compression("powersgd") == GradCompression::powersgd);
+  CHECK_THROWS_WITH(parse_grad_compression("int8"), "unknown grad_compression \"int8\": use none, fp16 or powersgd");
   CHECK(parse_backend_request("auto") == BackendRequest::auto_select);
   CHECK(resolve_backend(BackendRequest::gloo) == Backend::gloo);
   CHECK_THROWS_WITH(parse_backend_request("mpi"), "unknown distributed backend \"mpi\": use auto, gloo or nccl");
@@ -465,7 +438,7 @@ namespace {
 // Rank 1 leaves right after joining: rank 0's next collective fails at once, naming itself,
 // instead of waiting for the (long) timeout.
 EXPCTL_RANK_SCENARIO("comm_peer_exit") {
-  auto options = group_options(env);
+  auto options = expctl::test::gloo_group(env);
   options.timeout = std::chrono::seconds(120);
   Communicator comm(options);
   // Both meshes fully connected before rank 1 leaves (else rank 0 may fail while still joining).

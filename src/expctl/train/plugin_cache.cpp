@@ -1,0 +1,84 @@
+#include "expctl/train/plugin_cache.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "expctl/train/plugin_api.hpp"
+#include "expctl/util/atomic_file.hpp"
+#include "expctl/util/cache_dir.hpp"
+#include "expctl/util/sha256.hpp"
+
+namespace expctl::train::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// "size:mtime-ns" of a file, or empty when it cannot be read.
+std::string identity_of(const fs::path& file) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) {
+    return "";
+  }
+  return fmt::format("{}:{}", info.st_size, info.st_mtim.tv_sec * 1'000'000'000LL + info.st_mtim.tv_nsec);
+}
+
+std::optional<fs::path> entry_for(const fs::path& plugin) {
+  const auto directory = util::cache_directory();
+  const std::string plugin_identity = identity_of(plugin);
+  if (!directory || plugin_identity.empty()) {
+    return std::nullopt;
+  }
+  const char* library_path = std::getenv("LD_LIBRARY_PATH");
+  const std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}", fs::absolute(plugin).string(), plugin_identity,
+                                                       library_path != nullptr ? library_path : "", build_id()));
+  return *directory / "torch-fields" / (key + ".json");
+}
+
+}  // namespace
+
+std::optional<TorchFields> cached_torch_fields(const fs::path& plugin) {
+  const auto entry = entry_for(plugin);
+  if (!entry) {
+    return std::nullopt;
+  }
+  std::ifstream in(*entry);
+  std::stringstream text;
+  text << in.rdbuf();
+  const json cached = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!cached.is_object() || !cached.contains("fields") || !cached["fields"].is_object()) {
+    return std::nullopt;
+  }
+  TorchFields fields;
+  for (const auto& [name, value] : cached["fields"].items()) {
+    if (!value.is_string()) {
+      return std::nullopt;
+    }
+    fields[name] = value.get<std::string>();
+  }
+  const auto library = fields.find("library");
+  if (library == fields.end() || identity_of(library->second) != cached.value("library_identity", "")) {
+    return std::nullopt;  // LibTorch moved, was replaced or updated since
+  }
+  return fields;
+}
+
+void cache_torch_fields(const fs::path& plugin, const TorchFields& fields) {
+  const auto entry = entry_for(plugin);
+  const auto library = fields.find("library");
+  if (!entry || library == fields.end() || identity_of(library->second).empty()) {
+    return;
+  }
+  std::error_code error;
+  fs::create_directories(entry->parent_path(), error);
+  const json cached = {{"fields", fields}, {"library_identity", identity_of(library->second)}};
+  (void)util::write_file_atomic(*entry, cached.dump(1) + "\n");
+}
+
+}  // namespace expctl::train::plugin
