@@ -16,6 +16,11 @@
 #   --powersgd-warmup W  ... and its plain warm-up steps (default 10), the same for both programs
 #   --no-torch           expctl only (also chosen, with a warning, when Debian's python3-torch is
 #                        missing)
+#   --ranks-per-host N   expctl ranks per namespace (default 1); with 2 or more the all-reduce is
+#                        hierarchical (shared memory in each namespace, the link between them),
+#                        PyTorch is left out, and configuration fp32-gloo (flat Gloo ring over all
+#                        ranks, distributed.allreduce=gloo) is there to compare with
+#   --configs A,B        only these configurations (default: all)
 #
 # Configurations: fp32 (plain all-reduce), fp16 (expctl distributed.grad_compression=fp16, torch
 # fp16_compress_hook), accum4 (train.grad_accum_steps=4, torch no_sync on 3 of 4 micro-batches),
@@ -36,6 +41,8 @@ rate=100mbit
 psgd_rank=1
 psgd_warmup=10
 torch=1
+per_host=1
+only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --expctl) expctl="$2"; shift 2 ;;
@@ -45,7 +52,9 @@ while [[ $# -gt 0 ]]; do
     --powersgd-rank) psgd_rank="$2"; shift 2 ;;
     --powersgd-warmup) psgd_warmup="$2"; shift 2 ;;
     --no-torch) torch=0; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --ranks-per-host) per_host="$2"; shift 2 ;;
+    --configs) only="$2"; shift 2 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "two_host_link.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +64,7 @@ fi
 [[ -x "$expctl" ]] || { echo "two_host_link.sh: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
 [[ "$(id -u)" == 0 ]] || { echo "two_host_link.sh: needs root for ip netns and tc (run with sudo)" >&2; exit 2; }
 python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first in PATH has no torch
+[[ "$per_host" == 1 ]] || torch=0  # torch_ddp.py runs one rank per host
 if [[ "$torch" == 1 ]] && ! "$python" -c 'import torch' 2>/dev/null; then
   echo "two_host_link.sh: warning: $python has no torch (apt install python3-torch): expctl only" >&2
   torch=0
@@ -120,7 +130,7 @@ two_ranks() {  # out-prefix, command for rank 0..., "--", command for rank 1...
 expctl_pair() {  # name, --set ... (each as "--set" "k=v")
   local name="$1"; shift
   next_port
-  local common=(--set distributed.nproc_per_node=1 --set "train.max_steps=$steps" "$@" --nnodes 2
+  local common=(--set "distributed.nproc_per_node=$per_host" --set "train.max_steps=$steps" "$@" --nnodes 2
                 --master-addr "$addr_a" --master-port "$port" --format json)
   two_ranks "$work/$name" \
     "$expctl" --db "$work/$name.a.db" -q run "$here/fashion-mlp.yaml" "${common[@]}" --node-rank 0 -- \
@@ -140,9 +150,12 @@ torch_pair() {  # name, torch_ddp.py options ...
 }
 
 configs=(fp32 fp16 accum4 fp16+accum4 powersgd)
+[[ "$per_host" == 1 ]] || configs=(fp32 fp32-gloo "${configs[@]:1}")
+[[ -z "$only" ]] || IFS=, read -r -a configs <<<"$only"
 expctl_sets() {
   case "$1" in
     fp32) ;;
+    fp32-gloo) echo --set distributed.allreduce=gloo ;;
     fp16) echo --set distributed.grad_compression=fp16 ;;
     accum4) echo --set train.grad_accum_steps=4 ;;
     fp16+accum4) echo --set distributed.grad_compression=fp16 --set train.grad_accum_steps=4 ;;
@@ -168,7 +181,7 @@ row() {  # label, expctl samples/s, torch samples/s, expctl accuracy, torch accu
            sprintf("%.4f", ea), (ta == "nan") ? "-" : sprintf("%.4f", ta) }'
 }
 
-echo "two hosts (namespaces), $rate each way, 1 rank each, mlp on Fashion-MNIST, $steps steps, batch 64 per rank"
+echo "two hosts (namespaces), $rate each way, $per_host rank(s) each, mlp on Fashion-MNIST, $steps steps, batch 64 per rank"
 printf '%-16s %12s %12s %8s %9s %9s\n' configuration "expctl sps" "torch sps" ratio "expctl acc" "torch acc"
 declare -A all_e all_t all_ea all_ta
 for config in "${configs[@]}"; do
