@@ -361,6 +361,24 @@ std::string suggestion_for(std::string_view section, const std::string& candidat
   return candidate;
 }
 
+std::optional<std::string> suggest_field_path(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  const std::string section = dot == std::string::npos ? "" : path.substr(0, dot);
+  if (section.empty() || is_section(section)) {
+    const std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
+    if (const auto name = util::closest_match(leaf, suggestion_candidates(section))) {
+      const std::string real = suggestion_for(section, *name);
+      return section.empty() ? real : section + "." + real;
+    }
+    return std::nullopt;
+  }
+  std::vector<std::string> paths;
+  for (const Field& field : fields()) {
+    paths.emplace_back(field.path);
+  }
+  return util::closest_match(path, paths);
+}
+
 std::vector<std::string> choices_of(const Field& field) {
   return util::split(field.choices, '|');
 }

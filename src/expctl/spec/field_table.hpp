@@ -4,6 +4,7 @@
 /// adding a field is one line in field_table.cpp.
 
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,6 +82,11 @@ std::vector<std::string> suggestion_candidates(std::string_view section);
 
 /// The real name for a candidate returned by suggestion_candidates() (itself unless a synonym).
 std::string suggestion_for(std::string_view section, const std::string& candidate);
+
+/// The field a mistyped path probably meant, for "did you mean": "optim.lerning_rate" ->
+/// "optim.lr" (the last name matched within its section, synonyms included); a path whose
+/// section is unknown is matched against every field path. nullopt when nothing is close.
+std::optional<std::string> suggest_field_path(const std::string& path);
 
 /// The allowed choices of a choice field, in table order.
 std::vector<std::string> choices_of(const Field& field);

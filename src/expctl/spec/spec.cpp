@@ -257,30 +257,10 @@ class SpecBuilder {
                          util::join(child_names(path), ", "));
     }
     std::string message = fmt::format("unknown field {}", util::quoted(path));
-    if (const auto suggestion = suggest_path(path)) {
+    if (const auto suggestion = suggest_field_path(path)) {
       message += fmt::format(" (did you mean {}?)", util::quoted(*suggestion));
     }
     return message;
-  }
-
-  // "optim.lerning_rate" -> "optim.lr": the last name is matched within its section (synonyms
-  // included); a path with an unknown section is matched against every field path.
-  static std::optional<std::string> suggest_path(const std::string& path) {
-    const size_t dot = path.rfind('.');
-    const std::string section = dot == std::string::npos ? "" : path.substr(0, dot);
-    if (section.empty() || is_section(section)) {
-      const std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
-      if (const auto name = util::closest_match(leaf, suggestion_candidates(section))) {
-        const std::string real = suggestion_for(section, *name);
-        return section.empty() ? real : section + "." + real;
-      }
-      return std::nullopt;
-    }
-    std::vector<std::string> paths;
-    for (const Field& field : fields()) {
-      paths.emplace_back(field.path);
-    }
-    return util::closest_match(path, paths);
   }
 
   void fill_derived_defaults() {

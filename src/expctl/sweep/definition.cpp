@@ -52,14 +52,6 @@ std::string default_name(const fs::path& file) {
   return name.empty() ? "sweep" : name.substr(0, 100);
 }
 
-std::vector<std::string> field_paths() {
-  std::vector<std::string> paths;
-  for (const spec::Field& field : spec::fields()) {
-    paths.emplace_back(field.path);
-  }
-  return paths;
-}
-
 class Reader {
  public:
   Reader(const fs::path& file, std::vector<util::Diagnostic>& diagnostics) : m_file(file), m_out(diagnostics) {
@@ -223,24 +215,10 @@ class Reader {
                          util::join(spec::child_names(path), ", "));
     }
     std::string message = fmt::format("unknown spec field {}", util::quoted(path));
-    if (const auto suggestion = suggest_path(path)) {
+    if (const auto suggestion = spec::suggest_field_path(path)) {
       message += fmt::format(" (did you mean {}?)", util::quoted(*suggestion));
     }
     return message;
-  }
-
-  // As `--set` does: the last name within its section (synonyms too), else the closest path.
-  static std::optional<std::string> suggest_path(const std::string& path) {
-    const size_t dot = path.rfind('.');
-    const std::string section = dot == std::string::npos ? "" : path.substr(0, dot);
-    if (section.empty() || spec::is_section(section)) {
-      const std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
-      if (const auto name = util::closest_match(leaf, spec::suggestion_candidates(section))) {
-        const std::string real = spec::suggestion_for(section, *name);
-        return section.empty() ? real : section + "." + real;
-      }
-    }
-    return util::closest_match(path, field_paths());
   }
 
   void read_field(const spec::Field& field, const YamlNode& key, const YamlNode& value, Block block) {
