@@ -41,7 +41,8 @@ RunDetails read_details(const store::Store& db, const std::string& selector) {
   details.ranks = db.ranks(run.id);
   details.artifacts = db.artifacts(run.id);
   details.metrics = db.metric_series(run.id);
-  details.phases = compare::run_phases(db, run);
+  details.phases =
+      compare::run_phases(db, run.id, nlohmann::json::parse(run.summary_json, nullptr, /*allow_exceptions=*/false));
   return details;
 }
 

@@ -232,7 +232,7 @@ RunData load_run(const store::Store& store, const store::RunRecord& run, const L
   const std::int64_t warmup = warmup_of(data.summary, static_cast<std::int64_t>(data.loss.size()));
   data.samples[k_throughput_series] = combine_ranks(store.series_columns(run.id, k_throughput_series, warmup), true);
   load_timing_fallbacks(store, data, warmup);
-  data.phases = run_phases(store, run);
+  data.phases = run_phases(store, run.id, data.summary);  // the summary history_run parsed
   if (options.straggler_timeline) {
     data.straggler = straggler_timeline(store, run.id);
   }

@@ -113,14 +113,13 @@ std::optional<std::vector<RankPhases>> phases_from_json(const nlohmann::json& su
   return rows;
 }
 
-std::vector<RankPhases> run_phases(const store::Store& store, const store::RunRecord& run) {
-  const auto summary = nlohmann::json::parse(run.summary_json, nullptr, /*allow_exceptions=*/false);
+std::vector<RankPhases> run_phases(const store::Store& store, const std::string& run_id, const nlohmann::json& summary) {
   if (summary.is_object()) {
     if (auto rows = phases_from_json(summary)) {
       return std::move(*rows);
     }
   }
-  return phase_breakdown(store, run.id);
+  return phase_breakdown(store, run_id);
 }
 
 StragglerTimeline straggler_timeline(const store::Store& store, const std::string& run_id) {

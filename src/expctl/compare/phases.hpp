@@ -49,8 +49,8 @@ nlohmann::json phases_json(const std::vector<RankPhases>& phases);
 /// summary without them (runs of older versions, hand-made stores).
 std::optional<std::vector<RankPhases>> phases_from_json(const nlohmann::json& summary);
 
-/// The run's rows: from its summary when it has them, else from the stored series.
-std::vector<RankPhases> run_phases(const store::Store& store, const store::RunRecord& run);
+/// The run's rows: from its (parsed) summary when it has them, else from the stored series.
+std::vector<RankPhases> run_phases(const store::Store& store, const std::string& run_id, const nlohmann::json& summary);
 
 /// The job's straggler score per step: the slowest rank's (max over ranks); empty for one rank.
 struct StragglerTimeline {

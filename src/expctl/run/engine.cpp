@@ -171,7 +171,7 @@ void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
 // `expctl resume` takes it.
 
 RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
-                   std::optional<double> time_to_first_step, const std::optional<std::string>& allreduce) {
+                   const RunFacts& facts) {
   const auto& run = invocation.run;
   RunResult result;
   result.exit_code = verdict.exit_code;
@@ -184,11 +184,12 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
       previous = json::object();
     }
     result.summary = compute_summary(store, run.id, previous, seconds_since(process_start()),
-                                     invocation.resume ? std::nullopt : time_to_first_step);
+                                     invocation.resume ? std::nullopt : facts.time_to_first_step);
     const json& distributed = invocation.resolved.spec.at("distributed");
     // Which all-reduce ran: it fixes the summation order (a resume keeps the first one's name
     // when this invocation ended before its ranks reported).
-    result.summary["allreduce"] = allreduce ? json(*allreduce) : previous.value("allreduce", json(nullptr));
+    result.summary["allreduce"] =
+        facts.allreduce ? json(*facts.allreduce) : previous.value("allreduce", json(nullptr));
     result.summary["world_size"] =
         distributed.at("nnodes").get<std::int64_t>() * distributed.at("nproc_per_node").get<std::int64_t>();
     if (!invocation.drift.empty()) {
@@ -291,8 +292,7 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, Conso
 
 struct Supervised {
   Verdict verdict;
-  std::optional<double> time_to_first_step;
-  std::optional<std::string> allreduce;
+  RunFacts facts;
 };
 
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console) {
@@ -324,15 +324,14 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   }
   console.finish();
   recorder.drain();
-  result.time_to_first_step = recorder.time_to_first_step();
-  result.allreduce = recorder.allreduce();
+  result.facts = recorder.facts();
   return result;  // the recorder's thread ends here, before anyone else uses the store
 }
 
 RunResult supervise(store::Store& store, const Invocation& invocation) {
   Console console(invocation.quiet);
   const auto supervised = run_supervisor(store, invocation, console);
-  return conclude(store, invocation, supervised.verdict, supervised.time_to_first_step, supervised.allreduce);
+  return conclude(store, invocation, supervised.verdict, supervised.facts);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -408,19 +407,17 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   config.checkpoint_dir = invocation.run.run_dir / "checkpoints";
   Console console(request.quiet);
   Verdict verdict;
-  std::optional<double> first_step;
-  std::optional<std::string> allreduce;
+  RunFacts facts;
   {
     Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
     export_tensorboard(recorder, store, invocation, identity.world_size);
     verdict = train_as_rank_zero(config, recorder);
     console.finish();
     recorder.drain();
-    first_step = recorder.time_to_first_step();
-    allreduce = recorder.allreduce();
+    facts = recorder.facts();
   }
   store.update_rank(invocation.run.id, 0, verdict.status, util::to_int(verdict.exit_code), std::nullopt);
-  return conclude(store, invocation, verdict, first_step, allreduce);
+  return conclude(store, invocation, verdict, facts);
 }
 
 // ---------------------------------------------------------------------------------------------

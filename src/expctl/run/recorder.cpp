@@ -103,7 +103,7 @@ void Recorder::on_json(int rank, const json& record) {
     on_checkpoint(record);
   } else if (kind == "collectives" && rank == 0 && record.contains("allreduce")) {
     std::lock_guard lock(m_mutex);
-    m_allreduce = record.value("allreduce", std::string());
+    m_facts.allreduce = record.value("allreduce", std::string());
   } else if (kind == "start" && rank == 0) {
     m_console.set_world_size(record.value("world_size", 1));
     m_console.set_total(record.value("total_steps", std::int64_t{0}));
@@ -134,8 +134,8 @@ void Recorder::on_step(int rank, const train::StepMetrics& step) {
   hold(rank, step);
   if (rank == 0) {
     std::lock_guard lock(m_mutex);
-    if (!m_time_to_first_step) {
-      m_time_to_first_step = seconds_since(m_start) - step.step_time_s;
+    if (!m_facts.time_to_first_step) {
+      m_facts.time_to_first_step = seconds_since(m_start) - step.step_time_s;
     }
   }
   if (rank == 0) {
@@ -306,14 +306,9 @@ std::optional<std::string> Recorder::fatal_error() const {
   return m_fatal;
 }
 
-std::optional<double> Recorder::time_to_first_step() const {
+RunFacts Recorder::facts() const {
   std::lock_guard lock(m_mutex);
-  return m_time_to_first_step;
-}
-
-std::optional<std::string> Recorder::allreduce() const {
-  std::lock_guard lock(m_mutex);
-  return m_allreduce;
+  return m_facts;
 }
 
 std::optional<Divergence> Recorder::divergence() const {

@@ -60,6 +60,12 @@ inline constexpr std::string_view k_straggler_metric = compare::k_straggler_seri
 /// empty unless at least 2 and at least `expected` ranks reported.
 std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& ranks, int expected);
 
+/// What the ranks reported about the run as a whole, for its summary.
+struct RunFacts {
+  std::optional<double> time_to_first_step;  ///< seconds from process start to rank 0's first optimizer step
+  std::optional<std::string> allreduce;      ///< the all-reduce rank 0 ran ("shm", "hierarchical", "gloo", "nccl")
+};
+
 class Recorder {
  public:
   using Write = std::function<void(store::Store&)>;
@@ -92,10 +98,8 @@ class Recorder {
   /// The writer's fatal error message, once there was one.
   std::optional<std::string> fatal_error() const;
 
-  /// Seconds from process start to the beginning of rank 0's first optimizer step.
-  std::optional<double> time_to_first_step() const;
-  /// The all-reduce algorithm rank 0 reported ("shm", "hierarchical", "gloo", "nccl").
-  std::optional<std::string> allreduce() const;
+  /// What the ranks reported about the run as a whole (RunFacts).
+  RunFacts facts() const;
   /// The first non-finite step reported, if any.
   std::optional<Divergence> divergence() const;
   /// The last step each rank reported (local and remote ranks).
@@ -141,8 +145,7 @@ class Recorder {
   std::optional<std::chrono::steady_clock::time_point> m_locked_noted;
   bool m_done = false;
   std::optional<std::string> m_fatal;
-  std::optional<double> m_time_to_first_step;
-  std::optional<std::string> m_allreduce;
+  RunFacts m_facts;
   std::optional<Divergence> m_divergence;
   std::map<int, std::int64_t> m_steps;
   std::shared_ptr<tensorboard::LiveExport> m_tensorboard;  // used by the writer thread only

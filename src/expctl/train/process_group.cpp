@@ -325,7 +325,8 @@ void Communicator::setup_allreduce(const ProcessGroupOptions& options) {
     auto leaders = c10::make_intrusive<c10d::PrefixStore>("expctl-leaders", m_store);
     m_leaders = make_gloo(leaders, options, host, layout.host_count());
   }
-  m_algorithm = layout.host_count() > 1 ? "hierarchical" : "shm";
+  m_across_hosts = layout.host_count() > 1;
+  m_algorithm = m_across_hosts ? "hierarchical" : "shm";
 }
 
 // Every rank says whether its host's segment works; one that does not sends the whole group to
@@ -370,18 +371,17 @@ void Communicator::leaders_allreduce(at::Tensor& tensor, const std::string& what
 void Communicator::reduce_on_host(Queued& queued) {
   if (!m_shm) {
     // The only rank of its host: the same chunks as the other hosts' first ranks send.
-    at::Tensor flat = queued.tensor.view({-1});
-    const std::int64_t per_chunk = chunk_elements(flat);
-    for (std::int64_t begin = 0; begin < flat.numel(); begin += per_chunk) {
-      at::Tensor chunk = flat.narrow(0, begin, std::min(per_chunk, flat.numel() - begin));
+    const at::Tensor flat = queued.tensor.view({-1});
+    for_each_chunk(flat, [&](std::int64_t begin, std::int64_t count) {
+      at::Tensor chunk = flat.narrow(0, begin, count);
       leaders_allreduce(chunk, queued.what);
-    }
+    });
     return;
   }
   ShmReducer::CrossHost cross_host;
   if (m_leaders) {
     cross_host = [this, &queued](at::Tensor& chunk) { leaders_allreduce(chunk, queued.what); };
-  } else if (m_algorithm == "hierarchical") {
+  } else if (m_across_hosts) {
     cross_host = [](at::Tensor&) {};  // not this host's first rank: it waits at the barrier
   }
   m_shm->allreduce(queued.tensor, queued.what, cross_host);
@@ -390,7 +390,7 @@ void Communicator::reduce_on_host(Queued& queued) {
 void Communicator::run_queued(std::uint64_t through) {
   while (m_shm_done < through) {
     Queued queued = std::move(m_queue.front());
-    m_queue.erase(m_queue.begin());
+    m_queue.pop_front();
     ++m_shm_done;
     reduce_on_host(queued);
   }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,9 +106,10 @@ class Communicator {
   c10::intrusive_ptr<c10d::Store> m_store;
   c10::intrusive_ptr<compat::CollectiveBackend> m_group;
   std::string m_algorithm;
+  bool m_across_hosts = false;                          ///< hierarchical: a step between hosts
   std::unique_ptr<ShmReducer> m_shm;                    ///< the ranks of this host (two or more)
   c10::intrusive_ptr<compat::CollectiveBackend> m_leaders;  ///< one rank per host (hierarchical)
-  std::vector<Queued> m_queue;                          ///< launched, not yet run (FIFO)
+  std::deque<Queued> m_queue;                           ///< launched, not yet run (FIFO)
   std::uint64_t m_shm_launched = 0;
   std::uint64_t m_shm_done = 0;
   std::int64_t m_issued = 0;

@@ -307,10 +307,7 @@ void ShmReducer::allreduce(at::Tensor& tensor, const std::string& what, const Cr
   EXPCTL_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), TrainError,
                "{}: the shared-memory all-reduce takes contiguous CPU tensors", what);
   at::Tensor flat = tensor.view({-1});
-  const std::int64_t per_chunk = chunk_elements(flat);
-  for (std::int64_t begin = 0; begin < flat.numel(); begin += per_chunk) {
-    reduce_chunk(flat, begin, std::min(per_chunk, flat.numel() - begin), what, cross_host);
-  }
+  for_each_chunk(flat, [&](std::int64_t begin, std::int64_t count) { reduce_chunk(flat, begin, count, what, cross_host); });
 }
 
 }  // namespace expctl::train

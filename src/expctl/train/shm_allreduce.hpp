@@ -22,6 +22,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -58,10 +59,15 @@ HostLayout exchange_host_layout(c10d::Store& store, int rank, int world_size);
 /// Bytes of one rank's slot: tensors above it are reduced chunk by chunk.
 inline constexpr std::size_t k_shm_slot_bytes = std::size_t{4} << 20;
 
-/// Elements of `tensor` per chunk: every rank of a hierarchical group, the only rank of a host
-/// included, must cut a tensor into the same chunks (one Gloo all-reduce between hosts each).
-inline std::int64_t chunk_elements(const at::Tensor& tensor) {
-  return static_cast<std::int64_t>(k_shm_slot_bytes / tensor.element_size());
+/// Calls `reduce(begin, count)` for each slot-sized chunk of the flat tensor `flat`. Every rank
+/// of a hierarchical group, the only rank of a host included, cuts a tensor into these same
+/// chunks (one exchange between hosts each).
+template <typename Reduce>
+void for_each_chunk(const at::Tensor& flat, Reduce&& reduce) {
+  const auto per_chunk = static_cast<std::int64_t>(k_shm_slot_bytes / flat.element_size());
+  for (std::int64_t begin = 0; begin < flat.numel(); begin += per_chunk) {
+    reduce(begin, std::min(per_chunk, flat.numel() - begin));
+  }
 }
 
 /// Shared memory cannot be used on this host (no space, no /dev/shm, ranks that do not share it);

@@ -75,13 +75,14 @@ TEST_CASE("phases_json and phases_from_json round-trip every field, a missing sc
 
 TEST_CASE("run_phases reads the summary's rows when it has them and the stored series when it does not") {
   Fixture f;
-  CHECK(run_phases(f.db, f.reread())[1].shares.backward == Approx(0.6));  // no phases in the summary
+  CHECK(run_phases(f.db, f.run.id, json::parse(f.reread().summary_json))[1].shares.backward ==
+        Approx(0.6));  // no phases in the summary
   auto rows = phase_breakdown(f.db, f.run.id);
   rows[1].shares.backward = 0.25;  // differs from the series: proves which one was read
   json summary = json::parse(f.reread().summary_json);
   summary["phases"] = phases_json(rows);
   f.db.set_summary(f.run.id, summary.dump());
-  CHECK(run_phases(f.db, f.reread())[1].shares.backward == Approx(0.25));
+  CHECK(run_phases(f.db, f.run.id, summary)[1].shares.backward == Approx(0.25));
   CHECK(load_run(f.db, f.reread()).phases[1].shares.backward == Approx(0.25));
 }
 
