@@ -18,13 +18,13 @@ constexpr std::uint32_t k_idx_labels_magic = 0x00000801;  // unsigned bytes, 1 d
 constexpr std::int64_t k_cifar_side = 32;
 constexpr std::int64_t k_cifar_record = 1 + 3 * k_cifar_side * k_cifar_side;  // label byte + CHW pixels
 
-std::uint32_t big_endian_u32(const std::vector<std::uint8_t>& bytes, std::size_t offset) {
+std::uint32_t big_endian_u32(const SharedBytes& bytes, std::size_t offset) {
   return (std::uint32_t{bytes[offset]} << 24) | (std::uint32_t{bytes[offset + 1]} << 16) |
          (std::uint32_t{bytes[offset + 2]} << 8) | std::uint32_t{bytes[offset + 3]};
 }
 
 // Checks an IDX header and the payload size; returns the dimensions.
-std::vector<std::int64_t> idx_dimensions(const std::vector<std::uint8_t>& bytes, const fs::path& path,
+std::vector<std::int64_t> idx_dimensions(const SharedBytes& bytes, const fs::path& path,
                                          std::uint32_t magic, const char* kind) {
   const std::size_t rank = magic & 0xFFU;
   const std::size_t header = 4 + 4 * rank;
@@ -49,25 +49,47 @@ at::Tensor bytes_to_tensor(const std::uint8_t* data, std::vector<std::int64_t> s
   return at::from_blob(const_cast<std::uint8_t*>(data), sizes, at::kByte).clone();
 }
 
-// Single-channel pixels to float32: x / 255, then (x - mean) / std when `normalization` is given.
-// The tensor operations of the general path (`.to(kFloat).div_(255)` and `normalize`) are applied
-// once to the 256 possible byte values, and the pixels are looked up in that table: one pass
-// over the data instead of five, and bit for bit the same floats (each operation is exact per
-// element, so it does not matter whether it runs on 256 values or 47 million).
-at::Tensor pixels_to_float(const std::uint8_t* data, const std::vector<std::int64_t>& sizes,
-                           const Normalization* normalization) {
+// The float32 of each byte value for single-channel pixels: x / 255, then (x - mean) / std when
+// `normalization` is given. The tensor operations of the general path (`.to(kFloat).div_(255)`
+// and `normalize`) are applied to the 256 possible byte values; looking the pixels up in that
+// table gives bit for bit the same floats (each operation is exact per element, so it does not
+// matter whether it runs on 256 values or 47 million).
+at::Tensor pixel_lookup(const Normalization* normalization) {
   auto table = at::arange(256, at::TensorOptions().dtype(at::kByte)).to(at::kFloat).div_(255.0);
   if (normalization != nullptr) {
     EXPCTL_CHECK(normalization->mean.size() == 1 && normalization->std.size() == 1, TrainError,
                  "normalisation has {} means for images with 1 channel", normalization->mean.size());
     table.sub_(at::tensor(normalization->mean)).div_(at::tensor(normalization->std));
   }
+  return table;
+}
+
+// The bytes as a uint8 tensor that keeps them alive (no copy of a mapped cache entry).
+at::Tensor wrap_bytes(const SharedBytes& bytes, std::size_t offset, std::vector<std::int64_t> sizes) {
+  return at::from_blob(
+      const_cast<std::uint8_t*>(bytes.data() + offset), sizes, [owner = bytes.owner()](void*) {},
+      at::TensorOptions().dtype(at::kByte));
+}
+
+// One pass on the CPU: each requested sample's bytes through the table into the batch.
+at::Tensor decode_rows_cpu(const at::Tensor& pixels, const at::Tensor& lookup, const at::Tensor& index) {
+  const auto sample = pixels.numel() / std::max<std::int64_t>(1, pixels.size(0));
+  auto sizes = pixels.sizes().vec();
+  sizes[0] = index.size(0);
   auto images = at::empty(sizes, at::kFloat);
-  const float* lookup = table.data_ptr<float>();
+  const auto rows = index.contiguous();
+  const auto* wanted = rows.data_ptr<std::int64_t>();
+  const auto* bytes = pixels.data_ptr<std::uint8_t>();
+  const auto* table = lookup.data_ptr<float>();
   float* out = images.data_ptr<float>();
-  const auto count = images.numel();
-  for (std::int64_t i = 0; i < count; ++i) {
-    out[i] = lookup[data[i]];
+  for (std::int64_t row = 0; row < rows.size(0); ++row) {
+    EXPCTL_ASSERT(wanted[row] >= 0 && wanted[row] < pixels.size(0), "sample {} of a set of {}", wanted[row],
+                  pixels.size(0));
+    const std::uint8_t* from = bytes + wanted[row] * sample;
+    for (std::int64_t i = 0; i < sample; ++i) {
+      out[i] = table[from[i]];
+    }
+    out += sample;
   }
   return images;
 }
@@ -98,8 +120,8 @@ Dataset load_idx_files(const fs::path& images, const fs::path& labels, std::int6
   EXPCTL_CHECK(image_dims[0] == label_dims[0], TrainError, "{}: {} labels, but {} has {} images", labels.string(),
                label_dims[0], images.string(), image_dims[0]);
   Dataset dataset;
-  dataset.images =
-      pixels_to_float(image_bytes.data() + 16, {image_dims[0], 1, image_dims[1], image_dims[2]}, normalization);
+  dataset.pixels = wrap_bytes(image_bytes, 16, {image_dims[0], 1, image_dims[1], image_dims[2]});
+  dataset.lookup = pixel_lookup(normalization);
   dataset.labels = bytes_to_tensor(label_bytes.data() + 8, {label_dims[0]}).to(at::kLong);
   dataset.num_classes = num_classes;
   check_labels(dataset.labels, num_classes, labels);
@@ -107,6 +129,37 @@ Dataset load_idx_files(const fs::path& images, const fs::path& labels, std::int6
 }
 
 }  // namespace
+
+std::vector<std::int64_t> Dataset::sample_shape() const {
+  const auto& data = pixels.defined() ? pixels : images;
+  return {data.sizes().begin() + 1, data.sizes().end()};
+}
+
+at::Tensor Dataset::rows(const at::Tensor& index) const {
+  if (!pixels.defined()) {
+    return images.index_select(0, index);
+  }
+  if (pixels.device().is_cpu()) {
+    return decode_rows_cpu(pixels, lookup, index);
+  }
+  const auto bytes = pixels.index_select(0, index);
+  return lookup.index_select(0, bytes.flatten().to(at::kLong)).view(bytes.sizes());
+}
+
+at::Tensor Dataset::all_images() const {
+  return pixels.defined() ? rows(at::arange(size(), at::TensorOptions().dtype(at::kLong).device(pixels.device())))
+                          : images;
+}
+
+Dataset Dataset::to(const at::Device& device) const {
+  Dataset moved = *this;
+  for (auto* tensor : {&moved.images, &moved.labels, &moved.pixels, &moved.lookup}) {
+    if (tensor->defined()) {
+      *tensor = tensor->to(device);
+    }
+  }
+  return moved;
+}
 
 Dataset load_idx(const fs::path& images, const fs::path& labels, std::int64_t num_classes) {
   return load_idx_files(images, labels, num_classes, nullptr);
@@ -138,7 +191,7 @@ Dataset load_cifar10(const fs::path& root, bool train) {
                          .to(at::kFloat)
                          .div_(255.0));
   }
-  return Dataset{at::cat(images), at::cat(labels), 10};
+  return Dataset{.images = at::cat(images), .labels = at::cat(labels), .num_classes = 10};
 }
 
 Dataset make_synthetic(std::int64_t size, std::int64_t num_classes, const std::vector<std::int64_t>& shape,
@@ -156,7 +209,7 @@ Dataset make_synthetic(std::int64_t size, std::int64_t num_classes, const std::v
   image_shape.insert(image_shape.end(), shape.begin(), shape.end());
   // Noise as strong as the signal keeps the task learnable but not trivial.
   auto images = prototypes.index_select(0, labels) + at::randn(image_shape, generator);
-  return Dataset{images, labels, num_classes};
+  return Dataset{.images = images, .labels = labels, .num_classes = num_classes};
 }
 
 void normalize(Dataset& dataset, const Normalization& normalization) {
@@ -204,8 +257,8 @@ std::pair<at::Tensor, at::Tensor> gather_batch(const Dataset& dataset, const std
   // .to() is a no-op on the CPU and a copy of the indices, not a view of `indices`, on a GPU.
   const auto rows = at::from_blob(const_cast<std::int64_t*>(indices.data() + begin),
                                   {static_cast<std::int64_t>(count)}, at::kLong)
-                        .to(dataset.images.device());
-  return {dataset.images.index_select(0, rows), dataset.labels.index_select(0, rows)};
+                        .to(dataset.labels.device());
+  return {dataset.rows(rows), dataset.labels.index_select(0, rows)};
 }
 
 }  // namespace expctl::train

@@ -1,5 +1,5 @@
 #pragma once
-/// Datasets held in memory as normalised float32 tensors: Fashion-MNIST and MNIST (IDX files,
+/// Datasets held in memory, their images as normalised float32 (or as bytes decoded per batch): Fashion-MNIST and MNIST (IDX files,
 /// gzip-compressed or not), CIFAR-10 (its binary batches) and a seeded synthetic set. A missing,
 /// truncated or corrupt file is a TrainError whose message starts with the file's path.
 
@@ -17,10 +17,27 @@ namespace expctl::train {
 
 /// A labelled image set.
 struct Dataset {
-  at::Tensor images;  ///< [N, C, H, W] float32 ([N, features] for a 1-d synthetic shape)
+  at::Tensor images;  ///< [N, C, H, W] float32 ([N, features] for a 1-d synthetic shape); undefined
+                      ///< when `pixels` holds the set
   at::Tensor labels;  ///< [N] int64 in [0, num_classes)
   std::int64_t num_classes = 0;
+  /// IDX sets (Fashion-MNIST, MNIST) keep their bytes: [N, C, H, W] uint8, mapped from the decode
+  /// cache (the ranks of a host share one copy), with `lookup`, the float32 of each of the 256
+  /// byte values (x / 255, then normalised). A batch is decoded when it is drawn: bit for bit the
+  /// floats that decoding the whole set gives, without 188 MB of floats and 0.2 s per rank
+  /// before the first step.
+  at::Tensor pixels = {};
+  at::Tensor lookup = {};
+
   std::int64_t size() const { return labels.size(0); }
+  /// The shape of one sample ([C, H, W], or [features]).
+  std::vector<std::int64_t> sample_shape() const;
+  /// The float32 images at `index` (int64, on the data's device), in that order.
+  at::Tensor rows(const at::Tensor& index) const;
+  /// Every image as float32 (decodes the whole set: for tests and small sets).
+  at::Tensor all_images() const;
+  /// This set on `device`.
+  Dataset to(const at::Device& device) const;
 };
 
 /// Loads the dataset described by `options`.

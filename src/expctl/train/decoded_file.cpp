@@ -1,6 +1,7 @@
 #include "expctl/train/decoded_file.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -75,7 +76,7 @@ std::optional<GzipTrailer> gzip_trailer(int fd, const struct stat& info) {
   return GzipTrailer{little_endian_u32(tail), little_endian_u32(tail + 4)};
 }
 
-std::uint32_t crc32_of(const std::vector<std::uint8_t>& bytes) {
+std::uint32_t crc32_of(std::span<const std::uint8_t> bytes) {
   uLong crc = ::crc32(0L, Z_NULL, 0);
   const std::uint8_t* data = bytes.data();
   std::size_t left = bytes.size();
@@ -127,16 +128,16 @@ fs::path cache_entry(const fs::path& directory, const fs::path& source, const st
   return directory / "decoded" / (util::sha256_hex(identity) + ".raw");
 }
 
-/// The cached copy when it matches the trailer exactly, else nullopt.
-std::optional<std::vector<std::uint8_t>> read_cached(const fs::path& entry, const GzipTrailer& trailer) {
+/// The cached copy, mapped, when it matches the trailer exactly, else nullopt.
+std::optional<SharedBytes> read_cached(const fs::path& entry, const GzipTrailer& trailer) {
   Descriptor fd(::open(entry.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat info {};
   if (fd.fd < 0 || ::fstat(fd.fd, &info) != 0 ||
       static_cast<std::uint32_t>(static_cast<std::uint64_t>(info.st_size)) != trailer.size) {
     return std::nullopt;
   }
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(info.st_size));
-  if (!read_at(fd.fd, bytes.data(), bytes.size(), 0) || crc32_of(bytes) != trailer.crc) {
+  auto bytes = SharedBytes::map(fd.fd, static_cast<std::size_t>(info.st_size));
+  if (!bytes || crc32_of(bytes->span()) != trailer.crc) {
     util::log::debug(fmt::format("ignoring damaged cache entry {}", entry.string()));
     return std::nullopt;
   }
@@ -156,7 +157,31 @@ void write_cached(const fs::path& entry, const std::vector<std::uint8_t>& bytes)
 
 }  // namespace
 
-std::vector<std::uint8_t> read_decompressed(const fs::path& path) {
+SharedBytes::SharedBytes(std::vector<std::uint8_t> bytes) {
+  auto owned = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes));
+  m_bytes = *owned;
+  m_owner = std::move(owned);
+}
+
+std::optional<SharedBytes> SharedBytes::map(int fd, std::size_t size) {
+  if (size == 0) {
+    return SharedBytes(std::vector<std::uint8_t>{});
+  }
+  // MAP_POPULATE: the pages are in the page cache (the entry was just written or read by a peer),
+  // so mapping them all now costs less than a fault per page later.
+  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (address == MAP_FAILED) {
+    return std::nullopt;
+  }
+  SharedBytes bytes;
+  bytes.m_bytes = {static_cast<const std::uint8_t*>(address), size};
+  bytes.m_owner = std::shared_ptr<const void>(address, [size](const void* mapped) {
+    ::munmap(const_cast<void*>(mapped), size);
+  });
+  return bytes;
+}
+
+SharedBytes read_decompressed(const fs::path& path) {
   Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
     const int error = errno;
@@ -169,7 +194,7 @@ std::vector<std::uint8_t> read_decompressed(const fs::path& path) {
   const auto trailer = gzip_trailer(fd.fd, info);
   const auto directory = trailer ? cache_directory() : std::nullopt;
   if (!directory) {
-    return inflate_file(path, static_cast<std::size_t>(info.st_size));
+    return SharedBytes(inflate_file(path, static_cast<std::size_t>(info.st_size)));
   }
   const fs::path entry = cache_entry(*directory, path, info);
   if (auto cached = read_cached(entry, *trailer)) {
@@ -181,7 +206,7 @@ std::vector<std::uint8_t> read_decompressed(const fs::path& path) {
   if (static_cast<std::uint32_t>(bytes.size()) == trailer->size && crc32_of(bytes) == trailer->crc) {
     write_cached(entry, bytes);
   }
-  return bytes;
+  return SharedBytes(std::move(bytes));
 }
 
 }  // namespace expctl::train

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "expctl/util/cache_dir.hpp"
@@ -22,8 +24,31 @@ namespace expctl::train {
 
 using util::cache_directory;
 
+/// Read-only bytes shared by whoever holds a copy of this handle: a private read-only mapping
+/// of a decode-cache entry (the ranks of a host then share one copy in the page cache and nobody
+/// copies 47 MB at start-up), or memory this handle owns. A mapping stays valid when the entry is
+/// replaced (a rename keeps the mapped inode alive).
+class SharedBytes {
+ public:
+  SharedBytes() = default;
+  explicit SharedBytes(std::vector<std::uint8_t> bytes);
+  /// Maps `size` bytes of `fd` read-only; nullopt when the mapping fails.
+  static std::optional<SharedBytes> map(int fd, std::size_t size);
+
+  const std::uint8_t* data() const { return m_bytes.data(); }
+  std::size_t size() const { return m_bytes.size(); }
+  std::span<const std::uint8_t> span() const { return m_bytes; }
+  std::uint8_t operator[](std::size_t index) const { return m_bytes[index]; }
+  /// Keeps the bytes alive, e.g. for a tensor that wraps them.
+  std::shared_ptr<const void> owner() const { return m_owner; }
+
+ private:
+  std::span<const std::uint8_t> m_bytes;
+  std::shared_ptr<const void> m_owner;
+};
+
 /// The whole content of `path`, decompressed when it is gzip. Throws TrainError naming the file
 /// when it is missing, unreadable, or corrupt or truncated gzip.
-std::vector<std::uint8_t> read_decompressed(const std::filesystem::path& path);
+SharedBytes read_decompressed(const std::filesystem::path& path);
 
 }  // namespace expctl::train

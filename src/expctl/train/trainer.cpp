@@ -124,16 +124,13 @@ class Trainer {
   Dataset load_split(bool train) const {
     auto options = m_config.data;
     options.train = train;
-    auto dataset = load_dataset(options);
-    dataset.images = dataset.images.to(m_comm.device());
-    dataset.labels = dataset.labels.to(m_comm.device());
-    return dataset;
+    return load_dataset(options).to(m_comm.device());
   }
 
   std::shared_ptr<ClassifierImpl> build_model() const {
     seed_everything(m_config.seed);  // identical initial weights everywhere (DDP broadcasts anyway)
     auto options = m_config.model;
-    options.input_shape.assign(m_train.images.sizes().begin() + 1, m_train.images.sizes().end());
+    options.input_shape = m_train.sample_shape();
     options.num_classes = m_train.num_classes;
     auto model = make_model(options);
     model->to(m_comm.device());
@@ -271,7 +268,7 @@ class Trainer {
       if (m_config.amp) {
         autocast.emplace(m_comm.device().type(), amp_scalar_type());
       }
-      const auto logits = m_model->forward(m_test.images.index_select(0, chunk)).to(at::kFloat);
+      const auto logits = m_model->forward(m_test.rows(chunk)).to(at::kFloat);
       loss_sum += torch::nn::functional::cross_entropy(
                       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                       .item<double>();

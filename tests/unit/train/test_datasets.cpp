@@ -105,14 +105,14 @@ TEST_CASE("datasets: gzip IDX files load as [N,1,H,W] floats in [0,1] with int64
   const auto images = write_gzip(dir / "img.gz", idx_images());
   const auto labels = write_gzip(dir / "lbl.gz", idx_labels());
   const auto data = load_idx(images, labels);
-  CHECK(data.images.sizes() == torch::IntArrayRef{3, 1, 2, 2});
-  CHECK(data.images.scalar_type() == torch::kFloat);
-  CHECK(data.images[1][0][1][1].item<float>() == Approx(140.0 / 255.0));
+  CHECK(data.all_images().sizes() == torch::IntArrayRef{3, 1, 2, 2});
+  CHECK(data.all_images().scalar_type() == torch::kFloat);
+  CHECK(data.all_images()[1][0][1][1].item<float>() == Approx(140.0 / 255.0));
   CHECK(torch::equal(data.labels, torch::tensor({7, 0, 9}, torch::kLong)));
   CHECK(data.size() == 3);
   // Uncompressed files read the same.
   const auto plain = load_idx(dir.write("img", idx_images()), dir.write("lbl", idx_labels()));
-  CHECK(torch::equal(plain.images, data.images));
+  CHECK(torch::equal(plain.all_images(), data.all_images()));
 }
 
 TEST_CASE("datasets: a missing file is named", "[train][data]") {
@@ -190,7 +190,7 @@ TEST_CASE("datasets: synthetic data is seeded, and its splits share one task", "
 }
 
 TEST_CASE("datasets: normalisation and batch gathering", "[train][data]") {
-  Dataset data{torch::full({4, 1, 2, 2}, 0.5F), torch::tensor({0, 1, 2, 3}, torch::kLong), 4};
+  Dataset data{.images = torch::full({4, 1, 2, 2}, 0.5F), .labels = torch::tensor({0, 1, 2, 3}, torch::kLong), .num_classes = 4};
   normalize(data, Normalization{{0.25F}, {0.5F}});
   CHECK(torch::allclose(data.images, torch::full({4, 1, 2, 2}, 0.5F)));
   CHECK_THROWS_WITH(normalize(data, default_normalization(DatasetKind::cifar10)),
@@ -213,10 +213,10 @@ TEST_CASE("datasets: Debian's Fashion-MNIST test split, when installed", "[train
     return;
   }
   const auto data = load_dataset(options);
-  CHECK(data.images.sizes() == torch::IntArrayRef{10000, 1, 28, 28});
+  CHECK(data.all_images().sizes() == torch::IntArrayRef{10000, 1, 28, 28});
   CHECK(torch::equal(torch::bincount(data.labels), torch::full({10}, 1000, torch::kLong)));
-  CHECK(std::abs(data.images.mean().item<float>()) < 0.05F);   // normalised with 0.2860 / 0.3530
-  CHECK(std::abs(data.images.std().item<float>() - 1.0F) < 0.05F);
+  CHECK(std::abs(data.all_images().mean().item<float>()) < 0.05F);   // normalised with 0.2860 / 0.3530
+  CHECK(std::abs(data.all_images().std().item<float>() - 1.0F) < 0.05F);
 }
 
 TEST_CASE("datasets: pixels are converted bit for bit as the general path does, for every byte value", "[train][data]") {
@@ -228,14 +228,31 @@ TEST_CASE("datasets: pixels are converted bit for bit as the general path does, 
     options.root = dir.path();
     const auto fast = load_dataset(options);
     // The general path: bytes -> float, / 255, then normalize() with the dataset's constants.
-    Dataset reference{torch::arange(256, torch::kByte).view({256, 1, 1, 1}).to(torch::kFloat).div_(255.0),
-                      fast.labels, 10};
+    Dataset reference{.images = torch::arange(256, torch::kByte).view({256, 1, 1, 1}).to(torch::kFloat).div_(255.0),
+                      .labels = fast.labels, .num_classes = 10};
     normalize(reference, default_normalization(kind));
-    CHECK(torch::equal(fast.images, reference.images));
+    CHECK(torch::equal(fast.all_images(), reference.images));
     options.normalize = false;
-    CHECK(torch::equal(load_dataset(options).images,
+    CHECK(torch::equal(load_dataset(options).all_images(),
                        torch::arange(256, torch::kByte).view({256, 1, 1, 1}).to(torch::kFloat).div_(255.0)));
   }
+}
+
+TEST_CASE("datasets: IDX images stay bytes, and a batch decodes only its rows, in the order asked", "[train][data]") {
+  expctl::test::TempDir dir;
+  const auto data = load_idx(write_gzip(dir / "img.gz", idx_images()), write_gzip(dir / "lbl.gz", idx_labels()));
+  CHECK_FALSE(data.images.defined());
+  CHECK(data.pixels.scalar_type() == torch::kByte);
+  CHECK(data.sample_shape() == std::vector<std::int64_t>{1, 2, 2});
+  const auto every = data.all_images();
+  const auto index = torch::tensor({2, 0, 2}, torch::kLong);
+  CHECK(torch::equal(data.rows(index), every.index_select(0, index)));
+  const std::vector<std::int64_t> order{2, 1};
+  const auto [batch, labels] = gather_batch(data, order, 0, 2);
+  CHECK(torch::equal(batch, every.index_select(0, torch::tensor({2, 1}, torch::kLong))));
+  CHECK(torch::equal(labels, torch::tensor({9, 0}, torch::kLong)));
+  const auto moved = data.to(torch::Device(torch::kCPU));
+  CHECK(torch::equal(moved.rows(index), data.rows(index)));
 }
 
 TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip trailer, and never trusted blindly",
@@ -253,7 +270,7 @@ TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip tra
 
   SECTION("a second load reads the copies and gives the same tensors") {
     const auto second = load_idx(images, labels);
-    CHECK(torch::equal(second.images, first.images));
+    CHECK(torch::equal(second.all_images(), first.all_images()));
     CHECK(torch::equal(second.labels, first.labels));
     CHECK(cache_entries(cache) == entries);
   }
@@ -268,7 +285,7 @@ TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip tra
       std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes;
     }
     const auto again = load_idx(images, labels);
-    CHECK(torch::equal(again.images, first.images));
+    CHECK(torch::equal(again.all_images(), first.all_images()));
     CHECK(torch::equal(again.labels, first.labels));
     for (std::size_t i = 0; i < entries.size(); ++i) {
       CHECK(read_all(entries[i]) == originals[i]);
@@ -278,7 +295,7 @@ TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip tra
     for (const auto& entry : entries) {
       fs::resize_file(entry, 3);
     }
-    CHECK(torch::equal(load_idx(images, labels).images, first.images));
+    CHECK(torch::equal(load_idx(images, labels).all_images(), first.all_images()));
     for (std::size_t i = 0; i < entries.size(); ++i) {
       CHECK(read_all(entries[i]) == originals[i]);
     }
@@ -289,9 +306,9 @@ TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip tra
     fs::remove(images);
     write_gzip(images, changed);
     const auto reloaded = load_idx(images, labels);
-    CHECK(reloaded.images[0][0][0][0].item<float>() == 1.0F);
+    CHECK(reloaded.all_images()[0][0][0][0].item<float>() == 1.0F);
     // Normally a new key (new mtime/inode); were every stat field equal, the trailer's CRC differs.
-    CHECK(load_idx(images, labels).images[0][0][0][0].item<float>() == 1.0F);
+    CHECK(load_idx(images, labels).all_images()[0][0][0][0].item<float>() == 1.0F);
   }
 }
 
