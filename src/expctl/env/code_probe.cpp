@@ -3,6 +3,7 @@
 // "none"; that is an ordinary state, not an error.
 
 #include <algorithm>
+#include <future>
 
 #include "expctl/env/probes.hpp"
 #include "expctl/util/log.hpp"
@@ -83,6 +84,8 @@ void probe_code(Fingerprint& fingerprint, const FingerprintOptions& options) {
     return;
   }
   const std::filesystem::path root(std::string(util::trim(*top)));
+  // Listing and hashing untracked files does not depend on the commit or the diff.
+  auto untracked = std::async(std::launch::async, [&root] { return untracked_manifest(root); });
   const std::string commit(util::trim(git(root, {"rev-parse", "--verify", "-q", "HEAD"}).value_or("none")));
   const std::string diff = git(root, {"diff", commit == "none" ? k_empty_tree : "HEAD", "--binary", "--no-color",
                                       "--no-ext-diff", "--no-textconv"})
@@ -90,7 +93,7 @@ void probe_code(Fingerprint& fingerprint, const FingerprintOptions& options) {
   fingerprint.set("code.git_commit", commit.empty() ? "none" : commit);
   fingerprint.set("code.dirty", !diff.empty());
   fingerprint.set("code.diff_sha256", diff.empty() ? "none" : util::sha256_hex(diff));
-  fingerprint.set("code.untracked", untracked_manifest(root));
+  fingerprint.set("code.untracked", untracked.get());
 }
 
 }  // namespace expctl::env::probes

@@ -1,5 +1,7 @@
 #include "expctl/env/fingerprint.hpp"
 
+#include <future>
+
 #include "expctl/env/fields.hpp"
 #include "expctl/env/probes.hpp"
 #include "expctl/util/error.hpp"
@@ -90,11 +92,21 @@ std::string Fingerprint::hash() const {
 }
 
 Fingerprint collect_fingerprint(const FingerprintOptions& options) {
+  // The code probe waits on git (four processes, 50-150 ms: most of what `expctl run` does
+  // before it starts the ranks) and shares nothing with the other probes: it runs beside them.
+  auto code = std::async(std::launch::async, [&options] {
+    Fingerprint part;
+    probes::probe_code(part, options);
+    return part;
+  });
   Fingerprint fingerprint;
   probes::probe_host(fingerprint, options);
   probes::probe_software(fingerprint, options);
   probes::probe_gpu(fingerprint, options);  // after software: prefers LibTorch's CUDA facts
-  probes::probe_code(fingerprint, options);
+  const Fingerprint code_part = code.get();  // named: a temporary would die before the loop
+  for (const auto& [name, value] : code_part.values()) {
+    fingerprint.set(name, value);
+  }
   probes::probe_container(fingerprint, options);
   probes::probe_determinism(fingerprint, options);
   probes::probe_env_vars(fingerprint, options);
