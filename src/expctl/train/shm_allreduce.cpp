@@ -156,7 +156,8 @@ ShmReducer::ShmReducer(c10d::Store& store, const std::string& tag, int local_ind
     : m_local_index(local_index), m_local_size(local_size), m_timeout(timeout) {
   EXPCTL_ASSERT(local_size >= 2 && local_index >= 0 && local_index < local_size,
                 "a shared-memory group needs two ranks or more (local rank {} of {})", local_index, local_size);
-  m_bytes = k_header_bytes + static_cast<std::size_t>(local_size + 1) * k_shm_slot_bytes;
+  // Two sets of slots (chunks alternate between them) and the result area.
+  m_bytes = k_header_bytes + static_cast<std::size_t>(2 * local_size + 1) * k_shm_slot_bytes;
   const std::string key = fmt::format("expctl-shm/{}", tag);
   const int fd = open_segment(store, key, tag);
   m_base = ::mmap(nullptr, m_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -236,11 +237,12 @@ void ShmReducer::check_peers(const std::string& what) const {
   }
 }
 
-std::byte* ShmReducer::slot(int index) const {
-  return static_cast<std::byte*>(m_base) + k_header_bytes + static_cast<std::size_t>(index) * k_shm_slot_bytes;
+std::byte* ShmReducer::slot(int set, int index) const {
+  return static_cast<std::byte*>(m_base) + k_header_bytes +
+         static_cast<std::size_t>(set * m_local_size + index) * k_shm_slot_bytes;
 }
 
-std::byte* ShmReducer::result() const { return slot(m_local_size); }
+std::byte* ShmReducer::result() const { return slot(2, 0); }
 
 // A counting barrier: the n-th barrier of the group completes when the counter reaches n × L.
 // Spins briefly (ranks usually arrive within microseconds), then sleeps on a futex.
@@ -274,32 +276,48 @@ void ShmReducer::barrier(const std::string& what) {
   }
 }
 
+// The slots of the chunks alternate between two sets, so that on one host a chunk needs one
+// barrier: once every rank's copy is in, each rank sums the whole chunk straight into its own
+// tensor. A rank that races ahead writes the other set; it can come back to this one only after
+// the next chunk's barrier, which every peer reaches only when done reading this one.
 void ShmReducer::reduce_chunk(at::Tensor& flat, std::int64_t begin, std::int64_t count, const std::string& what,
                               const CrossHost& cross_host) {
   const auto element = static_cast<std::int64_t>(flat.element_size());
   const auto options = at::TensorOptions().dtype(flat.scalar_type());
+  const int set = static_cast<int>(m_chunks++ % 2);
   std::byte* mine = static_cast<std::byte*>(flat.data_ptr()) + begin * element;
-  std::memcpy(slot(m_local_index), mine, static_cast<std::size_t>(count * element));
+  std::memcpy(slot(set, m_local_index), mine, static_cast<std::size_t>(count * element));
   barrier(what);
-  // This rank's share of the chunk, summed over the slots in local-rank order.
+  // The slots summed in local-rank order (slot 0 + slot 1 + ...) over [first, last).
+  const auto sum_into = [&](std::byte* out, std::int64_t first, std::int64_t last) {
+    const auto view = [&](std::byte* base) { return at::from_blob(base + first * element, {last - first}, options); };
+    at::Tensor sum = view(out);
+    if (m_local_size == 1) {
+      sum.copy_(view(slot(set, 0)));
+      return;
+    }
+    at::add_out(sum, view(slot(set, 0)), view(slot(set, 1)));
+    for (int index = 2; index < m_local_size; ++index) {
+      sum.add_(view(slot(set, index)));
+    }
+  };
+  if (!cross_host) {
+    sum_into(mine, 0, count);  // the same bits on every rank
+    return;
+  }
+  // Across hosts: rank r sums its 1/L share into the result area, local rank 0 exchanges the
+  // host sums, and every rank copies the result out.
   const std::int64_t first = count * m_local_index / m_local_size;
   const std::int64_t last = count * (m_local_index + 1) / m_local_size;
   if (last > first) {
-    const auto view = [&](std::byte* base) { return at::from_blob(base + first * element, {last - first}, options); };
-    at::Tensor sum = view(result());
-    at::add_out(sum, view(slot(0)), view(slot(1)));
-    for (int index = 2; index < m_local_size; ++index) {
-      sum.add_(view(slot(index)));
-    }
+    sum_into(result(), first, last);
   }
   barrier(what);
-  if (cross_host) {
-    if (m_local_index == 0) {
-      at::Tensor chunk = at::from_blob(result(), {count}, options);
-      cross_host(chunk);
-    }
-    barrier(what);
+  if (m_local_index == 0) {
+    at::Tensor chunk = at::from_blob(result(), {count}, options);
+    cross_host(chunk);
   }
+  barrier(what);
   std::memcpy(mine, result(), static_cast<std::size_t>(count * element));
 }
 

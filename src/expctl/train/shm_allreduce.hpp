@@ -5,13 +5,14 @@
 /// (the kernel's boot id and the inodes of its mount and network namespaces), never from
 /// LOCAL_WORLD_SIZE: two containers or network namespaces on one machine are two hosts.
 ///
-/// One segment per host and process group: a header with a barrier counter, one slot per local
-/// rank and a result area. A SUM is: every rank copies its chunk into its slot; barrier; rank r
-/// sums its 1/L share of the chunk over the slots in local-rank order (slot 0 + slot 1 + ...:
-/// a fixed order, so reruns are bitwise identical whatever the timing); barrier; [across hosts:
-/// local rank 0 all-gathers the hosts' sums over Gloo, one rank per host, and adds them in host
-/// order; barrier]; every rank copies the result out. Tensors larger than a slot go chunk by
-/// chunk. (Gloo's own ring all-reduce is not used between hosts: its order depends on the ring,
+/// One segment per host and process group: a header with a barrier counter, two sets of one slot
+/// per local rank (successive chunks alternate between them) and a result area. A SUM on one
+/// host is: every rank copies its chunk into its slot; barrier; every rank sums the slots in
+/// local-rank order (slot 0 + slot 1 + ...: a fixed order, so reruns are bitwise identical
+/// whatever the timing) straight into its own tensor. Across hosts: after the first barrier
+/// rank r sums its 1/L share into the result area; barrier; local rank 0 all-gathers the hosts'
+/// sums over Gloo, one rank per host, and adds them in host order; barrier; every rank copies the
+/// result out. Tensors larger than a slot go chunk by chunk. (Gloo's own ring all-reduce is not used between hosts: its order depends on the ring,
 /// and on LibTorch 1.13 its float16 sum between the first ranks of two hosts dropped one side's
 /// values in tests/unit/train/test_shm_allreduce.cpp.)
 ///
@@ -109,7 +110,7 @@ class ShmReducer {
   void barrier(const std::string& what);
   void reduce_chunk(at::Tensor& flat, std::int64_t begin, std::int64_t count, const std::string& what,
                     const CrossHost& cross_host);
-  std::byte* slot(int index) const;
+  std::byte* slot(int set, int index) const;
   std::byte* result() const;
 
   int m_local_index;
@@ -120,6 +121,7 @@ class ShmReducer {
   void* m_base = nullptr;
   Header* m_header = nullptr;
   std::uint64_t m_barriers = 0;
+  std::uint64_t m_chunks = 0;       ///< chunks reduced so far: their parity picks the slot set
   std::vector<int> m_peer_pids;     ///< by local index (this rank's own included)
   std::vector<int> m_peer_pidfds;   ///< readable once that peer has exited; -1: none (own, or no pidfd)
 };
