@@ -11,7 +11,8 @@
 #                    so that both see the same machine; prints the ratio of medians
 #   --repeat N       runs of each command per binary (default 20); the median is printed
 #   --runs R         quick-start runs per binary for the time to first step (default 3)
-# The page cache is warm (each command runs once before timing): "warm cache" figures.
+# The page cache is warm (each command runs once before timing): "warm cache" figures. Last, the
+# floor under the time to first step: loading the training plugin (LibTorch) and nothing else.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -25,7 +26,7 @@ while [[ $# -gt 0 ]]; do
     --against) against="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "startup.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -95,3 +96,31 @@ done
 for i in "${!binaries[@]}"; do
   printf 'median %-33s %s\n' "${binaries[$i]}" "$(printf '%s' "${firsts[$i]}" | median)"
 done
+
+# The floor under any rank's first step: a process that does nothing but load the training plugin
+# (LibTorch's shared libraries and static initialisers), measured in the same sitting, two at a
+# time as the quick start's two ranks do.
+plugin="$(dirname "$expctl")/libexpctl_train.so"
+if [[ -f "$plugin" ]] && command -v cc >/dev/null; then
+  cat >"$work/load.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <time.h>
+int main(int argc, char** argv) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  void* handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  if (!handle) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  printf("%.3f\n", (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9);
+  return 0;
+}
+C
+  cc -O2 -o "$work/load" "$work/load.c" -ldl
+  loads=""
+  for ((r = 0; r < runs; r++)); do
+    "$work/load" "$plugin" >"$work/load.a" & "$work/load" "$plugin" >"$work/load.b"; wait
+    loads+="$(cat "$work/load.a")"$'\n'"$(cat "$work/load.b")"$'\n'
+  done
+  printf 'loading LibTorch alone (2 at a time), median of %d: %s s\n' "$((2 * runs))" "$(printf '%s' "$loads" | median)"
+fi

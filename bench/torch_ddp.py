@@ -68,11 +68,11 @@ def register_hook(model, args):
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
 
 
-def train_step(model, optimizer, x, y, batch, accum):
-    """One optimizer step over `accum` micro-batches of `batch`; returns the summed scaled loss."""
+def train_step(model, optimizer, x, y, batch, accum, size):
+    """One optimizer step over the micro-batches of `size` rows in `batch` (`accum` of them, the
+    last one shorter at the end of an epoch without --drop-last); each loss is divided by `accum`,
+    as expctl's trainer does. Returns the summed scaled loss."""
     optimizer.zero_grad()
-    # Consecutive slices, as expctl's trainer takes its micro-batches; a short last batch has fewer.
-    size = -(-len(batch) // accum)
     micro = [batch[i:i + size] for i in range(0, len(batch), size)]
     total = 0.0
     for i, rows in enumerate(micro):
@@ -100,7 +100,10 @@ def worker(rank, args, port):
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     sampler = DistributedSampler(range(len(y)), num_replicas=args.world, rank=rank, shuffle=True, seed=args.seed)
     step_batch = args.batch * args.accum  # per rank and optimizer step
-    per_epoch = len(sampler) // step_batch if args.drop_last else -(-len(sampler) // step_batch)
+    # expctl's steps_per_epoch: the epoch's micro-batches (a short last one without --drop-last),
+    # grouped into whole optimizer steps; micro-batches that fill no whole step are left out.
+    micro_batches = len(sampler) // args.batch if args.drop_last else -(-len(sampler) // args.batch)
+    per_epoch = micro_batches // args.accum
     total = args.steps if args.epochs == 0 else args.epochs * per_epoch
     rates = []
     step = 0
@@ -109,12 +112,12 @@ def worker(rank, args, port):
     while step < total:
         sampler.set_epoch(epoch)
         indices = torch.tensor(list(iter(sampler)))
-        for begin in range(0, len(indices), step_batch):
+        for begin in range(0, per_epoch * step_batch, step_batch):
             if step >= total:
                 break
             start = time.perf_counter()
             batch = indices[begin:begin + step_batch]
-            loss = train_step(model, optimizer, x, y, batch, args.accum)
+            loss = train_step(model, optimizer, x, y, batch, args.accum, args.batch)
             rates.append(len(batch) / (time.perf_counter() - start))
             step += 1
         epoch += 1

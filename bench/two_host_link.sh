@@ -29,7 +29,8 @@
 # start_powerSGD_iter). expctl runs as two nodes (`run --nnodes 2 --node-rank R --master-addr`),
 # torch as bench/torch_ddp.py --rank R. Throughput = median over the steps after warm-up of the
 # sum over ranks of samples / step time (summary.samples_per_sec; torch_ddp.py computes it alike).
-# Prints a row per repetition, then the medians. Needs root (ip netns, tc); every namespace and
+# Prints a row per repetition (with "comm": the share of expctl rank 0's step time spent waiting
+# for collectives, summary.comm_wait_fraction), then the medians. Needs root (ip netns, tc); every namespace and
 # veth it made is removed on every exit path (normal end, error, Ctrl-C).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -54,7 +55,7 @@ while [[ $# -gt 0 ]]; do
     --no-torch) torch=0; shift ;;
     --ranks-per-host) per_host="$2"; shift 2 ;;
     --configs) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "two_host_link.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -174,22 +175,23 @@ torch_options() {
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-row() {  # label, expctl samples/s, torch samples/s, expctl accuracy, torch accuracy
-  awk -v l="$1" -v e="$2" -v t="$3" -v ea="$4" -v ta="$5" 'BEGIN {
+row() {  # label, expctl samples/s, torch samples/s, expctl accuracy, torch accuracy, expctl comm share
+  awk -v l="$1" -v e="$2" -v t="$3" -v ea="$4" -v ta="$5" -v c="$6" 'BEGIN {
     ratio = (t == "nan" || t == 0) ? "-" : sprintf("%.3fx", e / t)
-    printf "%-16s %12.0f %12s %8s %9s %9s\n", l, e, (t == "nan") ? "-" : sprintf("%.0f", t), ratio,
-           sprintf("%.4f", ea), (ta == "nan") ? "-" : sprintf("%.4f", ta) }'
+    printf "%-16s %12.0f %12s %8s %9s %9s %7s\n", l, e, (t == "nan") ? "-" : sprintf("%.0f", t), ratio,
+           sprintf("%.4f", ea), (ta == "nan") ? "-" : sprintf("%.4f", ta), (c == "") ? "-" : sprintf("%.0f%%", 100 * c) }'
 }
 
 echo "two hosts (namespaces), $rate each way, $per_host rank(s) each, mlp on Fashion-MNIST, $steps steps, batch 64 per rank"
-printf '%-16s %12s %12s %8s %9s %9s\n' configuration "expctl sps" "torch sps" ratio "expctl acc" "torch acc"
-declare -A all_e all_t all_ea all_ta
+printf '%-16s %12s %12s %8s %9s %9s %7s\n' configuration "expctl sps" "torch sps" ratio "expctl acc" "torch acc" "comm"
+declare -A all_e all_t all_ea all_ta all_c
 for config in "${configs[@]}"; do
   for r in $(seq 1 "$repeat"); do
     # shellcheck disable=SC2046  # the options are words
     expctl_pair "e-$config-$r" $(expctl_sets "$config")
     e_sps="$(json_field "['summary']['samples_per_sec']" <"$work/e-$config-$r.0.out")"
     e_acc="$(json_field "['summary']['eval_accuracy']" <"$work/e-$config-$r.0.out")"
+    e_comm="$(json_field "['summary']['comm_wait_fraction']" <"$work/e-$config-$r.0.out")"
     t_sps=nan; t_acc=nan
     if [[ "$torch" == 1 ]]; then
       # shellcheck disable=SC2046
@@ -197,8 +199,9 @@ for config in "${configs[@]}"; do
       t_sps="$(json_field "['samples_per_sec']" <"$work/t-$config-$r.0.out")"
       t_acc="$(json_field "['accuracy']" <"$work/t-$config-$r.0.out")"
     fi
-    row "$config #$r" "$e_sps" "$t_sps" "$e_acc" "$t_acc"
+    row "$config #$r" "$e_sps" "$t_sps" "$e_acc" "$t_acc" "$e_comm"
     all_e[$config]+=" $e_sps"; all_t[$config]+=" $t_sps"; all_ea[$config]+=" $e_acc"; all_ta[$config]+=" $t_acc"
+    all_c[$config]+=" $e_comm"
   done
 done
 echo "medians over $repeat runs:"
@@ -207,5 +210,6 @@ for config in "${configs[@]}"; do
   if [[ "$torch" == 1 ]]; then
     t_med="$(median <<<"${all_t[$config]}")"; ta_med="$(median <<<"${all_ta[$config]}")"
   fi
-  row "$config" "$(median <<<"${all_e[$config]}")" "$t_med" "$(median <<<"${all_ea[$config]}")" "$ta_med"
+  row "$config" "$(median <<<"${all_e[$config]}")" "$t_med" "$(median <<<"${all_ea[$config]}")" "$ta_med" \
+      "$(median <<<"${all_c[$config]}")"
 done
