@@ -351,6 +351,30 @@ bool Communicator::takes_shm_path(const at::Tensor& tensor) const {
   return (m_shm || m_leaders) && tensor.device().is_cpu() && tensor.is_contiguous() && !tensor.is_sparse();
 }
 
+// Adds the time it lives to wait_seconds(), on every exit path, unless it runs inside another
+// timed wait: the exchange between hosts happens inside a queued all-reduce's wait, whose time
+// already covers it (counted twice, a leader's comm_wait_fraction went above 1).
+class Communicator::WaitTimer {
+ public:
+  explicit WaitTimer(Communicator& comm)
+      : m_comm(comm), m_outermost(!comm.m_timing_wait), m_start(std::chrono::steady_clock::now()) {
+    m_comm.m_timing_wait = true;
+  }
+  WaitTimer(const WaitTimer&) = delete;
+  WaitTimer& operator=(const WaitTimer&) = delete;
+  ~WaitTimer() {
+    if (m_outermost) {
+      m_comm.m_timing_wait = false;
+      m_comm.m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    }
+  }
+
+ private:
+  Communicator& m_comm;
+  bool m_outermost;
+  std::chrono::steady_clock::time_point m_start;
+};
+
 // Between hosts: every host's first rank gathers every host's sum and adds them in host order
 // (not Gloo's ring order), so the whole reduction has one fixed order for any number of hosts.
 // For two hosts it moves the bytes a ring all-reduce moves.
@@ -388,6 +412,10 @@ void Communicator::reduce_on_host(Queued& queued) {
 }
 
 void Communicator::run_queued(std::uint64_t through) {
+  if (m_shm_done >= through) {
+    return;
+  }
+  const WaitTimer timer(*this);
   while (m_shm_done < through) {
     Queued queued = std::move(m_queue.front());
     m_queue.pop_front();
@@ -425,24 +453,16 @@ void Communicator::wait(PendingCollective& pending) {
     wait_work(pending);
     return;
   }
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    run_queued(pending.shm_sequence);
-  } catch (...) {
-    m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    throw;
-  }
-  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run_queued(pending.shm_sequence);
   pending.shm_sequence = 0;
 }
 
 void Communicator::wait_work(PendingCollective& pending) {
   EXPCTL_ASSERT(pending.work, "waiting on a collective that was never started ({})", pending.what);
-  const auto start = std::chrono::steady_clock::now();
+  const WaitTimer timer(*this);
   try {
     pending.work->wait(m_timeout);
   } catch (const std::exception& error) {
-    m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string message = first_line(error.what());
     if (is_timeout_message(message)) {
       throw TrainError(fmt::format("{} timed out after {}: a peer rank stopped answering or issued a different "
@@ -451,7 +471,6 @@ void Communicator::wait_work(PendingCollective& pending) {
     }
     throw TrainError(fmt::format("{} failed: {}", pending.what, message));
   }
-  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   pending.work.reset();
 }
 
@@ -485,15 +504,13 @@ void Communicator::monitored_barrier(const std::string& what) {
   flush_queue();
   c10d::BarrierOptions options;
   options.timeout = m_timeout;
-  const auto start = std::chrono::steady_clock::now();
   ++m_issued;
+  const WaitTimer timer(*this);
   try {
     m_group->monitoredBarrier(options, /*waitAllRanks=*/true);
   } catch (const std::exception& error) {
-    m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     throw TrainError(fmt::format("{} failed: {}", what, first_line(error.what())));
   }
-  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void Communicator::barrier(std::string what) {

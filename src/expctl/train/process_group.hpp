@@ -81,7 +81,9 @@ class Communicator {
 
   /// Number of collectives started so far (all kinds).
   std::int64_t collectives_issued() const { return m_issued; }
-  /// Seconds spent blocked in `wait` so far (for comm_wait_fraction).
+  /// Seconds spent blocked in `wait` (or running queued all-reduces) so far, for
+  /// comm_wait_fraction; a wait nested in another (the exchange between hosts inside a queued
+  /// all-reduce) counts once.
   double wait_seconds() const { return m_wait_seconds; }
 
  private:
@@ -97,6 +99,7 @@ class Communicator {
   void reduce_on_host(Queued& queued);
   void leaders_allreduce(at::Tensor& tensor, const std::string& what);
   void wait_work(PendingCollective& pending);
+  class WaitTimer;
 
   int m_rank;
   int m_world_size;
@@ -114,6 +117,7 @@ class Communicator {
   std::uint64_t m_shm_done = 0;
   std::int64_t m_issued = 0;
   double m_wait_seconds = 0.0;
+  bool m_timing_wait = false;  ///< inside a timed wait: a nested one is not counted twice
 };
 
 }  // namespace expctl::train

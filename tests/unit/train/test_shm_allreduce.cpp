@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "expctl/train/process_group.hpp"
 #include "expctl/train/shm_allreduce.hpp"
@@ -128,6 +129,25 @@ void fall_back(const RankEnv& env, int failing) {
 EXPCTL_RANK_SCENARIO("shm_fallback_first_host") { fall_back(env, 0); }
 EXPCTL_RANK_SCENARIO("shm_fallback_second_host") { fall_back(env, 2); }
 
+// Host b's first rank arrives 0.3 s late: rank 0 (host a's first rank) waits that long inside
+// the exchange between hosts, which runs inside its queued all-reduce's wait. It writes the wait
+// counted and the wall time around it.
+EXPCTL_RANK_SCENARIO("shm_nested_wait") {
+  ::setenv("EXPCTL_HOST_ID", env.rank < 2 ? "a" : "b", 1);
+  Communicator comm(options_for(env, AllreduceRequest::auto_select));
+  comm.barrier("joined");
+  if (env.rank == 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  at::Tensor value = at::full({1000}, env.rank + 1, at::kFloat);
+  const double before = comm.wait_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  auto pending = comm.allreduce_async(value, "allreduce of a late host");
+  comm.wait(pending);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ofstream(env.dir / fmt::format("rank{}.txt", env.rank)) << comm.wait_seconds() - before << " " << wall << "\n";
+}
+
 EXPCTL_RANK_SCENARIO("shm_gloo_selected") {
   const auto options = options_for(env, AllreduceRequest::gloo);
   Communicator comm(options);
@@ -200,6 +220,18 @@ TEST_CASE("shm all-reduce: a host with one rank joins the others through Gloo", 
   expctl::test::TempDir dir;
   expctl::test::run_ranks_successfully("shm_uneven_hosts", 3, dir.path());
   check_ranks(dir.path(), 3, "hierarchical");
+}
+
+TEST_CASE("shm all-reduce: the wait between hosts inside a queued all-reduce is counted once",
+          "[train][shm][multiprocess]") {
+  expctl::test::TempDir dir;
+  expctl::test::run_ranks_successfully("shm_nested_wait", 4, dir.path());
+  std::ifstream in(dir / "rank0.txt");
+  double counted = 0.0;
+  double wall = 0.0;
+  REQUIRE(in >> counted >> wall);
+  CHECK(counted >= 0.2);           // it did wait for the late host
+  CHECK(counted <= wall + 1e-3);   // counted twice, it was about 2 x wall
 }
 
 TEST_CASE("shm all-reduce: distributed.allreduce gloo keeps Gloo's ring", "[train][shm][multiprocess]") {
