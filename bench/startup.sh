@@ -26,7 +26,7 @@ while [[ $# -gt 0 ]]; do
     --against) against="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "startup.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -55,7 +55,7 @@ while [[ $# -gt 0 ]]; do
     --no-torch) torch=0; shift ;;
     --ranks-per-host) per_host="$2"; shift 2 ;;
     --configs) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "two_host_link.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
