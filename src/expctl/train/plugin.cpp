@@ -119,6 +119,16 @@ const Api& api() {
   return *loaded.api;
 }
 
+// The cache entry, read once per process: `expctl run` asks whether there is one, then its
+// fingerprint takes the fields.
+const std::optional<TorchFields>& cached_fields() {
+  static const std::optional<TorchFields> fields = []() -> std::optional<TorchFields> {
+    const fs::path plugin = first_existing(candidates());
+    return plugin.empty() ? std::nullopt : cached_torch_fields(plugin);
+  }();
+  return fields;
+}
+
 }  // namespace
 
 std::string build_id() {
@@ -142,20 +152,15 @@ WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record
 }
 
 std::map<std::string, std::string> torch_build_fields() {
-  if (const fs::path plugin = first_existing(candidates()); !plugin.empty()) {
-    if (auto cached = cached_torch_fields(plugin)) {
-      return std::move(*cached);
-    }
+  if (const auto& cached = cached_fields()) {
+    return *cached;
   }
   auto fields = api().torch_build_fields();
   cache_torch_fields(location(), fields);
   return fields;
 }
 
-bool torch_build_fields_cached() {
-  const fs::path plugin = first_existing(candidates());
-  return !plugin.empty() && cached_torch_fields(plugin).has_value();
-}
+bool torch_build_fields_cached() { return cached_fields().has_value(); }
 
 StoreServer::StoreServer(std::uint16_t port, std::chrono::milliseconds timeout)
     : m_handle(api().open_store(port, timeout)) {}

@@ -292,10 +292,6 @@ void ShmReducer::reduce_chunk(at::Tensor& flat, std::int64_t begin, std::int64_t
   const auto sum_into = [&](std::byte* out, std::int64_t first, std::int64_t last) {
     const auto view = [&](std::byte* base) { return at::from_blob(base + first * element, {last - first}, options); };
     at::Tensor sum = view(out);
-    if (m_local_size == 1) {
-      sum.copy_(view(slot(set, 0)));
-      return;
-    }
     at::add_out(sum, view(slot(set, 0)), view(slot(set, 1)));
     for (int index = 2; index < m_local_size; ++index) {
       sum.add_(view(slot(set, index)));

@@ -213,7 +213,6 @@ TEST_CASE("shm all-reduce: 2 hosts x 2 ranks go hierarchical, host sums in host 
   expctl::test::TempDir dir;
   expctl::test::run_ranks_successfully("shm_two_hosts", 4, dir.path());
   check_ranks(dir.path(), 4, "hierarchical");
-
 }
 
 TEST_CASE("shm all-reduce: a host with one rank joins the others through Gloo", "[train][shm][multiprocess]") {
