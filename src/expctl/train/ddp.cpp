@@ -407,7 +407,6 @@ void DistributedDataParallel::reduce_buckets() {
 }
 
 void DistributedDataParallel::wait_buckets(bool compressed) {
-  const auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < m_buckets.size(); ++i) {
     report_wait(i);
     if (compressed) {
@@ -424,7 +423,6 @@ void DistributedDataParallel::wait_buckets(bool compressed) {
     m_beacon->bucket.store(-1, std::memory_order_relaxed);
     m_beacon->enter(Phase::backward);
   }
-  m_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void DistributedDataParallel::report_wait(std::size_t bucket_index) {

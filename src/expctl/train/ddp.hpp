@@ -115,9 +115,6 @@ class DistributedDataParallel {
   void set_beacon(Beacon* beacon) { m_beacon = beacon; }
   /// Bytes all-reduced by this rank since construction (what went on the wire: fp16 halves it).
   std::int64_t bytes_allreduced() const { return m_bytes_total; }
-  /// Seconds spent blocked on gradient all-reduces since construction (with powersgd: and in
-  /// its orthogonalisations and products between them).
-  double comm_wait_seconds() const { return m_wait_seconds; }
   /// The compressor of `grad_compression: powersgd` (null otherwise, and in a world of one).
   const PowerSgd* powersgd() const { return m_powersgd.get(); }
 
@@ -166,7 +163,6 @@ class DistributedDataParallel {
   bool m_stop_voted = false;
   bool m_nonfinite_vote = false;
   bool m_nonfinite_voted = false;
-  double m_wait_seconds = 0.0;
   std::unique_ptr<PowerSgd> m_powersgd;
 };
 
