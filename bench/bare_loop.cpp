@@ -2,12 +2,24 @@
 // expctl's mlp/cnn, and nothing else (no process group, no reducer, no records, no sampler
 // object). expctl at one rank is measured against it.
 //   bare_loop --model mlp|cnn --steps N --batch 64 --lr 0.05 --momentum 0.9 --seed 42
+//             [--times FILE] [--pair]
 // Prints one JSON line: {"samples_per_sec": median after warm-up, "steps": N, "final_loss": ...}.
+// --times FILE: every step's seconds, one per line.
+// --pair: two such loops (two processes) that meet at a barrier after every step and exchange
+// nothing. This is the synchronous-pair bound: what 2 ranks of any synchronous data-parallel
+// trainer reach here when communication costs nothing. It falls below two independent loops when
+// one core runs slower than the other, or either jitters, since each step waits for the slower.
+// samples_per_sec is then the sum over both processes, as expctl's summary counts it.
 #include <torch/torch.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cstdint>
 #include <iostream>
 #include <stdexcept>
@@ -55,6 +67,34 @@ torch::nn::Sequential make_model(const std::string& kind) {
       torch::nn::Flatten(), torch::nn::Linear(64 * 7 * 7, 10));
 }
 
+// Shared by the two processes of --pair.
+struct Pair {
+  pthread_barrier_t barrier;
+  double rate[2];
+};
+
+Pair* make_pair_area() {
+  void* area = mmap(nullptr, sizeof(Pair), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) {
+    throw std::runtime_error("cannot map the pair's barrier");
+  }
+  auto* pair = static_cast<Pair*>(area);
+  pthread_barrierattr_t attr;
+  pthread_barrierattr_init(&attr);
+  pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_barrier_init(&pair->barrier, &attr, 2);
+  return pair;
+}
+
+// The same warm-up rule as expctl's summary: the first min(10, steps / 10) steps are left out.
+double median_rate(const std::vector<double>& rates, std::int64_t steps) {
+  const auto warmup = std::min<std::int64_t>(10, steps / 10);
+  std::vector<double> kept(rates.begin() + warmup, rates.end());
+  std::sort(kept.begin(), kept.end());
+  const std::size_t n = kept.size();
+  return n % 2 == 1 ? kept[n / 2] : (kept[n / 2 - 1] + kept[n / 2]) / 2.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,9 +105,16 @@ int main(int argc, char** argv) {
   double lr = 0.05;
   double momentum = 0.9;
   std::int64_t seed = 42;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string times_file;
+  Pair* pair = nullptr;
+  for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];
-    const std::string value = argv[i + 1];
+    if (key == "--pair") {
+      pair = make_pair_area();
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    const std::string value = argv[++i];
     if (key == "--model") model_kind = value;
     else if (key == "--root") root = value;
     else if (key == "--steps") steps = std::stoll(value);
@@ -75,6 +122,14 @@ int main(int argc, char** argv) {
     else if (key == "--lr") lr = std::stod(value);
     else if (key == "--momentum") momentum = std::stod(value);
     else if (key == "--seed") seed = std::stoll(value);
+    else if (key == "--times") times_file = value;
+  }
+  int rank = 0;
+  pid_t partner = -1;
+  if (pair != nullptr) {
+    partner = fork();  // before LibTorch has started any thread
+    rank = partner == 0 ? 1 : 0;
+    seed += rank;
   }
   torch::manual_seed(seed);
   const auto [images, labels] = load_train(root);
@@ -84,6 +139,9 @@ int main(int argc, char** argv) {
   std::vector<double> rates;
   double loss_value = 0.0;
   const std::int64_t per_epoch = images.size(0) / batch;
+  if (pair != nullptr) {
+    pthread_barrier_wait(&pair->barrier);  // both start their first step together
+  }
   for (std::int64_t step = 0; step < steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     const auto index = order.narrow(0, (step % per_epoch) * batch, batch);
@@ -94,16 +152,26 @@ int main(int argc, char** argv) {
     loss.backward();
     optimizer.step();
     loss_value = loss.item<double>();
+    if (pair != nullptr) {
+      pthread_barrier_wait(&pair->barrier);
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rates.push_back(static_cast<double>(batch) / seconds);
   }
-  // The same warm-up rule as expctl's summary: the first min(10, steps / 10) steps are left out.
-  const auto warmup = std::min<std::int64_t>(10, steps / 10);
-  std::vector<double> kept(rates.begin() + warmup, rates.end());
-  std::sort(kept.begin(), kept.end());
-  const std::size_t n = kept.size();
-  const double median = n % 2 == 1 ? kept[n / 2] : (kept[n / 2 - 1] + kept[n / 2]) / 2.0;
-  std::cout << "{\"samples_per_sec\": " << median << ", \"steps\": " << steps << ", \"final_loss\": " << loss_value
-            << "}" << std::endl;
+  if (!times_file.empty() && rank == 0) {
+    std::ofstream out(times_file);
+    for (const double rate : rates) out << static_cast<double>(batch) / rate << "\n";
+  }
+  double samples_per_sec = median_rate(rates, steps);
+  if (pair != nullptr) {
+    pair->rate[rank] = samples_per_sec;
+    if (rank == 1) {
+      _exit(0);
+    }
+    waitpid(partner, nullptr, 0);
+    samples_per_sec = pair->rate[0] + pair->rate[1];
+  }
+  std::cout << "{\"samples_per_sec\": " << samples_per_sec << ", \"steps\": " << steps
+            << ", \"final_loss\": " << loss_value << "}" << std::endl;
   return 0;
 }

@@ -15,11 +15,18 @@
 #                    caches and memory bandwidth exactly as two ranks do but never communicate,
 #                    so their summed samples/s is what 2 ranks on this machine can reach at best;
 #                    "/ ceil" is expctl 2 ranks over it
+#   sync pair        bare_loop --pair: the same two loops, but meeting at a barrier after every
+#                    step and exchanging nothing: what 2 ranks of any synchronous data-parallel
+#                    trainer reach with communication that costs nothing. Below the ceiling when
+#                    one core runs slower than the other or either jitters (each step waits for
+#                    the slower); "/ pair" is expctl 2 ranks over it: the cost of the runner and
+#                    its all-reduce alone
 # Throughput everywhere = median over the steps after warm-up (the first min(10, steps / 10)) of
 # the sum over ranks of batch / step time. Also prints the time from `expctl run` to rank 0's
 # first step, and with --accuracy E the test accuracy after E epochs (expctl and torch DDP).
 # Each measurement is repeated R times (default 3), the programs interleaved so that a noisy
-# moment hits all of them; a row per repetition, then the medians (ratios of medians).
+# moment hits all of them (the ceiling, expctl 2 ranks and the pair run back to back); a row per
+# repetition, then the medians (ratios of medians).
 # Memory allocator: expctl's ranks raise glibc's mmap and trim thresholds
 # (src/expctl/util/malloc_tuning.hpp), which alone makes the cnn 20-60 % faster. So the table
 # shows PyTorch DDP twice, as shipped and with the same settings through GLIBC_TUNABLES
@@ -38,7 +45,7 @@ while [[ $# -gt 0 ]]; do
     --steps) steps="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --accuracy) epochs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "ddp_throughput.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,10 +56,10 @@ fi
 python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first in PATH has no torch
 
 bench_build="$root/build/bench"
-if [[ ! -x "$bench_build/bare_loop" ]]; then
+if [[ ! -f "$bench_build/build.ninja" ]]; then
   cmake -S "$here" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$bench_build" bare_loop >/dev/null
 fi
+ninja -C "$bench_build" bare_loop >/dev/null  # rebuilt when bare_loop.cpp changed
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -69,9 +76,9 @@ expctl_run() {  # model, extra --set ...
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-row() {  # label, e2, t2, tt2, e1, b1, ceiling, first
-  awk -v m="$1" -v a="$2" -v b="$3" -v t="$4" -v c="$5" -v d="$6" -v g="$7" -v f="$8" \
-    'BEGIN { printf "%-12s %10.0f %10.0f %7.3fx %11.0f %7.3fx %10.0f %10.0f %7.3fx %9.0f %6.1f%% %10.2fs\n", m, a, b, a / b, t, a / t, c, d, c / d, g, 100 * a / g, f }'
+row() {  # label, e2, t2, tt2, e1, b1, ceiling, pair, first
+  awk -v m="$1" -v a="$2" -v b="$3" -v t="$4" -v c="$5" -v d="$6" -v g="$7" -v p="$8" -v f="$9" \
+    'BEGIN { printf "%-12s %10.0f %10.0f %7.3fx %11.0f %7.3fx %10.0f %10.0f %7.3fx %9.0f %6.1f%% %9.0f %6.1f%% %10.2fs\n", m, a, b, a / b, t, a / t, c, d, c / d, g, 100 * a / g, p, 100 * a / p, f }'
 }
 
 # Two bare loops started together; prints their summed samples/s.
@@ -84,31 +91,34 @@ ceiling() {  # model, lr
     awk '{ print $1 + $2 }'
 }
 
-printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio "torch tuned" ratio \
-  "expctl 1r" "bare loop" ratio ceiling "/ ceil" "first step"
+printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %9s %7s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio \
+  "torch tuned" ratio "expctl 1r" "bare loop" ratio ceiling "/ ceil" "sync pair" "/ pair" "first step"
 for model in mlp cnn; do
   lr="$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')"
-  all_e2=""; all_t2=""; all_tt2=""; all_e1=""; all_b1=""; all_ceil=""; all_first=""
+  all_e2=""; all_t2=""; all_tt2=""; all_e1=""; all_b1=""; all_ceil=""; all_pair=""; all_first=""
   for r in $(seq 1 "$repeat"); do
+    ceil="$(ceiling "$model" "$lr")"
     e2="$(expctl_run "$model" --set "train.max_steps=$steps")"
+    pair="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr" --pair |
+      json_field "['samples_per_sec']")"
     t2="$("$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
     tt2="$(GLIBC_TUNABLES="$tuned" "$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
     e1="$(expctl_run "$model" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1)"
     b1="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr")"
-    ceil="$(ceiling "$model" "$lr")"
     e2s="$(echo "$e2" | json_field "['summary']['samples_per_sec']")"
     t2s="$(echo "$t2" | json_field "['samples_per_sec']")"
     tt2s="$(echo "$tt2" | json_field "['samples_per_sec']")"
     e1s="$(echo "$e1" | json_field "['summary']['samples_per_sec']")"
     b1s="$(echo "$b1" | json_field "['samples_per_sec']")"
     first="$(echo "$e2" | json_field "['summary']['time_to_first_step_s']")"
-    row "$model #$r" "$e2s" "$t2s" "$tt2s" "$e1s" "$b1s" "$ceil" "$first"
+    row "$model #$r" "$e2s" "$t2s" "$tt2s" "$e1s" "$b1s" "$ceil" "$pair" "$first"
     all_e2+=" $e2s"; all_t2+=" $t2s"; all_tt2+=" $tt2s"; all_e1+=" $e1s"; all_b1+=" $b1s"; all_ceil+=" $ceil"
+    all_pair+=" $pair"
     all_first+=" $first"
   done
   row "$model median" "$(echo "$all_e2" | median)" "$(echo "$all_t2" | median)" "$(echo "$all_tt2" | median)" \
     "$(echo "$all_e1" | median)" "$(echo "$all_b1" | median)" "$(echo "$all_ceil" | median)" \
-    "$(echo "$all_first" | median)"
+    "$(echo "$all_pair" | median)" "$(echo "$all_first" | median)"
 done
 
 if [[ "$epochs" -gt 0 ]]; then
