@@ -25,6 +25,7 @@
 #include <cstdlib>
 
 #include "expctl/train/shm_allreduce.hpp"
+#include "expctl/train/store_wait.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -132,7 +133,8 @@ c10::intrusive_ptr<c10d::Store> open_store(const ProcessGroupOptions& options, s
                                            const std::string& endpoint) {
   const auto& p = options.placement;
   if (!p.rendezvous_file.empty()) {
-    auto store = c10::make_intrusive<c10d::FileStore>(p.rendezvous_file, p.world_size);
+    auto store = c10::make_intrusive<QuickPollStore>(
+        c10::make_intrusive<c10d::FileStore>(p.rendezvous_file, p.world_size));
     store->setTimeout(timeout);
     return store;
   }
