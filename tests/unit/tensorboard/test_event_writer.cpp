@@ -146,3 +146,10 @@ TEST_CASE("tensorboard: a write that fails (file too large, disk full) is Export
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
+
+TEST_CASE("tensorboard: the masked crc is TFRecord's rotation plus 0xa282ead8") {
+  const std::uint32_t crc = 0x8A9136AAu;  // CRC-32C of 32 zero bytes (RFC 3720)
+  const std::uint32_t expected = ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+  CHECK(masked_crc32c(std::string(32, '\0')) == expected);
+  CHECK(masked_crc32c("") == 0xa282ead8u);
+}

@@ -266,7 +266,8 @@ TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip tra
   const auto first = load_idx(images, labels);
   const auto entries = cache_entries(cache);
   REQUIRE(entries.size() == 2);  // one decoded copy per gzip file
-  CHECK(read_all(entries[0]).size() + read_all(entries[1]).size() == idx_images().size() + idx_labels().size());
+  // Each copy is the decoded bytes and an 8-byte footer ("xc32", CRC-32C).
+  CHECK(read_all(entries[0]).size() + read_all(entries[1]).size() == idx_images().size() + idx_labels().size() + 16);
 
   SECTION("a second load reads the copies and gives the same tensors") {
     const auto second = load_idx(images, labels);
@@ -278,15 +279,28 @@ TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip tra
   for (const auto& entry : entries) {
     originals.push_back(read_all(entry));
   }
-  SECTION("a damaged copy (same length, CRC differs) is decoded again and replaced") {
+  SECTION("a damaged copy (same length, one bit of the data or of the footer's CRC flipped) is decoded again "
+          "and replaced") {
+    const bool in_footer = GENERATE(false, true);
     for (const auto& entry : entries) {
       auto bytes = read_all(entry);
-      bytes[bytes.size() - 1] = static_cast<char>(bytes.back() ^ 0x01);
+      const std::size_t at = in_footer ? bytes.size() - 1 : (bytes.size() - 8) / 2;
+      bytes[at] = static_cast<char>(bytes[at] ^ 0x01);
       std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes;
     }
     const auto again = load_idx(images, labels);
     CHECK(torch::equal(again.all_images(), first.all_images()));
     CHECK(torch::equal(again.labels, first.labels));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      CHECK(read_all(entries[i]) == originals[i]);
+    }
+  }
+  SECTION("a copy without the footer (the earlier format) is not used, and is rewritten with it") {
+    for (const auto& entry : entries) {
+      auto bytes = read_all(entry);
+      std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 8);
+    }
+    CHECK(torch::equal(load_idx(images, labels).all_images(), first.all_images()));
     for (std::size_t i = 0; i < entries.size(); ++i) {
       CHECK(read_all(entries[i]) == originals[i]);
     }

@@ -5,9 +5,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "expctl/tensorboard/crc32c.hpp"
+#include "expctl/util/crc32c.hpp"
 
-using namespace expctl::tensorboard;
+using namespace expctl::util;
 
 namespace {
 
@@ -38,7 +38,7 @@ std::string random_bytes(std::mt19937& random, std::size_t size) {
 
 }  // namespace
 
-TEST_CASE("tensorboard: crc32c gives RFC 3720's values on the table path and the hardware path") {
+TEST_CASE("util: crc32c gives RFC 3720's values on the table path and the hardware path") {
   for (const Vector& vector : rfc3720_vectors()) {
     CAPTURE(vector.name);
     CHECK(crc32c(vector.bytes) == vector.crc);
@@ -52,7 +52,7 @@ TEST_CASE("tensorboard: crc32c gives RFC 3720's values on the table path and the
   }
 }
 
-TEST_CASE("tensorboard: crc32c continues over split input and the paths agree on every length and alignment") {
+TEST_CASE("util: crc32c continues over split input and the paths agree on every length and alignment") {
   std::mt19937 random(20260301);
   for (std::size_t size = 0; size < 300; ++size) {
     const std::string bytes = random_bytes(random, size + 7);
@@ -66,11 +66,4 @@ TEST_CASE("tensorboard: crc32c continues over split input and the paths agree on
     REQUIRE(crc32c(data.substr(cut), crc32c(data.substr(0, cut))) == whole);
     REQUIRE(detail::crc32c_table(data.substr(cut), detail::crc32c_table(data.substr(0, cut), 0)) == whole);
   }
-}
-
-TEST_CASE("tensorboard: the masked crc is TFRecord's rotation plus 0xa282ead8") {
-  const std::uint32_t crc = 0x8A9136AAu;  // of 32 zero bytes
-  const std::uint32_t expected = ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-  CHECK(masked_crc32c(std::string(32, '\0')) == expected);
-  CHECK(masked_crc32c("") == 0xa282ead8u);
 }

@@ -1,4 +1,4 @@
-#include "expctl/tensorboard/crc32c.hpp"
+#include "expctl/util/crc32c.hpp"
 
 #include <array>
 #include <cstring>
@@ -8,11 +8,10 @@
 #define EXPCTL_CRC32C_SSE42 1
 #endif
 
-namespace expctl::tensorboard {
+namespace expctl::util {
 namespace {
 
 constexpr std::uint32_t k_polynomial = 0x82F63B78u;  // 0x1EDC6F41 bit-reversed
-constexpr std::uint32_t k_mask_delta = 0xa282ead8u;
 
 constexpr std::array<std::uint32_t, 256> make_table() {
   std::array<std::uint32_t, 256> table{};
@@ -82,9 +81,4 @@ std::uint32_t crc32c(std::string_view bytes, std::uint32_t crc) {
   return detail::crc32c_table(bytes, crc);
 }
 
-std::uint32_t masked_crc32c(std::string_view bytes) {
-  const std::uint32_t crc = crc32c(bytes);
-  return ((crc >> 15) | (crc << 17)) + k_mask_delta;
-}
-
-}  // namespace expctl::tensorboard
+}  // namespace expctl::util
