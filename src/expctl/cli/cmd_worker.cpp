@@ -1,6 +1,8 @@
 // `expctl worker --run-dir DIR [--resume]`: one rank of a run (hidden). The supervisor of
 // `expctl run` starts one per local rank with torchrun's environment contract; the rank reads
 // the resolved spec from the run folder, trains, and reports through its control channel.
+// `--run-dir -`: the folder comes as one line on standard input (`expctl run` starts its ranks
+// before the run is recorded, so that they load LibTorch meanwhile).
 // Ranks never open the database: the supervisor is its only writer.
 
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
@@ -25,7 +27,7 @@ void setup_worker(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
   CLI::App* command = app.add_subcommand(
       "worker", "One rank of a run (started by `expctl run`; reads RANK, WORLD_SIZE, MASTER_ADDR, ...).");
   command->group("");  // hidden: people start runs with `expctl run`
-  command->add_option("--run-dir", options->run_dir, "Run folder holding resolved.json")->required();
+  command->add_option("--run-dir", options->run_dir, "Run folder holding resolved.json; - reads it from standard input")->required();
   command->add_flag("--resume", options->resume, "Continue from this rank's checkpoint");
   command->callback([options, globals] { run_worker_command(*options, *globals); });
 }

@@ -2,50 +2,19 @@
 
 #include <cerrno>
 #include <charconv>
-#include <csignal>
-#include <ctime>
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/launch_error.hpp"
+#include "expctl/launch/write_all.hpp"
 
 namespace expctl::launch {
 
 namespace {
-
-// Writes all of `data`; false when the reader has gone. SIGPIPE is blocked for this thread during
-// the write and a pending one consumed, so a vanished supervisor cannot kill the rank through it
-// (the rank may still want to write its checkpoint).
-bool write_all(int fd, std::string_view data) {
-  sigset_t pipe_set;
-  sigset_t old_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-  bool ok = true;
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      ok = false;
-      break;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  if (!ok && errno == EPIPE) {
-    const timespec no_wait{0, 0};
-    while (::sigtimedwait(&pipe_set, nullptr, &no_wait) == SIGPIPE) {
-    }
-  }
-  ::pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
-  return ok;
-}
 
 int parse_control_fd(const std::string& text) {
   int fd = -1;
@@ -100,7 +69,7 @@ void RankChannel::record(std::string_view payload) {
 void RankChannel::send_line(std::string line) {
   line += '\n';
   const std::lock_guard lock(m_mutex);
-  if (m_fd >= 0 && !write_all(m_fd, line)) {
+  if (m_fd >= 0 && !write_all_ignoring_sigpipe(m_fd, line)) {
     m_fd = -1;  // the supervisor is gone: later calls are no-ops
   }
 }

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <optional>
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -14,6 +15,7 @@
 #include <pthread.h>
 
 #include "expctl/launch/control_channel.hpp"
+#include "expctl/launch/write_all.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::launch::detail {
@@ -114,7 +116,26 @@ struct PipePair {
 RankProcess::RankProcess(RankSpec spec, RankSinks sinks, const std::filesystem::path& log_dir)
     : m_spec(std::move(spec)), m_sinks(sinks) {
   m_exit.rank = m_spec.rank;
-  if (log_dir.empty()) {
+  open_log(log_dir);
+}
+
+void RankProcess::attach(RankSinks sinks, const std::filesystem::path& log_dir) {
+  m_sinks = sinks;
+  open_log(log_dir);
+}
+
+void RankProcess::release(std::string_view line) {
+  if (m_stdin_fd < 0) {
+    return;
+  }
+  // A rank that has died already is reaped and reported like any other.
+  (void)write_all_ignoring_sigpipe(m_stdin_fd, std::string(line) + "\n");
+  close_fd(m_stdin_fd);
+  m_last_alive = Clock::now();  // its silence is counted from now, not from its start
+}
+
+void RankProcess::open_log(const std::filesystem::path& log_dir) {
+  if (log_dir.empty() || m_log_fd >= 0) {
     return;
   }
   const auto path = log_dir / fmt::format("rank-{}.log", m_spec.rank);
@@ -125,18 +146,26 @@ RankProcess::RankProcess(RankSpec spec, RankSinks sinks, const std::filesystem::
 }
 
 RankProcess::~RankProcess() {
+  close_fd(m_stdin_fd);  // a held rank reads end-of-file and leaves; the kill below is sooner
   kill_and_reap();
   close_fd(m_log_fd);
 }
 
-void RankProcess::spawn(const std::vector<std::string>& environment) {
+void RankProcess::spawn(const std::vector<std::string>& environment, bool hold) {
   if (m_spec.argv.empty()) {
     throw util::LaunchError(fmt::format("cannot start rank {}: empty command line", m_spec.rank));
   }
   PipePair out, err, control, exec_status;
-  const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (dev_null < 0) {
-    throw util::LaunchError(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
+  std::optional<PipePair> input;
+  int stdin_fd = -1;
+  if (hold) {
+    input.emplace();
+    stdin_fd = input->read;
+  } else {
+    stdin_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (stdin_fd < 0) {
+      throw util::LaunchError(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
+    }
   }
   std::vector<std::string> args = m_spec.argv;
   std::vector<std::string> env = environment;
@@ -151,10 +180,15 @@ void RankProcess::spawn(const std::vector<std::string>& environment) {
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    run_child({dev_null, out.write, err.write, control.write, exec_status.write}, c_args.data(), c_env.data(), parent);
+    run_child({stdin_fd, out.write, err.write, control.write, exec_status.write}, c_args.data(), c_env.data(), parent);
   }
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  ::close(dev_null);
+  if (input) {
+    close_fd(input->read);
+    m_stdin_fd = std::exchange(input->write, -1);
+  } else {
+    ::close(stdin_fd);
+  }
   if (pid < 0) {
     throw util::LaunchError(fmt::format("cannot start rank {}: fork failed: {}", m_spec.rank, std::strerror(errno)));
   }

@@ -6,6 +6,7 @@
 #include <deque>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <poll.h>
@@ -36,8 +37,12 @@ class RankProcess {
   RankProcess& operator=(const RankProcess&) = delete;
 
   /// Forks and execs the rank with `environment` ("NAME=value"). Throws util::LaunchError when
-  /// the program cannot be executed.
-  void spawn(const std::vector<std::string>& environment);
+  /// the program cannot be executed. `hold`: its standard input is a pipe, for release().
+  void spawn(const std::vector<std::string>& environment, bool hold = false);
+  /// Gives a rank started before its run (see HeldRanks) its sinks and log file.
+  void attach(RankSinks sinks, const std::filesystem::path& log_dir);
+  /// Writes `line` and a newline to a held rank's standard input and closes it; no-op otherwise.
+  void release(std::string_view line);
 
   int rank() const { return m_spec.rank; }
   pid_t pid() const { return m_exit.pid; }
@@ -73,10 +78,12 @@ class RankProcess {
   void on_line(Channel channel, std::string_view line);
   void on_output_line(Channel channel, std::string_view line);
   void record_status(int status);
+  void open_log(const std::filesystem::path& log_dir);
 
   RankSpec m_spec;
   RankSinks m_sinks;
   int m_log_fd = -1;
+  int m_stdin_fd = -1;  ///< a held rank's standard input, until release()
   Stream m_out;
   Stream m_err;
   Stream m_control;

@@ -65,6 +65,24 @@ struct Supervisor::State {
   // kills the supervisor with the default action); removed when wait() returns.
   std::optional<detail::InterruptSignals> signals;
 
+  // The log folder, the signal handlers and the clock: what every start has in common.
+  detail::RankSinks prepare_start() {
+    EXPCTL_ASSERT(ranks.empty(), "Supervisor::start called twice");
+    if (!options.log_dir.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(options.log_dir, error);
+      if (error) {
+        throw util::LaunchError(
+            fmt::format("cannot create the log folder {}: {}", options.log_dir.string(), error.message()));
+      }
+    }
+    if (options.handle_signals) {
+      signals.emplace();
+    }
+    started = Clock::now();
+    return {&options.console, &options.on_record, options.tail_lines};
+  }
+
   bool any_running() const {
     return std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r->running(); });
   }
@@ -255,29 +273,56 @@ Supervisor::Supervisor(SupervisorOptions options) : m_state(std::make_unique<Sta
 
 Supervisor::~Supervisor() = default;  // each RankProcess kills and reaps its own process
 
-void Supervisor::start(const std::vector<RankSpec>& ranks) {
-  EXPCTL_ASSERT(m_state->ranks.empty(), "Supervisor::start called twice");
-  State& state = *m_state;
-  if (!state.options.log_dir.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(state.options.log_dir, error);
-    if (error) {
-      throw util::LaunchError(
-          fmt::format("cannot create the log folder {}: {}", state.options.log_dir.string(), error.message()));
-    }
-  }
-  const EnvMap base = state.options.environment ? *state.options.environment : current_environment();
-  const detail::RankSinks sinks{&state.options.console, &state.options.on_record, state.options.tail_lines};
-  if (state.options.handle_signals) {
-    state.signals.emplace();
-  }
-  state.started = Clock::now();
+namespace {
+
+std::vector<std::string> rank_environment(const EnvMap& base, const RankSpec& spec) {
+  EnvOverrides env = spec.env;
+  env[k_control_fd_variable] = std::to_string(k_control_fd);
+  return merged_environment(base, env);
+}
+
+}  // namespace
+
+HeldRanks::HeldRanks(const std::vector<RankSpec>& ranks, const std::optional<EnvMap>& environment) {
+  const EnvMap base = environment ? *environment : current_environment();
   for (const RankSpec& spec : ranks) {
-    EnvOverrides env = spec.env;
-    env[k_control_fd_variable] = std::to_string(k_control_fd);
+    auto process = std::make_unique<RankProcess>(spec, detail::RankSinks{}, std::filesystem::path());
+    process->spawn(rank_environment(base, spec), true);
+    m_ranks.push_back(std::move(process));
+  }
+}
+
+HeldRanks::~HeldRanks() = default;  // each RankProcess kills and reaps its own process
+HeldRanks::HeldRanks(HeldRanks&& other) noexcept = default;
+HeldRanks& HeldRanks::operator=(HeldRanks&& other) noexcept = default;
+
+std::vector<pid_t> HeldRanks::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& rank : m_ranks) out.push_back(rank->pid());
+  return out;
+}
+
+void Supervisor::start(const std::vector<RankSpec>& ranks) {
+  State& state = *m_state;
+  const detail::RankSinks sinks = state.prepare_start();
+  const EnvMap base = state.options.environment ? *state.options.environment : current_environment();
+  for (const RankSpec& spec : ranks) {
     auto process = std::make_unique<RankProcess>(spec, sinks, state.options.log_dir);
-    process->spawn(merged_environment(base, env));
+    process->spawn(rank_environment(base, spec));
     state.ranks.push_back(std::move(process));
+  }
+}
+
+void Supervisor::start(HeldRanks&& held, std::string_view line) {
+  State& state = *m_state;
+  const detail::RankSinks sinks = state.prepare_start();
+  for (auto& process : held.m_ranks) {
+    process->attach(sinks, state.options.log_dir);
+    state.ranks.push_back(std::move(process));
+  }
+  held.m_ranks.clear();
+  for (auto& process : state.ranks) {
+    process->release(line);
   }
 }
 

@@ -128,6 +128,34 @@ struct Outcome {
 /// "SIGKILL" for 9; "signal 64" for numbers without a name.
 std::string signal_name(int signal);
 
+namespace detail {
+class RankProcess;
+}
+
+/// Ranks started before their run exists. `expctl run` starts them first thing, so that each
+/// loads LibTorch while the supervisor fingerprints the stack and records the run (about 40 ms
+/// that the ranks used to wait for). Each waits on its standard input for one line (the run's
+/// folder); Supervisor::start(HeldRanks&&, line) sends it and supervises them from then on. Held
+/// ranks never sent a line (the run was refused, or could not be recorded) are killed and reaped
+/// when this object goes; they have written nothing anywhere.
+class HeldRanks {
+ public:
+  /// Starts each rank with `environment` (nullopt: this process's) under its RankSpec's env.
+  /// Throws util::LaunchError like Supervisor::start; those already started are killed.
+  HeldRanks(const std::vector<RankSpec>& ranks, const std::optional<EnvMap>& environment = std::nullopt);
+  ~HeldRanks();
+  HeldRanks(HeldRanks&& other) noexcept;
+  HeldRanks& operator=(HeldRanks&& other) noexcept;
+  HeldRanks(const HeldRanks&) = delete;
+  HeldRanks& operator=(const HeldRanks&) = delete;
+
+  std::vector<pid_t> pids() const;
+
+ private:
+  friend class Supervisor;
+  std::vector<std::unique_ptr<detail::RankProcess>> m_ranks;
+};
+
 class Supervisor {
  public:
   explicit Supervisor(SupervisorOptions options = {});
@@ -139,6 +167,10 @@ class Supervisor {
   /// Starts the ranks. Throws util::LaunchError when one cannot be started (the program is
   /// missing, a log file cannot be created); those already started are killed by the destructor.
   void start(const std::vector<RankSpec>& ranks);
+  /// Takes over ranks started earlier: sends each `line` (and a newline) on its standard input,
+  /// then supervises them as if start() had started them. SupervisorOptions::environment is not
+  /// used (they have theirs already).
+  void start(HeldRanks&& held, std::string_view line);
   /// Supervises the started ranks until every one has ended, and says how the run went.
   Outcome wait();
   /// start() then wait().

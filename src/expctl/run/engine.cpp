@@ -222,6 +222,11 @@ std::vector<std::string> worker_argv(const Invocation& invocation) {
   return argv;
 }
 
+// Ranks started before the run is recorded read its folder from standard input.
+std::vector<std::string> held_worker_argv() {
+  return {std::filesystem::read_symlink("/proc/self/exe").string(), "worker", "--run-dir", "-"};
+}
+
 launch::LaunchPlan plan_for(const Invocation& invocation) {
   auto request = node_request(invocation.resolved);
   if (invocation.rendezvous) {
@@ -295,7 +300,8 @@ struct Supervised {
   RunFacts facts;
 };
 
-Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console) {
+Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console,
+                          std::optional<launch::HeldRanks> held) {
   const launch::LaunchPlan plan = plan_for(invocation);
   Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start(),
                     static_cast<int>(plan.ranks.size()));
@@ -310,7 +316,11 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   Supervised result;
   try {
     launch::Supervisor supervisor(options);
-    supervisor.start(launch::rank_specs(plan, worker_argv(invocation)));
+    if (held) {
+      supervisor.start(std::move(*held), invocation.run.run_dir.string());
+    } else {
+      supervisor.start(launch::rank_specs(plan, worker_argv(invocation)));
+    }
     record_ranks(recorder, invocation, plan, supervisor.pids());
     const auto outcome = supervisor.wait();
     result.verdict = verdict_of(outcome, recorder.divergence(), recorder.last_steps());
@@ -328,9 +338,10 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   return result;  // the recorder's thread ends here, before anyone else uses the store
 }
 
-RunResult supervise(store::Store& store, const Invocation& invocation) {
+RunResult supervise(store::Store& store, const Invocation& invocation,
+                    std::optional<launch::HeldRanks> held = std::nullopt) {
   Console console(invocation.quiet);
-  const auto supervised = run_supervisor(store, invocation, console);
+  const auto supervised = run_supervisor(store, invocation, console, std::move(held));
   return conclude(store, invocation, supervised.verdict, supervised.facts);
 }
 
@@ -487,8 +498,22 @@ void check_checkpoints(Invocation& invocation) {
 RunResult run_spec(const RunRequest& request) {
   // Validation first: a bad spec exits 2 before anything is recorded.
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
+  const auto identity = launch::detect_launcher(launch::current_environment());
+  Invocation invocation;
+  std::optional<launch::HeldRanks> held;
+  if (!identity) {
+    invocation.resolved.spec = resolved_values(spec);
+    // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
+    invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
+    invocation.resolved.node = node_of(request, spec);
+    // The rendezvous is prepared before anything is recorded: a port in use leaves no trace.
+    invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
+    // The ranks start now and load LibTorch while the stack is fingerprinted and the run
+    // recorded; they learn the run's folder once it exists. A refusal below kills them.
+    held.emplace(launch::rank_specs(plan_for(invocation), held_worker_argv()));
+  }
   // The supervisor itself needs LibTorch only for its build facts (the fingerprint), which are
-  // cached after the first run: then the ranks are started without this process loading it.
+  // cached after the first run: then it never loads it.
   if (!train::plugin::torch_build_fields_cached()) {
     train::plugin::preload();  // LibTorch starts up while the stack is fingerprinted
   }
@@ -496,21 +521,14 @@ RunResult run_spec(const RunRequest& request) {
   if (!stack.drifted().empty() && !request.allow_drift) {
     return refused_for_pins(stack, request);
   }
-  if (const auto identity = launch::detect_launcher(launch::current_environment())) {
+  if (identity) {
     return run_as_external_rank(request, spec, stack, *identity);
   }
-  Invocation invocation;
-  invocation.resolved.spec = resolved_values(spec);
-  // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
-  invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
-  invocation.resolved.node = node_of(request, spec);
-  // The rendezvous is prepared before anything is recorded: a port in use leaves no trace.
-  invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
   invocation.drift = stack.drifted();
   invocation.quiet = request.quiet;
   store::Store store = request.open_store();
   invocation.run = record_new_run(store, spec, stack, request.tags, invocation.resolved);
-  return supervise(store, invocation);
+  return supervise(store, invocation, std::move(held));
 }
 
 RunResult resume_run(const ResumeRequest& request) {

@@ -70,7 +70,8 @@ RunResult resume_run(const ResumeRequest& request);
 
 /// One rank started by expctl's supervisor (`expctl worker`): trains and reports through the
 /// control channel. Returns the process's exit code (launch::k_diverged_exit_code when the loss
-/// stopped being finite).
+/// stopped being finite). `run_dir` "-": it comes as one line on standard input (a rank started
+/// before its run was recorded, see launch::HeldRanks); end of input without it returns 0.
 int run_rank(const std::filesystem::path& run_dir, bool resume);
 
 }  // namespace expctl::run

@@ -71,8 +71,18 @@ train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const lau
 
 }  // namespace
 
-int run_rank(const std::filesystem::path& run_dir, bool resume) {
+int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
   train::plugin::preload();  // LibTorch starts up while the rank connects to its supervisor
+  std::filesystem::path run_dir = given_run_dir;
+  if (run_dir == "-") {
+    // Started before its run was recorded: the supervisor sends the folder once it exists. End
+    // of input without it means there is no run (refused, or not recordable): nothing to do.
+    std::string line;
+    if (!std::getline(std::cin, line) || line.empty()) {
+      return 0;
+    }
+    run_dir = line;
+  }
   install_stop_handlers();
   util::log::debug(util::tune_malloc_for_training());
   allow_parent_to_trace();  // the supervisor saves this rank's stack if it ever stops answering

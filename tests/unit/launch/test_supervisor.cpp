@@ -267,6 +267,48 @@ TEST_CASE("supervisor: the destructor kills and reaps running ranks", "[launch][
   require_all_gone(pids);
 }
 
+TEST_CASE("supervisor: held ranks start before the run, get the line on their input, and are supervised",
+          "[launch][supervisor]") {
+  TempDir dir;
+  Console console;
+  const auto started = (dir.path() / "started").string();
+  // Each rank proves it ran before the line came (the file exists), then prints what it read.
+  HeldRanks held({shell_rank(0, "echo x > " + started + "-0; read line; echo \"got $line\""),
+                  shell_rank(1, "echo x > " + started + "-1; read line; echo \"got $line\" >&2; exit 0")});
+  const auto pids = held.pids();
+  REQUIRE(pids.size() == 2);
+  wait_for_file(started + "-0");
+  wait_for_file(started + "-1");
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "logs"));  // no log folder before the run exists
+  SupervisorOptions options = quiet_options(dir, console);
+  options.heartbeat_timeout = 1s;
+  std::this_thread::sleep_for(1200ms);  // longer than the heartbeat timeout: counted from the line
+  Supervisor supervisor(options);
+  supervisor.start(std::move(held), "/runs/abc");
+  CHECK(held.pids().empty());
+  CHECK(supervisor.pids() == pids);
+  const Outcome outcome = supervisor.wait();
+  CHECK(outcome.status == RunStatus::completed);
+  CHECK(read_file(dir.path() / "logs/rank-0.log") == "got /runs/abc\n");
+  CHECK(read_file(dir.path() / "logs/rank-1.log") == "got /runs/abc\n");
+  CHECK(std::find(console.lines.begin(), console.lines.end(), "[rank 1] got /runs/abc") != console.lines.end());
+  require_all_gone(pids);
+}
+
+TEST_CASE("supervisor: held ranks never given their line are killed and reaped", "[launch][supervisor]") {
+  TempDir dir;
+  const auto started = (dir.path() / "started").string();
+  std::vector<pid_t> pids;
+  {
+    // A rank that ignores end of input (it would wait forever) is killed all the same.
+    HeldRanks held({shell_rank(0, "echo x > " + started + "; exec sleep 30"), shell_rank(1, "read line")});
+    pids = held.pids();
+    wait_for_file(started);
+  }
+  REQUIRE(pids.size() == 2);
+  require_all_gone(pids);
+}
+
 TEST_CASE("supervisor: ranks inherit the given environment plus their own changes", "[launch][supervisor]") {
   TempDir dir;
   Console console;
