@@ -295,7 +295,7 @@ TEST_CASE("datasets: decoded gzip files are cached, checked against the gzip tra
       CHECK(read_all(entries[i]) == originals[i]);
     }
   }
-  SECTION("a copy without the footer (the earlier format) is not used, and is rewritten with it") {
+  SECTION("a copy without its footer is not used, and is rewritten with it") {
     for (const auto& entry : entries) {
       auto bytes = read_all(entry);
       std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 8);
