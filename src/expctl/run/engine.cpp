@@ -213,18 +213,14 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
 // ---------------------------------------------------------------------------------------------
 // Supervising this node's ranks.
 
-std::vector<std::string> worker_argv(const Invocation& invocation) {
+// `run_dir` "-": ranks started before the run is recorded read its folder from standard input.
+std::vector<std::string> worker_argv(const std::string& run_dir, bool resume) {
   std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "worker", "--run-dir",
-                                   invocation.run.run_dir.string()};
-  if (invocation.resume) {
+                                   run_dir};
+  if (resume) {
     argv.emplace_back("--resume");
   }
   return argv;
-}
-
-// Ranks started before the run is recorded read its folder from standard input.
-std::vector<std::string> held_worker_argv() {
-  return {std::filesystem::read_symlink("/proc/self/exe").string(), "worker", "--run-dir", "-"};
 }
 
 launch::LaunchPlan plan_for(const Invocation& invocation) {
@@ -319,7 +315,7 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
     if (held) {
       supervisor.start(std::move(*held), invocation.run.run_dir.string());
     } else {
-      supervisor.start(launch::rank_specs(plan, worker_argv(invocation)));
+      supervisor.start(launch::rank_specs(plan, worker_argv(invocation.run.run_dir.string(), invocation.resume)));
     }
     record_ranks(recorder, invocation, plan, supervisor.pids());
     const auto outcome = supervisor.wait();
@@ -510,7 +506,7 @@ RunResult run_spec(const RunRequest& request) {
     invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
     // The ranks start now and load LibTorch while the stack is fingerprinted and the run
     // recorded; they learn the run's folder once it exists. A refusal below kills them.
-    held.emplace(launch::rank_specs(plan_for(invocation), held_worker_argv()));
+    held.emplace(launch::rank_specs(plan_for(invocation), worker_argv("-", false)));
   }
   // The supervisor itself needs LibTorch only for its build facts (the fingerprint), which are
   // cached after the first run: then it never loads it.
