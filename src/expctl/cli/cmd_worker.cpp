@@ -27,7 +27,9 @@ void setup_worker(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
   CLI::App* command = app.add_subcommand(
       "worker", "One rank of a run (started by `expctl run`; reads RANK, WORLD_SIZE, MASTER_ADDR, ...).");
   command->group("");  // hidden: people start runs with `expctl run`
-  command->add_option("--run-dir", options->run_dir, "Run folder holding resolved.json; - reads it from standard input")->required();
+  command
+      ->add_option("--run-dir", options->run_dir, "Run folder holding resolved.json; - reads it from standard input")
+      ->required();
   command->add_flag("--resume", options->resume, "Continue from this rank's checkpoint");
   command->callback([options, globals] { run_worker_command(*options, *globals); });
 }

@@ -1,7 +1,8 @@
 #pragma once
 /// Datasets held in memory, their images as normalised float32 (or as bytes decoded per batch):
-/// Fashion-MNIST and MNIST (IDX files, gzip-compressed or not), CIFAR-10 (its binary batches) and a seeded synthetic set. A missing,
-/// truncated or corrupt file is a TrainError whose message starts with the file's path.
+/// Fashion-MNIST and MNIST (IDX files, gzip-compressed or not), CIFAR-10 (its binary batches) and
+/// a seeded synthetic set. A missing, truncated or corrupt file is a TrainError whose message
+/// starts with the file's path.
 
 #include <ATen/ATen.h>
 

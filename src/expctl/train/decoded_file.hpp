@@ -9,8 +9,8 @@
 /// and CRC-32), with a footer holding their CRC-32C. A later reader takes it only if its length
 /// equals the trailer's and its CRC-32C the footer's, so a stale, truncated or damaged copy is
 /// never used: it is decoded again and replaced. Copies are published with an atomic rename
-/// (ranks may race to write the same one). The cache is only an accelerator: when it cannot be read or written (read-only
-/// home, full disk) the file is decoded as before and nothing fails.
+/// (ranks may race to write the same one). The cache is only an accelerator: when it cannot be
+/// read or written (read-only home, full disk) the file is decoded as before and nothing fails.
 
 #include <cstdint>
 #include <filesystem>

@@ -13,8 +13,9 @@
 /// rank r sums its 1/L share into the result area; barrier; local rank 0 all-gathers the hosts'
 /// sums over Gloo, one rank per host, and adds them in host order; barrier; every rank copies the
 /// result out. Tensors larger than a slot go chunk by chunk. (Gloo's own ring all-reduce is not
-/// used between hosts: its order depends on the ring, and on LibTorch 1.13 its float16 sum between the first ranks of two hosts dropped one side's
-/// values in tests/unit/train/test_shm_allreduce.cpp.)
+/// used between hosts: its order depends on the ring, and on LibTorch 1.13 its float16 sum
+/// between the first ranks of two hosts dropped one side's values in
+/// tests/unit/train/test_shm_allreduce.cpp.)
 ///
 /// The segment's name is unlinked as soon as every local rank has mapped it, so no exit path,
 /// SIGKILL included, can leave it in /dev/shm; a rank killed before that point leaves a name
