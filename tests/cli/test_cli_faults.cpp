@@ -215,6 +215,21 @@ TEST_CASE("faults: resume verifies checkpoints across ranks and picks the newest
   REQUIRE(caught_up.exit_code == 0);
   CHECK(sha_of(json::parse(caught_up.out)) == expected);
 
+  // Ended during the ranks' first checkpoint (rank 1's files have no index yet): every rank
+  // starts again from step 0, says so, and the curve is still the same.
+  const auto first = interrupted_run(d, "first", k_steps);
+  for (const auto& entry : fs::directory_iterator(first.run_dir / "checkpoints")) {
+    if (entry.path().filename().string().starts_with("rank1-") && entry.path().extension() == ".json") {
+      fs::remove(entry.path());
+    }
+  }
+  const auto restarted = d.expctl({"resume", first.id, "--format", "json"});
+  INFO(restarted.out << restarted.err);
+  REQUIRE(restarted.exit_code == 0);
+  CHECK_THAT(restarted.err, Catch::Contains("rank 1 holds no complete checkpoint") &&
+                                Catch::Contains("starts again from step 0"));
+  CHECK(sha_of(json::parse(restarted.out)) == expected);
+
   // Nothing usable on rank 1: refused, naming the file, the run untouched.
   const auto broken = interrupted_run(d, "broken", k_steps);
   for (const auto& entry : fs::directory_iterator(broken.run_dir / "checkpoints")) {

@@ -480,13 +480,16 @@ void check_checkpoints(Invocation& invocation) {
   for (const auto& rank : plan_for(invocation).ranks) {
     ranks.push_back(rank.rank);
   }
-  std::string problem;
-  invocation.resume_step = train::common_resume_step(invocation.run.run_dir / "checkpoints", ranks, &problem);
-  if (!problem.empty()) {
+  const auto point = train::resume_point(invocation.run.run_dir / "checkpoints", ranks);
+  if (!point.refusal.empty()) {
     throw util::UsageError(fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
                                        "so start a new run",
-                                       invocation.run.id, problem));
+                                       invocation.run.id, point.refusal));
   }
+  if (!point.note.empty() && !invocation.quiet) {
+    std::cerr << fmt::format("note: run {}: {}\n", invocation.run.id, point.note);
+  }
+  invocation.resume_step = point.step;
 }
 
 }  // namespace
@@ -546,13 +549,13 @@ RunResult resume_run(const ResumeRequest& request) {
         invocation.run.id, drift.size());
     return result;
   }
+  invocation.quiet = request.quiet;
   check_checkpoints(invocation);
   if (invocation.resolved.node.nnodes == 1) {
     invocation.resolved.node.master_port = 0;  // the old port may be taken by now
   }
   invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
   invocation.resume = true;
-  invocation.quiet = request.quiet;
   store.resume_run(invocation.run.id);
   for (const auto& row : drift) {
     store.add_tag(invocation.run.id, "drift:" + row.field);

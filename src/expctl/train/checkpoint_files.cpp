@@ -161,45 +161,43 @@ void prune_checkpoints(const std::filesystem::path& dir, int rank) {
   }
 }
 
-bool has_any_checkpoint(const std::filesystem::path& dir) {
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    if (entry.path().extension() == ".pt") {
-      return true;
-    }
-  }
-  return false;
-}
-
-std::optional<std::int64_t> common_resume_step(const std::filesystem::path& dir, const std::vector<int>& ranks,
-                                               std::string* problem) {
-  if (!has_any_checkpoint(dir)) {
-    problem->clear();
-    return std::nullopt;
-  }
-  std::optional<std::int64_t> common;
-  std::vector<std::string> problems;
+ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks) {
+  ResumePoint point;
+  std::vector<std::string> passed_over;
+  std::optional<int> without;  // the first rank that never completed a checkpoint
   for (const int rank : ranks) {
+    std::vector<std::string> problems;
     const auto newest = newest_intact(dir, rank, &problems);
-    if (!newest) {
-      *problem = problems.empty()
-                     ? fmt::format("{}: missing (rank {} has no checkpoint; other ranks do)",
-                                   checkpoint_path(dir, rank, 0).parent_path().string(), rank)
-                     : problems.front();
-      return std::nullopt;
+    if (!newest && !problems.empty()) {
+      point.refusal = problems.front();
+      return point;
     }
-    common = common ? std::min(*common, newest->step) : newest->step;
+    if (!newest) {
+      without = without.value_or(rank);
+      continue;
+    }
+    point.step = point.step ? std::min(*point.step, newest->step) : newest->step;
+    passed_over.insert(passed_over.end(), problems.begin(), problems.end());
+  }
+  if (without || !point.step) {
+    if (point.step) {
+      point.note = fmt::format("rank {} holds no complete checkpoint (the run ended during its first): every rank "
+                               "starts again from step 0",
+                               *without);
+    }
+    point.step.reset();
+    return point;
   }
   for (const int rank : ranks) {
-    if (!intact_at(dir, rank, *common, problem)) {
-      for (const auto& passed_over : problems) {
-        *problem += "; passed over " + passed_over;
+    if (!intact_at(dir, rank, *point.step, &point.refusal)) {
+      for (const auto& problem : passed_over) {
+        point.refusal += "; passed over " + problem;
       }
-      return std::nullopt;
+      point.step.reset();
+      return point;
     }
   }
-  problem->clear();
-  return common;
+  return point;
 }
 
 }  // namespace expctl::train

@@ -55,13 +55,18 @@ std::optional<CheckpointFile> intact_at(const std::filesystem::path& dir, int ra
 /// write that never completed). Best effort: a file that cannot be removed stays.
 void prune_checkpoints(const std::filesystem::path& dir, int rank);
 
-/// True when `dir` holds any checkpoint (indexed or not) of any rank.
-bool has_any_checkpoint(const std::filesystem::path& dir);
+/// Where a resume of some ranks starts.
+struct ResumePoint {
+  std::optional<std::int64_t> step;  ///< the newest step every rank holds intact; nullopt: step 0
+  /// Why no resume is possible: a rank's checkpoints are all damaged, or no common step is intact.
+  std::string refusal;
+  std::string note;  ///< why step 0 was chosen although some rank holds checkpoints
+};
 
-/// What a resume of `ranks` would start from: the newest step every one of them holds intact;
-/// nullopt with `problem` set when some rank has checkpoints but no step is common and intact;
-/// nullopt with `problem` empty when no rank has any checkpoint (start from step 0).
-std::optional<std::int64_t> common_resume_step(const std::filesystem::path& dir, const std::vector<int>& ranks,
-                                               std::string* problem);
+/// What a resume of `ranks` starts from. A rank whose checkpoints all fail their check refuses
+/// the resume (naming the file). A rank that never completed one (no index: the run ended during
+/// its first write, or before it) sends every rank back to step 0: training is deterministic, so
+/// the run still ends as an uninterrupted one would.
+ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks);
 
 }  // namespace expctl::train

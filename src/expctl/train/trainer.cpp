@@ -301,7 +301,8 @@ class Trainer {
   }
 
   // The newest step every rank holds intact (all-gathered: a rank killed between the ranks'
-  // writes leaves them one step apart, and the ranks must continue from one step).
+  // writes leaves them one step apart, and the ranks must continue from one step); step 0 when
+  // some rank never completed a checkpoint, as train::resume_point decides before the ranks start.
   TrainingPosition resume_position() {
     const int rank = m_comm.rank();
     const auto& dir = m_config.checkpoint_dir;
@@ -314,16 +315,14 @@ class Trainer {
     for (const auto& theirs : m_comm.allgather(tensor, "allgather of the ranks' checkpoint steps")) {
       steps.push_back(static_cast<std::int64_t>(theirs.cpu().item<double>()));
     }
-    if (std::all_of(steps.begin(), steps.end(), [](std::int64_t step) { return step == -1; })) {
-      return {};  // no rank has a checkpoint: the run failed before its first one
-    }
     const auto common = *std::min_element(steps.begin(), steps.end());
-    if (common < 0) {
+    if (common == -2) {
       const auto broken = std::find(steps.begin(), steps.end(), common) - steps.begin();
-      throw TrainError(fmt::format(
-          "no checkpoint step is intact on every rank: {}", !problems.empty() ? problems.front()
-                                                            : fmt::format("rank {} has {}", broken,
-                                                                          common == -1 ? "none" : "none intact")));
+      throw TrainError(fmt::format("no checkpoint step is intact on every rank: {}",
+                                   !problems.empty() ? problems.front() : fmt::format("rank {} has none intact", broken)));
+    }
+    if (common == -1) {
+      return {};  // a rank never completed a checkpoint (the run ended during its first): step 0
     }
     std::string problem;
     const auto file = intact_at(dir, rank, common, &problem);

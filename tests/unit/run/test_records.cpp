@@ -84,19 +84,30 @@ void write_checkpoint(const std::filesystem::path& dir, int rank, std::int64_t s
 TEST_CASE("checkpoint files: the newest step intact on every rank is chosen, or the broken file named",
           "[run][checkpoints]") {
   test::TempDir dir;
-  std::string problem;
-  CHECK_FALSE(train::common_resume_step(dir.path(), {0, 1}, &problem).has_value());
-  CHECK(problem.empty());  // nothing at all: start fresh
+  auto point = train::resume_point(dir.path(), {0, 1});
+  CHECK_FALSE(point.step.has_value());
+  CHECK(point.refusal.empty());  // nothing at all: start fresh
+  CHECK(point.note.empty());
   for (const std::int64_t step : {10, 20, 30}) {
     write_checkpoint(dir.path(), 0, step);
   }
+  point = train::resume_point(dir.path(), {0, 1});  // rank 1 ended during its first write
+  CHECK_FALSE(point.step.has_value());
+  CHECK(point.refusal.empty());
+  CHECK_THAT(point.note, Catch::Contains("rank 1 holds no complete checkpoint") && Catch::Contains("step 0"));
+
   write_checkpoint(dir.path(), 1, 10);
   write_checkpoint(dir.path(), 1, 20);  // rank 1 was killed before writing step 30
   CHECK(train::list_checkpoints(dir.path(), 0).size() == train::k_checkpoints_kept);
   CHECK_FALSE(std::filesystem::exists(train::checkpoint_path(dir.path(), 0, 10)));
-  CHECK(train::common_resume_step(dir.path(), {0, 1}, &problem) == 20);
+  point = train::resume_point(dir.path(), {0, 1});
+  CHECK(point.step == 20);
+  CHECK(point.refusal.empty());
+  CHECK(point.note.empty());
 
   std::ofstream(train::checkpoint_path(dir.path(), 1, 20), std::ios::binary | std::ios::app) << "x";
-  CHECK(train::common_resume_step(dir.path(), {0, 1}, &problem) == std::nullopt);
-  CHECK_THAT(problem, Catch::Contains("rank1-step20.pt"));
+  point = train::resume_point(dir.path(), {0, 1});  // rank 1's step 10 is intact, rank 0 no longer has it
+  CHECK_FALSE(point.step.has_value());
+  CHECK_THAT(point.refusal, Catch::Contains("rank0-step10.pt") && Catch::Contains("passed over") &&
+                                Catch::Contains("rank1-step20.pt"));
 }
