@@ -51,6 +51,8 @@ constexpr FieldSpec k_fields[] = {
     {"software.libtorch_compiler", string, true, "compiler that built LibTorch"},
     {"software.libtorch_build_type", string, true, "LibTorch's CMAKE_BUILD_TYPE"},
     {"software.libtorch_nccl", string, true, "whether LibTorch was built with NCCL (ON/OFF)"},
+    {"software.libtorch_math_libraries", string_map, true,
+     "BLAS, LAPACK, oneDNN, SLEEF and OpenMP files LibTorch loads (links resolved) with their packages"},
     {"software.compiler_id", string, true, "compiler that built expctl: gnu or clang"},
     {"software.compiler_version", string, true, "its version"},
     {"software.cxx_stdlib", string, true, "C++ standard library expctl was built with"},

@@ -69,7 +69,9 @@ std::optional<std::string> read_file_text(const std::filesystem::path& path) {
   if (!in) {
     return std::nullopt;
   }
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::ostringstream text;  // not by size: /proc files report 0
+  text << in.rdbuf();
+  return std::move(text).str();
 }
 
 std::filesystem::path under_root(const std::filesystem::path& root, std::string_view path) {

@@ -74,6 +74,16 @@ std::string upstream_version(std::string_view debian_version);
 std::optional<std::string> dpkg_owner_version(const std::filesystem::path& root, const std::filesystem::path& file,
                                               std::string_view package_prefix);
 
+/// `path` as a process under `root` sees it with every symlink resolved (an absolute link target
+/// stays under `root`); `path` itself after more than 40 links (a loop).
+std::filesystem::path resolve_links(const std::filesystem::path& root, const std::filesystem::path& path);
+
+/// software.libtorch_math_libraries out of train's "math_libraries" (a loaded path per line):
+/// each file name ("libblas.so.3") -> the file its links lead to, with the dpkg package that owns
+/// it ("/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0 (libblas3 3.11.0)"; the path alone
+/// when no package does).
+std::map<std::string, std::string> math_libraries(const std::filesystem::path& root, std::string_view loaded);
+
 void probe_software(Fingerprint& fingerprint, const FingerprintOptions& options);
 
 // ---- code ----

@@ -138,6 +138,10 @@ void set_libtorch_fields(Fingerprint& fingerprint, const FingerprintOptions& opt
        {"cuda", "cudnn", "blas", "lapack", "openmp", "mkldnn", "cpu_capability", "compiler", "build_type", "nccl"}) {
     fingerprint.set(std::string("software.libtorch_") + key, value_or_none(digest, key));
   }
+  const auto loaded = raw.find("math_libraries");
+  fingerprint.set("software.libtorch_math_libraries",
+                  nlohmann::json(loaded == raw.end() ? std::map<std::string, std::string>{}
+                                                     : math_libraries(options.root, loaded->second)));
 }
 
 }  // namespace

@@ -61,6 +61,64 @@ TEST_CASE("probes: the dpkg package owning a library gives LibTorch's real versi
   CHECK_FALSE(dpkg_owner_version(root, "/opt/libtorch/lib/libtorch_cpu.so", "libtorch").has_value());
 }
 
+namespace {
+
+/// Lays out `root` the way update-alternatives does, with libblas.so.3 leading to `choice`.
+void alternatives_root(const expctl::test::TempDir& root, const std::string& choice) {
+  root.write("usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0", "reference BLAS");
+  root.write("usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3", "OpenBLAS");
+  std::filesystem::create_directories(root / "etc/alternatives");
+  std::filesystem::create_symlink("/usr/lib/x86_64-linux-gnu/" + choice,
+                                  root / "etc/alternatives/libblas.so.3-x86_64-linux-gnu");
+  std::filesystem::create_symlink("/etc/alternatives/libblas.so.3-x86_64-linux-gnu",
+                                  root / "usr/lib/x86_64-linux-gnu/libblas.so.3");
+  std::filesystem::create_symlink("usr/lib", root / "lib");  // merged /usr
+  root.write("var/lib/dpkg/info/libblas3:amd64.list", "/.\n/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0\n");
+  root.write("var/lib/dpkg/info/libopenblas0-pthread:amd64.list",
+             "/.\n/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3\n");
+  root.write("var/lib/dpkg/status",
+             "Package: libblas3\nArchitecture: amd64\nVersion: 3.11.0-2\n\n"
+             "Package: libopenblas0-pthread\nArchitecture: amd64\nVersion: 0.3.21+ds-4\n");
+}
+
+}  // namespace
+
+TEST_CASE("probes: the BLAS LibTorch loads is followed through its alternative to the package") {
+  const std::string loaded = "/lib/x86_64-linux-gnu/libblas.so.3\n/opt/elsewhere/libsleef.so.3\n";
+  expctl::test::TempDir reference;
+  alternatives_root(reference, "blas/libblas.so.3.11.0");
+  CHECK(resolve_links(reference.path(), "/lib/x86_64-linux-gnu/libblas.so.3") ==
+        "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0");
+  const auto described = math_libraries(reference.path(), loaded);
+  CHECK(described.at("libblas.so.3") == "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0 (libblas3 3.11.0)");
+  CHECK(described.at("libsleef.so.3") == "/opt/elsewhere/libsleef.so.3");  // no package owns it
+  CHECK(described.size() == 2);
+
+  // Cached (the package lists are not read again), but not past a package upgrade: dpkg's
+  // status file is part of the key.
+  const auto list = reference / "var/lib/dpkg/info/libblas3:amd64.list";
+  std::filesystem::rename(list, reference / "hidden.list");
+  CHECK(math_libraries(reference.path(), loaded).at("libblas.so.3") ==
+        "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0 (libblas3 3.11.0)");
+  std::filesystem::rename(reference / "hidden.list", list);
+  reference.write("var/lib/dpkg/status", "Package: libblas3\nArchitecture: amd64\nVersion: 3.12.0-1\n");
+  CHECK(math_libraries(reference.path(), loaded).at("libblas.so.3") ==
+        "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0 (libblas3 3.12.0)");
+
+  expctl::test::TempDir switched;
+  alternatives_root(switched, "openblas-pthread/libblas.so.3");
+  CHECK(math_libraries(switched.path(), loaded).at("libblas.so.3") ==
+        "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 (libopenblas0-pthread 0.3.21)");
+}
+
+TEST_CASE("probes: a link loop is given up on, not followed forever") {
+  expctl::test::TempDir root;
+  std::filesystem::create_symlink("b", root / "a");
+  std::filesystem::create_symlink("a", root / "b");
+  CHECK(resolve_links(root.path(), "/a") == "/a");
+  CHECK(math_libraries(root.path(), "not a path\n\n").empty());
+}
+
 TEST_CASE("probes: malformed UTF-8 is replaced so JSON output never fails") {
   CHECK(valid_utf8("ok \xff value") == "ok ? value");
   CHECK(valid_utf8("caf\xc3\xa9") == "caf\xc3\xa9");
