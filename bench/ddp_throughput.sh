@@ -91,6 +91,9 @@ ceiling() {  # model, lr
     awk '{ print $1 + $2 }'
 }
 
+# The figures depend on the BLAS LibTorch loads (Debian's libblas.so.3 alternative: the reference
+# BLAS or OpenBLAS, ~5x apart on the mlp), so name it.
+echo "BLAS: $("$expctl" env --format json | json_field "['fields']['software']['libtorch_math_libraries'].get('libblas.so.3', 'none')")"
 printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %9s %7s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio \
   "torch tuned" ratio "expctl 1r" "bare loop" ratio ceiling "/ ceil" "sync pair" "/ pair" "first step"
 for model in mlp cnn; do
