@@ -23,6 +23,12 @@ constexpr AllowListEntry k_allow_list[] = {
     {"KMP_*", computation},
     {"MKL_*", computation},
     {"OPENBLAS_*", computation},
+    {"GOTO_NUM_THREADS", computation},  // OpenBLAS reads it before OMP_NUM_THREADS
+    {"BLIS_*", computation},
+    {"FLEXIBLAS*", computation},  // FLEXIBLAS picks the BLAS backend (Fedora, Rocky)
+    {"ATEN_*", computation},      // ATEN_CPU_CAPABILITY picks LibTorch's CPU kernels (default, avx2...)
+    {"DNNL_*", computation},      // oneDNN's ISA limit and JIT switches
+    {"ONEDNN_*", computation},
     {"NCCL_*", computation},
     {"GLOO_*", computation},
     {"CUDA_*", computation},
@@ -32,6 +38,7 @@ constexpr AllowListEntry k_allow_list[] = {
     {"TORCH_*", computation},
     {"PYTORCH_*", computation},
     {"LD_LIBRARY_PATH", computation},
+    {"LD_PRELOAD", computation},  // a preloaded library can replace BLAS or malloc
     {"MASTER_*", launch},
     {"SLURM_*", launch},
     {"WORLD_SIZE", launch},

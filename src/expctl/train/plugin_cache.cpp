@@ -35,9 +35,13 @@ std::optional<fs::path> entry_for(const fs::path& plugin) {
   if (!directory || plugin_identity.empty()) {
     return std::nullopt;
   }
+  // What changes the facts without changing the files: the search path (another LibTorch or
+  // BLAS) and ATEN_CPU_CAPABILITY (at::show_config() reports the kernels it selects).
   const char* library_path = std::getenv("LD_LIBRARY_PATH");
-  const std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}", fs::absolute(plugin).string(), plugin_identity,
-                                                       library_path != nullptr ? library_path : "", build_id()));
+  const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
+  const std::string key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}", fs::absolute(plugin).string(),
+                                                       plugin_identity, library_path != nullptr ? library_path : "",
+                                                       capability != nullptr ? capability : "", build_id()));
   return *directory / "torch-fields" / (key + ".json");
 }
 

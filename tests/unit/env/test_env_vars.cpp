@@ -97,6 +97,11 @@ TEST_CASE("env vars: the allow-list separates computation from launcher variable
   CHECK(allow_listed("OMP_NUM_THREADS") == EnvVarKind::computation);
   CHECK(allow_listed("NCCL_IB_DISABLE") == EnvVarKind::computation);
   CHECK(allow_listed("CUBLAS_WORKSPACE_CONFIG") == EnvVarKind::computation);
+  // What picks the CPU kernels or the BLAS under LibTorch without changing a file.
+  for (const char* name : {"ATEN_CPU_CAPABILITY", "FLEXIBLAS", "FLEXIBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                           "BLIS_NUM_THREADS", "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "LD_PRELOAD"}) {
+    CHECK(allow_listed(name) == EnvVarKind::computation);
+  }
   CHECK(allow_listed("MASTER_ADDR") == EnvVarKind::launch);
   CHECK(allow_listed("SLURM_JOB_ID") == EnvVarKind::launch);
   CHECK(allow_listed("RANK") == EnvVarKind::launch);

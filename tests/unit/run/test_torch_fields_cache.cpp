@@ -46,6 +46,18 @@ TEST_CASE("torch fields cache: a changed plugin or LibTorch misses", "[run][plug
   CHECK_FALSE(cached_torch_fields(f.plugin));
 }
 
+TEST_CASE("torch fields cache: another ATEN_CPU_CAPABILITY misses (show_config reports the kernels it picks)",
+          "[run][plugin]") {
+  CacheFixture f;
+  ::unsetenv("ATEN_CPU_CAPABILITY");
+  cache_torch_fields(f.plugin, f.fields);
+  REQUIRE(cached_torch_fields(f.plugin));
+  ::setenv("ATEN_CPU_CAPABILITY", "default", 1);
+  CHECK_FALSE(cached_torch_fields(f.plugin));
+  ::unsetenv("ATEN_CPU_CAPABILITY");
+  CHECK(cached_torch_fields(f.plugin) == f.fields);
+}
+
 TEST_CASE("torch fields cache: off with EXPCTL_CACHE_DIR=off, and a damaged entry is ignored", "[run][plugin]") {
   CacheFixture f;
   ::setenv("EXPCTL_CACHE_DIR", "off", 1);
