@@ -374,6 +374,44 @@ TEST_CASE("faults: a disk that fills mid-run fails the run with the documented m
   CHECK(resumed.wait() == 130);
 }
 
+namespace {
+
+/// Runs `sql` on the database at `db` (a trigger standing in for a store that fails one write).
+void exec_sql(const fs::path& db, const std::string& sql) {
+  sqlite3* handle = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &handle) == SQLITE_OK);
+  char* error = nullptr;
+  const int code = sqlite3_exec(handle, sql.c_str(), nullptr, nullptr, &error);
+  INFO((error != nullptr ? error : ""));
+  sqlite3_free(error);
+  sqlite3_close(handle);
+  REQUIRE(code == SQLITE_OK);
+}
+
+}  // namespace
+
+TEST_CASE("faults: a store that fails while the run concludes leaves it lost, never ended without its summary") {
+  RunDir d;
+  const auto reference = d.expctl({"run", tiny_spec(), "--format", "json", "--tag", "reference"});
+  REQUIRE(reference.exit_code == 0);
+  exec_sql(d.db, "CREATE TRIGGER no_summary BEFORE UPDATE OF summary ON runs "
+                 "BEGIN SELECT RAISE(ABORT, 'disk I/O error (test)'); END;");
+  const auto refused = d.expctl({"run", tiny_spec(), "--tag", "refused"});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Catch::Contains("cannot record how run") && Catch::Contains("it shows as lost"));
+  const auto runs = d.open().list_runs({.tag = "refused"});
+  REQUIRE(runs.size() == 1);
+  CHECK(runs.front().status == store::RunStatus::lost);  // not `completed` with no summary
+
+  exec_sql(d.db, "DROP TRIGGER no_summary;");
+  const auto resumed = d.expctl({"resume", runs.front().id, "--format", "json"});
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(d.open().find_run(runs.front().id).status == store::RunStatus::completed);
+  CHECK(sha_of(json::parse(resumed.out)) == sha_of(json::parse(reference.out)));
+}
+
 TEST_CASE("faults: a SIGSTOPped rank is named in the root cause whatever the collective timeout") {
   for (const char* timeout : {"10", "4"}) {
     INFO("distributed.timeout_s=" << timeout);

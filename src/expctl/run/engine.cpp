@@ -166,9 +166,9 @@ void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Concluding: status, root cause, artifacts, summary. A store that cannot take even that (the
-// disk is still full) leaves the row `running` with no owner alive: it reads as `lost`, and
-// `expctl resume` takes it.
+// Concluding: artifacts, summary, then status and root cause, last: a store that cannot take
+// all of it (the disk is still full) leaves the row `running` with no owner alive, so it reads as
+// `lost` and `expctl resume` takes it, never as ended without its summary.
 
 RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
                    const RunFacts& facts) {
@@ -176,7 +176,6 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
   RunResult result;
   result.exit_code = verdict.exit_code;
   try {
-    store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
     record_log_artifacts(store, run);
     forget_pruned_checkpoints(store, run);
     json previous = json::parse(run.summary_json, nullptr, false);
@@ -196,6 +195,7 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
       result.summary["drift"] = env::verify_rows_json(invocation.drift);
     }
     store.set_summary(run.id, result.summary.dump());
+    store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
     result.run = store.run(run.id);
   } catch (const util::Failure& error) {
     std::cerr << fmt::format("expctl: error: cannot record how run {} ended ({}): {}; it shows as lost and "
