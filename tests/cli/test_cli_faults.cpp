@@ -123,6 +123,11 @@ TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts"
   CHECK_THAT(lost.at("owner").get<std::string>(), Catch::EndsWith(":" + std::to_string(killed_pid)));
   const auto shown = d.expctl({"show", id});
   CHECK_THAT(shown.out, Catch::Contains("lost: its owner") && Catch::Contains("expctl resume " + id));
+  // Nobody wrote the ranks' ends either: they read as lost too, not as still running.
+  const auto shown_json = d.expctl({"show", id, "--format", "json"});
+  for (const auto& rank : json::parse(shown_json.out).at("ranks")) {
+    CHECK(rank.at("status") == "lost");
+  }
   const auto listed = d.expctl({"list", "--format", "json"});
   INFO(listed.out << listed.err);
   CHECK(listed.exit_code == 0);

@@ -154,13 +154,16 @@ class Store {
   /// One line per metric name (ordered by name).
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) const;
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) const;  ///< ordered by path
-  std::vector<RankRecord> ranks(const std::string& run_id) const;          ///< ordered by rank
+  /// Ordered by rank. A rank stored `running` in a run that is not (its exit was never written:
+  /// the disk was full, the supervisor was killed) reads as `lost`.
+  std::vector<RankRecord> ranks(const std::string& run_id) const;
 
   /// The connection and paths behind the pimpl (defined in the store's internal store_impl.hpp).
   struct Impl;
 
  private:
   explicit Store(std::unique_ptr<Impl> impl);
+  std::vector<RankRecord> stored_ranks(const std::string& run_id) const;  ///< as written
   friend struct StoreAccess;
   std::unique_ptr<Impl> m_impl;
 };

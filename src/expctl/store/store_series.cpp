@@ -275,6 +275,17 @@ std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
 }
 
 std::vector<RankRecord> Store::ranks(const std::string& run_id) const {
+  auto ranks = stored_ranks(run_id);
+  const auto owner = run(run_id);
+  for (auto& rank : ranks) {
+    if (rank.status == RunStatus::running && owner && owner->status != RunStatus::running) {
+      rank.status = RunStatus::lost;
+    }
+  }
+  return ranks;
+}
+
+std::vector<RankRecord> Store::stored_ranks(const std::string& run_id) const {
   auto& connection = m_impl->connection;
   return connection.retry([&] {
     SQLite::Statement query(connection.db(),

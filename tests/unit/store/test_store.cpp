@@ -156,6 +156,20 @@ TEST_CASE("store: ranks round-trip and update") {
                   util::StoreError);
 }
 
+TEST_CASE("store: a rank whose exit was never written reads as lost once its run is not running") {
+  StoreFixture f;
+  const auto run = f.new_run();
+  f.db.add_rank(run.id, store::RankRecord{0, "node1", 4241, std::nullopt, RunStatus::running, {}, {}});
+  f.db.add_rank(run.id, store::RankRecord{1, "node1", 4242, std::nullopt, RunStatus::running, {}, {}});
+  CHECK(f.db.ranks(run.id)[1].status == RunStatus::running);  // the run is still going
+  f.db.update_rank(run.id, 0, RunStatus::failed, 1, std::nullopt);
+  f.db.finish_run(run.id, RunStatus::failed, 1, "rank 0 exited with code 1");  // rank 1's exit was lost
+  const auto ranks = f.db.ranks(run.id);
+  CHECK(ranks[0].status == RunStatus::failed);
+  CHECK(ranks[1].status == RunStatus::lost);
+  CHECK_FALSE(ranks[1].exit_code.has_value());
+}
+
 TEST_CASE("store: metrics round-trip in order, keep NaN, and a re-logged step replaces its value") {
   StoreFixture f;
   const auto run = f.new_run();
