@@ -3,9 +3,7 @@
 // update-alternatives links: installing OpenBLAS (or switching back to the reference BLAS)
 // changes the numbers and the speed while LibTorch's own version and BLAS_INFO stay the same.
 
-#include <algorithm>
 #include <deque>
-#include <functional>
 #include <set>
 
 #include <sys/stat.h>
@@ -25,51 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int k_max_link_hops = 40;  // the kernel's own limit (ELOOP)
-
-// The dpkg packages (lib*, with their architecture) that list one of `paths`, by path. The lists
-// add up to megabytes and the paths are long: Boyer-Moore-Horspool skips most of each list.
-std::map<std::string, std::string> dpkg_owners(const fs::path& root, const std::set<std::string>& paths) {
-  using Searcher = std::boyer_moore_horspool_searcher<std::string::const_iterator>;
-  std::vector<std::string> lines;
-  for (const auto& path : paths) {
-    lines.push_back("\n" + path + "\n");
-  }
-  std::vector<Searcher> searchers;
-  for (const auto& line : lines) {
-    searchers.emplace_back(line.begin(), line.end());
-  }
-  std::map<std::string, std::string> owners;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(under_root(root, "/var/lib/dpkg/info"), error)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("lib") || entry.path().extension() != ".list") {
-      continue;
-    }
-    const std::string list = "\n" + read_file_text(entry.path()).value_or("");
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (std::search(list.begin(), list.end(), searchers[i]) != list.end()) {
-        owners[lines[i].substr(1, lines[i].size() - 2)] = entry.path().stem().string();
-      }
-    }
-  }
-  return owners;
-}
-
-// The upstream version of an installed package ("libblas3:amd64" -> "3.11.0") in dpkg's status.
-std::optional<std::string> dpkg_version(std::string_view status, const std::string& package) {
-  const std::string name = package.substr(0, package.find(':'));
-  const std::string architecture = package.find(':') == std::string::npos ? "" : package.substr(package.find(':') + 1);
-  for (size_t at = status.find("\nPackage: " + name + "\n"); at != std::string_view::npos;
-       at = status.find("\nPackage: " + name + "\n", at + 1)) {
-    const std::string_view stanza = status.substr(at + 1, status.find("\n\n", at + 1) - at);
-    const size_t version = stanza.find("\nVersion: ");
-    if (version != std::string_view::npos &&
-        (architecture.empty() || stanza.find("\nArchitecture: " + architecture + "\n") != std::string_view::npos)) {
-      return upstream_version(stanza.substr(version + 10, stanza.find('\n', version + 1) - version - 10));
-    }
-  }
-  return std::nullopt;
-}
 
 // The names a package list may give a file: on a merged-/usr system /lib is /usr/lib, and a
 // package may list either.
@@ -129,8 +82,8 @@ std::map<std::string, std::string> describe(const fs::path& root, const std::map
       names.insert(std::move(listed));
     }
   }
-  const auto owners = dpkg_owners(root, names);
-  const std::string status = "\n" + read_file_text(under_root(root, "/var/lib/dpkg/status")).value_or("");
+  const auto owners = dpkg_owners(root, names, "lib");
+  const std::string status = read_dpkg_status(root);
   std::map<std::string, std::string> described;
   for (const auto& [name, file] : files) {
     described[name] = valid_utf8(file.string());

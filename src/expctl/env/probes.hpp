@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,18 @@ std::map<std::string, std::string> digest_torch_config(std::string_view show_con
 
 /// Upstream part of a Debian version: "1.13.1" for "1:1.13.1+dfsg-4".
 std::string upstream_version(std::string_view debian_version);
+
+/// The dpkg packages (named `package_prefix`*, as "name:arch" or "name") whose file lists under
+/// `root` hold one of `paths`, by path.
+std::map<std::string, std::string> dpkg_owners(const std::filesystem::path& root, const std::set<std::string>& paths,
+                                               std::string_view package_prefix);
+
+/// dpkg's status file under `root`, with a newline in front (so every stanza starts with "\n").
+std::string read_dpkg_status(const std::filesystem::path& root);
+
+/// The upstream version of the installed `package` ("libblas3:amd64" -> "3.11.0") in `status`
+/// (read_dpkg_status); with an architecture, only its stanza counts.
+std::optional<std::string> dpkg_version(std::string_view status, const std::string& package);
 
 /// Version of the dpkg package that owns `file` under `root` (only packages named
 /// `package_prefix`*), as its upstream version; nullopt when no package owns it.

@@ -178,33 +178,11 @@ std::optional<std::string> dpkg_owner_version(const std::filesystem::path& root,
                                               std::string_view package_prefix) {
   std::error_code error;
   const std::filesystem::path resolved = std::filesystem::weakly_canonical(file, error);
-  const std::filesystem::path info_dir = under_root(root, "/var/lib/dpkg/info");
-  std::optional<std::string> owner;
-  for (const auto& entry : std::filesystem::directory_iterator(info_dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(package_prefix) || entry.path().extension() != ".list") {
-      continue;
-    }
-    for (const std::string& line : util::split(read_file_text(entry.path()).value_or(""), '\n')) {
-      if (!line.empty() && (line == file.string() || line == resolved.string())) {
-        owner = entry.path().stem().string();
-      }
-    }
-  }
-  if (!owner) {
+  const auto owners = dpkg_owners(root, {file.string(), resolved.string()}, package_prefix);
+  if (owners.empty()) {
     return std::nullopt;
   }
-  const std::string package = owner->substr(0, owner->find(':'));  // "libtorch1.13:amd64"
-  bool in_stanza = false;
-  for (const std::string& line :
-       util::split(read_file_text(under_root(root, "/var/lib/dpkg/status")).value_or(""), '\n')) {
-    if (line.starts_with("Package: ")) {
-      in_stanza = line.substr(9) == package;
-    } else if (in_stanza && line.starts_with("Version: ")) {
-      return upstream_version(line.substr(9));
-    }
-  }
-  return std::nullopt;
+  return dpkg_version(read_dpkg_status(root), owners.begin()->second);
 }
 
 void probe_software(Fingerprint& fingerprint, const FingerprintOptions& options) {
