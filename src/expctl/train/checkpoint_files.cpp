@@ -161,42 +161,50 @@ void prune_checkpoints(const std::filesystem::path& dir, int rank) {
   }
 }
 
-ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks) {
-  ResumePoint point;
-  std::vector<std::string> passed_over;
-  std::optional<int> without;  // the first rank that never completed a checkpoint
-  for (const int rank : ranks) {
-    std::vector<std::string> problems;
-    const auto newest = newest_intact(dir, rank, &problems);
-    if (!newest && !problems.empty()) {
-      point.refusal = problems.front();
-      return point;
-    }
-    if (!newest) {
-      without = without.value_or(rank);
-      continue;
-    }
-    point.step = point.step ? std::min(*point.step, newest->step) : newest->step;
-    passed_over.insert(passed_over.end(), problems.begin(), problems.end());
+std::int64_t newest_resumable(const std::filesystem::path& dir, int rank, std::vector<std::string>* problems) {
+  const auto before = problems->size();
+  if (const auto newest = newest_intact(dir, rank, problems)) {
+    return newest->step;
   }
-  if (without || !point.step) {
-    if (point.step) {
+  return problems->size() > before ? k_none_intact : k_no_checkpoint;
+}
+
+std::int64_t common_step(std::span<const std::int64_t> newest) {
+  return newest.empty() ? k_no_checkpoint : *std::min_element(newest.begin(), newest.end());
+}
+
+ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks) {
+  std::vector<std::int64_t> newest;
+  std::vector<std::vector<std::string>> problems(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    newest.push_back(newest_resumable(dir, ranks[i], &problems[i]));
+  }
+  const std::int64_t common = common_step(newest);
+  const std::size_t first = static_cast<std::size_t>(std::find(newest.begin(), newest.end(), common) - newest.begin());
+  ResumePoint point;
+  if (common == k_none_intact) {
+    point.refusal = problems[first].front();
+    return point;
+  }
+  if (common == k_no_checkpoint) {
+    if (std::any_of(newest.begin(), newest.end(), [](std::int64_t step) { return step >= 0; })) {
       point.note = fmt::format("rank {} holds no complete checkpoint (the run ended during its first): every rank "
                                "starts again from step 0",
-                               *without);
+                               ranks[first]);
     }
-    point.step.reset();
     return point;
   }
   for (const int rank : ranks) {
-    if (!intact_at(dir, rank, *point.step, &point.refusal)) {
-      for (const auto& problem : passed_over) {
-        point.refusal += "; passed over " + problem;
+    if (!intact_at(dir, rank, common, &point.refusal)) {
+      for (const auto& passed_over : problems) {
+        for (const auto& problem : passed_over) {
+          point.refusal += "; passed over " + problem;
+        }
       }
-      point.step.reset();
       return point;
     }
   }
+  point.step = common;
   return point;
 }
 

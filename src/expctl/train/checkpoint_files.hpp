@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,22 @@ std::optional<CheckpointFile> intact_at(const std::filesystem::path& dir, int ra
 /// write that never completed). Best effort: a file that cannot be removed stays.
 void prune_checkpoints(const std::filesystem::path& dir, int rank);
 
+/// A rank's newest_resumable() when it has no intact checkpoint: it never completed one (no
+/// index: the run ended during its first write, or before it), or every one fails its check.
+inline constexpr std::int64_t k_no_checkpoint = -1;
+inline constexpr std::int64_t k_none_intact = -2;
+
+/// The rank's newest intact checkpoint step, or k_no_checkpoint / k_none_intact; `problems`
+/// collects why newer ones were passed over.
+std::int64_t newest_resumable(const std::filesystem::path& dir, int rank, std::vector<std::string>* problems);
+
+/// The one rule for where ranks resume, applied by the engine before they start and by the
+/// ranks themselves on their all-gathered newest_resumable() steps: the smallest of them. So
+/// k_none_intact anywhere refuses the resume, else k_no_checkpoint anywhere sends every rank back
+/// to step 0 (training is deterministic: the run still ends as an uninterrupted one would), else
+/// the ranks continue after the newest step they all hold.
+std::int64_t common_step(std::span<const std::int64_t> newest);
+
 /// Where a resume of some ranks starts.
 struct ResumePoint {
   std::optional<std::int64_t> step;  ///< the newest step every rank holds intact; nullopt: step 0
@@ -63,10 +80,8 @@ struct ResumePoint {
   std::string note;  ///< why step 0 was chosen although some rank holds checkpoints
 };
 
-/// What a resume of `ranks` starts from. A rank whose checkpoints all fail their check refuses
-/// the resume (naming the file). A rank that never completed one (no index: the run ended during
-/// its first write, or before it) sends every rank back to step 0: training is deterministic, so
-/// the run still ends as an uninterrupted one would.
+/// What a resume of `ranks` starts from (common_step's rule), with the file that refuses it or
+/// the rank that sends it back to step 0 named.
 ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks);
 
 }  // namespace expctl::train

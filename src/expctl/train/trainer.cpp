@@ -300,29 +300,26 @@ class Trainer {
     m_sink.on_checkpoint(file);
   }
 
-  // The newest step every rank holds intact (all-gathered: a rank killed between the ranks'
-  // writes leaves them one step apart, and the ranks must continue from one step); step 0 when
-  // some rank never completed a checkpoint, as train::resume_point decides before the ranks start.
+  // Where the ranks continue, agreed on their all-gathered newest steps (a rank killed between
+  // the ranks' writes leaves them one step apart), by the rule train::common_step states.
   TrainingPosition resume_position() {
     const int rank = m_comm.rank();
     const auto& dir = m_config.checkpoint_dir;
     std::vector<std::string> problems;
-    const auto newest = newest_intact(dir, rank, &problems);
-    // This rank's newest intact step; -1: no checkpoint at all; -2: checkpoints, none intact.
-    const double mine = newest ? static_cast<double>(newest->step) : (problems.empty() ? -1.0 : -2.0);
+    const auto mine = static_cast<double>(newest_resumable(dir, rank, &problems));
     auto tensor = at::full({1}, mine, at::kDouble).to(m_comm.device());
     std::vector<std::int64_t> steps;
     for (const auto& theirs : m_comm.allgather(tensor, "allgather of the ranks' checkpoint steps")) {
       steps.push_back(static_cast<std::int64_t>(theirs.cpu().item<double>()));
     }
-    const auto common = *std::min_element(steps.begin(), steps.end());
-    if (common == -2) {
+    const auto common = common_step(steps);
+    if (common == k_none_intact) {
       const auto broken = std::find(steps.begin(), steps.end(), common) - steps.begin();
       throw TrainError(fmt::format("no checkpoint step is intact on every rank: {}",
                                    !problems.empty() ? problems.front() : fmt::format("rank {} has none intact", broken)));
     }
-    if (common == -1) {
-      return {};  // a rank never completed a checkpoint (the run ended during its first): step 0
+    if (common == k_no_checkpoint) {
+      return {};  // step 0
     }
     std::string problem;
     const auto file = intact_at(dir, rank, common, &problem);
