@@ -6,8 +6,6 @@
 #include <deque>
 #include <set>
 
-#include <sys/stat.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -38,12 +36,11 @@ std::vector<std::string> listed_names(const fs::path& file) {
 // file (installs, removals) or with the files the links lead to, so it is cached on both.
 std::optional<fs::path> cache_entry(const fs::path& root, const std::map<std::string, fs::path>& files) {
   const auto directory = util::cache_directory();
-  struct stat status {};
-  if (!directory || ::stat(under_root(root, "/var/lib/dpkg/status").c_str(), &status) != 0) {
+  const std::string status = util::file_identity(under_root(root, "/var/lib/dpkg/status"));
+  if (!directory || status.empty()) {
     return std::nullopt;
   }
-  std::string key = fmt::format("expctl math libraries v1\n{}\n{}:{}:{}\n", fs::absolute(root).string(),
-                                status.st_size, status.st_mtim.tv_sec, status.st_mtim.tv_nsec);
+  std::string key = fmt::format("expctl math libraries v1\n{}\n{}\n", fs::absolute(root).string(), status);
   for (const auto& [name, file] : files) {
     key += name + "=" + file.string() + "\n";
   }

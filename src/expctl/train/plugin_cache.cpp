@@ -1,7 +1,5 @@
 #include "expctl/train/plugin_cache.hpp"
 
-#include <sys/stat.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -20,18 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// "size:mtime-ns" of a file, or empty when it cannot be read.
-std::string identity_of(const fs::path& file) {
-  struct stat info {};
-  if (::stat(file.c_str(), &info) != 0) {
-    return "";
-  }
-  return fmt::format("{}:{}", info.st_size, info.st_mtim.tv_sec * 1'000'000'000LL + info.st_mtim.tv_nsec);
-}
-
 std::optional<fs::path> entry_for(const fs::path& plugin) {
   const auto directory = util::cache_directory();
-  const std::string plugin_identity = identity_of(plugin);
+  const std::string plugin_identity = util::file_identity(plugin);
   if (!directory || plugin_identity.empty()) {
     return std::nullopt;
   }
@@ -67,7 +56,7 @@ std::optional<TorchFields> cached_torch_fields(const fs::path& plugin) {
     fields[name] = value.get<std::string>();
   }
   const auto library = fields.find("library");
-  if (library == fields.end() || identity_of(library->second) != cached.value("library_identity", "")) {
+  if (library == fields.end() || util::file_identity(library->second) != cached.value("library_identity", "")) {
     return std::nullopt;  // LibTorch moved, was replaced or updated since
   }
   return fields;
@@ -76,12 +65,12 @@ std::optional<TorchFields> cached_torch_fields(const fs::path& plugin) {
 void cache_torch_fields(const fs::path& plugin, const TorchFields& fields) {
   const auto entry = entry_for(plugin);
   const auto library = fields.find("library");
-  if (!entry || library == fields.end() || identity_of(library->second).empty()) {
+  if (!entry || library == fields.end() || util::file_identity(library->second).empty()) {
     return;
   }
   std::error_code error;
   fs::create_directories(entry->parent_path(), error);
-  const json cached = {{"fields", fields}, {"library_identity", identity_of(library->second)}};
+  const json cached = {{"fields", fields}, {"library_identity", util::file_identity(library->second)}};
   (void)util::write_file_atomic(*entry, cached.dump(1) + "\n");
 }
 

@@ -1,7 +1,11 @@
 #include "expctl/util/cache_dir.hpp"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <string>
+
+#include <fmt/format.h>
 
 namespace expctl::util {
 
@@ -22,6 +26,14 @@ std::optional<fs::path> cache_directory() {
     return fs::path(home) / ".cache" / "expctl";
   }
   return std::nullopt;
+}
+
+std::string file_identity(const fs::path& file) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) {
+    return "";
+  }
+  return fmt::format("{}:{}", info.st_size, info.st_mtim.tv_sec * 1'000'000'000LL + info.st_mtim.tv_nsec);
 }
 
 }  // namespace expctl::util
