@@ -36,7 +36,8 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "(exit 130; continue with `expctl resume RUN`). Several hosts: run it on each with\n"
       "--nnodes/--node-rank/--master-addr/--master-port. Under torchrun/mpirun/srun it acts as\n"
       "one rank (global rank 0 records). Decoded datasets are cached in $EXPCTL_CACHE_DIR, else\n"
-      "~/.cache/expctl (EXPCTL_CACHE_DIR=none turns that off). A NaN/Inf loss ends the run\n"
+      "~/.cache/expctl (EXPCTL_CACHE_DIR=none turns that off); ranks load LibTorch without the\n"
+      "libraries it never uses (EXPCTL_TORCH_TRIM=off loads it whole). A NaN/Inf loss ends the run\n"
       "`diverged` (train.nonfinite=skip skips such steps instead); if expctl run itself dies, the run\n"
       "shows as `lost` and `expctl resume` continues it. Faults and their messages: docs/run.md.\n"
       "Example: expctl run experiments/quickstart.yaml --set train.max_steps=50");

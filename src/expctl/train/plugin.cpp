@@ -9,10 +9,12 @@
 
 #include <fmt/format.h>
 
+#include "expctl/train/load_trim.hpp"
 #include "expctl/train/plugin_api.hpp"
 #include "expctl/train/plugin_cache.hpp"
 #include "expctl/util/build_info.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/log.hpp"
 
 namespace expctl::train::plugin {
 namespace {
@@ -64,8 +66,50 @@ std::string missing_message(const std::vector<fs::path>& paths) {
                      fmt::join(names, ", "), k_file_name);
 }
 
+void close_all(const std::vector<void*>& handles) {
+  for (void* handle : handles) {
+    ::dlclose(handle);
+  }
+}
+
+// The plugin loaded with trim::plan's stand-ins opened first, or nullptr (then load it whole):
+// no stand-ins to use, or a trimmed load that failed, whose stand-ins are closed again.
+void* open_trimmed(const fs::path& path) {
+  const auto plan = trim::plan(path);
+  if (!plan.whole_because.empty()) {
+    util::log::debug(fmt::format("loading LibTorch whole: {}", plan.whole_because));
+  }
+  std::vector<void*> stubs;
+  for (const auto& stub : plan.stubs) {
+    void* handle = ::dlopen(stub.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      util::log::warn(fmt::format("loading LibTorch whole: {}", ::dlerror()));
+      close_all(stubs);
+      return nullptr;
+    }
+    stubs.push_back(handle);
+  }
+  if (stubs.empty()) {
+    return nullptr;
+  }
+  void* plugin = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (plugin == nullptr) {
+    util::log::warn(fmt::format("loading LibTorch whole: its trimmed load failed ({}): rebuild expctl, or set "
+                                "EXPCTL_TORCH_TRIM=off",
+                                ::dlerror()));
+    close_all(stubs);
+    return nullptr;
+  }
+  util::log::debug(fmt::format("LibTorch loaded without the {} libraries it never uses ({})", stubs.size(),
+                               trim::stub_directory(path).string()));
+  return plugin;
+}
+
 const Api* open_api(const fs::path& path) {
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = open_trimmed(path);
+  if (handle == nullptr) {
+    handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   EXPCTL_CHECK(handle != nullptr, TrainError,
                "cannot load the training plugin: {}: install LibTorch's runtime libraries or reinstall expctl",
                ::dlerror());
