@@ -4,29 +4,34 @@
 # (summary.time_to_first_step_s: from the moment `expctl run` was started to the end of rank 0's
 # first step). A benchmark, not a test: it prints figures and asserts nothing.
 #
-#   bench/startup.sh [--expctl PATH] [--against PATH] [--repeat N] [--runs R]
+#   bench/startup.sh [--expctl PATH] [--against PATH] [--untrimmed] [--repeat N] [--runs R]
 #
 #   --expctl PATH    the binary measured (default: build/release/expctl, else build/ci/expctl)
 #   --against PATH   a second binary (e.g. an older build) measured in the same loop, interleaved,
 #                    so that both see the same machine; prints the ratio of medians
+#   --untrimmed      also time the quick start of the first binary with EXPCTL_TORCH_TRIM=off
+#                    (LibTorch loaded whole, with the libraries it never uses), interleaved
 #   --repeat N       runs of each command per binary (default 20); the median is printed
 #   --runs R         quick-start runs per binary for the time to first step (default 3)
 # The page cache is warm (each command runs once before timing): "warm cache" figures. Last, the
-# floor under the time to first step: loading the training plugin (LibTorch) and nothing else.
+# floor under the time to first step: loading the training plugin (LibTorch) and nothing else,
+# trimmed as the ranks load it (the stand-ins of torch-stubs/ first) and whole.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 expctl=""
 against=""
+untrimmed=0
 repeat=20
 runs=3
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --expctl) expctl="$2"; shift 2 ;;
     --against) against="$2"; shift 2 ;;
+    --untrimmed) untrimmed=1; shift ;;
     --repeat) repeat="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "startup.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -80,30 +85,39 @@ for command in "${commands[@]}"; do
 done
 
 echo
+# The quick-start variants: each binary, and the first one loading LibTorch whole on request.
+variants=("${binaries[@]}")
+labels=("${binaries[@]}")
+settings=()
+for i in "${!binaries[@]}"; do settings[$i]="EXPCTL_TORCH_TRIM=on"; done
+if ((untrimmed)); then
+  variants+=("$expctl"); labels+=("$expctl EXPCTL_TORCH_TRIM=off"); settings+=("EXPCTL_TORCH_TRIM=off")
+fi
 echo "quick start, time to first step (s), $runs run(s) each, interleaved:"
 declare -a firsts=()
-for i in "${!binaries[@]}"; do
+for i in "${!variants[@]}"; do
   firsts[$i]=""
   # Untimed: fills each binary's decoded-dataset and LibTorch-facts caches (a warm cache).
-  "${binaries[$i]}" --db "$work/first-$i.db" run "$spec" --set train.max_steps=30 --quiet >/dev/null 2>&1
+  env "${settings[$i]}" "${variants[$i]}" --db "$work/first-$i.db" run "$spec" --set train.max_steps=30 --quiet \
+    >/dev/null 2>&1
 done
 for ((r = 0; r < runs; r++)); do
-  for i in "${!binaries[@]}"; do
-    "${binaries[$i]}" --db "$work/first-$i.db" run "$spec" --set train.max_steps=30 --format json --quiet \
-      >"$work/first.json"
+  for i in "${!variants[@]}"; do
+    env "${settings[$i]}" "${variants[$i]}" --db "$work/first-$i.db" run "$spec" --set train.max_steps=30 \
+      --format json --quiet >"$work/first.json"
     value="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["time_to_first_step_s"])' \
       "$work/first.json")"
     firsts[$i]+="$value"$'\n'
-    printf '  %-40s %s\n' "${binaries[$i]}" "$value"
+    printf '  %-60s %s\n' "${labels[$i]}" "$value"
   done
 done
-for i in "${!binaries[@]}"; do
-  printf 'median %-33s %s\n' "${binaries[$i]}" "$(printf '%s' "${firsts[$i]}" | median)"
+for i in "${!variants[@]}"; do
+  printf 'median %-53s %s\n' "${labels[$i]}" "$(printf '%s' "${firsts[$i]}" | median)"
 done
 
 # The floor under any rank's first step: a process that does nothing but load the training plugin
 # (LibTorch's shared libraries and static initialisers), measured in the same sitting, two at a
-# time as the quick start's two ranks do.
+# time as the quick start's two ranks do: trimmed (its stand-ins opened first) and whole.
 plugin="$(dirname "$expctl")/libexpctl_train.so"
 if [[ -f "$plugin" ]] && command -v cc >/dev/null; then
   cat >"$work/load.c" <<'C'
@@ -113,6 +127,9 @@ if [[ -f "$plugin" ]] && command -v cc >/dev/null; then
 int main(int argc, char** argv) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
+  for (int i = 2; i < argc; ++i) {
+    if (!dlopen(argv[i], RTLD_NOW | RTLD_LOCAL)) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  }
   void* handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   clock_gettime(CLOCK_MONOTONIC, &b);
   if (!handle) { fprintf(stderr, "%s\n", dlerror()); return 1; }
@@ -121,10 +138,19 @@ int main(int argc, char** argv) {
 }
 C
   cc -O2 -o "$work/load" "$work/load.c" -ldl
-  loads=""
+  stubs=()
+  manifest="$(dirname "$plugin")/torch-stubs/manifest.json"
+  if [[ -f "$manifest" ]]; then
+    while IFS= read -r soname; do stubs+=("$(dirname "$plugin")/torch-stubs/$soname"); done < <(
+      python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["stubs"]))' "$manifest" | sed '/^$/d')
+  fi
+  trimmed="" whole=""
   for ((r = 0; r < runs; r++)); do
+    "$work/load" "$plugin" "${stubs[@]}" >"$work/load.a" & "$work/load" "$plugin" "${stubs[@]}" >"$work/load.b"; wait
+    trimmed+="$(cat "$work/load.a")"$'\n'"$(cat "$work/load.b")"$'\n'
     "$work/load" "$plugin" >"$work/load.a" & "$work/load" "$plugin" >"$work/load.b"; wait
-    loads+="$(cat "$work/load.a")"$'\n'"$(cat "$work/load.b")"$'\n'
+    whole+="$(cat "$work/load.a")"$'\n'"$(cat "$work/load.b")"$'\n'
   done
-  printf 'loading LibTorch alone (2 at a time), median of %d: %s s\n' "$((2 * runs))" "$(printf '%s' "$loads" | median)"
+  printf 'loading LibTorch alone (2 at a time), median of %d: trimmed (%d stand-ins) %s s, whole %s s\n' \
+    "$((2 * runs))" "${#stubs[@]}" "$(printf '%s' "$trimmed" | median)" "$(printf '%s' "$whole" | median)"
 fi
