@@ -122,6 +122,8 @@ TEST_CASE("plugin: a trimmed load that fails loads LibTorch whole, with a warnin
   CHECK(missing.exit_code == 0);
   CHECK_THAT(missing.err, Catch::Contains("expctl: warning: loading LibTorch whole: "));
   CHECK_THAT(missing.err, Catch::Contains("torch-stubs/libgomp.so.1"));
+  CHECK_THAT(missing.err, Catch::Contains(": rebuild or reinstall expctl to restore its torch-stubs/, or set "
+                                          "EXPCTL_TORCH_TRIM=off"));
 }
 
 TEST_CASE("plugin: a missing plugin stops run with one line naming the file and records nothing") {

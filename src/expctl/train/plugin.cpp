@@ -83,7 +83,9 @@ void* open_trimmed(const fs::path& path) {
   for (const auto& stub : plan.stubs) {
     void* handle = ::dlopen(stub.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      util::log::warn(fmt::format("loading LibTorch whole: {}", ::dlerror()));
+      util::log::warn(fmt::format("loading LibTorch whole: {}: rebuild or reinstall expctl to restore its "
+                                  "torch-stubs/, or set EXPCTL_TORCH_TRIM=off",
+                                  ::dlerror()));
       close_all(stubs);
       return nullptr;
     }
