@@ -136,7 +136,7 @@ void LiveExport::write_group(std::span<const store::MetricPoint> group) {
   }
   const double wall_time = m_started + state.elapsed_ms / 1000.0;
   if (!state.writer) {
-    state.writer.emplace(open_writer(fmt::format("rank{}", rank), m_started));
+    state.writer.emplace(open_writer(fmt::format("rank{}", rank), m_started, step));
   }
   state.writer->add_scalars(step, wall_time, scalars_of(group));
   if (step_time) {
@@ -167,7 +167,7 @@ void LiveExport::add_job_inputs(int rank, std::int64_t step, double wall_time,
 
 void LiveExport::write_job_step(std::int64_t step, const PendingStep& ranks) {
   if (!m_job) {
-    m_job.emplace(open_writer("job", m_started));
+    m_job.emplace(open_writer("job", m_started, step));
   }
   const auto values = job_values(ranks);
   std::vector<Scalar> scalars;
@@ -177,10 +177,13 @@ void LiveExport::write_job_step(std::int64_t step, const PendingStep& ranks) {
   m_job->add_scalars(step, latest_wall_time(ranks), scalars);
 }
 
-EventWriter LiveExport::open_writer(const std::string& folder, double wall_time) const {
+EventWriter LiveExport::open_writer(const std::string& folder, double wall_time, std::int64_t first_step) const {
   EventWriter writer(m_run_dir / folder, folder, wall_time);
   if (m_options.resumed_from) {
-    writer.add_session_start(*m_options.resumed_from + 1, wall_time);
+    // The ranks may start earlier than this node's checkpoint (another node's newest intact one
+    // is older, or it has none and every rank starts again from step 0): START at the first step
+    // written then, so that TensorBoard drops every step the earlier files hold from there on.
+    writer.add_session_start(std::min(*m_options.resumed_from + 1, first_step), wall_time);
   }
   return writer;
 }

@@ -56,8 +56,9 @@ struct LiveOptions {
   /// inputs wait in memory. 0: job points are written by finish() only.
   int world_size = 0;
   /// For a resumed invocation: the checkpoint step it continues after. Each new file then starts
-  /// with SessionLog START at resumed_from + 1, so TensorBoard drops the steps after the
-  /// checkpoint that the earlier invocation's files hold (they are logged again).
+  /// with SessionLog START at resumed_from + 1 (or at its first step, when that is earlier), so
+  /// TensorBoard drops the steps after the checkpoint that the earlier invocation's files hold
+  /// (they are logged again).
   std::optional<std::int64_t> resumed_from{};
   /// Per rank, the step time (ms) spent before this invocation's first step, so that wall times go
   /// on from where the stored run left off (resumed_options in export.hpp fills it in).
@@ -114,7 +115,7 @@ class LiveExport {
   void add_job_inputs(int rank, std::int64_t step, double wall_time, std::span<const store::MetricPoint> group);
   void write_job_step(std::int64_t step, const PendingStep& ranks);
   RankState& rank_state(int rank);
-  EventWriter open_writer(const std::string& folder, double wall_time) const;
+  EventWriter open_writer(const std::string& folder, double wall_time, std::int64_t first_step) const;
 
   std::filesystem::path m_run_dir;
   double m_started = 0.0;  // seconds since the Unix epoch

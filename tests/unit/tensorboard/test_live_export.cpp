@@ -151,6 +151,24 @@ TEST_CASE("tensorboard: a resumed invocation starts each file with SessionLog ST
   }
 }
 
+TEST_CASE("tensorboard: a resumed invocation whose ranks start before the checkpoint starts its files there") {
+  // Multi-node: this node's checkpoint is at 40, but another node has none, so every rank starts
+  // again from step 0; START at 1 drops all of the earlier files' steps, so none shows twice.
+  expctl::test::TempDir out;
+  LiveExport live(out.path(), "r", k_started, {.world_size = 1, .resumed_from = 40});
+  live.on_points(step_points(0, 0, 1));
+  live.on_points(step_points(0, 0, 2));
+  live.finish();
+  for (const char* folder : {"rank0", "job"}) {
+    const DecodedFile file = decode_file(event_files(out / "r" / folder).front());
+    REQUIRE(file.events.size() == 4);
+    CHECK(file.events[1].session_start);
+    CHECK(file.events[1].step == 1);
+    CHECK(file.events[2].step == 1);
+    CHECK(file.events[3].step == 2);
+  }
+}
+
 TEST_CASE("tensorboard: export_runs writes the files LiveExport wrote during the run (same scalars, steps, times)") {
   SyntheticStore fixture;
   expctl::test::TempDir live_out;
