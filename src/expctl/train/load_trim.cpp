@@ -97,8 +97,9 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
 fs::path stub_directory(const fs::path& plugin) { return plugin.parent_path() / "torch-stubs"; }
 
 Plan plan(const fs::path& plugin) {
-  if (environment("EXPCTL_TORCH_TRIM") == "off") {
-    return {{}, "EXPCTL_TORCH_TRIM=off"};
+  if (const auto value = environment("EXPCTL_TORCH_TRIM"); value == "off" || value == "0" || value == "no" ||
+                                                           value == "false") {
+    return {{}, "EXPCTL_TORCH_TRIM=" + value};
   }
   const auto text = read_text(stub_directory(plugin) / "manifest.json");
   if (!text) {

@@ -18,7 +18,7 @@
 /// for the libraries of those names. It does so only while nothing the analysis relied on has
 /// changed: the build, LD_LIBRARY_PATH, no LD_PRELOAD, and the size and modification time of
 /// every kept library. Otherwise, or when a trimmed load fails, it loads LibTorch whole.
-/// EXPCTL_TORCH_TRIM=off always loads it whole. Torch-free.
+/// EXPCTL_TORCH_TRIM=off (or 0, no, false) always loads it whole. Torch-free.
 
 #include <filesystem>
 #include <functional>

@@ -135,9 +135,13 @@ TEST_CASE("torch trim: the stand-ins are used only while the analysis holds", "[
   CHECK(plan(f.plugin).whole_because.empty());
 
   SECTION("switched off") {
-    ::setenv("EXPCTL_TORCH_TRIM", "off", 1);
-    CHECK(plan(f.plugin).stubs.empty());
-    CHECK(plan(f.plugin).whole_because == "EXPCTL_TORCH_TRIM=off");
+    for (const std::string value : {"off", "0", "no", "false"}) {
+      ::setenv("EXPCTL_TORCH_TRIM", value.c_str(), 1);
+      CHECK(plan(f.plugin).stubs.empty());
+      CHECK(plan(f.plugin).whole_because == "EXPCTL_TORCH_TRIM=" + value);
+    }
+    ::setenv("EXPCTL_TORCH_TRIM", "on", 1);
+    CHECK(plan(f.plugin).stubs == stubs);
   }
   SECTION("a kept library replaced (a package upgrade)") {
     std::ofstream(f.gomp, std::ios::app) << " 13.2";
