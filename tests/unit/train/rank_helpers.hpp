@@ -15,12 +15,13 @@
 
 namespace expctl::test {
 
-/// The Gloo group of a rank started by run_ranks (its port, a 30 s collective timeout).
+/// The Gloo group of a rank started by run_ranks (its rendezvous file, a 30 s collective timeout).
 inline train::ProcessGroupOptions gloo_group(const RankEnv& env) {
   train::ProcessGroupOptions options;
   options.placement.rank = env.rank;
   options.placement.world_size = env.world_size;
   options.placement.master_port = static_cast<std::uint16_t>(env.master_port);
+  options.placement.rendezvous_file = env.rendezvous_file().string();
   options.backend = train::BackendRequest::gloo;
   options.timeout = std::chrono::seconds(30);
   return options;

@@ -17,6 +17,10 @@ struct RankEnv {
   int world_size = 1;
   unsigned master_port = 0;
   std::filesystem::path dir;  ///< shared folder for results (files named by the scenario)
+  /// The group's rendezvous: a file store in the test's own folder, as single-node runs use.
+  /// A TCP port picked free by one test process can be picked by another one running beside
+  /// it (ctest -j) before its rank 0 binds it, and the two tests' ranks then meet each other.
+  std::filesystem::path rendezvous_file() const { return dir / ("rendezvous-" + std::to_string(master_port)); }
 };
 
 /// Result of one rank process.

@@ -230,6 +230,7 @@ namespace {
 
 EXPCTL_RANK_SCENARIO("trainer_two_ranks") {
   auto config = small_config(env.dir / fmt::format("ckpt{}", env.rank), env.rank, env.world_size, env.master_port);
+  config.group.placement.rendezvous_file = env.rendezvous_file().string();
   config.amp = true;
   config.grad_accum_steps = 2;
   config.batch_size = 8;
