@@ -103,6 +103,23 @@ TEST_CASE("faults: with train.nonfinite=skip the non-finite steps are skipped an
   CHECK(document.at("summary").at("skipped_steps").get<int>() > 0);
 }
 
+namespace {
+
+/// The single-node rendezvous files (run/rendezvous.hpp) of the supervisor with process id `pid`.
+std::vector<fs::path> rendezvous_files_of(pid_t pid) {
+  std::vector<fs::path> files;
+  const std::string marker = "-" + std::to_string(pid) + "-";
+  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("expctl-rendezvous-") && name.find(marker) != std::string::npos) {
+      files.push_back(entry.path());
+    }
+  }
+  return files;
+}
+
+}  // namespace
+
 TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts") {
   RunDir d;
   std::string id;
@@ -133,9 +150,14 @@ TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts"
   CHECK(listed.exit_code == 0);
   CHECK(listed.out.find("\"lost\"") != std::string::npos);
 
+  // Nobody removed the ranks' rendezvous file either; the next run removes it.
+  const auto left = rendezvous_files_of(killed_pid);
+  CHECK(left.size() == 1);
+
   Background resumed(d.argv({"resume", id}), d.dir / "resumed");
   REQUIRE(eventually([&] { return resumed.err().find("resumed") != std::string::npos; }));
   REQUIRE(eventually([&] { return d.open().find_run(id).status == store::RunStatus::running; }));
+  CHECK(rendezvous_files_of(killed_pid).empty());
   std::this_thread::sleep_for(std::chrono::seconds(2));
   REQUIRE(::kill(resumed.pid(), SIGINT) == 0);
   INFO(resumed.out() << resumed.err());

@@ -1,6 +1,10 @@
 #include "expctl/run/rendezvous.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
 
 #include <cerrno>
 #include <cstring>
@@ -13,10 +17,39 @@
 namespace expctl::run {
 namespace {
 
+// This process's pid namespace ("4026531836"), so that a pid in a file name is only ever read in
+// the namespace that wrote it (containers may share a /tmp).
+std::string pid_namespace() {
+  std::error_code error;
+  const std::string link = std::filesystem::read_symlink("/proc/self/ns/pid", error).string();  // pid:[N]
+  const auto open = link.find('[');
+  return open == std::string::npos ? "0" : link.substr(open + 1, link.size() - open - 2);
+}
+
+// Removes the rendezvous files of supervisors of this pid namespace that died without removing
+// theirs (SIGKILL, the OOM killer): "<prefix><pid>-XXXXXX", owned by this user, pid gone.
+void remove_orphans(const std::filesystem::path& directory, const std::string& prefix) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    struct stat info {};
+    if (!name.starts_with(prefix) || ::lstat(entry.path().c_str(), &info) != 0 || info.st_uid != ::getuid()) {
+      continue;
+    }
+    const pid_t owner = static_cast<pid_t>(std::atol(name.c_str() + prefix.size()));
+    if (owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove(entry.path(), error);
+    }
+  }
+}
+
 std::filesystem::path private_file() {
   std::error_code error;
-  const auto directory = std::filesystem::temp_directory_path(error);
-  std::string name = ((error ? std::filesystem::path("/tmp") : directory) / "expctl-rendezvous-XXXXXX").string();
+  const auto found = std::filesystem::temp_directory_path(error);
+  const auto directory = error ? std::filesystem::path("/tmp") : found;
+  const std::string prefix = fmt::format("expctl-rendezvous-{}-", pid_namespace());
+  remove_orphans(directory, prefix);
+  std::string name = (directory / fmt::format("{}{}-XXXXXX", prefix, ::getpid())).string();
   const int fd = ::mkstemp(name.data());  // 0600: only this user's processes can join
   if (fd < 0) {
     throw util::UsageError(fmt::format("cannot create the rendezvous file {}: {}; set TMPDIR to a writable "

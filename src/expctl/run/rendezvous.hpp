@@ -20,7 +20,9 @@ struct Rendezvous {
   /// Several nodes, node 0: the TCPStore every rank joins (train/plugin.hpp).
   std::unique_ptr<train::plugin::StoreServer> server;
   /// A single node: the file of the c10d FileStore the ranks share (0600, in the temporary
-  /// directory; nothing listens on the network). Removed with this object.
+  /// directory, named expctl-rendezvous-<pid namespace>-<pid>-XXXXXX; nothing listens on the
+  /// network). Removed with this object; one a killed supervisor left is removed by the next
+  /// single-node run of the same user.
   std::filesystem::path file;
   Rendezvous();
   Rendezvous(const Rendezvous&) = delete;
