@@ -269,6 +269,9 @@ step configure "${configure[@]}"
 step configure-has-nccl require_nccl
 
 step build cmake --build "$build_dir" --target expctl test_cuda expctl_amp_bench -j "$jobs"
+# The build's analysis of the libraries this LibTorch never uses (docs/run.md, "Without the
+# libraries LibTorch never uses"); it never fails the build, so this only reports what it found.
+echo "gpu-check: torch-stubs: $(find "$build_dir/torch-stubs" -type f ! -name manifest.json 2>/dev/null | wc -l) stand-in(s)"
 
 # Every cuda test must pass; on a GPU machine a skipped one is a failure too.
 step test-cuda ctest --test-dir "$build_dir" -L cuda --output-on-failure --timeout 300
