@@ -55,8 +55,9 @@ std::string stale_because(const Manifest& manifest) {
 // "binding file A [0] to B [0]: normal symbol `S' [V]" -> {A, B, S}.
 std::optional<Binding> parse_binding(const std::string& line) {
   constexpr std::string_view k_from = "binding file ";
+  constexpr std::string_view k_to = "] to ";
   const auto from = line.find(k_from);
-  const auto to = line.find("] to ", from);
+  const auto to = line.find(k_to, from);
   const auto symbol = line.find('`', to);
   const auto end = line.find('\'', symbol);
   if (from == std::string::npos || to == std::string::npos || symbol == std::string::npos ||
@@ -66,7 +67,8 @@ std::optional<Binding> parse_binding(const std::string& line) {
   const auto name_of = [&line](size_t begin, size_t stop) {
     return line.substr(begin, line.rfind(" [", stop) - begin);
   };
-  return Binding{name_of(from + k_from.size(), to), name_of(to + 5, symbol), line.substr(symbol + 1, end - symbol - 1)};
+  return Binding{name_of(from + k_from.size(), to), name_of(to + k_to.size(), symbol),
+                 line.substr(symbol + 1, end - symbol - 1)};
 }
 
 bool answers_to(const Object& object, const std::string& name) {
