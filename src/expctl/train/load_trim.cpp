@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <istream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "expctl/train/plugin_api.hpp"
+#include "expctl/util/atomic_file.hpp"
 #include "expctl/util/cache_dir.hpp"
 
 namespace expctl::train::trim {
@@ -21,16 +20,6 @@ using nlohmann::json;
 std::string environment(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr ? value : "";
-}
-
-std::optional<std::string> read_text(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // Why the analysis no longer holds for this process, or "" when it does.
@@ -103,13 +92,14 @@ Plan plan(const fs::path& plugin) {
                                                            value == "false") {
     return {{}, "EXPCTL_TORCH_TRIM=" + value};
   }
-  const auto text = read_text(stub_directory(plugin) / "manifest.json");
+  const fs::path file = stub_directory(plugin) / "manifest.json";
+  const auto text = util::read_file(file);
   if (!text) {
     return {};  // a build without the analysis (EXPCTL_TRIM_TORCH_LOAD=OFF)
   }
   const auto manifest = parse_manifest(*text);
   if (!manifest) {
-    return {{}, fmt::format("{} is not a manifest", (stub_directory(plugin) / "manifest.json").string())};
+    return {{}, fmt::format("{} is not a manifest", file.string())};
   }
   if (auto because = stale_because(*manifest); !because.empty()) {
     return {{}, "its analysis is stale: " + because};

@@ -72,6 +72,13 @@ void close_all(const std::vector<void*>& handles) {
   }
 }
 
+// Says why LibTorch loads whole and closes the stand-ins opened so far; nullptr, for open_trimmed.
+void* give_up_trimming(const std::vector<void*>& stubs, const std::string& why) {
+  util::log::warn("loading LibTorch whole: " + why);
+  close_all(stubs);
+  return nullptr;
+}
+
 // The plugin loaded with trim::plan's stand-ins opened first, or nullptr (then load it whole):
 // no stand-ins to use, or a trimmed load that failed, whose stand-ins are closed again.
 void* open_trimmed(const fs::path& path) {
@@ -83,11 +90,9 @@ void* open_trimmed(const fs::path& path) {
   for (const auto& stub : plan.stubs) {
     void* handle = ::dlopen(stub.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      util::log::warn(fmt::format("loading LibTorch whole: {}: rebuild or reinstall expctl to restore its "
-                                  "torch-stubs/, or set EXPCTL_TORCH_TRIM=off",
-                                  ::dlerror()));
-      close_all(stubs);
-      return nullptr;
+      return give_up_trimming(stubs, fmt::format("{}: rebuild or reinstall expctl to restore its torch-stubs/, "
+                                                 "or set EXPCTL_TORCH_TRIM=off",
+                                                 ::dlerror()));
     }
     stubs.push_back(handle);
   }
@@ -96,11 +101,8 @@ void* open_trimmed(const fs::path& path) {
   }
   void* plugin = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (plugin == nullptr) {
-    util::log::warn(fmt::format("loading LibTorch whole: its trimmed load failed ({}): rebuild expctl, or set "
-                                "EXPCTL_TORCH_TRIM=off",
-                                ::dlerror()));
-    close_all(stubs);
-    return nullptr;
+    return give_up_trimming(
+        stubs, fmt::format("its trimmed load failed ({}): rebuild expctl, or set EXPCTL_TORCH_TRIM=off", ::dlerror()));
   }
   util::log::debug(fmt::format("LibTorch loaded without the {} libraries it never uses ({})", stubs.size(),
                                trim::stub_directory(path).string()));

@@ -23,13 +23,13 @@
 #include <stdexcept>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "expctl/train/load_trim.hpp"
+#include "expctl/util/atomic_file.hpp"
 #include "expctl/util/cache_dir.hpp"
 
 namespace {
@@ -195,9 +195,8 @@ std::set<trim::Binding> read_trace(const std::string& file) {
 }
 
 std::optional<trim::Manifest> read_manifest(const std::string& file) {
-  std::stringstream text;
-  text << std::ifstream(file).rdbuf();
-  auto manifest = trim::parse_manifest(text.str());
+  const auto text = expctl::util::read_file(file);
+  auto manifest = text ? trim::parse_manifest(*text) : std::nullopt;
   if (!manifest) {
     std::cerr << "expctl_torch_trim: " << file << " is not a manifest\n";
   }
