@@ -43,25 +43,40 @@ const T* rebased(const link_map& map, ElfW(Addr) address) {
   return reinterpret_cast<const T*>(address < map.l_addr ? map.l_addr + address : address);
 }
 
-// Strings of an object's dynamic section: (DT_SONAME, every DT_NEEDED).
-std::pair<std::string, std::vector<std::string>> dynamic_names(const link_map& map) {
-  const char* strings = nullptr;
+// What the tool reads of an object's dynamic section.
+struct Dynamic {
+  const char* strings = nullptr;  // DT_STRTAB
+  const ElfW(Sym)* symbols = nullptr;
+  const ElfW(Word)* gnu_hash = nullptr;
+  const ElfW(Word)* sysv_hash = nullptr;
+  ElfW(Xword) soname = 0;  // offsets into strings
   std::vector<ElfW(Xword)> needed;
-  ElfW(Xword) soname = 0;
+};
+
+Dynamic dynamic_of(const link_map& map) {
+  Dynamic dynamic;
   for (const ElfW(Dyn)* entry = map.l_ld; entry != nullptr && entry->d_tag != DT_NULL; ++entry) {
-    if (entry->d_tag == DT_STRTAB) {
-      strings = rebased<char>(map, entry->d_un.d_ptr);
-    } else if (entry->d_tag == DT_NEEDED) {
-      needed.push_back(entry->d_un.d_val);
-    } else if (entry->d_tag == DT_SONAME) {
-      soname = entry->d_un.d_val;
+    switch (entry->d_tag) {
+      case DT_STRTAB: dynamic.strings = rebased<char>(map, entry->d_un.d_ptr); break;
+      case DT_SYMTAB: dynamic.symbols = rebased<ElfW(Sym)>(map, entry->d_un.d_ptr); break;
+      case DT_GNU_HASH: dynamic.gnu_hash = rebased<ElfW(Word)>(map, entry->d_un.d_ptr); break;
+      case DT_HASH: dynamic.sysv_hash = rebased<ElfW(Word)>(map, entry->d_un.d_ptr); break;
+      case DT_SONAME: dynamic.soname = entry->d_un.d_val; break;
+      case DT_NEEDED: dynamic.needed.push_back(entry->d_un.d_val); break;
+      default: break;
     }
   }
+  return dynamic;
+}
+
+// Strings of an object's dynamic section: (DT_SONAME, every DT_NEEDED).
+std::pair<std::string, std::vector<std::string>> dynamic_names(const link_map& map) {
+  const Dynamic dynamic = dynamic_of(map);
   std::pair<std::string, std::vector<std::string>> names;
-  if (strings != nullptr) {
-    names.first = soname != 0 ? strings + soname : "";
-    for (const auto offset : needed) {
-      names.second.emplace_back(strings + offset);
+  if (dynamic.strings != nullptr) {
+    names.first = dynamic.soname != 0 ? dynamic.strings + dynamic.soname : "";
+    for (const auto offset : dynamic.needed) {
+      names.second.emplace_back(dynamic.strings + offset);
     }
   }
   return names;
@@ -91,30 +106,28 @@ size_t symbol_count(const ElfW(Word) * gnu_hash, const ElfW(Word) * sysv_hash) {
 
 // The names of the weak and unique symbols an object defines.
 std::set<std::string> vague_symbols(const link_map& map) {
-  const char* strings = nullptr;
-  const ElfW(Sym)* symbols = nullptr;
-  const ElfW(Word)* gnu_hash = nullptr;
-  const ElfW(Word)* sysv_hash = nullptr;
-  for (const ElfW(Dyn)* entry = map.l_ld; entry != nullptr && entry->d_tag != DT_NULL; ++entry) {
-    if (entry->d_tag == DT_STRTAB) {
-      strings = rebased<char>(map, entry->d_un.d_ptr);
-    } else if (entry->d_tag == DT_SYMTAB) {
-      symbols = rebased<ElfW(Sym)>(map, entry->d_un.d_ptr);
-    } else if (entry->d_tag == DT_GNU_HASH) {
-      gnu_hash = rebased<ElfW(Word)>(map, entry->d_un.d_ptr);
-    } else if (entry->d_tag == DT_HASH) {
-      sysv_hash = rebased<ElfW(Word)>(map, entry->d_un.d_ptr);
-    }
-  }
+  const Dynamic dynamic = dynamic_of(map);
   std::set<std::string> names;
-  const size_t count = strings != nullptr && symbols != nullptr ? symbol_count(gnu_hash, sysv_hash) : 0;
+  const bool readable = dynamic.strings != nullptr && dynamic.symbols != nullptr;
+  const size_t count = readable ? symbol_count(dynamic.gnu_hash, dynamic.sysv_hash) : 0;
   for (size_t index = 0; index < count; ++index) {
-    const auto binding = ELF64_ST_BIND(symbols[index].st_info);
-    if (symbols[index].st_shndx != SHN_UNDEF && (binding == STB_WEAK || binding == STB_GNU_UNIQUE)) {
-      names.emplace(strings + symbols[index].st_name);
+    const ElfW(Sym)& symbol = dynamic.symbols[index];
+    const auto binding = ELF64_ST_BIND(symbol.st_info);
+    if (symbol.st_shndx != SHN_UNDEF && (binding == STB_WEAK || binding == STB_GNU_UNIQUE)) {
+      names.emplace(dynamic.strings + symbol.st_name);
     }
   }
   return names;
+}
+
+// The first object of the process (the program), from any handle.
+link_map* first_object(void* handle) {
+  link_map* map = nullptr;
+  ::dlinfo(handle, RTLD_DI_LINKMAP, &map);
+  while (map->l_prev != nullptr) {
+    map = map->l_prev;
+  }
+  return map;
 }
 
 // The first object of a whole load of the plugin, which stays loaded.
@@ -123,12 +136,7 @@ link_map* whole_load(const std::string& plugin) {
   if (handle == nullptr) {
     throw std::runtime_error(::dlerror());
   }
-  link_map* map = nullptr;
-  ::dlinfo(handle, RTLD_DI_LINKMAP, &map);
-  while (map->l_prev != nullptr) {
-    map = map->l_prev;
-  }
-  return map;
+  return first_object(handle);
 }
 
 // trim::IsVague over a whole load of the plugin in this process, each object read once.
@@ -150,13 +158,8 @@ trim::IsVague vague_in_whole_load(const std::string& plugin) {
 }
 
 json loaded_objects(void* handle, const std::string& program) {
-  link_map* map = nullptr;
-  ::dlinfo(handle, RTLD_DI_LINKMAP, &map);
-  while (map->l_prev != nullptr) {
-    map = map->l_prev;
-  }
   json objects = json::array();
-  for (; map != nullptr; map = map->l_next) {
+  for (const link_map* map = first_object(handle); map != nullptr; map = map->l_next) {
     const std::string path = *map->l_name != '\0' ? map->l_name : program;  // LD_DEBUG's names
     auto [soname, needed] = dynamic_names(*map);
     const bool is_program = *map->l_name == '\0';
