@@ -13,18 +13,10 @@
 
 #include "expctl/train/plugin.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/process_identity.hpp"
 
 namespace expctl::run {
 namespace {
-
-// This process's pid namespace ("4026531836"), so that a pid in a file name is only ever read in
-// the namespace that wrote it (containers may share a /tmp).
-std::string pid_namespace() {
-  std::error_code error;
-  const std::string link = std::filesystem::read_symlink("/proc/self/ns/pid", error).string();  // pid:[N]
-  const auto open = link.find('[');
-  return open == std::string::npos ? "0" : link.substr(open + 1, link.size() - open - 2);
-}
 
 // Removes the rendezvous files of supervisors of this pid namespace that died without removing
 // theirs (SIGKILL, the OOM killer): "<prefix><pid>-XXXXXX", owned by this user, pid gone.
@@ -47,7 +39,9 @@ std::filesystem::path private_file() {
   std::error_code error;
   const auto found = std::filesystem::temp_directory_path(error);
   const auto directory = error ? std::filesystem::path("/tmp") : found;
-  const std::string prefix = fmt::format("expctl-rendezvous-{}-", pid_namespace());
+  // The pid namespace in the name: a pid is only ever read in the namespace that wrote it
+  // (containers may share a /tmp).
+  const std::string prefix = fmt::format("expctl-rendezvous-{}-", util::namespace_inode("/proc/self/ns/pid"));
   remove_orphans(directory, prefix);
   std::string name = (directory / fmt::format("{}{}-XXXXXX", prefix, ::getpid())).string();
   const int fd = ::mkstemp(name.data());  // 0600: only this user's processes can join

@@ -24,6 +24,7 @@
 
 #include "expctl/launch/shm_segments.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/process_identity.hpp"
 
 namespace expctl::train {
 
@@ -43,11 +44,6 @@ std::string read_first_line(const char* path) {
   std::string line;
   std::getline(in, line);
   return line;
-}
-
-std::string namespace_inode(const char* path) {
-  struct stat info {};
-  return ::stat(path, &info) == 0 ? std::to_string(info.st_ino) : "?";
 }
 
 std::vector<std::uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
@@ -82,7 +78,7 @@ std::string host_identity() {
     return fmt::format("set:{}", forced);
   }
   return fmt::format("{}/mnt:{}/net:{}", read_first_line("/proc/sys/kernel/random/boot_id"),
-                     namespace_inode("/proc/self/ns/mnt"), namespace_inode("/proc/self/ns/net"));
+                     util::namespace_inode("/proc/self/ns/mnt"), util::namespace_inode("/proc/self/ns/net"));
 }
 
 HostLayout layout_from_identities(const std::vector<std::string>& identities) {

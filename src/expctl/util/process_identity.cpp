@@ -4,6 +4,7 @@
 #include <climits>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -101,6 +102,11 @@ Liveness ProcessIdentity::liveness() const {
 
 std::string ProcessIdentity::display() const {
   return fmt::format("{}:{}", host, pid);
+}
+
+std::string namespace_inode(const char* path) {
+  struct stat info {};
+  return ::stat(path, &info) == 0 ? std::to_string(info.st_ino) : "?";
 }
 
 }  // namespace expctl::util

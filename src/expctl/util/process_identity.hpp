@@ -48,4 +48,8 @@ std::optional<ProcStat> parse_proc_stat(std::string_view line);
 /// /proc/<pid>/stat of a process of this machine, or nullopt when there is no such process.
 std::optional<ProcStat> read_proc_stat(std::int64_t pid);
 
+/// The inode of a namespace link such as /proc/self/ns/pid ("4026531836"): equal for two
+/// processes exactly when they share that namespace; "?" when it cannot be read.
+std::string namespace_inode(const char* path);
+
 }  // namespace expctl::util
