@@ -4,7 +4,8 @@
 //   bare_loop --model mlp|cnn --steps N --batch 64 --lr 0.05 --momentum 0.9 --seed 42
 //             [--times FILE] [--pair]
 // Prints one JSON line: {"samples_per_sec": median after warm-up, "steps": N, "final_loss": ...}.
-// --times FILE: every step's seconds, one per line.
+// --times FILE: every step's seconds, one per line. With --pair each process writes FILE.<rank>,
+// two columns a step: the seconds before the barrier (its own work) and the whole step.
 // --pair: two such loops (two processes) that meet at a barrier after every step and exchange
 // nothing. This is the synchronous-pair bound: what 2 ranks of any synchronous data-parallel
 // trainer reach here when communication costs nothing. It falls below two independent loops when
@@ -137,6 +138,7 @@ int main(int argc, char** argv) {
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(lr).momentum(momentum));
   auto order = torch::randperm(images.size(0), torch::kInt64);
   std::vector<double> rates;
+  std::vector<double> own_seconds;
   double loss_value = 0.0;
   const std::int64_t per_epoch = images.size(0) / batch;
   if (pair != nullptr) {
@@ -152,15 +154,19 @@ int main(int argc, char** argv) {
     loss.backward();
     optimizer.step();
     loss_value = loss.item<double>();
+    own_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (pair != nullptr) {
       pthread_barrier_wait(&pair->barrier);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rates.push_back(static_cast<double>(batch) / seconds);
   }
-  if (!times_file.empty() && rank == 0) {
-    std::ofstream out(times_file);
-    for (const double rate : rates) out << static_cast<double>(batch) / rate << "\n";
+  if (!times_file.empty()) {
+    std::ofstream out(pair == nullptr ? times_file : times_file + "." + std::to_string(rank));
+    for (std::size_t i = 0; i < rates.size(); ++i) {
+      if (pair != nullptr) out << own_seconds[i] << " ";
+      out << static_cast<double>(batch) / rates[i] << "\n";
+    }
   }
   double samples_per_sec = median_rate(rates, steps);
   if (pair != nullptr) {
