@@ -54,6 +54,8 @@ if [[ -z "$expctl" ]]; then
 fi
 [[ -x "$expctl" ]] || { echo "ddp_throughput.sh: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
 python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first in PATH has no torch
+"$python" -c 'import torch' 2>/dev/null ||
+  { echo "ddp_throughput.sh: $python has no torch, which the PyTorch DDP columns need: apt-get install python3-torch" >&2; exit 2; }
 
 bench_build="$root/build/bench"
 if [[ ! -f "$bench_build/build.ninja" ]]; then
