@@ -142,7 +142,19 @@ std::string_view chars_of(std::span<const std::uint8_t> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-/// The cached copy, mapped, when its length matches the trailer and its CRC-32C the footer.
+/// Reads the first `size` bytes of `fd` into `out`; false on an error or a file that is shorter.
+bool read_exactly(int fd, std::uint8_t* out, std::size_t size) {
+  for (std::size_t done = 0; done < size;) {
+    const ssize_t got = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
+    if (got <= 0) {
+      return false;
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+/// The cached copy, read, when its length matches the trailer and its CRC-32C the footer.
 std::optional<SharedBytes> read_cached(const fs::path& entry, const GzipTrailer& trailer) {
   Descriptor fd(::open(entry.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat info {};
@@ -150,18 +162,18 @@ std::optional<SharedBytes> read_cached(const fs::path& entry, const GzipTrailer&
       static_cast<std::uint32_t>(static_cast<std::uint64_t>(info.st_size) - k_footer_bytes) != trailer.size) {
     return std::nullopt;
   }
-  const auto mapped = SharedBytes::map(fd.fd, static_cast<std::size_t>(info.st_size));
-  if (!mapped) {
+  const auto copy = SharedBytes::read(fd.fd, static_cast<std::size_t>(info.st_size));
+  if (!copy) {
     return std::nullopt;
   }
-  const std::size_t size = mapped->size() - k_footer_bytes;
-  const auto footer = mapped->span().subspan(size);
+  const std::size_t size = copy->size() - k_footer_bytes;
+  const auto footer = copy->span().subspan(size);
   if (chars_of(footer.first(4)) != k_footer_magic ||
-      util::crc32c(chars_of(mapped->span().first(size))) != little_endian_u32(footer.data() + 4)) {
+      util::crc32c(chars_of(copy->span().first(size))) != little_endian_u32(footer.data() + 4)) {
     util::log::debug(fmt::format("ignoring damaged cache entry {}", entry.string()));
     return std::nullopt;
   }
-  return mapped->first(size);
+  return copy->first(size);
 }
 
 /// Publishes `bytes` and their footer as `entry`, atomically; gives up quietly (the cache is
@@ -189,21 +201,30 @@ SharedBytes::SharedBytes(std::vector<std::uint8_t> bytes) {
   m_owner = std::move(owned);
 }
 
-std::optional<SharedBytes> SharedBytes::map(int fd, std::size_t size) {
+std::optional<SharedBytes> SharedBytes::read(int fd, std::size_t size) {
   if (size == 0) {
     return SharedBytes(std::vector<std::uint8_t>{});
   }
-  // MAP_POPULATE: the pages are in the page cache (the entry was just written or read by a peer),
-  // so mapping them all now costs less than a fault per page later.
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  if (address == MAP_FAILED) {
+  // One huge page more than needed, so that the copy can start on a huge-page boundary.
+  constexpr std::size_t k_huge_page = std::size_t{2} << 20;
+  const std::size_t length = (size + k_huge_page - 1) / k_huge_page * k_huge_page + k_huge_page;
+  void* area = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) {
     return std::nullopt;
   }
   SharedBytes bytes;
-  bytes.m_bytes = {static_cast<const std::uint8_t*>(address), size};
-  bytes.m_owner = std::shared_ptr<const void>(address, [size](const void* mapped) {
-    ::munmap(const_cast<void*>(mapped), size);
+  bytes.m_owner = std::shared_ptr<const void>(area, [length](const void* mapped) {
+    ::munmap(const_cast<void*>(mapped), length);
   });
+  const auto address = (reinterpret_cast<std::uintptr_t>(area) + k_huge_page - 1) / k_huge_page * k_huge_page;
+  auto* start = reinterpret_cast<std::uint8_t*>(address);
+  const std::size_t usable = length - (address - reinterpret_cast<std::uintptr_t>(area));
+  ::madvise(start, usable, MADV_HUGEPAGE);  // advice: without transparent huge pages, 4 KiB pages
+  if (!read_exactly(fd, start, size)) {
+    return std::nullopt;
+  }
+  ::mprotect(start, usable, PROT_READ);
+  bytes.m_bytes = {start, size};
   return bytes;
 }
 

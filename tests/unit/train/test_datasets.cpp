@@ -1,6 +1,8 @@
 // Datasets: IDX (gzip or plain), CIFAR-10 binary and synthetic data load correctly, and every
 // broken file is an error that names the file.
 #include <torch/torch.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
@@ -349,4 +351,31 @@ TEST_CASE("datasets: the cache can be turned off, and an unusable cache only cos
   ScopedEnv env("EXPCTL_CACHE_DIR", (dir / "plain-cache").string());
   load_idx(dir.write("img", idx_images()), dir.write("lbl", idx_labels()));
   CHECK(cache_entries(dir / "plain-cache").empty());
+}
+
+TEST_CASE("datasets: a cache entry is read into memory of its own, read-only, from a 2 MiB boundary", "[train][data]") {
+  expctl::test::TempDir dir;
+  std::string content(3 << 20, '\0');  // larger than one huge page, not a multiple of it
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    content[i] = static_cast<char>((i * 7919) % 251);
+  }
+  const auto path = dir.write("entry.raw", content);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const auto whole = SharedBytes::read(fd, content.size());
+  REQUIRE(whole.has_value());
+  CHECK(std::string(reinterpret_cast<const char*>(whole->data()), whole->size()) == content);
+  // The start of a huge page, so that the kernel can back it with 2 MiB pages (Dataset::rows'
+  // gathers then miss the TLB far less often).
+  CHECK(reinterpret_cast<std::uintptr_t>(whole->data()) % (std::uintptr_t{2} << 20) == 0);
+  const auto prefix = whole->first(10);
+  CHECK(prefix.size() == 10);
+  CHECK(prefix.data() == whole->data());
+  // Asking for more than the file holds is no copy at all (the caller decodes the source again).
+  CHECK_FALSE(SharedBytes::read(fd, content.size() + 1).has_value());
+  CHECK(SharedBytes::read(fd, 0)->size() == 0);
+  ::close(fd);
+  // The copy outlives the file: a replaced cache entry never changes bytes in use.
+  fs::remove(path);
+  CHECK(std::string(reinterpret_cast<const char*>(prefix.data()), prefix.size()) == content.substr(0, 10));
 }
