@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Where two synchronous ranks lose against two independent loops on this machine, step by step.
+# A benchmark, not a test: it prints figures and asserts nothing.
+#
+#   bench/sync_bound.sh [--expctl PATH] [--models "mlp cnn"] [--steps N] [--repeat R]
+#
+# Each repetition runs three things back to back (in an order that rotates), each with 2 processes x 1 thread, batch 64:
+#   ceiling   two bare loops at the same time (bench/bare_loop.cpp), never meeting
+#   pair      bare_loop --pair: the same loops meeting at a barrier after every step (no data)
+#   expctl    expctl run bench/fashion-<model>.yaml, 2 ranks (what bench/ddp_throughput.sh runs)
+# and reads every step's time of every process (bare_loop --times; expctl's store). With t_r the
+# step times of the independent loops, a_k and b_k the two processes' own work in step k (the
+# pair: before the barrier; expctl: step time less comm_wait) and s_k the whole step, the ceiling
+# over the rate factors exactly into four ratios (med = median over the steps after warm-up):
+#   lockstep  mean(med a, med b) / harmonic mean(med t_0, med t_1): the same work, done in lockstep
+#             (or under the runner), takes longer than when the loops run free
+#   slow core max(med a, med b) / mean(med a, med b): one process's work is slower throughout
+#   per-step  med max(a_k, b_k) / max(med a, med b): every step waits for whichever process
+#             jittered in that step
+#   sync      med s_k / med max(a_k, b_k): the barrier's or the all-reduce's own cost
+# The first three are paid by any synchronous trainer whose communication costs nothing; only
+# "sync" is the communication's. "rate" = 2 x batch / med s_k, "ceiling" = the loops' summed
+# batch / med t_r (the definition bench/ddp_throughput.sh uses).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+expctl="${EXPCTL:-}"
+models="mlp cnn"
+steps=300
+repeat=3
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --expctl) expctl="$2"; shift 2 ;;
+    --models) models="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "sync_bound.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [[ -z "$expctl" ]]; then
+  expctl="$(ls -t "$root"/build/*/expctl 2>/dev/null | head -n 1 || true)"
+fi
+[[ -x "$expctl" ]] || { echo "sync_bound.sh: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
+
+bench_build="$root/build/bench"
+if [[ ! -f "$bench_build/build.ninja" ]]; then
+  cmake -S "$here" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+ninja -C "$bench_build" bare_loop >/dev/null
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1
+# = util::k_training_mmap_threshold and k_training_trim_threshold, as bench/ddp_throughput.sh
+tuned="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912"
+
+analyse() {  # model, repetition label, folder with ind.0 ind.1 pair.0 pair.1 and the run id
+  python3 - "$@" "$work/expctl.db" "$steps" <<'EOF'
+import sqlite3, statistics, sys
+model, label, folder, run_id, db, steps = sys.argv[1:7]
+steps = int(steps)
+batch = 64
+warmup = min(10, steps // 10)
+med = statistics.median
+
+def column(path, index):
+    return [float(line.split()[index]) for line in open(path)][warmup:]
+
+def factors(own_a, own_b, whole, free):
+    ma, mb = med(own_a), med(own_b)
+    harmonic = 2.0 / (1.0 / free[0] + 1.0 / free[1])
+    slower_each = med([max(a, b) for a, b in zip(own_a, own_b)])
+    return {"rate": 2 * batch / med(whole), "lockstep": (ma + mb) / 2 / harmonic,
+            "slow core": max(ma, mb) / ((ma + mb) / 2), "per-step": slower_each / max(ma, mb),
+            "sync": med(whole) / slower_each}
+
+free = [med(column(f"{folder}/ind.{r}", 0)) for r in (0, 1)]
+ceiling = sum(batch / t for t in free)
+pair = factors(column(f"{folder}/pair.0", 0), column(f"{folder}/pair.1", 0),
+               [max(x, y) for x, y in zip(column(f"{folder}/pair.0", 1), column(f"{folder}/pair.1", 1))], free)
+with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as store:
+    rows = store.execute("SELECT name, rank, step, value FROM metrics WHERE run_id = ? AND name IN "
+                         "('step_time_ms', 'comm_wait_ms') ORDER BY step", (run_id,)).fetchall()
+series = {}
+for name, rank, step, value in rows:
+    series.setdefault((name, rank), {})[step] = value / 1000.0
+kept = sorted(series[("step_time_ms", 0)])[warmup:]
+own = [[series[("step_time_ms", r)][k] - series[("comm_wait_ms", r)][k] for k in kept] for r in (0, 1)]
+whole = [max(series[("step_time_ms", 0)][k], series[("step_time_ms", 1)][k]) for k in kept]
+run = factors(own[0], own[1], whole, free)
+cells = lambda f: " ".join(f"{f[k]:9.3f}" for k in ("lockstep", "slow core", "per-step", "sync"))
+print(f"{model + ' ' + label:<9} {ceiling:8.0f} | pair {pair['rate']:7.0f} {100 * pair['rate'] / ceiling:5.1f}% "
+      f"{cells(pair)} | expctl {run['rate']:7.0f} {100 * run['rate'] / ceiling:5.1f}% "
+      f"{100 * run['rate'] / pair['rate']:5.1f}% {cells(run)}")
+EOF
+}
+
+echo "BLAS: $("$expctl" env --format json | python3 -c "import json,sys; print(json.load(sys.stdin)['fields']['software']['libtorch_math_libraries'].get('libblas.so.3', 'none'))")"
+factor_names="$(printf '%9s %9s %9s %9s' lockstep 'slow core' per-step sync)"
+printf '%-9s %8s | %-4s %7s %6s %s | %-6s %7s %6s %6s %s\n' "" ceiling "" rate /ceil "$factor_names" "" rate /ceil /pair "$factor_names"
+run_free() {
+  "${loop[@]}" --times "$work/ind.0" >/dev/null &
+  local first=$!
+  "${loop[@]}" --times "$work/ind.1" >/dev/null
+  wait "$first"
+}
+run_expctl() {
+  "$expctl" --db "$work/expctl.db" -q run "$here/fashion-$model.yaml" --set "train.max_steps=$steps" \
+    --format json >"$work/run.json" 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["id"])' "$work/run.json" >"$work/run_id"
+}
+for model in $models; do
+  lr="$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')"
+  loop=(env GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr")
+  for r in $(seq 1 "$repeat"); do
+    # The three rotate their places from one repetition to the next, so that a machine that
+    # slows down or speeds up during a repetition does not always favour the same one.
+    for k in 0 1 2; do
+      case $(( (r + k) % 3 )) in
+        0) run_free ;;
+        1) "${loop[@]}" --pair --times "$work/pair" >/dev/null ;;
+        2) run_expctl ;;
+      esac
+    done
+    analyse "$model" "#$r" "$work" "$(cat "$work/run_id")"
+  done
+done
