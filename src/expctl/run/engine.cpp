@@ -390,9 +390,9 @@ Verdict train_as_rank_zero(const train::TrainerConfig& config, Recorder& recorde
 
 RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec, const StackCheck& stack,
                                const launch::RankIdentity& identity) {
+  util::log::debug(util::tune_malloc_for_training());  // before anything allocates (docs/run.md)
   train::plugin::preload();  // this process trains: LibTorch starts up while the run is recorded
   install_stop_handlers();
-  util::log::debug(util::tune_malloc_for_training());
   auto config = external_config(spec, identity);
   if (identity.rank != 0) {
     return external_other_rank(config);  // only global rank 0 records; the others train and log

@@ -72,6 +72,7 @@ train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const lau
 }  // namespace
 
 int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
+  util::log::debug(util::tune_malloc_for_training());  // before anything allocates (docs/run.md)
   train::plugin::preload();  // LibTorch starts up while the rank connects to its supervisor
   std::filesystem::path run_dir = given_run_dir;
   if (run_dir == "-") {
@@ -84,7 +85,6 @@ int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
     run_dir = line;
   }
   install_stop_handlers();
-  util::log::debug(util::tune_malloc_for_training());
   allow_parent_to_trace();  // the supervisor saves this rank's stack if it ever stops answering
   auto channel = launch::RankChannel::from_environment(launch::current_environment());
   train::Beacon beacon;
