@@ -4,7 +4,8 @@
 #
 #   bench/sync_bound.sh [--expctl PATH] [--models "mlp cnn"] [--steps N] [--repeat R]
 #
-# Each repetition runs three things back to back (in an order that rotates), each with 2 processes x 1 thread, batch 64:
+# Each repetition runs three things back to back, in an order that rotates, each with 2
+# processes x 1 thread and batch 64:
 #   ceiling   two bare loops at the same time (bench/bare_loop.cpp), never meeting
 #   pair      bare_loop --pair: the same loops meeting at a barrier after every step (no data)
 #   expctl    expctl run bench/fashion-<model>.yaml, 2 ranks (what bench/ddp_throughput.sh runs)
