@@ -35,6 +35,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
+source "$here/common.sh"
 expctl="${EXPCTL:-}"
 steps=300
 repeat=3
@@ -49,25 +50,16 @@ while [[ $# -gt 0 ]]; do
     *) echo "ddp_throughput.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-if [[ -z "$expctl" ]]; then
-  expctl="$(ls -t "$root"/build/*/expctl 2>/dev/null | head -n 1 || true)"
-fi
-[[ -x "$expctl" ]] || { echo "ddp_throughput.sh: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
+find_expctl ddp_throughput.sh
 python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first in PATH has no torch
 "$python" -c 'import torch' 2>/dev/null ||
   { echo "ddp_throughput.sh: $python has no torch, which the PyTorch DDP columns need: apt-get install python3-torch" >&2; exit 2; }
 
-bench_build="$root/build/bench"
-if [[ ! -f "$bench_build/build.ninja" ]]; then
-  cmake -S "$here" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-ninja -C "$bench_build" bare_loop >/dev/null  # rebuilt when bare_loop.cpp changed
+build_bare_loop
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
-# = util::k_training_mmap_threshold and k_training_trim_threshold
-tuned="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912"
 
 json_field() { "$python" -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }
 

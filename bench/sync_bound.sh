@@ -25,6 +25,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
+source "$here/common.sh"
 expctl="${EXPCTL:-}"
 models="mlp cnn"
 steps=300
@@ -39,22 +40,13 @@ while [[ $# -gt 0 ]]; do
     *) echo "sync_bound.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-if [[ -z "$expctl" ]]; then
-  expctl="$(ls -t "$root"/build/*/expctl 2>/dev/null | head -n 1 || true)"
-fi
-[[ -x "$expctl" ]] || { echo "sync_bound.sh: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
+find_expctl sync_bound.sh
 
-bench_build="$root/build/bench"
-if [[ ! -f "$bench_build/build.ninja" ]]; then
-  cmake -S "$here" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-ninja -C "$bench_build" bare_loop >/dev/null
+build_bare_loop
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
-# = util::k_training_mmap_threshold and k_training_trim_threshold, as bench/ddp_throughput.sh
-tuned="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912"
 
 analyse() {  # model, repetition label, folder with ind.0 ind.1 pair.0 pair.1 and the run id
   python3 - "$@" "$work/expctl.db" "$steps" <<'EOF'

@@ -35,6 +35,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
+source "$here/common.sh"
 expctl="${EXPCTL:-}"
 steps=300
 repeat=3
@@ -59,10 +60,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "two_host_link.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-if [[ -z "$expctl" ]]; then
-  expctl="$(ls -t "$root"/build/*/expctl 2>/dev/null | head -n 1 || true)"
-fi
-[[ -x "$expctl" ]] || { echo "two_host_link.sh: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
+find_expctl two_host_link.sh
 [[ "$(id -u)" == 0 ]] || { echo "two_host_link.sh: needs root for ip netns and tc (run with sudo)" >&2; exit 2; }
 python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first in PATH has no torch
 [[ "$per_host" == 1 ]] || torch=0  # torch_ddp.py runs one rank per host

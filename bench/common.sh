@@ -1,0 +1,24 @@
+# Sourced by the benchmark scripts (not run): what they share.
+
+# = util::k_training_mmap_threshold and k_training_trim_threshold, expctl's ranks' malloc settings:
+# the bare loop (and "torch tuned") run with them, so a ratio measures the runner, not the allocator.
+tuned="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912"
+
+# Sets $expctl to the newest build's binary unless it is set; exits 2 naming the fix when there is
+# none. $1: the script's name, for the message.
+find_expctl() {
+  if [[ -z "$expctl" ]]; then
+    expctl="$(ls -t "$root"/build/*/expctl 2>/dev/null | head -n 1 || true)"
+  fi
+  [[ -x "$expctl" ]] || { echo "$1: no expctl binary: build it or pass --expctl PATH" >&2; exit 2; }
+}
+
+# Builds bench/bare_loop.cpp into build/bench (configured on first use, rebuilt when it changed)
+# and sets $bench_build.
+build_bare_loop() {
+  bench_build="$root/build/bench"
+  if [[ ! -f "$bench_build/build.ninja" ]]; then
+    cmake -S "$here" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+  ninja -C "$bench_build" bare_loop >/dev/null
+}
