@@ -527,3 +527,19 @@ TEST_CASE("run: under an external launcher the process is one rank and global ra
   CHECK_FALSE(fs::exists(fs::path(document.at("run").at("run_dir").get<std::string>()) / "logs" / "rank-0.log"));
   CHECK(result.out.find("step 20/20") == std::string::npos);  // stdout is the JSON summary only
 }
+
+TEST_CASE("run: -vv reaches the ranks, whose logs then hold their debug lines") {
+  RunDir d;
+  const auto logs_of = [](const expctl::util::SubprocessResult& result) {
+    return fs::path(parse_stdout(result).at("run").at("run_dir").get<std::string>()) / "logs";
+  };
+  const auto verbose = d.expctl({"-vv", "run", tiny_spec(), "--format", "json"});
+  INFO(verbose.err);
+  REQUIRE(verbose.exit_code == 0);
+  for (const char* log : {"rank-0.log", "rank-1.log"}) {
+    CHECK_THAT(read_text(logs_of(verbose) / log), Catch::Contains("debug: malloc:"));
+  }
+  const auto plain = d.expctl({"run", tiny_spec(), "--format", "json"});
+  REQUIRE(plain.exit_code == 0);
+  CHECK_THAT(read_text(logs_of(plain) / "rank-0.log"), !Catch::Contains("debug:"));
+}
