@@ -105,11 +105,11 @@ TEST_CASE("faults: with train.nonfinite=skip the non-finite steps are skipped an
 
 namespace {
 
-/// The single-node rendezvous files (run/rendezvous.hpp) of the supervisor with process id `pid`.
-std::vector<fs::path> rendezvous_files_of(pid_t pid) {
+/// The single-node rendezvous files (run/rendezvous.hpp) in `tmp` of the supervisor with process id `pid`.
+std::vector<fs::path> rendezvous_files_of(pid_t pid, const fs::path& tmp) {
   std::vector<fs::path> files;
   const std::string marker = "-" + std::to_string(pid) + "-";
-  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path())) {
+  for (const auto& entry : fs::directory_iterator(tmp)) {
     const std::string name = entry.path().filename().string();
     if (name.starts_with("expctl-rendezvous-") && name.find(marker) != std::string::npos) {
       files.push_back(entry.path());
@@ -122,10 +122,18 @@ std::vector<fs::path> rendezvous_files_of(pid_t pid) {
 
 TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts") {
   RunDir d;
+  // The rendezvous file goes to a TMPDIR of this test's own: any run another test starts meanwhile
+  // (ctest -j) sweeps the shared /tmp of orphaned files, the killed supervisor's among them.
+  const fs::path tmp = d.dir / "tmp";
+  fs::create_directories(tmp);
+  const auto with_tmp = [&tmp](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"/usr/bin/env", "TMPDIR=" + tmp.string()});  // env execs: the same pid
+    return argv;
+  };
   std::string id;
   pid_t killed_pid = 0;
   {
-    Background expctl(d.argv(long_run()), d.dir / "killed");
+    Background expctl(with_tmp(d.argv(long_run())), d.dir / "killed");
     killed_pid = expctl.pid();
     const auto run = start_training(d);
     id = run.id;
@@ -151,13 +159,13 @@ TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts"
   CHECK(listed.out.find("\"lost\"") != std::string::npos);
 
   // Nobody removed the ranks' rendezvous file either; the next run removes it.
-  const auto left = rendezvous_files_of(killed_pid);
+  const auto left = rendezvous_files_of(killed_pid, tmp);
   CHECK(left.size() == 1);
 
-  Background resumed(d.argv({"resume", id}), d.dir / "resumed");
+  Background resumed(with_tmp(d.argv({"resume", id})), d.dir / "resumed");
   REQUIRE(eventually([&] { return resumed.err().find("resumed") != std::string::npos; }));
   REQUIRE(eventually([&] { return d.open().find_run(id).status == store::RunStatus::running; }));
-  CHECK(rendezvous_files_of(killed_pid).empty());
+  CHECK(rendezvous_files_of(killed_pid, tmp).empty());
   std::this_thread::sleep_for(std::chrono::seconds(2));
   REQUIRE(::kill(resumed.pid(), SIGINT) == 0);
   INFO(resumed.out() << resumed.err());
