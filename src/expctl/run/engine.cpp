@@ -215,7 +215,7 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
 
 // `run_dir` "-": ranks started before the run is recorded read its folder from standard input.
 // `-v`/`-vv` go on to the ranks, whose logs (logs/rank-N.log) then hold their own info or debug
-// lines: the malloc settings, how LibTorch was loaded, the collectives chosen.
+// lines (the malloc settings, how LibTorch was loaded).
 std::vector<std::string> worker_argv(const std::string& run_dir, bool resume) {
   std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string()};
   if (util::log::level() <= util::log::Level::info) {
