@@ -22,3 +22,14 @@ build_bare_loop() {
   fi
   ninja -C "$bench_build" bare_loop >/dev/null
 }
+
+# The figures depend on the BLAS LibTorch loads (Debian's libblas.so.3 alternative: the reference
+# BLAS or OpenBLAS, ~5x apart on the mlp), so every script names it first.
+print_blas() {
+  echo "BLAS: $("$expctl" env --format json | python3 -c "import json,sys; print(json.load(sys.stdin)['fields']['software']['libtorch_math_libraries'].get('libblas.so.3', 'none'))")"
+}
+
+# The learning rate of bench/fashion-$1.yaml, which the bare loop and torch_ddp.py are given too.
+spec_lr() {
+  grep -E '^\s+lr:' "$here/fashion-$1.yaml" | awk '{print $2}'
+}

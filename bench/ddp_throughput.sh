@@ -85,13 +85,11 @@ ceiling() {  # model, lr
     awk '{ print $1 + $2 }'
 }
 
-# The figures depend on the BLAS LibTorch loads (Debian's libblas.so.3 alternative: the reference
-# BLAS or OpenBLAS, ~5x apart on the mlp), so name it.
-echo "BLAS: $("$expctl" env --format json | json_field "['fields']['software']['libtorch_math_libraries'].get('libblas.so.3', 'none')")"
+print_blas
 printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %9s %7s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio \
   "torch tuned" ratio "expctl 1r" "bare loop" ratio ceiling "/ ceil" "sync pair" "/ pair" "first step"
 for model in mlp cnn; do
-  lr="$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')"
+  lr="$(spec_lr "$model")"
   all_e2=""; all_t2=""; all_tt2=""; all_e1=""; all_b1=""; all_ceil=""; all_pair=""; all_first=""
   for r in $(seq 1 "$repeat"); do
     ceil="$(ceiling "$model" "$lr")"
@@ -121,7 +119,7 @@ done
 if [[ "$epochs" -gt 0 ]]; then
   printf '\ntest accuracy after %s epoch(s)\n%-5s %10s %10s\n' "$epochs" model expctl "torch DDP"
   for model in mlp cnn; do
-    lr="$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')"
+    lr="$(spec_lr "$model")"
     ea="$(expctl_run "$model" --set train.max_steps=0 --set "train.epochs=$epochs" | json_field "['summary']['eval_accuracy']")"
     ta="$("$python" "$here/torch_ddp.py" --model "$model" --epochs "$epochs" --world 2 --lr "$lr" | json_field "['accuracy']")"
     printf '%-5s %10.4f %10.4f\n' "$model" "$ea" "$ta"

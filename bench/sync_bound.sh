@@ -89,7 +89,7 @@ print(f"{model + ' ' + label:<9} {ceiling:8.0f} | pair {pair['rate']:7.0f} {100 
 EOF
 }
 
-echo "BLAS: $("$expctl" env --format json | python3 -c "import json,sys; print(json.load(sys.stdin)['fields']['software']['libtorch_math_libraries'].get('libblas.so.3', 'none'))")"
+print_blas
 factor_names="$(printf '%9s %9s %9s %9s' lockstep 'slow core' per-step sync)"
 printf '%-9s %8s | %-4s %7s %6s %s | %-6s %7s %6s %6s %s\n' "" ceiling "" rate /ceil "$factor_names" "" rate /ceil /pair "$factor_names"
 run_free() {
@@ -104,7 +104,7 @@ run_expctl() {
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["id"])' "$work/run.json" >"$work/run_id"
 }
 for model in $models; do
-  lr="$(grep -E '^\s+lr:' "$here/fashion-$model.yaml" | awk '{print $2}')"
+  lr="$(spec_lr "$model")"
   loop=(env GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr")
   for r in $(seq 1 "$repeat"); do
     # The three rotate their places from one repetition to the next, so that a machine that

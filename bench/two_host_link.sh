@@ -140,7 +140,7 @@ torch_pair() {  # name, torch_ddp.py options ...
   local name="$1"; shift
   next_port
   local lr
-  lr="$(grep -E '^\s+lr:' "$here/fashion-mlp.yaml" | awk '{print $2}')"
+  lr="$(spec_lr mlp)"
   local common=("$here/torch_ddp.py" --model mlp --world 2 --steps "$steps" --lr "$lr" --eval
                 --master-addr "$addr_a" --master-port "$port" "$@")
   two_ranks "$work/$name" \
@@ -180,9 +180,7 @@ row() {  # label, expctl samples/s, torch samples/s, expctl accuracy, torch accu
            sprintf("%.4f", ea), (ta == "nan") ? "-" : sprintf("%.4f", ta), (c == "") ? "-" : sprintf("%.0f%%", 100 * c) }'
 }
 
-# The figures depend on the BLAS LibTorch loads (Debian's libblas.so.3 alternative: the reference
-# BLAS or OpenBLAS, ~5x apart on the mlp), so name it.
-echo "BLAS: $("$expctl" env --format json | json_field "['fields']['software']['libtorch_math_libraries'].get('libblas.so.3', 'none')")"
+print_blas
 echo "two hosts (namespaces), $rate each way, $per_host rank(s) each, mlp on Fashion-MNIST, $steps steps, batch 64 per rank"
 printf '%-16s %12s %12s %8s %9s %9s %7s\n' configuration "expctl sps" "torch sps" ratio "expctl acc" "torch acc" "comm"
 declare -A all_e all_t all_ea all_ta all_c
