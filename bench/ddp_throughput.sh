@@ -3,7 +3,7 @@
 # 2 ranks x 1 thread and batch 64 per rank, for the mlp and the cnn. A benchmark, not a test:
 # it prints figures and ratios and asserts nothing.
 #
-#   bench/ddp_throughput.sh [--expctl PATH] [--steps N] [--repeat R] [--accuracy EPOCHS]
+#   bench/ddp_throughput.sh [--expctl PATH] [--models "mlp cnn"] [--steps N] [--repeat R] [--accuracy EPOCHS]
 #
 #   expctl 2 ranks   expctl run bench/fashion-<model>.yaml (summary.samples_per_sec)
 #   torch DDP        bench/torch_ddp.py, Debian's python3-torch (the same LibTorch 1.13)
@@ -25,8 +25,9 @@
 # the sum over ranks of batch / step time. Also prints the time from `expctl run` to rank 0's
 # first step, and with --accuracy E the test accuracy after E epochs (expctl and torch DDP).
 # Each measurement is repeated R times (default 3), the programs interleaved so that a noisy
-# moment hits all of them (the ceiling, expctl 2 ranks and the pair run back to back); a row per
-# repetition, then the medians (ratios of medians).
+# moment hits all of them (the ceiling, expctl 2 ranks and the pair run back to back, in an order
+# that rotates, shown after the row's number); a row per repetition, then the medians (ratios of
+# medians).
 # Memory allocator: expctl's ranks raise glibc's mmap and trim thresholds
 # (src/expctl/util/malloc_tuning.hpp), which alone makes the cnn 20-60 % faster. So the table
 # shows PyTorch DDP twice, as shipped and with the same settings through GLIBC_TUNABLES
@@ -37,12 +38,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 source "$here/common.sh"
 expctl="${EXPCTL:-}"
+models="mlp cnn"
 steps=300
 repeat=3
 epochs=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --expctl) expctl="$2"; shift 2 ;;
+    --models) models="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --accuracy) epochs="$2"; shift 2 ;;
@@ -88,14 +91,22 @@ ceiling() {  # model, lr
 print_blas
 printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %9s %7s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio \
   "torch tuned" ratio "expctl 1r" "bare loop" ratio ceiling "/ ceil" "sync pair" "/ pair" "first step"
-for model in mlp cnn; do
+for model in $models; do
   lr="$(spec_lr "$model")"
   all_e2=""; all_t2=""; all_tt2=""; all_e1=""; all_b1=""; all_ceil=""; all_pair=""; all_first=""
   for r in $(seq 1 "$repeat"); do
-    ceil="$(ceiling "$model" "$lr")"
-    e2="$(expctl_run "$model" --set "train.max_steps=$steps")"
-    pair="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr" --pair |
-      json_field "['samples_per_sec']")"
+    # The ceiling, expctl 2 ranks and the pair, whose ratios are the table's point, rotate their
+    # places from one repetition to the next (the row's letters: c, e, p in the order they ran),
+    # so that a machine that drifts during a repetition does not always favour the same one.
+    order=""
+    for k in 0 1 2; do
+      case $(( (r + k) % 3 )) in
+        0) ceil="$(ceiling "$model" "$lr")"; order+="c" ;;
+        1) e2="$(expctl_run "$model" --set "train.max_steps=$steps")"; order+="e" ;;
+        2) pair="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr" --pair |
+             json_field "['samples_per_sec']")"; order+="p" ;;
+      esac
+    done
     t2="$("$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
     tt2="$(GLIBC_TUNABLES="$tuned" "$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
     e1="$(expctl_run "$model" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1)"
@@ -106,7 +117,7 @@ for model in mlp cnn; do
     e1s="$(echo "$e1" | json_field "['summary']['samples_per_sec']")"
     b1s="$(echo "$b1" | json_field "['samples_per_sec']")"
     first="$(echo "$e2" | json_field "['summary']['time_to_first_step_s']")"
-    row "$model #$r" "$e2s" "$t2s" "$tt2s" "$e1s" "$b1s" "$ceil" "$pair" "$first"
+    row "$model #$r $order" "$e2s" "$t2s" "$tt2s" "$e1s" "$b1s" "$ceil" "$pair" "$first"
     all_e2+=" $e2s"; all_t2+=" $t2s"; all_tt2+=" $tt2s"; all_e1+=" $e1s"; all_b1+=" $b1s"; all_ceil+=" $ceil"
     all_pair+=" $pair"
     all_first+=" $first"
@@ -118,7 +129,7 @@ done
 
 if [[ "$epochs" -gt 0 ]]; then
   printf '\ntest accuracy after %s epoch(s)\n%-5s %10s %10s\n' "$epochs" model expctl "torch DDP"
-  for model in mlp cnn; do
+  for model in $models; do
     lr="$(spec_lr "$model")"
     ea="$(expctl_run "$model" --set train.max_steps=0 --set "train.epochs=$epochs" | json_field "['summary']['eval_accuracy']")"
     ta="$("$python" "$here/torch_ddp.py" --model "$model" --epochs "$epochs" --world 2 --lr "$lr" | json_field "['accuracy']")"
