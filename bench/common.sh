@@ -29,6 +29,16 @@ print_blas() {
   echo "BLAS: $("$expctl" env --format json | python3 -c "import json,sys; print(json.load(sys.stdin)['fields']['software']['libtorch_math_libraries'].get('libblas.so.3', 'none'))")"
 }
 
+# Exits 2 naming the fix unless every model named after the script's name ($1) has its
+# bench/fashion-<model>.yaml.
+check_models() {
+  local script="$1" model; shift
+  for model in "$@"; do
+    [[ -f "$here/fashion-$model.yaml" ]] ||
+      { echo "$script: --models: no bench/fashion-$model.yaml (the models are mlp and cnn)" >&2; exit 2; }
+  done
+}
+
 # The learning rate of bench/fashion-$1.yaml, which the bare loop and torch_ddp.py are given too.
 spec_lr() {
   grep -E '^\s+lr:' "$here/fashion-$1.yaml" | awk '{print $2}'

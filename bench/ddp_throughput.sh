@@ -53,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "ddp_throughput.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+check_models ddp_throughput.sh $models
 find_expctl ddp_throughput.sh
 python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first in PATH has no torch
 "$python" -c 'import torch' 2>/dev/null ||

@@ -40,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "sync_bound.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+check_models sync_bound.sh $models
 find_expctl sync_bound.sh
 
 build_bare_loop
