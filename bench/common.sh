@@ -39,6 +39,16 @@ check_models() {
   done
 }
 
+# Runs the three commands (function names) $2 $3 $4 of repetition $1 in an order that rotates
+# from one repetition to the next, so that a machine that slows down or speeds up during a
+# repetition does not always favour the same one.
+run_rotated() {
+  local r="$1" k; shift
+  for k in 0 1 2; do
+    "${@:$(( (r + k) % 3 + 1 )):1}"
+  done
+}
+
 # The learning rate of bench/fashion-$1.yaml, which the bare loop and torch_ddp.py are given too.
 spec_lr() {
   grep -E '^\s+lr:' "$here/fashion-$1.yaml" | awk '{print $2}'

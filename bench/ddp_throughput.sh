@@ -89,6 +89,16 @@ ceiling() {  # model, lr
     awk '{ print $1 + $2 }'
 }
 
+# The three of a repetition whose order rotates; each sets its figure and appends its letter to
+# $order. They read $model and $lr.
+measure_ceiling() { ceil="$(ceiling "$model" "$lr")"; order+="c"; }
+measure_expctl() { e2="$(expctl_run "$model" --set "train.max_steps=$steps")"; order+="e"; }
+measure_pair() {
+  pair="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr" --pair |
+    json_field "['samples_per_sec']")"
+  order+="p"
+}
+
 print_blas
 printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %9s %7s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio \
   "torch tuned" ratio "expctl 1r" "bare loop" ratio ceiling "/ ceil" "sync pair" "/ pair" "first step"
@@ -96,18 +106,10 @@ for model in $models; do
   lr="$(spec_lr "$model")"
   all_e2=""; all_t2=""; all_tt2=""; all_e1=""; all_b1=""; all_ceil=""; all_pair=""; all_first=""
   for r in $(seq 1 "$repeat"); do
-    # The ceiling, expctl 2 ranks and the pair, whose ratios are the table's point, rotate their
-    # places from one repetition to the next (the row's letters: c, e, p in the order they ran),
-    # so that a machine that drifts during a repetition does not always favour the same one.
+    # The ceiling, expctl 2 ranks and the pair, whose ratios are the table's point, rotate
+    # (the row's letters: c, e, p in the order they ran).
     order=""
-    for k in 0 1 2; do
-      case $(( (r + k) % 3 )) in
-        0) ceil="$(ceiling "$model" "$lr")"; order+="c" ;;
-        1) e2="$(expctl_run "$model" --set "train.max_steps=$steps")"; order+="e" ;;
-        2) pair="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr" --pair |
-             json_field "['samples_per_sec']")"; order+="p" ;;
-      esac
-    done
+    run_rotated "$r" measure_ceiling measure_expctl measure_pair
     t2="$("$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
     tt2="$(GLIBC_TUNABLES="$tuned" "$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
     e1="$(expctl_run "$model" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1)"

@@ -99,6 +99,9 @@ run_free() {
   "${loop[@]}" --times "$work/ind.1" >/dev/null
   wait "$first"
 }
+run_pair() {
+  "${loop[@]}" --pair --times "$work/pair" >/dev/null
+}
 run_expctl() {
   "$expctl" --db "$work/expctl.db" -q run "$here/fashion-$model.yaml" --set "train.max_steps=$steps" \
     --format json >"$work/run.json" 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
@@ -108,15 +111,7 @@ for model in $models; do
   lr="$(spec_lr "$model")"
   loop=(env GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr")
   for r in $(seq 1 "$repeat"); do
-    # The three rotate their places from one repetition to the next, so that a machine that
-    # slows down or speeds up during a repetition does not always favour the same one.
-    for k in 0 1 2; do
-      case $(( (r + k) % 3 )) in
-        0) run_free ;;
-        1) "${loop[@]}" --pair --times "$work/pair" >/dev/null ;;
-        2) run_expctl ;;
-      esac
-    done
+    run_rotated "$r" run_free run_pair run_expctl
     analyse "$model" "#$r" "$work" "$(cat "$work/run_id")"
   done
 done
