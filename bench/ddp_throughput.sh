@@ -76,9 +76,10 @@ expctl_run() {  # model, extra --set ...
     { cat "$work/err" >&2; exit 1; }
 }
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-best() { tr ' ' '\n' | grep -v '^$' | sort -g | tail -n 1; }
-shortest() { tr ' ' '\n' | grep -v '^$' | sort -g | head -n 1; }
+sorted_values() { tr ' ' '\n' | grep -v '^$' | sort -g; }
+median() { sorted_values | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+best() { sorted_values | tail -n 1; }
+shortest() { sorted_values | head -n 1; }
 row() {  # label, e2, t2, tt2, e1, b1, ceiling, pair, first
   awk -v m="$1" -v a="$2" -v b="$3" -v t="$4" -v c="$5" -v d="$6" -v g="$7" -v p="$8" -v f="$9" \
     'BEGIN { printf "%-12s %10.0f %10.0f %7.3fx %11.0f %7.3fx %10.0f %10.0f %7.3fx %9.0f %6.1f%% %9.0f %6.1f%% %10.2fs\n", m, a, b, a / b, t, a / t, c, d, c / d, g, 100 * a / g, p, 100 * a / p, f }'
@@ -102,6 +103,12 @@ measure_pair() {
   pair="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr" --pair |
     json_field "['samples_per_sec']")"
   order+="p"
+}
+
+summary_row() {  # label, statistic of the rates, statistic of the first step; over the model's all_* lists
+  row "$model $1" "$(echo "$all_e2" | $2)" "$(echo "$all_t2" | $2)" "$(echo "$all_tt2" | $2)" \
+    "$(echo "$all_e1" | $2)" "$(echo "$all_b1" | $2)" "$(echo "$all_ceil" | $2)" \
+    "$(echo "$all_pair" | $2)" "$(echo "$all_first" | $3)"
 }
 
 print_blas
@@ -130,12 +137,8 @@ for model in $models; do
     all_pair+=" $pair"
     all_first+=" $first"
   done
-  row "$model median" "$(echo "$all_e2" | median)" "$(echo "$all_t2" | median)" "$(echo "$all_tt2" | median)" \
-    "$(echo "$all_e1" | median)" "$(echo "$all_b1" | median)" "$(echo "$all_ceil" | median)" \
-    "$(echo "$all_pair" | median)" "$(echo "$all_first" | median)"
-  row "$model best" "$(echo "$all_e2" | best)" "$(echo "$all_t2" | best)" "$(echo "$all_tt2" | best)" \
-    "$(echo "$all_e1" | best)" "$(echo "$all_b1" | best)" "$(echo "$all_ceil" | best)" \
-    "$(echo "$all_pair" | best)" "$(echo "$all_first" | shortest)"
+  summary_row median median median
+  summary_row best best shortest
 done
 
 if [[ "$epochs" -gt 0 ]]; then
