@@ -29,6 +29,14 @@ std::int64_t numel_of(const std::vector<std::int64_t>& shape) {
 }  // namespace
 
 void orthogonalize_columns(at::Tensor& matrix, double epsilon) {
+  if (!matrix.is_contiguous()) {
+    // The norms and dot products reduce in an order that follows the strides: on a row-major
+    // copy, a transposed view (a rank-major factor) gets the same bits as a row-major one.
+    auto dense = matrix.contiguous();
+    orthogonalize_columns(dense, epsilon);
+    matrix.copy_(dense);
+    return;
+  }
   const auto columns = matrix.size(1);
   for (std::int64_t i = 0; i < columns; ++i) {
     auto column = matrix.narrow(1, i, 1);
@@ -73,7 +81,7 @@ PowerSgd::Bucket PowerSgd::plan(const std::vector<std::vector<std::int64_t>>& sh
                        static_cast<double>((rows + cols) * rank) * m_options.min_compression_rate <
                            static_cast<double>(numel);
     if (worth) {
-      bucket.matrices.push_back({bucket.elements, rows, cols, rank});
+      bucket.matrices.push_back({bucket.elements, rows, cols, rank, rank <= m_options.rank_major_max});
     } else {
       bucket.whole.push_back({bucket.elements, numel});
     }
@@ -102,7 +110,9 @@ at::Tensor PowerSgd::matrix_of(const Bucket& bucket, std::size_t k) const {
   return bucket.flat.narrow(0, matrix.offset, matrix.rows * matrix.cols).view({matrix.rows, matrix.cols});
 }
 
-// The k-th matrix's P (left: n x r) or Q (m x r) inside the bucket's one flat P or Q tensor.
+// The k-th matrix's P (left: n x r) or Q (m x r) inside the bucket's one flat P or Q tensor: a
+// transposed view when it is stored rank-major, which the products (mm_out) and Gram-Schmidt take
+// as it is (mm_out picks the BLAS call from the strides).
 at::Tensor PowerSgd::factor(const at::Tensor& memory, const Bucket& bucket, std::size_t k, bool left) const {
   std::int64_t offset = 0;
   for (std::size_t j = 0; j < k; ++j) {
@@ -110,7 +120,8 @@ at::Tensor PowerSgd::factor(const at::Tensor& memory, const Bucket& bucket, std:
   }
   const auto& matrix = bucket.matrices[k];
   const auto length = left ? matrix.rows : matrix.cols;
-  return memory.narrow(0, offset, length * matrix.rank).view({length, matrix.rank});
+  const auto stored = memory.narrow(0, offset, length * matrix.rank);
+  return matrix.rank_major ? stored.view({matrix.rank, length}).t() : stored.view({length, matrix.rank});
 }
 
 std::int64_t PowerSgd::launch(std::size_t b, const at::Tensor& flat) {

@@ -215,6 +215,30 @@ EXPCTL_RANK_SCENARIO("powersgd_error_feedback") {
   save(results, env, "error");
 }
 
+// The factors' layout (rank-major or not, PowerSgdOptions::rank_major_max) changes only which
+// BLAS loop runs: every result and error is the same bits, at ranks either side of the default
+// threshold, over three warm-started steps.
+EXPCTL_RANK_SCENARIO("powersgd_layouts") {
+  Communicator comm(expctl::test::gloo_group(env));
+  const std::vector<std::vector<std::int64_t>> shapes = {{40, 30}, {30}, {3, 2, 2}};
+  const std::int64_t elements = 40 * 30 + 30 + 12;
+  std::vector<torch::Tensor> results;
+  for (const std::int64_t rank : {2, 5}) {
+    for (const std::int64_t rank_major_max : {4, 0, 8}) {
+      PowerSgd powersgd(comm, {shapes}, PowerSgdOptions{.rank = rank, .warmup_steps = 0, .rank_major_max = rank_major_max});
+      REQUIRE(powersgd.compressed_count(0) == 1);
+      for (int step = 0; step < 3; ++step) {
+        auto generator = at::make_generator<at::CPUGeneratorImpl>(700 + 10 * step + env.rank);
+        auto flat = at::randn({elements + k_tail}, generator);
+        run_phases(powersgd, flat);
+        results.push_back(flat);
+        results.push_back(powersgd.error(0).clone());
+      }
+    }
+  }
+  save(results, env, "layouts");
+}
+
 // A NaN in rank 0's gradient at step 1 reaches both ranks' Q: both forget Q and the error, and
 // step 2 is finite again (kept, the NaN would stay in the error and Q for good).
 EXPCTL_RANK_SCENARIO("powersgd_nonfinite") {
@@ -278,6 +302,24 @@ TEST_CASE("powersgd: the error is input - approximation; vectors and votes arriv
       CHECK(results[i + 4].item<std::int64_t>() == (12 + 9 + 9 + 12 + 2) * 4);
     }
   }
+}
+
+TEST_CASE("powersgd: the factors' layout changes no bit of the result or the error", "[train][powersgd][multiprocess]") {
+  expctl::test::TempDir dir;
+  expctl::test::run_ranks_successfully("powersgd_layouts", 2, dir.path());
+  const auto results = expctl::test::load_tensors(dir / "layouts0.pt");
+  constexpr std::size_t per_layout = 3 * 2;  // three steps of (bucket, error)
+  REQUIRE(results.size() == 2 * 3 * per_layout);
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    const auto first = rank * 3 * per_layout;  // rank_major_max 4: rank-major at 2, n x r at 5
+    for (std::size_t layout = 1; layout < 3; ++layout) {
+      for (std::size_t i = 0; i < per_layout; ++i) {
+        INFO("PowerSGD rank " << (rank == 0 ? 2 : 5) << ", layout " << layout << ", tensor " << i);
+        CHECK(torch::equal(results[first + i], results[first + layout * per_layout + i]));
+      }
+    }
+  }
+  CHECK_FALSE(torch::equal(results[0], results[3 * per_layout]));  // rank 2 and rank 5 do differ
 }
 
 namespace {
