@@ -4,6 +4,11 @@
 # the bare loop (and "torch tuned") run with them, so a ratio measures the runner, not the allocator.
 tuned="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912"
 
+# The scripts' statistics over values separated by blanks or newlines, in any order. median: the
+# middle one, or the mean of the two middle ones; "nan" when there are none.
+sorted_values() { tr ' ' '\n' | awk 'NF' | sort -g; }
+median() { sorted_values | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # Sets $expctl to the newest build's binary unless it is set; exits 2 naming the fix when there is
 # none. $1: the script's name, for the message.
 find_expctl() {

@@ -11,6 +11,7 @@
 # Needs the targets expctl and expctl_make_compare_store (built with EXPCTL_BUILD_TESTS=ON).
 # Run it on an idle machine: a compile running alongside makes every figure meaningless.
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 
 build=${1:-build/release}
 steps=${STEPS:-100000}
@@ -54,7 +55,6 @@ time_compare() {
   cat "$work/time"
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 printf '%-9s %10s %10s %10s  %s\n' format "median s" "max MiB" budget verdict
 "$expctl" --db "$db" compare "${ids[0]}" "${ids[1]}" >/dev/null || true  # warm the page cache once

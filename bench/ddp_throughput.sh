@@ -76,8 +76,6 @@ expctl_run() {  # model, extra --set ...
     { cat "$work/err" >&2; exit 1; }
 }
 
-sorted_values() { tr ' ' '\n' | grep -v '^$' | sort -g; }
-median() { sorted_values | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 best() { sorted_values | tail -n 1; }
 shortest() { sorted_values | head -n 1; }
 row() {  # label, e2, t2, tt2, e1, b1, ceiling, pair, first

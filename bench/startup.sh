@@ -19,6 +19,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
+source "$here/common.sh"
 expctl=""
 against=""
 untrimmed=0
@@ -49,7 +50,6 @@ trap 'rm -rf "$work"' EXIT
 spec="$root/experiments/quickstart.yaml"
 tiny="$root/experiments/tiny-synthetic.yaml"
 
-median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 now_ns() { date +%s%N; }
 
 # One small store per binary, with one finished run for `show`.

@@ -21,6 +21,8 @@
 #                        PyTorch is left out, and configuration fp32-gloo (flat Gloo ring over all
 #                        ranks, distributed.allreduce=gloo) is there to compare with
 #   --configs A,B        only these configurations (default: all)
+#   --keep               leave the work folder (each run's stores, NAME.a.db and NAME.b.db, and its
+#                        outputs) and print where, for `expctl --db ... show` of a run's phases
 #
 # Configurations: fp32 (plain all-reduce), fp16 (expctl distributed.grad_compression=fp16, torch
 # fp16_compress_hook), accum4 (train.grad_accum_steps=4, torch no_sync on 3 of 4 micro-batches),
@@ -45,6 +47,7 @@ psgd_warmup=10
 torch=1
 per_host=1
 only=""
+keep=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --expctl) expctl="$2"; shift 2 ;;
@@ -56,7 +59,8 @@ while [[ $# -gt 0 ]]; do
     --no-torch) torch=0; shift ;;
     --ranks-per-host) per_host="$2"; shift 2 ;;
     --configs) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     *) echo "two_host_link.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -81,7 +85,11 @@ cleanup() {
   ip netns del "$ns_a" 2>/dev/null || true   # deleting a namespace deletes its end of the veth pair
   ip netns del "$ns_b" 2>/dev/null || true
   ip link del "$veth_a" 2>/dev/null || true  # in case the pair was made before it moved
-  rm -rf "$work"
+  if [[ "$keep" == 1 ]]; then
+    echo "two_host_link.sh: kept the stores and outputs in $work (e.g. $expctl --db $work/e-${configs[0]:-fp32}-1.a.db list)" >&2
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -172,7 +180,6 @@ torch_options() {
   esac
 }
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 row() {  # label, expctl samples/s, torch samples/s, expctl accuracy, torch accuracy, expctl comm share
   awk -v l="$1" -v e="$2" -v t="$3" -v ea="$4" -v ta="$5" -v c="$6" 'BEGIN {
     ratio = (t == "nan" || t == 0) ? "-" : sprintf("%.3fx", e / t)
