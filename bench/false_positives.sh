@@ -13,6 +13,7 @@ expctl="$build/expctl"
 [[ -x $expctl ]] || { echo "false_positives.sh: $expctl not found: build first (cmake --build --preset ci)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
 db="$work/expctl.db"
 echo "== $runs identical runs of experiments/quickstart.yaml (train.max_steps=$steps)"
 ids=()

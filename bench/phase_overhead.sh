@@ -25,6 +25,7 @@ expctl="$build/expctl"
 command -v perf >/dev/null || { echo "phase_overhead.sh: perf not found: apt-get install linux-perf" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
 
 share() {  # share (percent) of samples whose symbol or library matches the extended regex $1
   perf report -i "$work/perf.data" -n --no-children --sort dso,sym --stdio -g none 2>/dev/null |

@@ -47,6 +47,7 @@ binaries=("$expctl")
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
 spec="$root/experiments/quickstart.yaml"
 tiny="$root/experiments/tiny-synthetic.yaml"
 
