@@ -33,8 +33,7 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare-scale.XXXXXX")
 if [[ -z "${KEEP:-}" ]]; then
-  trap 'rm -rf "$work"' EXIT
-  trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
+  on_exit 'rm -rf "$work"'
 fi
 db="$work/expctl.db"
 

@@ -65,8 +65,7 @@ python=/usr/bin/python3   # Debian's, with python3-torch; a pyenv python3 first 
 build_bare_loop
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
+on_exit 'rm -rf "$work"'
 export OMP_NUM_THREADS=1
 
 json_field() { "$python" -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }

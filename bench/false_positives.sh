@@ -6,14 +6,14 @@
 # Usage: bench/false_positives.sh [BUILD_DIR] [K] [STEPS]   (defaults: build/ci 8 80)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 build=${1:-build/ci}
 runs=${2:-8}
 steps=${3:-80}
 expctl="$build/expctl"
 [[ -x $expctl ]] || { echo "false_positives.sh: $expctl not found: build first (cmake --build --preset ci)" >&2; exit 2; }
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
+on_exit 'rm -rf "$work"'
 db="$work/expctl.db"
 echo "== $runs identical runs of experiments/quickstart.yaml (train.max_steps=$steps)"
 ids=()

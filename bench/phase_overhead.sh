@@ -18,14 +18,14 @@
 # Needs perf (Debian: linux-perf). A benchmark: it prints figures and asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 build=${1:-build/ci}
 repeat=${2:-3}
 expctl="$build/expctl"
 [[ -x $expctl ]] || { echo "phase_overhead.sh: $expctl not found: build first (cmake --build --preset ci)" >&2; exit 2; }
 command -v perf >/dev/null || { echo "phase_overhead.sh: perf not found: apt-get install linux-perf" >&2; exit 2; }
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
+on_exit 'rm -rf "$work"'
 
 share() {  # share (percent) of samples whose symbol or library matches the extended regex $1
   perf report -i "$work/perf.data" -n --no-children --sort dso,sym --stdio -g none 2>/dev/null |

@@ -46,8 +46,7 @@ binaries=("$expctl")
 [[ -n "$against" ]] && binaries+=("$against")
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
+on_exit 'rm -rf "$work"'
 spec="$root/experiments/quickstart.yaml"
 tiny="$root/experiments/tiny-synthetic.yaml"
 

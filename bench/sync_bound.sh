@@ -46,8 +46,7 @@ find_expctl sync_bound.sh
 build_bare_loop
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-trap 'exit 130' INT; trap 'exit 143' TERM  # so that EXIT's clean-up runs on a signal too
+on_exit 'rm -rf "$work"'
 export OMP_NUM_THREADS=1
 
 analyse() {  # model, repetition label, folder with ind.0 ind.1 pair.0 pair.1 and the run id

@@ -91,8 +91,7 @@ cleanup() {
     rm -rf "$work"
   fi
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 ip netns add "$ns_a"
 ip netns add "$ns_b"
