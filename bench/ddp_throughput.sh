@@ -11,6 +11,9 @@
 #                    hooks and no collective runs in a world of one, so this is the trainer loop
 #   bare loop        bench/bare_loop.cpp, a standalone LibTorch program (built here, in
 #                    build/bench, only when this script runs): nothing but the training step
+#   1r | bare        expctl 1 rank and a bare loop started at the same time, one per core, over
+#                    one rank's ratio: both run through the same noisy moment, so this ratio
+#                    wobbles far less than "expctl 1r" over "bare loop" run one after the other
 #   ceiling          two bare loops at the same time (each on batch 64): they share the cores,
 #                    caches and memory bandwidth exactly as two ranks do but never communicate,
 #                    so their summed samples/s is what 2 ranks on this machine can reach at best;
@@ -52,7 +55,7 @@ while [[ $# -gt 0 ]]; do
     --steps) steps="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --accuracy) epochs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     *) echo "ddp_throughput.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,9 +81,19 @@ expctl_run() {  # model, extra --set ...
 
 best() { sorted_values | tail -n 1; }
 shortest() { sorted_values | head -n 1; }
-row() {  # label, e2, t2, tt2, e1, b1, ceiling, pair, first
-  awk -v m="$1" -v a="$2" -v b="$3" -v t="$4" -v c="$5" -v d="$6" -v g="$7" -v p="$8" -v f="$9" \
-    'BEGIN { printf "%-12s %10.0f %10.0f %7.3fx %11.0f %7.3fx %10.0f %10.0f %7.3fx %9.0f %6.1f%% %9.0f %6.1f%% %10.2fs\n", m, a, b, a / b, t, a / t, c, d, c / d, g, 100 * a / g, p, 100 * a / p, f }'
+row() {  # label, e2, t2, tt2, e1, b1, ceiling, pair, first, side-by-side ratio
+  awk -v m="$1" -v a="$2" -v b="$3" -v t="$4" -v c="$5" -v d="$6" -v g="$7" -v p="$8" -v f="$9" -v s="${10}" \
+    'BEGIN { printf "%-12s %10.0f %10.0f %7.3fx %11.0f %7.3fx %10.0f %10.0f %7.3fx %9.3fx %9.0f %6.1f%% %9.0f %6.1f%% %10.2fs\n", m, a, b, a / b, t, a / t, c, d, c / d, s, g, 100 * a / g, p, 100 * a / p, f }'
+}
+
+# expctl 1 rank and a bare loop started together; prints expctl's samples/s over the loop's.
+side_by_side() {  # model, lr
+  expctl_run "$1" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1 >"$work/side_e" &
+  local first=$!
+  GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$1" --steps "$steps" --lr "$2" >"$work/side_b"
+  wait "$first"
+  echo "$(json_field "['summary']['samples_per_sec']" <"$work/side_e") $(json_field "['samples_per_sec']" <"$work/side_b")" |
+    awk '{ print $1 / $2 }'
 }
 
 # Two bare loops started together; prints their summed samples/s.
@@ -106,15 +119,15 @@ measure_pair() {
 summary_row() {  # label, statistic of the rates, statistic of the first step; over the model's all_* lists
   row "$model $1" "$(echo "$all_e2" | $2)" "$(echo "$all_t2" | $2)" "$(echo "$all_tt2" | $2)" \
     "$(echo "$all_e1" | $2)" "$(echo "$all_b1" | $2)" "$(echo "$all_ceil" | $2)" \
-    "$(echo "$all_pair" | $2)" "$(echo "$all_first" | $3)"
+    "$(echo "$all_pair" | $2)" "$(echo "$all_first" | $3)" "$(echo "$all_side" | $2)"
 }
 
 print_blas
-printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %9s %7s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio \
-  "torch tuned" ratio "expctl 1r" "bare loop" ratio ceiling "/ ceil" "sync pair" "/ pair" "first step"
+printf '%-12s %10s %10s %8s %11s %8s %10s %10s %8s %10s %9s %7s %9s %7s %11s\n' model "expctl 2r" "torch 2r" ratio \
+  "torch tuned" ratio "expctl 1r" "bare loop" ratio "1r | bare" ceiling "/ ceil" "sync pair" "/ pair" "first step"
 for model in $models; do
   lr="$(spec_lr "$model")"
-  all_e2=""; all_t2=""; all_tt2=""; all_e1=""; all_b1=""; all_ceil=""; all_pair=""; all_first=""
+  all_e2=""; all_t2=""; all_tt2=""; all_e1=""; all_b1=""; all_ceil=""; all_pair=""; all_first=""; all_side=""
   for r in $(seq 1 "$repeat"); do
     # The ceiling, expctl 2 ranks and the pair, whose ratios are the table's point, rotate
     # (the row's letters: c, e, p in the order they ran).
@@ -124,16 +137,17 @@ for model in $models; do
     tt2="$(GLIBC_TUNABLES="$tuned" "$python" "$here/torch_ddp.py" --model "$model" --steps "$steps" --world 2 --lr "$lr")"
     e1="$(expctl_run "$model" --set "train.max_steps=$steps" --set distributed.nproc_per_node=1)"
     b1="$(GLIBC_TUNABLES="$tuned" "$bench_build/bare_loop" --model "$model" --steps "$steps" --lr "$lr")"
+    side="$(side_by_side "$model" "$lr")"
     e2s="$(echo "$e2" | json_field "['summary']['samples_per_sec']")"
     t2s="$(echo "$t2" | json_field "['samples_per_sec']")"
     tt2s="$(echo "$tt2" | json_field "['samples_per_sec']")"
     e1s="$(echo "$e1" | json_field "['summary']['samples_per_sec']")"
     b1s="$(echo "$b1" | json_field "['samples_per_sec']")"
     first="$(echo "$e2" | json_field "['summary']['time_to_first_step_s']")"
-    row "$model #$r $order" "$e2s" "$t2s" "$tt2s" "$e1s" "$b1s" "$ceil" "$pair" "$first"
+    row "$model #$r $order" "$e2s" "$t2s" "$tt2s" "$e1s" "$b1s" "$ceil" "$pair" "$first" "$side"
     all_e2+=" $e2s"; all_t2+=" $t2s"; all_tt2+=" $tt2s"; all_e1+=" $e1s"; all_b1+=" $b1s"; all_ceil+=" $ceil"
     all_pair+=" $pair"
-    all_first+=" $first"
+    all_first+=" $first"; all_side+=" $side"
   done
   summary_row median median median
   summary_row best best shortest
