@@ -1,6 +1,5 @@
 # Every dependency comes from a Debian 12 package (see scripts/install-deps.sh) and is
 # found through its own CMake config or pkg-config; nothing is downloaded at build time.
-find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenSSL REQUIRED)            # libssl-dev: SHA-256 (EVP)
 find_package(yaml-cpp REQUIRED)           # libyaml-cpp-dev
