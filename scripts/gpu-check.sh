@@ -6,7 +6,8 @@
 # what each step checks: docs/gpu.md. About 5-7 minutes on 16 cores, most of it the build.
 #
 # Usage: scripts/gpu-check.sh [--build-dir DIR] [--clean] [--remove-build] [--out DIR] [--jobs N]
-#                             [--strict] [--skip-bench] [--skip-runs]
+#                             [--strict] [--skip-bench] [--skip-runs] [--keep-going]
+#                             [--deps-prefix DIR] [--fashion-mnist DIR]
 #   --build-dir DIR   build folder (default build/gpu; never build/ci or another preset's)
 #   --clean           delete the build folder first (a fresh configure)
 #   --remove-build    delete the build folder at the end, whatever the outcome
@@ -14,6 +15,13 @@
 #   --jobs N          parallel compile jobs (default: the number of cores)
 #   --strict          fail when the benchmark misses one of the issue's targets
 #   --skip-bench, --skip-runs   leave out the benchmark or the quick-start runs
+#   --keep-going      a failing step is reported and the steps that do not need it still run
+#                     (for a machine you hold for minutes: one try shows every failure)
+#   --deps-prefix DIR expctl's other libraries from DIR, the Debian 12 packages unpacked there
+#                     (scripts/gpu-deps.sh packs them), for a GPU machine that is not Debian or
+#                     where nothing can be installed; no dpkg check then
+#   --fashion-mnist DIR   the Fashion-MNIST IDX files for the quick-start runs (default
+#                     /usr/share/datasets/fashion-mnist; synthetic data, said so, where absent)
 # Environment: EXPCTL_TORCH_PREFIX=DIR uses that LibTorch (an unpacked cxx11-abi LibTorch zip)
 # instead of asking python3 for torch.utils.cmake_prefix_path; CUDAToolkit_ROOT / CUDA_HOME name
 # the CUDA toolkit; NCCL_INCLUDE_DIR names the folder that holds nccl.h.
@@ -31,6 +39,9 @@ jobs="$(nproc 2>/dev/null || echo 4)"
 strict=0
 skip_bench=0
 skip_runs=0
+keep_going=0
+deps_prefix="${EXPCTL_DEPS_PREFIX:-}"
+fashion_dir="/usr/share/datasets/fashion-mnist"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build_dir="${2:?--build-dir needs a folder}"; shift 2 ;;
@@ -41,6 +52,9 @@ while [[ $# -gt 0 ]]; do
     --strict) strict=1; shift ;;
     --skip-bench) skip_bench=1; shift ;;
     --skip-runs) skip_runs=1; shift ;;
+    --keep-going) keep_going=1; shift ;;
+    --deps-prefix) deps_prefix="${2:?--deps-prefix needs a folder}"; shift 2 ;;
+    --fashion-mnist) fashion_dir="${2:?--fashion-mnist needs a folder}"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -54,6 +68,7 @@ logs="$build_dir/gpu-check-logs"
 started=$(date +%s)
 summary=()
 current=""
+failures=()
 
 # One line, exit 2: a prerequisite is missing.
 missing() {
@@ -92,7 +107,8 @@ finish() {
 trap finish EXIT
 
 # step NAME COMMAND...: runs COMMAND with its output on the console and in $logs/NAME.log, prints
-# the step's time; a failing command ends the script (finish names the step).
+# the step's time; a failing command ends the script (finish names the step), or with
+# --keep-going is recorded as FAILED and the script goes on.
 step() {
   local name="$1"
   shift
@@ -100,14 +116,26 @@ step() {
   local begin
   begin=$(date +%s)
   printf '\n==> %s\n' "$name"
-  "$@" 2>&1 | tee "$logs/$name.log"
-  local status=${PIPESTATUS[0]}
+  local status=0
+  "$@" 2>&1 | tee "$logs/$name.log" || status=${PIPESTATUS[0]}
   if [[ $status -ne 0 ]]; then
-    return "$status"
+    if [[ $keep_going -eq 0 ]]; then
+      return "$status"
+    fi
+    printf '<== %s: FAILED (exit %s after %s s); log: %s\n' "$name" "$status" "$(elapsed "$begin")" "$logs/$name.log"
+    summary+=("FAILED  $name (exit $status, $(elapsed "$begin") s)")
+    failures+=("$name")
+    current=""
+    return 0
   fi
   summary+=("ok      $name ($(elapsed "$begin") s)")
   printf '<== %s: ok (%s s)\n' "$name" "$(elapsed "$begin")"
   current=""
+}
+
+# passed NAME: whether step NAME ran and did not fail (for steps that need it, with --keep-going).
+passed() {
+  [[ -f "$logs/$1.log" ]] && ! printf '%s\n' "${failures[@]}" | grep -qx "$1"
 }
 
 # skipped NAME WHY: a step that does not run here, said as loudly as one that does.
@@ -207,16 +235,30 @@ if [[ -z "$nccl_include" ]]; then
 fi
 [[ -n "$nccl_include" && -f "$nccl_include/nccl.h" ]] || missing "nccl.h (pip install nvidia-nccl-cu12 / apt-get install libnccl-dev, or set NCCL_INCLUDE_DIR)"
 
-# Gloo's headers: c10d's ProcessGroupGloo.hpp includes them (Debian: libgloo-dev).
-if [[ ! -f "$torch_root/include/gloo/algorithm.h" && ! -f /usr/include/gloo/algorithm.h ]]; then
-  missing "gloo headers (gloo/algorithm.h, neither in $torch_root/include nor /usr/include: apt-get install libgloo-dev)"
+# Where expctl's other libraries' headers are: the system's, or those of --deps-prefix.
+system_include=/usr/include
+if [[ -n "$deps_prefix" ]]; then
+  deps_prefix="$(cd "$deps_prefix" 2>/dev/null && pwd)" || missing "the --deps-prefix folder"
+  [[ -f "$deps_prefix/usr/include/yaml-cpp/yaml.h" ]] || \
+    missing "Debian packages unpacked in --deps-prefix $deps_prefix (no usr/include/yaml-cpp/yaml.h; scripts/gpu-deps.sh packs them)"
+  dangling="$(find "$deps_prefix/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name '*.so' -xtype l -printf '%f ' 2>/dev/null)"
+  [[ -z "$dangling" ]] || missing "the runtime libraries behind ${dangling}in --deps-prefix $deps_prefix (links to nothing: repack with scripts/gpu-deps.sh)"
+  system_include="$deps_prefix/usr/include"
+fi
+
+# Gloo's headers: c10d's ProcessGroupGloo.hpp includes them (Debian: libgloo-dev). Torch's own
+# copy, where it ships one, must win: its structures are the ones libtorch was built with.
+if [[ ! -f "$torch_root/include/gloo/algorithm.h" && ! -f "$system_include/gloo/algorithm.h" ]]; then
+  missing "gloo headers (gloo/algorithm.h, neither in $torch_root/include nor $system_include: apt-get install libgloo-dev)"
 fi
 
 # The other dependencies, as Debian packages (scripts/install-deps.sh's list, less LibTorch).
-if command -v dpkg-query >/dev/null; then
+if [[ -n "$deps_prefix" ]]; then
+  echo "gpu-check: expctl's other libraries come from $deps_prefix (--deps-prefix): no dpkg check"
+elif command -v dpkg-query >/dev/null; then
   absent=()
   for package in libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev libsqlitecpp-dev libsqlite3-dev \
-                 libssl-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libexpected-dev catch2 pkg-config; do
+                 libssl-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libexpected-dev catch2; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || absent+=("$package")
   done
   [[ ${#absent[@]} -eq 0 ]] || missing "Debian packages ${absent[*]} (apt-get install ${absent[*]})"
@@ -226,10 +268,12 @@ else
   echo "gpu-check: not a Debian-based system: CMake will name any missing library"
 fi
 
-fashion="/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+fashion="$fashion_dir/train-images-idx3-ubyte.gz"
 data_sets=()
 if [[ ! -f "$fashion" ]]; then
   data_sets=(--set data.dataset=synthetic --set data.num_samples=19200)
+elif [[ "$fashion_dir" != /usr/share/datasets/fashion-mnist ]]; then
+  data_sets=(--set "data.root=$(cd "$fashion_dir" && pwd)")
 fi
 
 if [[ $clean -eq 1 && -d "$build_dir" ]]; then
@@ -244,15 +288,26 @@ mkdir -p "$logs"
 shadowed=()
 include_first="$build_dir/include-first"
 for library in fmt nlohmann spdlog yaml-cpp catch2 CLI toml++ tl SQLiteCpp; do
-  if [[ -e "$torch_root/include/$library" && -e "/usr/include/$library" ]]; then
+  if [[ -e "$torch_root/include/$library" && -e "$system_include/$library" ]]; then
     mkdir -p "$include_first"
-    ln -sfn "/usr/include/$library" "$include_first/$library"
+    ln -sfn "$system_include/$library" "$include_first/$library"
     shadowed+=("$library")
   fi
 done
-if [[ ${#shadowed[@]} -gt 0 ]]; then
+# Gloo from --deps-prefix only where torch ships none (checked above).
+if [[ -n "$deps_prefix" && ! -f "$torch_root/include/gloo/algorithm.h" ]]; then
+  mkdir -p "$include_first"
+  ln -sfn "$system_include/gloo" "$include_first/gloo"
+fi
+if [[ -d "$include_first" ]]; then
   export CPATH="$include_first${CPATH:+:$CPATH}"
-  echo "gpu-check: torch's include folder also has ${shadowed[*]}: the system's copies are put first (CPATH=$include_first)"
+fi
+if [[ ${#shadowed[@]} -gt 0 ]]; then
+  echo "gpu-check: torch's include folder also has ${shadowed[*]}: the copies in $system_include are put first (CPATH=$include_first)"
+fi
+if [[ -n "$deps_prefix" ]]; then
+  # The programs the check runs find the unpacked libraries (libspdlog's libfmt among them).
+  export LD_LIBRARY_PATH="$deps_prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 echo "gpu-check: torch $torch_version at $torch_prefix, CUDA toolkit $cuda_root, nccl.h in $nccl_include, $gpus GPU(s), build in $build_dir"
 
@@ -260,21 +315,27 @@ echo "gpu-check: torch $torch_version at $torch_prefix, CUDA toolkit $cuda_root,
 
 step gpu nvidia-smi
 
+prefix_path="$torch_prefix${deps_prefix:+;$deps_prefix/usr}"
 configure=(cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEXPCTL_BUILD_TESTS=ON
-           "-DCMAKE_PREFIX_PATH=$torch_prefix" "-DCUDAToolkit_ROOT=$cuda_root")
+           "-DCMAKE_PREFIX_PATH=$prefix_path" "-DCUDAToolkit_ROOT=$cuda_root")
 if [[ "$nccl_include" != /usr/include ]]; then
   configure+=("-DCMAKE_CXX_FLAGS=-isystem $nccl_include")
 fi
 step configure "${configure[@]}"
 step configure-has-nccl require_nccl
 
-step build cmake --build "$build_dir" --target expctl test_cuda expctl_amp_bench -j "$jobs"
+# -k 0: every translation unit that fails is reported, not only the first.
+step build cmake --build "$build_dir" --target expctl test_cuda expctl_amp_bench -j "$jobs" -- -k 0
+if ! passed build; then
+  echo "gpu-check: the build failed: no test, benchmark or run can follow (errors: $logs/build.log)" >&2
+  exit 1
+fi
 # The build's analysis of the libraries this LibTorch never uses (docs/run.md, "Without the
 # libraries LibTorch never uses"); it never fails the build, so this only reports what it found.
 echo "gpu-check: torch-stubs: $(find "$build_dir/torch-stubs" -type f ! -name manifest.json 2>/dev/null | wc -l) stand-in(s)"
 
 # Every cuda test must pass; on a GPU machine a skipped one is a failure too.
-step test-cuda ctest --test-dir "$build_dir" -L cuda --output-on-failure --timeout 300
+step test-cuda ctest --test-dir "$build_dir" -L cuda --output-on-failure --timeout 180
 step test-cuda-none-skipped require_no_skips
 
 step fingerprint "$build_dir/expctl" env
@@ -285,9 +346,9 @@ else
   bench_flags=()
   [[ $strict -eq 1 ]] && bench_flags+=(--require-targets)
   # A wide mlp at a large batch (activations, which AMP halves, dominate its memory), then a cnn.
-  step amp-bench-mlp timeout 240 "$build_dir/bench/amp/expctl_amp_bench" --model mlp --batch 65536 --width 2048 \
+  step amp-bench-mlp timeout 150 "$build_dir/bench/amp/expctl_amp_bench" --model mlp --batch 65536 --width 2048 \
     --depth 4 --features 1024 --steps 60 --warmup 10 --json "$logs/amp-mlp.json" "${bench_flags[@]}"
-  step amp-bench-cnn timeout 240 "$build_dir/bench/amp/expctl_amp_bench" --model cnn --batch 1024 --image 64 \
+  step amp-bench-cnn timeout 150 "$build_dir/bench/amp/expctl_amp_bench" --model cnn --batch 1024 --image 64 \
     --channels 64,128,256 --dense 1024 --steps 60 --warmup 10 --json "$logs/amp-cnn.json" "${bench_flags[@]}"
   for model in mlp cnn; do
     while IFS= read -r line; do
@@ -303,20 +364,24 @@ else
   # spec pins the Debian CPU stack (envs/debian12-cpu.toml), which this machine is not.
   export EXPCTL_DB="$build_dir/gpu-check-results/expctl.db"
   run=("$build_dir/expctl" run experiments/quickstart.yaml --allow-drift "${data_sets[@]}")
-  if [[ ${#data_sets[@]} -gt 0 ]]; then
+  if [[ ! -f "$fashion" ]]; then
     echo "gpu-check: $fashion is missing (Debian: dataset-fashion-mnist): the quick-start runs use synthetic data"
   fi
-  step run-nccl-1rank timeout 300 "${run[@]}" --set distributed.backend=nccl --set distributed.nproc_per_node=1
-  step run-nccl-1rank-amp-fp16 timeout 300 "${run[@]}" --set distributed.backend=nccl \
+  step run-nccl-1rank timeout 150 "${run[@]}" --set distributed.backend=nccl --set distributed.nproc_per_node=1
+  step run-nccl-1rank-amp-fp16 timeout 150 "${run[@]}" --set distributed.backend=nccl \
     --set distributed.nproc_per_node=1 --set train.amp.enabled=true --set train.amp.dtype=fp16
   if [[ "$gpus" -ge 2 ]]; then
-    step run-nccl-2rank timeout 300 "${run[@]}" --set distributed.backend=nccl --set distributed.nproc_per_node=2
+    step run-nccl-2rank timeout 150 "${run[@]}" --set distributed.backend=nccl --set distributed.nproc_per_node=2
   else
     skipped run-nccl-2rank "needs 2 GPUs (NCCL puts each rank on its own GPU); this machine has $gpus"
   fi
   skipped run-gloo-2rank-cuda "not supported: with backend gloo the trainer runs on the CPU (its device is the communicator's, CPU for Gloo; docs/gpu.md)"
-  step run-gloo-2rank-cpu timeout 300 "${run[@]}" --set distributed.backend=gloo --set distributed.nproc_per_node=2
+  step run-gloo-2rank-cpu timeout 150 "${run[@]}" --set distributed.backend=gloo --set distributed.nproc_per_node=2
 fi
 
 echo
+if [[ ${#failures[@]} -gt 0 ]]; then
+  echo "gpu-check: ${#failures[@]} step(s) failed: ${failures[*]} (logs in $logs)" >&2
+  exit 1
+fi
 echo "gpu-check: all steps passed in $(elapsed "$started") s"
