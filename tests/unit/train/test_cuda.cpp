@@ -8,7 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -78,6 +81,24 @@ c10::Device rank_gpu(const RankEnv& env) {
 }
 
 }  // namespace
+
+// Needs no GPU, so it runs (and can fail) everywhere. PyTorch's wheels (2.5 on) export the
+// std::filesystem they link statically (pytorch#133437); a program that links LibTorch directly
+// and finds that copy before libstdc++'s crashes in it: with 2.11 on an H200, two of these cases
+// crashed in remove_all when their temporary folder was removed. expctl_train_torch puts
+// libstdc++ first among the program's libraries; this checks which copy the program really uses.
+TEST_CASE("link order: std::filesystem comes from libstdc++, not from a copy inside LibTorch", "[cuda][link]") {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&, std::error_code&);
+  using CreateDirectories = bool (*)(const std::filesystem::path&, std::error_code&);
+  const RemoveAll remove_all = &std::filesystem::remove_all;
+  const CreateDirectories create_directories = &std::filesystem::create_directories;
+  for (void* function : {reinterpret_cast<void*>(remove_all), reinterpret_cast<void*>(create_directories)}) {
+    Dl_info info{};
+    REQUIRE(::dladdr(function, &info) != 0);
+    INFO("defined in " << info.dli_fname);
+    CHECK(std::string(info.dli_fname).find("libstdc++") != std::string::npos);
+  }
+}
 
 TEST_CASE("cuda autocast: fp16 and bf16 where autocast lowers, fp32 where it keeps, state restored",
           "[cuda][amp]") {
