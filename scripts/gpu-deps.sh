@@ -9,7 +9,7 @@
 #   scripts/gpu-check.sh --deps-prefix /opt/expctl-deps
 #
 # The packages are unpacked (dpkg-deb -x), not installed: nothing on either machine changes but
-# the tarball. Documentation and the static OpenSSL libraries are left out (about 9 MB packed).
+# the tarball. Documentation and the static OpenSSL libraries are left out (about 6 MB packed).
 # Exit status: 0 written; 1 apt-get download or unpacking failed; 2 usage.
 set -euo pipefail
 
