@@ -32,6 +32,9 @@ TEST_CASE("allreduce: two ranks of a host use shared memory, Gloo on request, an
   const auto show = dir.expctl({"show", gloo_run.at("run").at("id").get<std::string>(), "--format", "json"});
   REQUIRE(show.exit_code == 0);
   CHECK(parse_stdout(show).at("summary").at("allreduce") == "gloo");
+  // A world of one exchanges nothing, whatever was asked: no Gloo group, and the run says so.
+  const json alone = run_of(dir, {"--set", "distributed.nproc_per_node=1", "--set", "distributed.allreduce=gloo"});
+  CHECK(alone.at("summary").at("allreduce") == "none");
   // `auto` is the default and is left out of the hash (earlier specs keep theirs); gloo is not.
   const auto hash_default = dir.expctl({"hash", tiny_spec()});
   const auto hash_auto = dir.expctl({"hash", tiny_spec(), "--set", "distributed.allreduce=auto"});

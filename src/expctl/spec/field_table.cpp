@@ -86,7 +86,8 @@ const Field k_fields[] = {
     {"distributed.allreduce", T::choice, "auto", "auto|gloo", any(), no_items(), H::hashed_unless_default,
      "How CPU ranks all-reduce: `auto`: through shared memory among the ranks of a host (hierarchical across "
      "hosts: shared memory, then Gloo between one rank per host), Gloo where a host has one rank; `gloo`: Gloo's "
-     "ring. The run records which one ran (`summary.allreduce`): it fixes the summation order.",
+     "ring. A world of one runs no collective at all (`none`). The run records which one ran (`summary.allreduce`): "
+     "it fixes the summation order.",
      ""},
     {"distributed.timeout_s", T::integer, "1800", "", between(1, 604800), no_items(), H::excluded,
      "Seconds a collective or the rendezvous may wait before the run fails.", ""},

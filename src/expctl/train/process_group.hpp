@@ -26,6 +26,7 @@ struct PendingCollective {
   c10::intrusive_ptr<c10d::Work> work;
   std::string what;
   std::uint64_t shm_sequence = 0;  ///< a queued shared-memory all-reduce (1-based); 0: none
+  bool complete = false;           ///< a world of one: nothing to exchange, done when started
 };
 
 class ShmReducer;
@@ -58,7 +59,8 @@ class Communicator {
   /// waited on or another collective starts: one rank never blocks its peers mid-backward.
   PendingCollective allreduce_async(at::Tensor& tensor, std::string what);
   /// Which all-reduce runs: "shm" (one host), "hierarchical" (shared memory on each host, Gloo
-  /// between hosts), "gloo" or "nccl". It fixes the summation order, so runs record it.
+  /// between hosts), "gloo", "nccl", or "none" (a Gloo world of one: every collective is the
+  /// identity). It fixes the summation order, so runs record it.
   const std::string& allreduce_algorithm() const { return m_algorithm; }
   /// Starts an in-place broadcast of `tensor` from `root`.
   PendingCollective broadcast_async(at::Tensor& tensor, int root, std::string what);
@@ -99,6 +101,7 @@ class Communicator {
   void reduce_on_host(Queued& queued);
   void leaders_allreduce(at::Tensor& tensor, const std::string& what);
   void wait_work(PendingCollective& pending);
+  PendingCollective completed(std::string what);
   class WaitTimer;
 
   int m_rank;
@@ -107,7 +110,7 @@ class Communicator {
   c10::Device m_device;
   std::chrono::milliseconds m_timeout;
   c10::intrusive_ptr<c10d::Store> m_store;
-  c10::intrusive_ptr<compat::CollectiveBackend> m_group;
+  c10::intrusive_ptr<compat::CollectiveBackend> m_group;  ///< null in a Gloo world of one
   std::string m_algorithm;
   bool m_across_hosts = false;                          ///< hierarchical: a step between hosts
   std::unique_ptr<ShmReducer> m_shm;                    ///< the ranks of this host (two or more)

@@ -157,6 +157,32 @@ EXPCTL_RANK_SCENARIO("shm_gloo_selected") {
   comm.barrier("barrier before leaving");
 }
 
+int threads_of_this_process() {
+  const auto tasks = std::filesystem::directory_iterator("/proc/self/task");
+  return static_cast<int>(std::distance(std::filesystem::begin(tasks), std::filesystem::end(tasks)));
+}
+
+// A world of one under either request: no Gloo group (no transport thread started), and every
+// collective gives back its input, bit for bit.
+EXPCTL_RANK_SCENARIO("world_of_one") {
+  std::ofstream out(env.dir / "rank0.txt");
+  for (const auto request : {AllreduceRequest::auto_select, AllreduceRequest::gloo}) {
+    const int threads_before = threads_of_this_process();
+    Communicator comm(options_for(env, request));
+    const auto input = input_of(0, 1000, at::kFloat);
+    auto summed = input.clone();
+    comm.allreduce(summed, "allreduce");
+    auto sent = input.clone();
+    comm.broadcast(sent, 0, "broadcast");
+    const auto gathered = comm.allgather(input, "allgather");
+    comm.barrier("barrier");
+    comm.monitored_barrier("monitored barrier");
+    out << comm.allreduce_algorithm() << " " << threads_of_this_process() - threads_before << " "
+        << verdict(summed, input) << " " << verdict(sent, input) << " " << gathered.size() << " "
+        << verdict(gathered.at(0), input) << " " << comm.collectives_issued() << "\n";
+  }
+}
+
 std::vector<std::string> lines_of(const std::filesystem::path& file) {
   std::ifstream in(file);
   std::vector<std::string> lines;
@@ -243,6 +269,13 @@ TEST_CASE("shm all-reduce: distributed.allreduce gloo keeps Gloo's ring", "[trai
   CHECK(lines_of(dir / "rank1.txt") == std::vector<std::string>{"gloo"});
 }
 
+TEST_CASE("shm all-reduce: a world of one starts no Gloo group and every collective is the identity",
+          "[train][shm][multiprocess]") {
+  expctl::test::TempDir dir;
+  expctl::test::run_ranks_successfully("world_of_one", 1, dir.path());
+  CHECK(lines_of(dir / "rank0.txt") ==
+        std::vector<std::string>{"none 0 equal equal 1 equal 3", "none 0 equal equal 1 equal 3"});
+}
 
 TEST_CASE("shm all-reduce: a host whose shared memory fails sends every host to Gloo, with one line",
           "[train][shm][multiprocess]") {
