@@ -308,6 +308,24 @@ echo "gpu-check: torch $torch_version at $torch_prefix, CUDA toolkit $cuda_root,
 
 # ---------------------------------------------------------------------------------------------
 
+# A g++ with only a static libstdc++ (the H200 image's CXX=/opt/gcc/bin/g++) is refused by the
+# configure (src/expctl/train/CMakeLists.txt): take the first g++ that has libstdc++.so instead,
+# and say so. It applies to a fresh build folder; CMake keeps the compiler a folder was set up with.
+has_shared_libstdcxx() {
+  local file
+  file="$("$1" -print-file-name=libstdc++.so 2>/dev/null)" && [[ "$file" == /* && -e "$file" ]]
+}
+cxx="${CXX:-$(command -v c++ || command -v g++ || true)}"
+if [[ -n "$cxx" ]] && ! has_shared_libstdcxx "$cxx"; then
+  for candidate in $(type -a -P g++) /usr/bin/g++; do
+    if has_shared_libstdcxx "$candidate"; then
+      echo "gpu-check: $cxx has no shared libstdc++ (LibTorch's own std::filesystem would answer our calls): using $candidate"
+      export CXX="$candidate" CC="${candidate%++}cc"
+      break
+    fi
+  done
+fi
+
 step gpu nvidia-smi
 
 prefix_path="$torch_prefix${deps_prefix:+;$deps_prefix/usr}"

@@ -43,6 +43,15 @@ for deb in "$work"/debs/*.deb; do
 done
 rm -rf "$work/root/usr/share/doc" "$work/root/usr/share/man" "$work/root/usr/share/lintian"
 rm -f "$work/root/usr/lib/x86_64-linux-gnu/libssl.a" "$work/root/usr/lib/x86_64-linux-gnu/libcrypto.a"
+# Some -dev links are absolute (zlib1g-dev: libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13): inside
+# the prefix they would name the GPU machine's own file, another version or none (the H200's
+# gpu-check refused the prefix for it). Each becomes a relative link to the unpacked copy.
+while IFS= read -r link; do
+  target="$(readlink "$link")"
+  if [[ -e "$work/root$target" ]]; then
+    ln -sfn "$(realpath --relative-to="$(dirname "$link")" "$work/root$target")" "$link"
+  fi
+done < <(find "$work/root" -type l -lname '/*')
 # A -dev package's libX.so is a link to the runtime package's file: one left dangling means a
 # runtime package is missing from the list above (the link fails much later, on the GPU machine).
 dangling="$(find "$work/root/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name '*.so' -xtype l -printf '%f ')"
