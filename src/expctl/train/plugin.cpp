@@ -161,8 +161,11 @@ std::shared_future<Loaded> loading() {
   return state;
 }
 
+// Each caller reads through its own copy of the future (get() on one shared object from several
+// threads is a race); the static one keeps the state, and so `loaded`, alive.
 const Api& api() {
-  const Loaded& loaded = loading().get();
+  const auto future = loading();
+  const Loaded& loaded = future.get();
   EXPCTL_CHECK(loaded.api != nullptr, TrainError, "{}", loaded.error);
   return *loaded.api;
 }
@@ -190,8 +193,8 @@ void preload() { (void)loading(); }
 void require() { (void)api(); }
 
 std::filesystem::path location() {
-  const auto& loaded = loading().get();
-  return loaded.path;
+  const auto future = loading();
+  return future.get().path;
 }
 
 WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,

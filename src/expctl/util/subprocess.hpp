@@ -12,11 +12,13 @@
 
 namespace expctl::util {
 
+// Every member has an initializer, so `{.timeout = ...}` leaves the rest empty without a
+// -Wmissing-field-initializers warning from g++ 13.
 struct SubprocessOptions {
   /// Variables set (or, with nullopt, removed) on top of the parent's environment.
-  std::map<std::string, std::optional<std::string>> env;
-  std::string stdin_data;
-  std::string working_directory;  ///< empty: inherit
+  std::map<std::string, std::optional<std::string>> env{};
+  std::string stdin_data{};
+  std::string working_directory{};  ///< empty: inherit
   /// The child (and its process group) is killed with SIGKILL after this long.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
