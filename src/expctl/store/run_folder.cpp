@@ -1,5 +1,6 @@
 #include "expctl/store/run_folder.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <random>
 
@@ -15,10 +16,15 @@ namespace fs = std::filesystem;
 namespace {
 
 /// Random suffixes are 24 bits (6 hex digits); a later id in the same second steps up from the
-/// greatest one by 1..k_max_step so the next id is still hard to guess but leaves room for
-/// 2^24 / k_max_step ≈ 65 000 runs per second.
+/// greatest one by 1..widest, so ids still sort by start and the next one is hard to guess. Two
+/// stores that hold the same greatest id (array tasks' stores merged from a common one) must not
+/// then pick the same next id, or merging them is refused: with a fixed widest of 256 they did
+/// once in 256 (the merge test failed so). Now widest is 1/256 of the room left, at most 2^16:
+/// about once in 2^15 to 2^16, and still room for some 5 000 runs per second and store (the first
+/// suffix is below 2^23, and each run takes on average 1/512 of what is left).
 constexpr unsigned k_suffix_limit = 1u << 24;
-constexpr unsigned k_max_step = 256;
+constexpr unsigned k_max_step = 1u << 16;
+constexpr unsigned k_room_share = 256;
 constexpr size_t k_second_length = 15;  // "YYYYMMDD-HHMMSS"
 
 unsigned random_below(unsigned limit) {
@@ -49,10 +55,12 @@ std::string make_run_id(Clock::time_point time, const std::optional<std::string>
     EXPCTL_ASSERT(greatest_same_second->size() == k_second_length + 7, "run id \"{}\"", *greatest_same_second);
     const unsigned greatest =
         static_cast<unsigned>(std::stoul(greatest_same_second->substr(k_second_length + 1), nullptr, 16));
-    suffix = greatest + 1 + random_below(k_max_step);
+    const unsigned room = greatest < k_suffix_limit ? k_suffix_limit - 1 - greatest : 0;
+    suffix = greatest + 1 + random_below(std::clamp(room / k_room_share, 1u, k_max_step));
     if (suffix >= k_suffix_limit) {
-      throw util::StoreError(fmt::format("more than {} runs started in the second {}: wait a second and retry",
-                                         k_suffix_limit / k_max_step, second),
+      throw util::StoreError(fmt::format("too many runs started in the second {} (their ids' 6 hex digits are used "
+                                         "up): wait a second and retry",
+                                         second),
                              util::ExitCode::run_failed);
     }
   }
