@@ -55,7 +55,7 @@ std::string make_run_id(Clock::time_point time, const std::optional<std::string>
     EXPCTL_ASSERT(greatest_same_second->size() == k_second_length + 7, "run id \"{}\"", *greatest_same_second);
     const unsigned greatest =
         static_cast<unsigned>(std::stoul(greatest_same_second->substr(k_second_length + 1), nullptr, 16));
-    const unsigned room = greatest < k_suffix_limit ? k_suffix_limit - 1 - greatest : 0;
+    const unsigned room = k_suffix_limit - 1 - greatest;  // 6 hex digits: greatest < k_suffix_limit
     suffix = greatest + 1 + random_below(std::clamp(room / k_room_share, 1u, k_max_step));
     if (suffix >= k_suffix_limit) {
       throw util::StoreError(fmt::format("too many runs started in the second {} (their ids' 6 hex digits are used "
