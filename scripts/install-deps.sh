@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything expctl needs to build, test and run, from Debian 12 packages only.
-# Usage: sudo scripts/install-deps.sh [--bench]
-#   --bench  also installs python3-torch, used only by bench/ to compare against PyTorch's DDP.
+# Usage: sudo scripts/install-deps.sh
 # Rocky Linux / CentOS Stream 9 users: see "Other distributions" in README.md.
 set -euo pipefail
 
@@ -25,10 +24,11 @@ packages=(
   protobuf-compiler python3-protobuf python3-crc32c
   # elfutils: eu-stack, which saves a stuck rank's native stack (run/forensics.hpp; a fault test checks it)
   elfutils
+  # test material for your own models and data (docs/models.md): the tests script torchvision
+  # models and write .npy arrays with Debian's PyTorch, and hold expctl's DDP to PyTorch's
+  # (bench/ uses python3-torch too). expctl itself never runs Python.
+  python3-torch python3-torchvision python3-numpy
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch)
-fi
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "install-deps.sh: run as root (sudo scripts/install-deps.sh)" >&2

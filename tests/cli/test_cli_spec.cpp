@@ -115,7 +115,7 @@ TEST_CASE("cli spec: hash --canonical prints the hashed bytes - json carries bot
   const auto canonical = run_expctl({"hash", "--canonical", quickstart()});
   REQUIRE(canonical.exit_code == 0);
   CHECK_THAT(canonical.out, Catch::StartsWith("{\"env_profile\":{"));
-  CHECK_THAT(canonical.out, Catch::Contains("\"expctl_spec_version\":1"));
+  CHECK_THAT(canonical.out, Catch::Contains("\"expctl_spec_version\":2"));
   const auto json = run_expctl({"hash", "--format", "json", quickstart()});
   REQUIRE(json.exit_code == 0);
   const auto document = nlohmann::json::parse(json.out);

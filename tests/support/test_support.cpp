@@ -39,4 +39,6 @@ fs::path TempDir::write(const std::string& name, const std::string& content) con
 
 fs::path source_dir() { return EXPCTL_SOURCE_DIR; }
 
+fs::path build_dir() { return EXPCTL_BUILD_DIR; }
+
 }  // namespace expctl::test

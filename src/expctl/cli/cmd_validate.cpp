@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/run/preflight.hpp"
 #include "expctl/spec/field_table.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/sweep/sweep.hpp"
@@ -56,6 +57,15 @@ nlohmann::json validate_sweep(const std::string& file, const ValidateOptions& op
     if (options.format == "text") {
       std::cerr << error.report() << '\n';
     }
+  } catch (const util::TrainError& error) {
+    all_valid = false;
+    entry.update({{"valid", false},
+                  {"hash", nullptr},
+                  {"values", nullptr},
+                  {"errors", nlohmann::json::array({{{"file", file}, {"line", 0}, {"column", 0}, {"message", error.what()}}})}});
+    if (options.format == "text") {
+      std::cerr << error.report() << '\n';
+    }
   }
   return entry;
 }
@@ -68,6 +78,7 @@ nlohmann::json validate_one(const std::string& file, const ValidateOptions& opti
   nlohmann::json entry = {{"file", file}};
   try {
     const spec::Spec spec = spec::load_spec(file, spec::LoadOptions{options.overrides});
+    run::preflight_training(spec);  // a model file or arrays: loaded, and one step tried
     entry.update(
         {{"valid", true}, {"hash", spec.hash()}, {"values", spec.values()}, {"errors", nlohmann::json::array()}});
     if (options.format == "text") {

@@ -18,6 +18,7 @@
 #include "expctl/run/outcome.hpp"
 #include "expctl/run/recorder.hpp"
 #include "expctl/run/rendezvous.hpp"
+#include "expctl/run/preflight.hpp"
 #include "expctl/run/resolved_run.hpp"
 #include "expctl/run/signals.hpp"
 #include "expctl/run/stack.hpp"
@@ -154,6 +155,12 @@ void forget_pruned_checkpoints(store::Store& store, const store::RunRecord& run)
 
 void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
   std::error_code error;
+  // The trained model, where its kind has a file format PyTorch reads (train::Model::save_artifact).
+  if (const auto model = run.run_dir / "model.pt"; std::filesystem::is_regular_file(model, error)) {
+    if (const auto sha = util::sha256_file(model)) {
+      store.add_artifact(run.id, {"model.pt", *sha, static_cast<std::int64_t>(std::filesystem::file_size(model, error))});
+    }
+  }
   for (const auto& entry : std::filesystem::directory_iterator(run.run_dir / "logs", error)) {
     if (entry.path().extension() != ".log") {
       continue;
@@ -350,7 +357,7 @@ RunResult supervise(store::Store& store, const Invocation& invocation,
 // Under an external launcher: this process is one rank; global rank 0 records the run.
 
 train::TrainerConfig external_config(const spec::Spec& spec, const launch::RankIdentity& identity) {
-  auto config = train_options(spec.values(), identity);
+  auto config = train_options(spec.values(), identity, spec.input_paths());
   config.report_steps_from_rank = 1;  // only rank 0 records: it reports every other rank's steps
   return config;
 }
@@ -405,6 +412,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   store::Store store = request.open_store();
   Invocation invocation;
   invocation.resolved.spec = resolved_values(spec);
+  invocation.resolved.inputs = spec.input_paths();
   invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
   invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
   invocation.resolved.node.node_rank = identity.node_rank;
@@ -485,7 +493,7 @@ void check_checkpoints(Invocation& invocation) {
   for (const auto& rank : plan_for(invocation).ranks) {
     ranks.push_back(rank.rank);
   }
-  const auto point = train::resume_point(invocation.run.run_dir / "checkpoints", ranks);
+  const auto point = train::resume_point(invocation.run.run_dir / "checkpoints", ranks, invocation.run.id);
   if (!point.refusal.empty()) {
     throw util::UsageError(fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
                                        "so start a new run",
@@ -502,11 +510,13 @@ void check_checkpoints(Invocation& invocation) {
 RunResult run_spec(const RunRequest& request) {
   // Validation first: a bad spec exits 2 before anything is recorded.
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
+  preflight_training(spec);  // a model file or arrays: an input error exits 2 before anything starts
   const auto identity = launch::detect_launcher(launch::current_environment());
   Invocation invocation;
   std::optional<launch::HeldRanks> held;
   if (!identity) {
     invocation.resolved.spec = resolved_values(spec);
+    invocation.resolved.inputs = spec.input_paths();
     // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
     invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
     invocation.resolved.node = node_of(request, spec);

@@ -61,10 +61,13 @@ class HeartbeatThread {
 
 train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const launch::RankIdentity& identity,
                                  bool resume) {
-  auto config = train_options(read_resolved_run(run_dir).spec, identity);
+  const auto resolved = read_resolved_run(run_dir);
+  auto config = train_options(resolved.spec, identity, resolved.inputs);
   // Other nodes' ranks are recorded by their own expctl run; node 0's gets their steps too.
   config.report_steps_from_rank = identity.world_size > identity.local_world_size ? identity.local_world_size : 0;
   config.checkpoint_dir = run_dir / "checkpoints";
+  config.run_id = run_dir.filename().string();  // a run's folder is named by its id (store::Store::create_run)
+  config.artifact_dir = run_dir;
   config.resume = resume;
   return config;
 }

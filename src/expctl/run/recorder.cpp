@@ -162,8 +162,10 @@ void Recorder::hold(int rank, const train::StepMetrics& step) {
 
 void Recorder::on_eval(const train::EvalMetrics& eval) {
   std::lock_guard lock(m_mutex);
-  const std::vector<store::MetricPoint> points = {{0, eval.step, "eval_loss", eval.loss},
-                                                  {0, eval.step, "eval_accuracy", eval.accuracy}};
+  std::vector<store::MetricPoint> points = {{0, eval.step, "eval_loss", eval.loss}};
+  if (eval.accuracy) {
+    points.push_back({0, eval.step, "eval_accuracy", *eval.accuracy});
+  }
   const auto held = m_held.find(eval.step);
   auto& target = held == m_held.end() ? m_points : held->second.rank0_extra;
   target.insert(target.end(), points.begin(), points.end());

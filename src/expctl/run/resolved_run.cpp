@@ -11,6 +11,7 @@ using nlohmann::json;
 
 void write_resolved_run(const std::filesystem::path& run_dir, const ResolvedRun& run) {
   const json document = {{"spec", run.spec},
+                         {"inputs", run.inputs},
                          {"spec_file", run.spec_file},
                          {"launch",
                           {{"nnodes", run.node.nnodes},
@@ -38,6 +39,7 @@ ResolvedRun read_resolved_run(const std::filesystem::path& run_dir) {
   }
   ResolvedRun run;
   run.spec = document.at("spec");
+  run.inputs = document.value("inputs", json::object());
   run.spec_file = document.value("spec_file", "");
   const json& launch = document.at("launch");
   run.node.nnodes = launch.value("nnodes", 1);

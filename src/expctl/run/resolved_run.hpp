@@ -17,6 +17,9 @@ inline constexpr const char* k_resolved_file = "resolved.json";
 
 struct ResolvedRun {
   nlohmann::json spec;    ///< spec::Spec::values(): every field, defaults filled in
+  /// spec::Spec::input_paths(): absolute path -> SHA-256 of every input file the hash covers;
+  /// empty for runs recorded before it existed.
+  nlohmann::json inputs = nlohmann::json::object();
   std::string spec_file;  ///< absolute
   /// nnodes, node_rank, master_addr, master_port (nproc_per_node comes from the spec).
   launch::LaunchRequest node;

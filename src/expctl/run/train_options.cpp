@@ -21,6 +21,11 @@ train::DatasetOptions dataset_options(const json& spec) {
   options.synthetic_classes = data.at("num_classes").get<std::int64_t>();
   options.synthetic_shape = int_list(data.at("input_shape"));
   options.seed = spec.at("seed").get<std::uint64_t>();
+  // Absent from the resolved spec of a run recorded before the fields existed.
+  options.train_inputs = data.value("train_inputs", std::string());
+  options.train_targets = data.value("train_targets", std::string());
+  options.eval_inputs = data.value("eval_inputs", std::string());
+  options.eval_targets = data.value("eval_targets", std::string());
   return options;
 }
 
@@ -29,7 +34,9 @@ train::ModelOptions model_options(const json& model) {
   options.kind = train::parse_model_kind(model.at("arch").get<std::string>());
   options.hidden = int_list(model.at("hidden_sizes"));
   options.channels = int_list(model.at("channels"));
+  options.dense = model.at("dense").get<std::int64_t>();
   options.dropout = model.at("dropout").get<double>();
+  options.file = model.value("file", std::string());  // absent before torchscript models existed
   return options;
 }
 
@@ -87,11 +94,12 @@ void train_section(const json& train, train::TrainerConfig& config) {
                                                                                : train::AmpDtype::bf16;
   config.grad_clip_norm = train.at("grad_clip_norm").get<double>();
   config.nonfinite = train::parse_nonfinite_policy(train.value("nonfinite", std::string("fail")));
+  config.loss = train::parse_loss_kind(train.value("loss", std::string("cross_entropy")));
   config.eval_every = train.at("eval_every").get<std::int64_t>();
   config.checkpoint_every = train.at("checkpoint_every").get<std::int64_t>();
 }
 
-train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& placement) {
+train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& placement, const json& inputs) {
   const json& data = spec.at("data");
   train::TrainerConfig config;
   config.group = group_options(spec.at("distributed"), placement);
@@ -109,14 +117,17 @@ train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& plac
   config.log_every = spec.at("metrics").at("log_every").get<std::int64_t>();
   // Absent from the resolved spec of a run recorded before the field existed.
   config.monitored_barrier_every = spec.at("distributed").value("monitored_barrier_every", std::int64_t{0});
+  if (inputs.is_object()) {
+    config.input_digests = inputs.get<std::map<std::string, std::string>>();
+  }
   return config;
 }
 
 }  // namespace
 
-train::TrainerConfig train_options(const json& spec, const launch::RankIdentity& placement) {
+train::TrainerConfig train_options(const json& spec, const launch::RankIdentity& placement, const json& inputs) {
   try {
-    return map_spec(spec, placement);
+    return map_spec(spec, placement, inputs);
   } catch (const json::exception& error) {
     throw util::TrainError(fmt::format("the resolved spec handed to the rank is incomplete: {}", error.what()));
   }

@@ -12,7 +12,7 @@ namespace expctl::spec {
 
 /// Version of the canonical form, hashed as "expctl_spec_version"; bump it whenever the recipe
 /// or the meaning of a hashed field changes, so that old and new hashes can never collide.
-inline constexpr int k_spec_version = 1;
+inline constexpr int k_spec_version = 2;
 
 /// The canonical JSON text of `value` (no whitespace, sorted keys, minimal string escapes).
 std::string canonical_json(const nlohmann::json& value);

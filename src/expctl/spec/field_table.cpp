@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/spec/catalog.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::spec {
@@ -42,9 +43,25 @@ constexpr ListSize no_items() {
   return {0, 0};
 }
 
+// The choice lists that come from the catalog (spec/catalog.hpp), built once; the table below is
+// built on first use, after them (never during another file's static initialisation).
+const std::string& dataset_choices() {
+  static const std::string choices = choice_list(datasets());
+  return choices;
+}
+const std::string& model_choices() {
+  static const std::string choices = choice_list(models());
+  return choices;
+}
+const std::string& loss_choices() {
+  static const std::string choices = choice_list(losses());
+  return choices;
+}
+
 // The table. Columns: path, type, default (YAML), choices, range, list size, hashing, doc,
 // derived-default doc. Documentation order; sections stay together.
-const Field k_fields[] = {
+std::span<const Field> table() {
+  static const Field k_fields[] = {
     {"name", T::string, "\"\"", "", any(), no_items(), H::excluded, "Display name of the experiment.",
      "the spec file's name without extension"},
     {"description", T::string, "\"\"", "", any(), no_items(), H::excluded, "Free text: what the experiment is for.",
@@ -97,11 +114,26 @@ const Field k_fields[] = {
     {"distributed.master_port", T::integer, "0", "", between(0, 65535), no_items(), H::excluded,
      "TCP port of the rendezvous store on the first host; 0: pick a free one.", ""},
 
-    {"data.dataset", T::choice, "fashion-mnist", "fashion-mnist|mnist|cifar10|synthetic", any(), no_items(), H::hashed,
-     "Training and evaluation data.", ""},
+    {"data.dataset", T::choice, "fashion-mnist", dataset_choices(), any(), no_items(), H::hashed,
+     "Training and evaluation data: `fashion-mnist`, `mnist`, `cifar10` (packaged files under `root`), `synthetic` "
+     "(generated) or `npy` (your own NumPy arrays, docs/models.md).",
+     ""},
     {"data.root", T::string, "\"\"", "", any(), no_items(), H::excluded,
-     "Directory holding the dataset files; a location, so not hashed (the dataset is named by `data.dataset`).",
+     "Directory holding a packaged dataset's files; a location, so not hashed: the files' content is (each file's "
+     "SHA-256 joins the spec hash; a missing file joins as absent).",
      "`/usr/share/datasets/<dataset>` (empty for synthetic)"},
+    {"data.train_inputs", T::string, "\"\"", "", any(), no_items(), H::file_content,
+     "npy: the training inputs, a C-ordered `.npy` array of float32, float16 or uint8 (uint8 is scaled to [0, 1]) "
+     "whose first dimension is the sample. A path relative to the spec's folder; its content is hashed, not its path.",
+     ""},
+    {"data.train_targets", T::string, "\"\"", "", any(), no_items(), H::file_content,
+     "npy: the training targets, one per sample: int64 or int32 class indices (`train.loss: cross_entropy`) or "
+     "float32 values (`mse`). Content hashed.",
+     ""},
+    {"data.eval_inputs", T::string, "\"\"", "", any(), no_items(), H::file_content,
+     "npy: the evaluation inputs, shaped like the training inputs. Content hashed.", ""},
+    {"data.eval_targets", T::string, "\"\"", "", any(), no_items(), H::file_content,
+     "npy: the evaluation targets. Content hashed.", ""},
     {"data.batch_size", T::integer, "64", "", between(1, 65536), no_items(), H::hashed,
      "Samples per rank per micro-batch; the global batch is batch_size * world size * grad_accum_steps.", ""},
     {"data.shuffle", T::boolean, "true", "", any(), no_items(), H::hashed,
@@ -117,8 +149,14 @@ const Field k_fields[] = {
     {"data.input_shape", T::integer_list, "[1, 28, 28]", "", between(1, 4096), items(1, 3), H::hashed,
      "Synthetic dataset only: shape of one sample, `[features]` or `[channels, height, width]`.", ""},
 
-    {"model.arch", T::choice, "mlp", "mlp|cnn", any(), no_items(), H::hashed,
-     "Model family: `mlp` (fully connected, ReLU) or `cnn` (convolution blocks and a linear head).", ""},
+    {"model.arch", T::choice, "mlp", model_choices(), any(), no_items(), H::hashed,
+     "Model family: `mlp` (fully connected, ReLU), `cnn` (convolution blocks and a linear head) or `torchscript` "
+     "(your own `torch.jit.script` module in `model.file`).",
+     ""},
+    {"model.file", T::string, "\"\"", "", any(), no_items(), H::file_content,
+     "torchscript: the scripted module, `torch.jit.script(model).save(\"model.pt\")` (docs/models.md). A path "
+     "relative to the spec's folder; the SHA-256 of its bytes is hashed, not its path.",
+     ""},
     {"model.hidden_sizes", T::integer_list, "[256, 128]", "", between(1, 65536), items(1, 16), H::hashed,
      "mlp: width of each hidden layer.", ""},
     {"model.channels", T::integer_list, "[32, 64]", "", between(1, 4096), items(1, 8), H::hashed,
@@ -155,6 +193,10 @@ const Field k_fields[] = {
      "Passes over the training set; set this or `max_steps`, not both.", "1 when `max_steps` is 0, else 0"},
     {"train.max_steps", T::integer, "0", "", between(0, k_max_count), no_items(), H::hashed,
      "Optimizer steps to train for; 0: use `epochs`.", ""},
+    {"train.loss", T::choice, "cross_entropy", loss_choices(), any(), no_items(), H::hashed_unless_default,
+     "`cross_entropy` (classification, accuracy reported), `mse` (regression against float targets) or `model` (a "
+     "torchscript module whose `forward(inputs, targets)` returns the loss).",
+     ""},
     {"train.grad_accum_steps", T::integer, "1", "", between(1, 1024), no_items(), H::hashed,
      "Micro-batches accumulated per optimizer step.", ""},
     {"train.amp.enabled", T::boolean, "false", "", any(), no_items(), H::hashed,
@@ -202,7 +244,9 @@ const Field k_fields[] = {
      "`compare`: a drop of the evaluation accuracy (a fraction, 0..1) beyond this is a regression; `pp` are "
      "percentage points.",
      ""},
-};
+  };
+  return k_fields;
+}
 
 // Names people bring from other frameworks (PyTorch, Lightning, Hydra configs), mapped to ours so
 // that "did you mean" can point from e.g. "learning_rate" to "lr".
@@ -282,6 +326,7 @@ std::string_view hashing_text(Hashing hashing) {
     case H::excluded:
       return "no";
     case H::profile_content:
+    case H::file_content:
       return "content";
     case H::hashed_unless_default:
       return "unless default";
@@ -308,11 +353,11 @@ std::string cell(std::string_view text) {
 }  // namespace
 
 std::span<const Field> fields() {
-  return k_fields;
+  return table();
 }
 
 const Field* find_field(std::string_view path) {
-  for (const Field& field : k_fields) {
+  for (const Field& field : table()) {
     if (field.path == path) {
       return &field;
     }
@@ -322,7 +367,7 @@ const Field* find_field(std::string_view path) {
 
 bool is_section(std::string_view path) {
   const std::string prefix = std::string(path) + ".";
-  return std::any_of(std::begin(k_fields), std::end(k_fields),
+  return std::ranges::any_of(table(),
                      [&](const Field& field) { return util::starts_with(field.path, prefix); });
 }
 
@@ -330,7 +375,7 @@ std::vector<std::string> child_names(std::string_view section) {
   const std::string prefix = section.empty() ? "" : std::string(section) + ".";
   std::vector<std::string> names;
   std::set<std::string> seen;
-  for (const Field& field : k_fields) {
+  for (const Field& field : table()) {
     if (!util::starts_with(field.path, prefix)) {
       continue;
     }
@@ -414,7 +459,7 @@ std::string render_field_table_markdown() {
   std::string out = std::string(k_table_begin) + "\n\n";
   out += "| Key | Type | Default | Allowed | Hashed | Meaning |\n";
   out += "|---|---|---|---|---|---|\n";
-  for (const Field& field : k_fields) {
+  for (const Field& field : table()) {
     out +=
         fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", field.path, type_name(field.type), cell(default_text(field)),
                     cell(allowed_text(field)), hashing_text(field.hashing), cell(field.doc));

@@ -31,6 +31,9 @@ enum class Hashing {
   hashed,           ///< the value is part of the canonical form
   excluded,         ///< cannot change results (names, docs, logging cadence, timeouts, locations)
   profile_content,  ///< the value is a path: the referenced file's parsed content is hashed instead
+  /// The value is a path (relative to the spec's folder; made absolute when loaded): the SHA-256
+  /// of the file's bytes is hashed instead, under the field's name (Spec::inputs()).
+  file_content,
   /// Part of the canonical form only when it differs from its default: a field added later
   /// leaves the hash of every spec that does not use it as it was.
   hashed_unless_default,

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace expctl::spec {
 
@@ -81,7 +82,54 @@ std::optional<std::string> cnn_needs_image_shape(const Values& v) {
   return std::nullopt;
 }
 
+std::optional<std::string> torchscript_needs_file(const Values& v) {
+  const bool torchscript = v.text("model.arch") == "torchscript";
+  if (torchscript && v.text("model.file").empty()) {
+    return "model.arch torchscript needs model.file: the path of a torch.jit.script module saved with "
+           "torch.jit.save (docs/models.md)";
+  }
+  if (!torchscript && !v.text("model.file").empty()) {
+    return fmt::format("model.file is set but model.arch is {}: set model.arch torchscript to train that file",
+                       v.text("model.arch"));
+  }
+  return std::nullopt;
+}
+
+constexpr std::string_view k_array_fields[] = {"data.train_inputs", "data.train_targets", "data.eval_inputs",
+                                               "data.eval_targets"};
+
+std::optional<std::string> npy_needs_arrays(const Values& v) {
+  const bool arrays = v.text("data.dataset") == "npy";
+  std::vector<std::string> missing;
+  std::vector<std::string> stray;
+  for (const std::string_view field : k_array_fields) {
+    (v.text(field).empty() ? missing : stray).emplace_back(field);
+  }
+  if (arrays && !missing.empty()) {
+    return fmt::format("data.dataset npy needs {}: the .npy files of the inputs and targets of both splits",
+                       fmt::join(missing, ", "));
+  }
+  if (!arrays && !stray.empty()) {
+    return fmt::format("{} set but data.dataset is {}: set data.dataset npy to train on these arrays",
+                       fmt::join(stray, ", "), v.text("data.dataset"));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> model_loss_needs_torchscript(const Values& v) {
+  if (v.text("train.loss") == "model" && v.text("model.arch") != "torchscript") {
+    return fmt::format("train.loss model needs a torchscript model whose forward(inputs, targets) returns the loss; "
+                       "model.arch is {}",
+                       v.text("model.arch"));
+  }
+  return std::nullopt;
+}
+
 const Rule k_rules[] = {
+    {{"model.arch", "model.file"}, torchscript_needs_file},
+    {{"data.dataset", "data.train_inputs", "data.train_targets", "data.eval_inputs", "data.eval_targets"},
+     npy_needs_arrays},
+    {{"train.loss", "model.arch"}, model_loss_needs_torchscript},
     {{"train.max_steps", "train.epochs"}, epochs_or_steps},
     {{"train.amp.dtype", "distributed.backend", "train.amp.enabled"}, fp16_needs_cuda},
     {{"optim.nesterov", "optim.momentum", "optim.name"}, nesterov_needs_momentum},

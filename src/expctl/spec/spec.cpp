@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 
 #include "expctl/spec/canonical.hpp"
+#include "expctl/spec/catalog.hpp"
 #include "expctl/spec/convert.hpp"
 #include "expctl/spec/profile.hpp"
 #include "expctl/spec/rules.hpp"
 #include "expctl/spec/yaml_tree.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/diagnostic.hpp"
+#include "expctl/util/file_digest.hpp"
 #include "expctl/util/sha256.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -22,13 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Where each dataset lives when installed from Debian's dataset-* packages.
-const std::map<std::string, std::string, std::less<>> k_dataset_roots = {
-    {"fashion-mnist", "/usr/share/datasets/fashion-mnist"},
-    {"mnist", "/usr/share/datasets/mnist"},
-    {"cifar10", "/usr/share/datasets/cifar10"},
-    {"synthetic", ""},
-};
+// What a packaged dataset file that is not there joins the hash as: the spec still loads (its run
+// will fail naming the file), and it never shares a hash with the spec whose files are there.
+constexpr const char* k_absent = "absent";
 
 // A file with thousands of bad keys should not print thousands of caret blocks: the first ones
 // are enough to see the pattern.
@@ -71,8 +69,10 @@ class SpecBuilder {
       apply_override(raw);
     }
     fill_derived_defaults();
+    resolve_file_paths();
     apply_rules();
     load_env_profile();
+    digest_inputs();
     if (!m_diagnostics.empty()) {
       sort_diagnostics();
       limit_diagnostics();
@@ -270,7 +270,7 @@ class SpecBuilder {
     }
     auto& root = m_values["data"]["root"];
     if (root.get<std::string>().empty()) {
-      root = k_dataset_roots.at(m_values["data"]["dataset"].get<std::string>());
+      root = std::string(find_dataset(m_values["data"]["dataset"].get<std::string>())->default_root);
     }
     auto& train = m_values["train"];
     if (train["epochs"].get<int64_t>() == 0 && train["max_steps"].get<int64_t>() == 0) {
@@ -296,6 +296,54 @@ class SpecBuilder {
         problem_without_position(m_name, violation.message);
       } else {
         problem_at(*origin, origin->mark, violation.message);
+      }
+    }
+  }
+
+  // A file_content field names a file relative to the spec's folder (as `env` does); the values
+  // keep it absolute, so that the ranks, `resume` from elsewhere and `show` all name one file.
+  void resolve_file_paths() {
+    const fs::path base = m_file.parent_path();
+    for (const Field& field : fields()) {
+      if (field.hashing != Hashing::file_content) {
+        continue;
+      }
+      auto& value = m_values[pointer_of(field.path)];
+      const fs::path path = value.get<std::string>();
+      if (!path.empty() && path.is_relative()) {
+        std::error_code error;
+        const fs::path absolute = fs::absolute(base / path, error);
+        value = (error ? base / path : absolute).lexically_normal().string();
+      }
+    }
+  }
+
+  // The content that changes results joins the hash: each file_content field's file, and the files
+  // of a packaged dataset (util::file_digest remembers a digest until the file changes).
+  void digest_inputs() {
+    for (const Field& field : fields()) {
+      const std::string path = m_values.at(pointer_of(field.path)).is_string()
+                                   ? m_values.at(pointer_of(field.path)).get<std::string>()
+                                   : std::string();
+      if (field.hashing != Hashing::file_content || path.empty() || m_invalid.count(std::string(field.path)) > 0) {
+        continue;
+      }
+      auto digest = util::file_digest(path);
+      if (!digest) {
+        const Origin origin = m_origins.count(std::string(field.path)) > 0 ? m_origins.at(std::string(field.path))
+                                                                            : Origin{m_name, {}};
+        problem_at(origin, origin.mark,
+                   fmt::format("{}: {}: check the path (a relative path is taken from the spec's folder)",
+                               field.path, digest.error().message));
+        continue;
+      }
+      m_inputs.push_back({std::string(field.path), path, std::move(*digest)});
+    }
+    const DatasetInfo* dataset = find_dataset(m_values["data"]["dataset"].get<std::string>());
+    if (dataset != nullptr && dataset->source == DataSource::packaged) {
+      for (const DatasetFile& file : dataset_files(*dataset, m_values["data"]["root"].get<std::string>())) {
+        auto digest = file.exists ? util::file_digest(file.path) : util::Expected<std::string>(k_absent);
+        m_inputs.push_back({"data.root/" + file.name, file.path, digest ? std::move(*digest) : k_absent});
       }
     }
   }
@@ -329,12 +377,14 @@ class SpecBuilder {
         hashed[pointer_of(field.path)] = m_values.at(pointer_of(field.path));
       }
     }
+    Spec spec;
+    spec.m_inputs = std::move(m_inputs);
     const nlohmann::json document = {
         {"expctl_spec_version", k_spec_version},
         {"env_profile", m_env_profile},
+        {"inputs", spec.input_digests()},
         {"spec", hashed},
     };
-    Spec spec;
     spec.m_file = m_file;
     spec.m_values = std::move(m_values);
     spec.m_env_profile_path = std::move(m_env_profile_path);
@@ -353,6 +403,7 @@ class SpecBuilder {
   std::set<std::string> m_invalid;
   std::optional<fs::path> m_env_profile_path;
   nlohmann::json m_env_profile;
+  std::vector<InputFile> m_inputs;
   std::vector<util::Diagnostic> m_diagnostics;
 };
 
@@ -415,7 +466,40 @@ std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b) {
   if (canonical_json(a.env_profile()) != canonical_json(b.env_profile())) {
     changes.push_back({"env (profile content)", a.env_profile(), b.env_profile(), true});
   }
+  const nlohmann::json old_inputs = a.input_digests();
+  const nlohmann::json new_inputs = b.input_digests();
+  std::set<std::string> roles;
+  for (const auto* side : {&old_inputs, &new_inputs}) {
+    for (const auto& [role, digest] : side->items()) {
+      roles.insert(role);
+    }
+  }
+  for (const std::string& role : roles) {
+    const nlohmann::json before = old_inputs.value(role, nlohmann::json());
+    const nlohmann::json after = new_inputs.value(role, nlohmann::json());
+    if (before != after) {
+      changes.push_back({role + " (content)", before, after, true});
+    }
+  }
   return changes;
+}
+
+nlohmann::json Spec::input_digests() const {
+  nlohmann::json digests = nlohmann::json::object();
+  for (const InputFile& input : m_inputs) {
+    digests[input.role] = input.sha256;
+  }
+  return digests;
+}
+
+nlohmann::json Spec::input_paths() const {
+  nlohmann::json paths = nlohmann::json::object();
+  for (const InputFile& input : m_inputs) {
+    if (input.sha256 != k_absent) {
+      paths[input.path.string()] = input.sha256;
+    }
+  }
+  return paths;
 }
 
 }  // namespace expctl::spec

@@ -18,6 +18,13 @@ namespace expctl::spec {
 
 class SpecBuilder;
 
+/// A file whose content changes results, as it joins the spec hash.
+struct InputFile {
+  std::string role;             ///< the field ("model.file") or "data.root/<file name>": what is hashed
+  std::filesystem::path path;   ///< absolute where the spec gave a relative path; not hashed
+  std::string sha256;           ///< 64 hex of the bytes, or "absent" (a packaged dataset file not found)
+};
+
 /// Options for loading a spec.
 struct LoadOptions {
   std::vector<std::string> overrides;  ///< "key.path=value" from --set, typed by the field table, applied in order
@@ -48,6 +55,15 @@ class Spec {
   /// The profile's parsed content as hashed (null when `env` is unset).
   const nlohmann::json& env_profile() const { return m_env_profile; }
 
+  /// The files whose content joins the hash (model.file, the npy arrays, a packaged dataset's
+  /// files), in field-table order then the dataset's reading order.
+  const std::vector<InputFile>& inputs() const { return m_inputs; }
+  /// role -> sha256, as hashed under "inputs".
+  nlohmann::json input_digests() const;
+  /// absolute path -> sha256 of the inputs that exist: what a rank checks before it reads them
+  /// (resolved.json's "inputs").
+  nlohmann::json input_paths() const;
+
   /// Exact bytes that were hashed (versioned, sorted, compact JSON).
   const std::string& canonical() const { return m_canonical; }
   /// 64 lowercase hex: SHA-256(canonical()).
@@ -61,6 +77,7 @@ class Spec {
   nlohmann::json m_values;
   std::optional<std::filesystem::path> m_env_profile_path;
   nlohmann::json m_env_profile;
+  std::vector<InputFile> m_inputs;
   std::string m_canonical;
   std::string m_hash;
 };

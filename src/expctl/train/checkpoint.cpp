@@ -19,7 +19,7 @@ constexpr std::int64_t k_checkpoint_version = 1;
 
 }  // namespace
 
-std::string save_checkpoint(const std::filesystem::path& path, const torch::nn::Module& model,
+std::string save_checkpoint(const std::filesystem::path& path, const Model& model,
                             const torch::optim::Optimizer& optimizer, const GradScaler& scaler,
                             const TrainingPosition& position) {
   torch::serialize::OutputArchive archive;
@@ -33,7 +33,7 @@ std::string save_checkpoint(const std::filesystem::path& path, const torch::nn::
     archive.write(fmt::format("expctl/cuda_rng_state/{}", device), cuda_states[device]);
   }
   torch::serialize::OutputArchive model_archive;
-  model.save(model_archive);
+  model.save_state(model_archive);
   archive.write("model", model_archive);
   torch::serialize::OutputArchive optimizer_archive;
   optimizer.save(optimizer_archive);
@@ -50,39 +50,7 @@ std::string save_checkpoint(const std::filesystem::path& path, const torch::nn::
   return util::sha256_hex(content);
 }
 
-namespace {
-
-// Module::load would `set_` each parameter onto the loaded storage, which detaches it from the
-// gradient accumulator the DDP hooks are registered on: after a resume no bucket was ever
-// all-reduced and the ranks trained apart. Copying the values in place keeps every parameter's
-// identity (and its hooks); the archive layout is Module::save's (one nested archive per child).
-void load_in_place(torch::nn::Module& module, torch::serialize::InputArchive& archive, const std::string& prefix) {
-  torch::NoGradGuard no_grad;
-  auto copy_into = [&](const std::string& key, at::Tensor& target, bool is_buffer) {
-    at::Tensor loaded;
-    archive.read(key, loaded, is_buffer);
-    EXPCTL_CHECK(loaded.sizes() == target.sizes(), TrainError, "\"{}{}\" has shape {} in the checkpoint, {} in the model",
-                 prefix, key, fmt::join(loaded.sizes(), "x"), fmt::join(target.sizes(), "x"));
-    target.copy_(loaded);
-  };
-  for (auto& parameter : module.named_parameters(/*recurse=*/false)) {
-    copy_into(parameter.key(), parameter.value(), false);
-  }
-  for (auto& buffer : module.named_buffers(/*recurse=*/false)) {
-    copy_into(buffer.key(), buffer.value(), true);
-  }
-  for (const auto& child : module.named_children()) {
-    if (child.value()->is_serializable()) {
-      torch::serialize::InputArchive child_archive;
-      archive.read(child.key(), child_archive);
-      load_in_place(*child.value(), child_archive, prefix + child.key() + ".");
-    }
-  }
-}
-
-}  // namespace
-
-TrainingPosition load_checkpoint(const std::filesystem::path& path, torch::nn::Module& model,
+TrainingPosition load_checkpoint(const std::filesystem::path& path, Model& model,
                                  torch::optim::Optimizer& optimizer, GradScaler& scaler) {
   EXPCTL_CHECK(std::filesystem::exists(path), TrainError, "{}: no such checkpoint", path.string());
   torch::serialize::InputArchive archive;
@@ -98,7 +66,7 @@ TrainingPosition load_checkpoint(const std::filesystem::path& path, torch::nn::M
   try {
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
-    load_in_place(model, model_archive, "");
+    model.load_state(model_archive);
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);

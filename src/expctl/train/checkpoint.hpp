@@ -3,7 +3,6 @@
 /// optimizer state, GradScaler state, the CPU RNG state and the position in training — in one
 /// torch archive, written atomically.
 
-#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include <string>
 
 #include "expctl/train/amp.hpp"
+#include "expctl/train/model.hpp"
 
 namespace expctl::train {
 
@@ -22,14 +22,14 @@ struct TrainingPosition {
 
 /// Writes a checkpoint to `path` atomically (temporary file + rename); returns its SHA-256 (hex).
 /// Throws TrainError naming the path when it cannot be written.
-std::string save_checkpoint(const std::filesystem::path& path, const torch::nn::Module& model,
+std::string save_checkpoint(const std::filesystem::path& path, const Model& model,
                             const torch::optim::Optimizer& optimizer, const GradScaler& scaler,
                             const TrainingPosition& position);
 
 /// Restores what `save_checkpoint` wrote into existing `model`, `optimizer` and `scaler` (same
 /// architecture), sets the CPU RNG state and returns the position. Throws TrainError naming the
 /// path when it is missing or not such a checkpoint.
-TrainingPosition load_checkpoint(const std::filesystem::path& path, torch::nn::Module& model,
+TrainingPosition load_checkpoint(const std::filesystem::path& path, Model& model,
                                  torch::optim::Optimizer& optimizer, GradScaler& scaler);
 
 }  // namespace expctl::train

@@ -35,6 +35,7 @@ std::optional<CheckpointFile> read_index(const std::filesystem::path& index) {
   file.step = document.value("step", std::int64_t{-1});
   file.sha256 = document.value("sha256", "");
   file.size_bytes = document.value("size_bytes", std::int64_t{-1});
+  file.run_id = document.value("run_id", "");
   file.path = std::filesystem::path(index).replace_extension(".pt");
   return file;
 }
@@ -59,7 +60,8 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int rank
 
 void write_checkpoint_index(const CheckpointFile& file) {
   const json document = {
-      {"rank", file.rank}, {"step", file.step}, {"sha256", file.sha256}, {"size_bytes", file.size_bytes}};
+      {"run_id", file.run_id}, {"rank", file.rank},       {"step", file.step},
+      {"sha256", file.sha256}, {"size_bytes", file.size_bytes}};
   const auto path = index_path(file.path);
   const auto written = util::write_file_atomic(path, document.dump() + "\n");
   EXPCTL_CHECK(written.has_value(), util::TrainError, "{}: cannot write the checkpoint index: {}", path.string(),
@@ -73,7 +75,8 @@ std::vector<CheckpointFile> list_checkpoints(const std::filesystem::path& dir, i
     if (entry.path().extension() != ".json" || rank_of(entry.path()) != rank) {
       continue;
     }
-    if (auto file = read_index(entry.path()); file && file->rank == rank && file->step >= 0) {
+    // An index that names another rank than its file is listed, and refused by verify_checkpoint.
+    if (auto file = read_index(entry.path()); file && file->step >= 0) {
       files.push_back(std::move(*file));
     }
   }
@@ -81,7 +84,16 @@ std::vector<CheckpointFile> list_checkpoints(const std::filesystem::path& dir, i
   return files;
 }
 
-std::string verify_checkpoint(const CheckpointFile& file) {
+std::string verify_checkpoint(const CheckpointFile& file, std::string_view run_id) {
+  if (!run_id.empty() && !file.run_id.empty() && file.run_id != run_id) {
+    return fmt::format("{}: written by run {}, not by this run {} (a checkpoint of another run was copied here): "
+                       "remove it",
+                       file.path.string(), file.run_id, run_id);
+  }
+  if (const auto named = rank_of(file.path); named != file.rank) {
+    return fmt::format("{}: its index says rank {} (a checkpoint of another rank was copied here): remove it",
+                       file.path.string(), file.rank);
+  }
   std::error_code error;
   const auto size = std::filesystem::file_size(file.path, error);
   if (error) {
@@ -99,9 +111,9 @@ std::string verify_checkpoint(const CheckpointFile& file) {
 }
 
 std::optional<CheckpointFile> newest_intact(const std::filesystem::path& dir, int rank,
-                                            std::vector<std::string>* problems) {
+                                            std::vector<std::string>* problems, std::string_view run_id) {
   for (auto& file : list_checkpoints(dir, rank)) {
-    auto problem = verify_checkpoint(file);
+    auto problem = verify_checkpoint(file, run_id);
     if (problem.empty()) {
       return std::move(file);
     }
@@ -113,12 +125,12 @@ std::optional<CheckpointFile> newest_intact(const std::filesystem::path& dir, in
 }
 
 std::optional<CheckpointFile> intact_at(const std::filesystem::path& dir, int rank, std::int64_t step,
-                                        std::string* problem) {
+                                        std::string* problem, std::string_view run_id) {
   for (auto& file : list_checkpoints(dir, rank)) {
     if (file.step != step) {
       continue;
     }
-    auto found = verify_checkpoint(file);
+    auto found = verify_checkpoint(file, run_id);
     if (found.empty()) {
       return std::move(file);
     }
@@ -161,9 +173,10 @@ void prune_checkpoints(const std::filesystem::path& dir, int rank) {
   }
 }
 
-std::int64_t newest_resumable(const std::filesystem::path& dir, int rank, std::vector<std::string>* problems) {
+std::int64_t newest_resumable(const std::filesystem::path& dir, int rank, std::vector<std::string>* problems,
+                              std::string_view run_id) {
   const auto before = problems->size();
-  if (const auto newest = newest_intact(dir, rank, problems)) {
+  if (const auto newest = newest_intact(dir, rank, problems, run_id)) {
     return newest->step;
   }
   return problems->size() > before ? k_none_intact : k_no_checkpoint;
@@ -173,11 +186,11 @@ std::int64_t common_step(std::span<const std::int64_t> newest) {
   return newest.empty() ? k_no_checkpoint : *std::min_element(newest.begin(), newest.end());
 }
 
-ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks) {
+ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks, std::string_view run_id) {
   std::vector<std::int64_t> newest;
   std::vector<std::vector<std::string>> problems(ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    newest.push_back(newest_resumable(dir, ranks[i], &problems[i]));
+    newest.push_back(newest_resumable(dir, ranks[i], &problems[i], run_id));
   }
   const std::int64_t common = common_step(newest);
   const std::size_t first = static_cast<std::size_t>(std::find(newest.begin(), newest.end(), common) - newest.begin());
@@ -195,7 +208,7 @@ ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int
     return point;
   }
   for (const int rank : ranks) {
-    if (!intact_at(dir, rank, common, &point.refusal)) {
+    if (!intact_at(dir, rank, common, &point.refusal, run_id)) {
       for (const auto& passed_over : problems) {
         for (const auto& problem : passed_over) {
           point.refusal += "; passed over " + problem;
@@ -205,6 +218,14 @@ ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int
     }
   }
   point.step = common;
+  // Newer checkpoints that were refused (corrupt, another run's, another rank's) are named: the
+  // resume is right, but the user should know why it starts earlier than the newest file.
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    for (const auto& problem : problems[i]) {
+      point.note += (point.note.empty() ? "resuming from step " + std::to_string(common) + "; passed over " : "; ") +
+                    problem;
+    }
+  }
   return point;
 }
 

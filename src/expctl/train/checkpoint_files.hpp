@@ -3,8 +3,9 @@
 /// LibTorch (the run module checks them before it starts a resume).
 ///
 /// A rank writes `rank<R>-step<S>.pt` (atomically) and then its index `rank<R>-step<S>.json`
-/// ({"rank", "step", "sha256", "size_bytes"}, atomically): a checkpoint exists once its index
-/// does, and is intact when the file's size and SHA-256 match the index. Each rank keeps its two
+/// ({"run_id", "rank", "step", "sha256", "size_bytes"}, atomically): a checkpoint exists once its
+/// index does, and is intact when the file's size and SHA-256 match the index, its index names
+/// the rank of its file name, and (when both are known) the run that verifies it wrote it. Each rank keeps its two
 /// newest checkpoints, so while one rank writes step S the previous step is still complete on
 /// every rank (a rank reaches step S only after every rank finished the collectives that follow
 /// the previous checkpoint). A resume takes the newest step that every rank holds intact.
@@ -14,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace expctl::train {
@@ -28,6 +30,7 @@ struct CheckpointFile {
   std::filesystem::path path;  ///< the .pt file
   std::string sha256;
   std::int64_t size_bytes = 0;
+  std::string run_id;  ///< the run that wrote it; empty in indexes written before it was recorded
 };
 
 /// dir/rank<R>-step<S>.pt
@@ -41,16 +44,19 @@ std::vector<CheckpointFile> list_checkpoints(const std::filesystem::path& dir, i
 
 /// Empty when `file` is intact; otherwise what is wrong, naming the file ("...rank1-step20.pt:
 /// SHA-256 differs from its index (the file is corrupt)").
-std::string verify_checkpoint(const CheckpointFile& file);
+/// With `run_id`, a checkpoint another run wrote is refused too (an index without a run id, from
+/// before it was recorded, passes that check).
+std::string verify_checkpoint(const CheckpointFile& file, std::string_view run_id = {});
 
 /// The rank's newest intact checkpoint, or nullopt; `problems` collects why newer ones were
 /// passed over.
 std::optional<CheckpointFile> newest_intact(const std::filesystem::path& dir, int rank,
-                                            std::vector<std::string>* problems = nullptr);
+                                            std::vector<std::string>* problems = nullptr,
+                                            std::string_view run_id = {});
 
 /// The rank's intact checkpoint of `step`, or nullopt (`problem` says why).
 std::optional<CheckpointFile> intact_at(const std::filesystem::path& dir, int rank, std::int64_t step,
-                                        std::string* problem = nullptr);
+                                        std::string* problem = nullptr, std::string_view run_id = {});
 
 /// Deletes the rank's checkpoints older than its k_checkpoints_kept newest (and files left by a
 /// write that never completed). Best effort: a file that cannot be removed stays.
@@ -63,7 +69,8 @@ inline constexpr std::int64_t k_none_intact = -2;
 
 /// The rank's newest intact checkpoint step, or k_no_checkpoint / k_none_intact; `problems`
 /// collects why newer ones were passed over.
-std::int64_t newest_resumable(const std::filesystem::path& dir, int rank, std::vector<std::string>* problems);
+std::int64_t newest_resumable(const std::filesystem::path& dir, int rank, std::vector<std::string>* problems,
+                              std::string_view run_id = {});
 
 /// The one rule for where ranks resume, applied by the engine before they start and by the
 /// ranks themselves on their all-gathered newest_resumable() steps: the smallest of them. So
@@ -77,11 +84,13 @@ struct ResumePoint {
   std::optional<std::int64_t> step;  ///< the newest step every rank holds intact; nullopt: step 0
   /// Why no resume is possible: a rank's checkpoints are all damaged, or no common step is intact.
   std::string refusal;
-  std::string note;  ///< why step 0 was chosen although some rank holds checkpoints
+  /// Why step 0 was chosen although some rank holds checkpoints, or which newer checkpoints were
+  /// passed over (and why) on the way to `step`.
+  std::string note;
 };
 
 /// What a resume of `ranks` starts from (common_step's rule), with the file that refuses it or
 /// the rank that sends it back to step 0 named.
-ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks);
+ResumePoint resume_point(const std::filesystem::path& dir, const std::vector<int>& ranks, std::string_view run_id = {});
 
 }  // namespace expctl::train

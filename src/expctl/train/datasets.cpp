@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "expctl/train/decoded_file.hpp"
+#include "expctl/train/npy_file.hpp"
+#include <fmt/ranges.h>
 #include "expctl/util/error.hpp"
 
 namespace expctl::train {
@@ -137,7 +139,9 @@ std::vector<std::int64_t> Dataset::sample_shape() const {
 
 at::Tensor Dataset::rows(const at::Tensor& index) const {
   if (!pixels.defined()) {
-    return images.index_select(0, index);
+    auto selected = images.index_select(0, index);
+    // Mapped float16/float64 arrays are converted per batch, never whole.
+    return selected.scalar_type() == at::kFloat ? selected : selected.to(at::kFloat);
   }
   if (pixels.device().is_cpu()) {
     return decode_rows_cpu(pixels, lookup, index);
@@ -223,6 +227,75 @@ void normalize(Dataset& dataset, const Normalization& normalization) {
   dataset.images.sub_(mean).div_(std);
 }
 
+namespace {
+
+at::ScalarType torch_dtype(NpyDtype dtype) {
+  switch (dtype) {
+    case NpyDtype::float32:
+      return at::kFloat;
+    case NpyDtype::float16:
+      return at::kHalf;
+    case NpyDtype::float64:
+      return at::kDouble;
+    case NpyDtype::uint8:
+      return at::kByte;
+    case NpyDtype::int32:
+      return at::kInt;
+    case NpyDtype::int64:
+      return at::kLong;
+  }
+  return at::kFloat;
+}
+
+// The mapped elements as a tensor that keeps the mapping alive (read-only: nothing writes to it).
+at::Tensor wrap_array(const NpyArray& array) {
+  return at::from_blob(
+      const_cast<std::uint8_t*>(array.data()), array.header.shape, [owner = array.bytes.owner()](void*) {},
+      at::TensorOptions().dtype(torch_dtype(array.header.dtype)));
+}
+
+}  // namespace
+
+Dataset load_npy(const fs::path& inputs_file, const fs::path& targets_file) {
+  const NpyArray inputs = map_npy(inputs_file);
+  const NpyArray targets = map_npy(targets_file);
+  const auto& in = inputs.header;
+  const auto& out = targets.header;
+  EXPCTL_CHECK(!in.shape.empty() && in.shape[0] > 0, TrainError,
+               "{}: an array of shape ({}) has no samples: the first dimension is the sample", inputs_file.string(),
+               fmt::join(in.shape, ", "));
+  EXPCTL_CHECK(in.dtype == NpyDtype::float32 || in.dtype == NpyDtype::float16 || in.dtype == NpyDtype::float64 ||
+                   in.dtype == NpyDtype::uint8,
+               TrainError, "{}: inputs of dtype {} are not supported: save them as float32, float16 or uint8",
+               inputs_file.string(), npy_descr(in.dtype));
+  EXPCTL_CHECK(!out.shape.empty() && out.shape[0] == in.shape[0], TrainError,
+               "{}: {} targets for {} inputs in {}: the arrays' first dimensions must be equal", targets_file.string(),
+               out.shape.empty() ? 0 : out.shape[0], in.shape[0], inputs_file.string());
+  EXPCTL_CHECK(out.dtype != NpyDtype::uint8 && out.dtype != NpyDtype::float16, TrainError,
+               "{}: targets of dtype {} are not supported: int64 or int32 class indices, or float32 values",
+               targets_file.string(), npy_descr(out.dtype));
+  Dataset dataset;
+  const auto raw_inputs = wrap_array(inputs);
+  if (in.dtype == NpyDtype::uint8) {
+    dataset.pixels = raw_inputs;  // bytes scaled to [0, 1] per batch, as torchvision's ToTensor does
+    dataset.lookup = pixel_lookup(nullptr);
+  } else {
+    dataset.images = raw_inputs;
+  }
+  const auto raw_targets = wrap_array(targets);
+  const bool classes = out.dtype == NpyDtype::int64 || out.dtype == NpyDtype::int32;
+  dataset.labels = classes ? raw_targets.to(at::kLong).clone() : raw_targets.to(at::kFloat).clone();
+  if (classes) {
+    const auto minimum = dataset.labels.min().item<std::int64_t>();
+    EXPCTL_CHECK(minimum >= 0, TrainError, "{}: class index {} is negative: classes are 0 .. classes - 1",
+                 targets_file.string(), minimum);
+    dataset.num_classes = dataset.labels.max().item<std::int64_t>() + 1;
+  } else {
+    dataset.num_classes = dataset.labels.numel() / dataset.labels.size(0);  // values per sample
+  }
+  return dataset;
+}
+
 Dataset load_dataset(const DatasetOptions& options) {
   const fs::path root = options.root.empty() ? default_dataset_root(options.kind) : options.root;
   const std::string split = options.train ? "train" : "t10k";
@@ -242,6 +315,9 @@ Dataset load_dataset(const DatasetOptions& options) {
       dataset = make_synthetic(options.synthetic_size, options.synthetic_classes, options.synthetic_shape,
                                options.seed, options.train ? 0 : 1);
       return dataset;
+    case DatasetKind::npy:
+      return options.train ? load_npy(options.train_inputs, options.train_targets)
+                           : load_npy(options.eval_inputs, options.eval_targets);
   }
   if (options.normalize) {
     normalize(dataset, default_normalization(options.kind));

@@ -20,7 +20,7 @@ namespace expctl::train {
 struct Dataset {
   at::Tensor images;  ///< [N, C, H, W] float32 ([N, features] for a 1-d synthetic shape); undefined
                       ///< when `pixels` holds the set
-  at::Tensor labels;  ///< [N] int64 in [0, num_classes)
+  at::Tensor labels;  ///< [N] int64 in [0, num_classes), or float32 regression targets [N, ...]
   std::int64_t num_classes = 0;
   /// IDX sets (Fashion-MNIST, MNIST) keep their bytes: [N, C, H, W] uint8, mapped from the decode
   /// cache (the ranks of a host share one copy), with `lookup`, the float32 of each of the 256
@@ -47,6 +47,12 @@ Dataset load_dataset(const DatasetOptions& options);
 /// Loads a pair of IDX files (images: magic 0x803, labels: 0x801), gzip or plain.
 Dataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
                  std::int64_t num_classes = 10);
+
+/// Maps a pair of NumPy arrays: inputs [N, ...] of float32, float16, float64 (converted to
+/// float32 per batch) or uint8 (scaled to [0, 1] per batch), targets [N] of int64/int32 class
+/// indices or [N, ...] float values. Neither is copied: the ranks of a host share the page cache.
+/// `num_classes` is the largest class index + 1, or the values per sample of float targets.
+Dataset load_npy(const std::filesystem::path& inputs, const std::filesystem::path& targets);
 
 /// Loads CIFAR-10 binary batches (data_batch_1..5.bin or test_batch.bin) from `root` or from
 /// `root`/cifar-10-batches-bin.

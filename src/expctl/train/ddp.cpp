@@ -99,7 +99,11 @@ std::vector<std::vector<std::size_t>> compute_bucket_assignment(const std::vecto
 
 DistributedDataParallel::DistributedDataParallel(torch::nn::Module& module, Communicator& communicator,
                                                  DdpOptions options)
-    : m_module(module), m_comm(communicator), m_options(options), m_params(unique_parameters(module)) {
+    : DistributedDataParallel(unique_parameters(module), module.buffers(/*recurse=*/true), communicator, options) {}
+
+DistributedDataParallel::DistributedDataParallel(std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
+                                                 Communicator& communicator, DdpOptions options)
+    : m_buffers(std::move(buffers)), m_comm(communicator), m_options(options), m_params(std::move(parameters)) {
   EXPCTL_CHECK(options.first_bucket_bytes > 0 && options.bucket_cap_bytes > 0, TrainError,
                "bucket sizes must be positive (first {} bytes, cap {} bytes)", options.first_bucket_bytes,
                options.bucket_cap_bytes);
@@ -108,9 +112,7 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& module, Comm
   }
   verify_same_model();
   std::vector<at::Tensor> states = m_params;
-  for (const auto& buffer : m_module.buffers(/*recurse=*/true)) {
-    states.push_back(buffer);
-  }
+  states.insert(states.end(), m_buffers.begin(), m_buffers.end());
   broadcast_tensors(states, "broadcast of parameters and buffers from rank 0");
   register_hooks();
 }
@@ -185,9 +187,8 @@ void DistributedDataParallel::broadcast_buffers() {
   if (m_comm.world_size() == 1) {
     return;
   }
-  auto buffers = m_module.buffers(/*recurse=*/true);
-  if (!buffers.empty()) {
-    broadcast_tensors(buffers, "broadcast of buffers from rank 0");
+  if (!m_buffers.empty()) {
+    broadcast_tensors(m_buffers, "broadcast of buffers from rank 0");
   }
 }
 

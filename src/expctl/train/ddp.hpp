@@ -60,6 +60,10 @@ class DistributedDataParallel {
   /// Checks that every rank has the same parameter shapes, broadcasts parameters and buffers from
   /// rank 0 and registers the gradient hooks (none in a world of size 1, where nothing is sent).
   DistributedDataParallel(torch::nn::Module& module, Communicator& communicator, DdpOptions options = {});
+  /// The same over a model's trainable `parameters` (registration order, each once) and its
+  /// `buffers` (train::Model::parameters() and buffers()).
+  DistributedDataParallel(std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
+                          Communicator& communicator, DdpOptions options = {});
   /// Removes the hooks from the gradient accumulators.
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
@@ -102,7 +106,9 @@ class DistributedDataParallel {
   /// Whether any rank voted non-finite in the last synchronised backward (world of one: own vote).
   bool nonfinite_voted() const { return m_buckets.empty() ? m_nonfinite_vote : m_nonfinite_voted; }
 
-  /// Broadcasts the module's buffers from rank 0 (Python does this before every synced forward).
+  /// Broadcasts the module's buffers from rank 0 (Python's broadcast_buffers: before the first
+  /// forward after a synchronised backward, i.e. once per optimizer step and before evaluation);
+  /// nothing in a world of one or without buffers.
   void broadcast_buffers();
 
   /// Parameters under synchronisation (see `unique_parameters`).
@@ -138,7 +144,7 @@ class DistributedDataParallel {
   at::Tensor bucket_view(std::size_t param_index) const;
   void attach_gradient(std::size_t param_index);
 
-  torch::nn::Module& m_module;
+  std::vector<at::Tensor> m_buffers;
   Communicator& m_comm;
   DdpOptions m_options;
   std::vector<at::Tensor> m_params;

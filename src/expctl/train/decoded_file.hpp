@@ -31,6 +31,9 @@ class SharedBytes {
  public:
   SharedBytes() = default;
   explicit SharedBytes(std::vector<std::uint8_t> bytes);
+  /// `bytes`, kept alive by `owner` (e.g. a file mapping that unmaps when the last copy goes).
+  SharedBytes(std::span<const std::uint8_t> bytes, std::shared_ptr<const void> owner)
+      : m_bytes(bytes), m_owner(std::move(owner)) {}
   /// The first `size` bytes of `fd`, read into private memory that the kernel backs with 2 MiB
   /// pages where transparent huge pages are on ("madvise" or "always"), then made read-only;
   /// nullopt when it cannot be allocated or read. A batch gathers rows scattered over the whole

@@ -95,7 +95,7 @@ std::shared_ptr<ClassifierImpl> make_model(const ModelOptions& options) {
   }
   EXPCTL_CHECK(options.dropout >= 0.0 && options.dropout < 1.0, TrainError, "dropout must be in [0, 1), got {}",
                options.dropout);
-  EXPCTL_CHECK(options.num_classes > 1, TrainError, "a classifier needs at least 2 classes, got {}",
+  EXPCTL_CHECK(options.num_classes >= 1, TrainError, "a model needs at least 1 output (class or target value), got {}",
                options.num_classes);
   if (options.kind == ModelKind::cnn) {
     return std::make_shared<CnnImpl>(options);

@@ -26,6 +26,7 @@ const std::vector<DatasetEntry>& dataset_table() {
       {DatasetKind::cifar10, "cifar10", "/usr/share/datasets/cifar10",
        {{0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}}},
       {DatasetKind::synthetic, "synthetic", "", {{0.0F}, {1.0F}}},
+      {DatasetKind::npy, "npy", "", {{0.0F}, {1.0F}}},
   };
   return table;
 }
@@ -38,6 +39,26 @@ const DatasetEntry& entry_for(DatasetKind kind) {
   }
   EXPCTL_ASSERT(false, "dataset kind {} missing from the table", static_cast<int>(kind));
 }
+
+struct ModelName {
+  ModelKind kind;
+  const char* name;
+};
+constexpr ModelName k_models[] = {
+    {ModelKind::mlp, "mlp"},
+    {ModelKind::cnn, "cnn"},
+    {ModelKind::torchscript, "torchscript"},
+};
+
+struct LossName {
+  LossKind kind;
+  const char* name;
+};
+constexpr LossName k_losses[] = {
+    {LossKind::cross_entropy, "cross_entropy"},
+    {LossKind::mse, "mse"},
+    {LossKind::model, "model"},
+};
 
 struct ScheduleName {
   ScheduleKind kind;
@@ -67,7 +88,7 @@ DatasetKind parse_dataset_kind(const std::string& text) {
       return entry.kind;
     }
   }
-  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10 or synthetic", text));
+  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic or npy", text));
 }
 
 const char* dataset_name(DatasetKind kind) {
@@ -91,11 +112,39 @@ GradCompression parse_grad_compression(const std::string& text) {
 }
 
 ModelKind parse_model_kind(const std::string& text) {
-  if (text == "mlp") {
-    return ModelKind::mlp;
+  for (const auto& entry : k_models) {
+    if (text == entry.name) {
+      return entry.kind;
+    }
   }
-  EXPCTL_CHECK(text == "cnn", TrainError, "unknown model \"{}\": use mlp or cnn", text);
-  return ModelKind::cnn;
+  throw TrainError(fmt::format("unknown model \"{}\": use mlp, cnn or torchscript", text));
+}
+
+const char* model_name(ModelKind kind) {
+  for (const auto& entry : k_models) {
+    if (entry.kind == kind) {
+      return entry.name;
+    }
+  }
+  EXPCTL_ASSERT(false, "model kind {} missing from the table", static_cast<int>(kind));
+}
+
+LossKind parse_loss_kind(const std::string& text) {
+  for (const auto& entry : k_losses) {
+    if (text == entry.name) {
+      return entry.kind;
+    }
+  }
+  throw TrainError(fmt::format("unknown train.loss \"{}\": use cross_entropy, mse or model", text));
+}
+
+const char* loss_name(LossKind kind) {
+  for (const auto& entry : k_losses) {
+    if (entry.kind == kind) {
+      return entry.name;
+    }
+  }
+  EXPCTL_ASSERT(false, "loss kind {} missing from the table", static_cast<int>(kind));
 }
 
 OptimizerKind parse_optimizer_kind(const std::string& text) {

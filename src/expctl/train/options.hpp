@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,10 @@ namespace expctl::train {
 // ---------------------------------------------------------------------------------------------
 // Data
 
-/// The spec's `data.dataset`.
-enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic };
+/// The spec's `data.dataset` (names: spec/catalog.cpp; a test ties the two).
+enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic, npy };
 
-/// Parses "fashion-mnist", "mnist", "cifar10" or "synthetic"; throws TrainError otherwise.
+/// Parses "fashion-mnist", "mnist", "cifar10", "synthetic" or "npy"; throws TrainError otherwise.
 DatasetKind parse_dataset_kind(const std::string& text);
 /// The spec spelling of `kind`.
 const char* dataset_name(DatasetKind kind);
@@ -31,6 +32,7 @@ const char* dataset_name(DatasetKind kind);
 struct Normalization {
   std::vector<float> mean;
   std::vector<float> std;
+  bool operator==(const Normalization&) const = default;
 };
 
 /// The usual constants (e.g. Fashion-MNIST 0.2860/0.3530); synthetic data is left as is (0/1).
@@ -51,16 +53,36 @@ struct DatasetOptions {
   std::int64_t synthetic_classes = 10;
   std::vector<std::int64_t> synthetic_shape = {1, 28, 28};
   std::uint64_t seed = 0;
+  // npy only: the arrays of each split (train/npy_file.hpp).
+  std::filesystem::path train_inputs;
+  std::filesystem::path train_targets;
+  std::filesystem::path eval_inputs;
+  std::filesystem::path eval_targets;
+
+  bool operator==(const DatasetOptions&) const = default;
 };
 
 // ---------------------------------------------------------------------------------------------
 // Model
 
-/// The spec's `model.name`.
-enum class ModelKind { mlp, cnn };
+/// The spec's `model.arch` (names: spec/catalog.cpp; a test ties the two).
+enum class ModelKind { mlp, cnn, torchscript };
 
-/// Parses "mlp" or "cnn"; throws TrainError otherwise.
+/// Parses "mlp", "cnn" or "torchscript"; throws TrainError otherwise.
 ModelKind parse_model_kind(const std::string& text);
+/// The spec spelling of `kind`.
+const char* model_name(ModelKind kind);
+
+/// The spec's `train.loss`: what a step minimises and what evaluation reports.
+enum class LossKind {
+  cross_entropy,  ///< logits against int64 class targets; eval: loss and accuracy
+  mse,            ///< outputs against float targets of the same shape; eval: loss
+  model,          ///< the module's forward(inputs, targets) returns the scalar loss; eval: loss
+};
+/// Parses "cross_entropy", "mse" or "model"; throws TrainError otherwise.
+LossKind parse_loss_kind(const std::string& text);
+/// The spec spelling of `kind`.
+const char* loss_name(LossKind kind);
 
 /// Architecture knobs (the spec's `model.*`); defaults fit Fashion-MNIST.
 struct ModelOptions {
@@ -77,6 +99,10 @@ struct ModelOptions {
   std::int64_t dense = 0;
   /// Dropout probability after each hidden layer or block; 0: none.
   double dropout = 0.0;
+  /// torchscript: the scripted module's file (absolute).
+  std::filesystem::path file;
+
+  bool operator==(const ModelOptions&) const = default;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +123,8 @@ struct OptimizerOptions {
   double beta1 = 0.9;     ///< adamw
   double beta2 = 0.999;   ///< adamw
   double eps = 1e-8;      ///< adamw
+
+  bool operator==(const OptimizerOptions&) const = default;
 };
 
 /// The spec's `optim.schedule`.
@@ -112,6 +140,8 @@ struct ScheduleOptions {
   std::int64_t step_size = 1;     ///< step: multiply by gamma every step_size steps after warm-up
   double gamma = 0.1;
   double min_lr = 0.0;            ///< cosine floor
+
+  bool operator==(const ScheduleOptions&) const = default;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -185,6 +215,8 @@ struct DdpOptions {
   std::int64_t powersgd_rank = k_default_powersgd_rank;
   /// powersgd: synchronised steps of plain all-reduce before compressing (start_powerSGD_iter).
   std::int64_t powersgd_warmup_steps = k_default_powersgd_warmup_steps;
+
+  bool operator==(const DdpOptions&) const = default;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +255,7 @@ struct TrainerConfig {
   bool shuffle = true;
   bool drop_last = false;
   ModelOptions model;
+  LossKind loss = LossKind::cross_entropy;
   OptimizerOptions optim;
   ScheduleOptions schedule;  ///< total_steps is filled in from epochs / max_steps
   std::int64_t epochs = 1;     ///< used when max_steps is 0
@@ -238,6 +271,12 @@ struct TrainerConfig {
   DdpOptions ddp;
   /// Folder for this rank's checkpoints (train/checkpoint_files.hpp); empty: no checkpoints.
   std::filesystem::path checkpoint_dir;
+  /// The run these checkpoints belong to: written into each index, and a resume refuses a
+  /// checkpoint another run wrote. Empty: not recorded or checked.
+  std::string run_id;
+  /// Where rank 0 writes the trained model when its kind has a file format PyTorch reads
+  /// (torchscript: model.pt); empty: nowhere.
+  std::filesystem::path artifact_dir;
   /// Continue from the newest checkpoint step that every rank holds intact (the ranks agree on
   /// it collectively); no checkpoint on any rank: start fresh.
   bool resume = false;
@@ -252,6 +291,10 @@ struct TrainerConfig {
   /// do not arrive in time (the spec's `distributed.monitored_barrier_every`, a debug switch for
   /// desynchronised ranks); 0: never.
   std::int64_t monitored_barrier_every = 0;
+  /// Absolute path -> SHA-256 of the files whose content the spec hash covers (model.file, the
+  /// npy arrays, a packaged dataset's files): a rank refuses a file that changed since the run was
+  /// recorded. Empty: nothing checked (runs recorded before the digests existed).
+  std::map<std::string, std::string> input_digests;
   /// Where the training thread is, for the rank's heartbeats (records.hpp); null: not reported.
   /// Not owned; outlives the training.
   Beacon* beacon = nullptr;

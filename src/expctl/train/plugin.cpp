@@ -213,6 +213,8 @@ std::map<std::string, std::string> torch_build_fields() {
 
 bool torch_build_fields_cached() { return cached_fields().has_value(); }
 
+void check_training(const TrainerConfig& config) { api().check_training(config); }
+
 StoreServer::StoreServer(std::uint16_t port, std::chrono::milliseconds timeout)
     : m_handle(api().open_store(port, timeout)) {}
 

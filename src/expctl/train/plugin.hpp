@@ -47,6 +47,9 @@ std::map<std::string, std::string> torch_build_fields();
 /// Whether torch_build_fields() would answer from the cache (so need not wait for LibTorch).
 bool torch_build_fields_cached();
 
+/// train::check_training, inside the plugin.
+void check_training(const TrainerConfig& config);
+
 /// train::StoreServer (the rendezvous store the launcher hosts), inside the plugin.
 class StoreServer {
  public:

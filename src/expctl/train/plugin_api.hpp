@@ -30,6 +30,7 @@ struct Api {
   void* (*open_store)(std::uint16_t port, std::chrono::milliseconds timeout);
   std::uint16_t (*store_port)(const void* store);
   void (*close_store)(void* store);
+  void (*check_training)(const TrainerConfig&);
 };
 
 /// "<version> <commit> <compiler> <build type> torch <version>": equal on both sides of one build.

@@ -3,6 +3,7 @@
 #include "expctl/train/plugin_api.hpp"
 #include "expctl/train/store_server.hpp"
 #include "expctl/train/torch_info.hpp"
+#include "expctl/train/trainer.hpp"
 
 namespace expctl::train::plugin {
 namespace {
@@ -19,7 +20,7 @@ Api make_api() {
   static const std::string id = build_id();
   return Api{id.c_str(),          sizeof(TrainerConfig),      sizeof(WorkerResult), set_log_level,
              train::run_worker,   train::torch_build_fields,  open_store,           store_port,
-             close_store};
+             close_store,         train::check_training};
 }
 
 }  // namespace

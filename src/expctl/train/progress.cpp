@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "expctl/train/npy_file.hpp"
 #include "expctl/train/worker.hpp"
 
 // The torch-free part of worker.hpp: the launcher sizes a run and words its ETA without
@@ -16,6 +17,10 @@ std::int64_t training_set_size(const DatasetOptions& data) {
       return 50000;
     case DatasetKind::synthetic:
       return data.synthetic_size;
+    case DatasetKind::npy: {
+      const auto inputs = map_npy(data.train_inputs);  // the header only is read: the rest stays mapped
+      return inputs.header.shape.empty() ? 0 : inputs.header.shape[0];
+    }
   }
   return 0;
 }

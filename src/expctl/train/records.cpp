@@ -156,19 +156,21 @@ std::optional<StepMetrics> decode_row(const json& row) {
 }
 
 json encode_eval(const EvalMetrics& metrics) {
-  return {{"t", "eval"},
-          {"step", metrics.step},
-          {"loss", encode_number(metrics.loss)},
-          {"accuracy", encode_number(metrics.accuracy)}};
+  json record = {{"t", "eval"}, {"step", metrics.step}, {"loss", encode_number(metrics.loss)}};
+  if (metrics.accuracy) {
+    record["accuracy"] = encode_number(*metrics.accuracy);
+  }
+  return record;
 }
 
 std::optional<EvalMetrics> decode_eval(const json& record) {
   const auto loss = decode_number(record.value("loss", json()));
-  const auto accuracy = decode_number(record.value("accuracy", json()));
-  if (!record.contains("step") || !record["step"].is_number_integer() || !loss || !accuracy) {
+  const auto accuracy = record.contains("accuracy") ? decode_number(record["accuracy"]) : std::nullopt;
+  if (!record.contains("step") || !record["step"].is_number_integer() || !loss ||
+      (record.contains("accuracy") && !accuracy)) {
     return std::nullopt;
   }
-  return EvalMetrics{record["step"].get<std::int64_t>(), *loss, *accuracy};
+  return EvalMetrics{record["step"].get<std::int64_t>(), *loss, accuracy};
 }
 
 }  // namespace expctl::train

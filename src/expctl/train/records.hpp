@@ -71,7 +71,8 @@ struct Beacon {
 struct EvalMetrics {
   std::int64_t step = 0;
   double loss = 0.0;
-  double accuracy = 0.0;
+  /// Classification only (train.loss cross_entropy); absent for regression and model losses.
+  std::optional<double> accuracy;
 };
 
 /// One field of the step record.

@@ -11,7 +11,12 @@
 #include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/determinism.hpp"
 #include "expctl/train/sampler.hpp"
+#include "expctl/train/task.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/file_digest.hpp"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 namespace expctl::train {
 namespace {
@@ -53,6 +58,105 @@ std::int64_t micro_batches(std::int64_t samples, std::int64_t batch, bool drop_l
   return drop_last ? samples / batch : (samples + batch - 1) / batch;
 }
 
+// The files the spec hash covers must be the ones the run was recorded with: a model or data file
+// replaced since (between `expctl run`'s validation and this rank, or before a resume) would
+// train something else under the same spec hash.
+void verify_inputs(const TrainerConfig& config) {
+  for (const auto& [path, expected] : config.input_digests) {
+    const auto actual = util::file_digest(path);
+    EXPCTL_CHECK(actual.has_value(), TrainError, "{}", actual.has_value() ? "" : actual.error().message);
+    EXPCTL_CHECK(*actual == expected, TrainError,
+                 "{} changed since the run was recorded (SHA-256 {}... then, {}... now): restore the file, or "
+                 "start a new run with `expctl run` (its content is part of the spec hash)",
+                 path, expected.substr(0, 12), actual->substr(0, 12));
+  }
+}
+
+// An exception's text without LibTorch's C++ backtrace (c10::Error keeps it apart).
+std::string torch_error_text(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    return c10_error->what_without_backtrace();
+  }
+  return error.what();
+}
+
+// The most telling line of an error LibTorch raised inside a model: TorchScript's interpreter
+// puts a traceback first and the error itself ("RuntimeError: mat1 and mat2 shapes ...") last.
+std::string model_error_line(const std::string& what) {
+  std::string last;
+  std::size_t begin = 0;
+  while (begin <= what.size()) {
+    const auto end = std::min(what.find('\n', begin), what.size());
+    const std::string line = what.substr(begin, end - begin);
+    if (line.find_first_not_of(" \t") != std::string::npos) {
+      last = line;
+    }
+    begin = end + 1;
+  }
+  return last;
+}
+
+Dataset load_split(const TrainerConfig& config, bool train, const at::Device& device) {
+  if (train) {
+    verify_inputs(config);  // before anything is read: the training split is loaded first
+  }
+  auto options = config.data;
+  options.train = train;
+  auto dataset = load_dataset(options).to(device);
+  if (config.loss == LossKind::cross_entropy) {
+    EXPCTL_CHECK(dataset.labels.scalar_type() == at::kLong, TrainError,
+                 "train.loss cross_entropy needs integer class targets, but the {} targets are floats: use "
+                 "train.loss mse for regression",
+                 train ? "training" : "evaluation");
+  }
+  return dataset;
+}
+
+std::unique_ptr<Model> build_model(const TrainerConfig& config, const Dataset& train, const Dataset& test,
+                                   const at::Device& device) {
+  seed_everything(config.seed);  // identical initial weights everywhere (DDP broadcasts anyway)
+  // Arrays may hold more classes in one split than in the other.
+  const auto outputs =
+      config.loss == LossKind::cross_entropy ? std::max(train.num_classes, test.num_classes) : train.num_classes;
+  auto model = create_model(config.model, {train.sample_shape(), outputs});
+  model->to(device);
+  return model;
+}
+
+// One forward of two samples, in eval mode and without gradients (no state changes): inputs the
+// model rejects, and class targets beyond its outputs, fail here with the model's own words
+// instead of in the middle of a step (or silently, on a GPU).
+void probe(Model& model, const Dataset& train, const Dataset& test, LossKind loss) {
+  at::NoGradGuard no_grad;
+  const auto count = std::min<std::int64_t>(2, train.size());
+  const auto rows = at::arange(count, at::TensorOptions().dtype(at::kLong).device(train.labels.device()));
+  const auto inputs = train.rows(rows);
+  model.train(false);
+  at::Tensor outputs;
+  try {
+    outputs = loss == LossKind::model ? model.forward_loss(inputs, train.labels.index_select(0, rows))
+                                      : model.forward(inputs);
+  } catch (const util::Failure&) {
+    model.train(true);
+    throw;  // ours already says what to do
+  } catch (const std::exception& error) {  // c10::Error, or the TorchScript interpreter's JITException
+    model.train(true);
+    throw TrainError(fmt::format("{} rejects the inputs (a batch of shape [{}], {}): {}", model.describe(),
+                                 fmt::join(inputs.sizes(), ", "), c10::toString(inputs.scalar_type()),
+                                 model_error_line(torch_error_text(error))));
+  }
+  model.train(true);
+  if (loss == LossKind::cross_entropy) {
+    EXPCTL_CHECK(outputs.dim() == 2, TrainError,
+                 "{} returns outputs of shape [{}]; train.loss cross_entropy needs logits [batch, classes]",
+                 model.describe(), fmt::join(outputs.sizes(), ", "));
+    const auto top = std::max(train.labels.max().item<std::int64_t>(), test.labels.max().item<std::int64_t>());
+    EXPCTL_CHECK(top < outputs.size(1), TrainError,
+                 "the targets name class {} but {} has {} outputs: the model needs one output per class (0 .. {})",
+                 top, model.describe(), outputs.size(1), top);
+  }
+}
+
 /// All state of one rank's run; one method per phase.
 class Trainer {
  public:
@@ -60,10 +164,11 @@ class Trainer {
       : m_config(config),
         m_sink(sink),
         m_comm((set_deterministic(config.strict_determinism), config.group)),
-        m_train(load_split(true)),
-        m_test(load_split(false)),
-        m_model(build_model()),
-        m_ddp(*m_model, m_comm, config.ddp),
+        m_train(load_split(config, true, m_comm.device())),
+        m_test(load_split(config, false, m_comm.device())),
+        m_model(build_model(config, m_train, m_test, m_comm.device())),
+        m_task(config.loss),
+        m_ddp(m_model->parameters(), m_model->buffers(), m_comm, config.ddp),
         m_optimizer(make_optimizer(m_ddp.parameters(), config.optim)),
         m_scaler(scaler_options()),
         m_sampler(sampler_options(config, m_train.size(), m_comm.world_size(), m_comm.rank())),
@@ -72,6 +177,7 @@ class Trainer {
     m_schedule = config.schedule;
     m_schedule.total_steps = m_total_steps;
     m_ddp.set_beacon(config.beacon);
+    probe(*m_model, m_train, m_test, config.loss);
     m_sink.on_collectives(m_comm.allreduce_algorithm());
     // Dropout must differ between ranks (as with per-rank DataLoader workers), reproducibly.
     seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
@@ -113,6 +219,9 @@ class Trainer {
       enter(Phase::eval);
       result.final_eval = evaluate();
     }
+    if (!result.interrupted) {
+      save_artifact(result);
+    }
     enter(Phase::checkpoint);
     checkpoint();
     enter(Phase::finished);
@@ -121,20 +230,19 @@ class Trainer {
   }
 
  private:
-  Dataset load_split(bool train) const {
-    auto options = m_config.data;
-    options.train = train;
-    return load_dataset(options).to(m_comm.device());
-  }
-
-  std::shared_ptr<ClassifierImpl> build_model() const {
-    seed_everything(m_config.seed);  // identical initial weights everywhere (DDP broadcasts anyway)
-    auto options = m_config.model;
-    options.input_shape = m_train.sample_shape();
-    options.num_classes = m_train.num_classes;
-    auto model = make_model(options);
-    model->to(m_comm.device());
-    return model;
+  // Rank 0 writes the trained model in a format PyTorch reads, with what produced it.
+  void save_artifact(const TrainResult& result) const {
+    if (m_config.artifact_dir.empty() || m_comm.rank() != 0) {
+      return;
+    }
+    nlohmann::json metadata = {{"run_id", m_config.run_id}, {"step", m_position.step}};
+    if (result.final_eval) {
+      metadata["eval_loss"] = result.final_eval->loss;
+      if (result.final_eval->accuracy) {
+        metadata["eval_accuracy"] = *result.final_eval->accuracy;
+      }
+    }
+    m_model->save_artifact(m_config.artifact_dir / "model.pt", metadata.dump());
   }
 
   GradScalerOptions scaler_options() const {
@@ -154,7 +262,7 @@ class Trainer {
     if (m_config.amp) {
       autocast.emplace(m_comm.device().type(), amp_scalar_type());
     }
-    return torch::nn::functional::cross_entropy(m_model->forward(images), labels);
+    return m_task.loss(*m_model, images, labels);
   }
 
   StepMetrics train_step(const std::atomic<bool>* stop) {
@@ -174,6 +282,8 @@ class Trainer {
     double loss_sum = 0.0;
     std::int64_t samples = 0;
     bool nonfinite = false;
+    // Python DDP's broadcast_buffers: rank 0's buffers before the step's first forward.
+    m_ddp.broadcast_buffers();
     for (std::int64_t k = 0; k < m_config.grad_accum_steps; ++k) {
       enter(Phase::data);
       const auto loss = micro_loss(first_micro + k, watch, metrics);
@@ -254,13 +364,13 @@ class Trainer {
   // Every rank evaluates a strided shard without padding; sums are all-reduced so the result is
   // exactly the whole test split's loss and accuracy.
   EvalMetrics evaluate() {
+    m_ddp.broadcast_buffers();
     at::NoGradGuard no_grad;
-    m_model->eval();
+    m_model->train(false);
     const auto size = m_test.size();
     const auto rows = at::arange(m_comm.rank(), size, m_comm.world_size(),
                                  at::TensorOptions().dtype(at::kLong).device(m_comm.device()));
-    double loss_sum = 0.0;
-    double correct = 0.0;
+    EvalSums sums;
     for (std::int64_t begin = 0; begin < rows.size(0); begin += m_config.eval_batch_size) {
       const auto chunk = rows.narrow(0, begin, std::min(m_config.eval_batch_size, rows.size(0) - begin));
       const auto labels = m_test.labels.index_select(0, chunk);
@@ -268,18 +378,17 @@ class Trainer {
       if (m_config.amp) {
         autocast.emplace(m_comm.device().type(), amp_scalar_type());
       }
-      const auto logits = m_model->forward(m_test.rows(chunk)).to(at::kFloat);
-      loss_sum += torch::nn::functional::cross_entropy(
-                      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                      .item<double>();
-      correct += (logits.argmax(1) == labels).sum().item<double>();
+      m_task.add_eval(*m_model, m_test.rows(chunk), labels, sums);
     }
-    m_model->train();
-    auto totals = at::tensor({loss_sum, correct}, at::kDouble).to(m_comm.device());
+    m_model->train(true);
+    auto totals = at::tensor({sums.loss, sums.correct.value_or(0.0)}, at::kDouble).to(m_comm.device());
     m_comm.allreduce(totals, "allreduce of evaluation totals");
     totals = totals.cpu();
     const auto n = static_cast<double>(size);
-    EvalMetrics metrics{m_position.step, totals[0].item<double>() / n, totals[1].item<double>() / n};
+    EvalMetrics metrics{m_position.step, totals[0].item<double>() / n, std::nullopt};
+    if (sums.correct) {
+      metrics.accuracy = totals[1].item<double>() / n;
+    }
     m_sink.on_eval(metrics);
     return metrics;
   }
@@ -292,6 +401,7 @@ class Trainer {
     file.rank = m_comm.rank();
     file.step = m_position.step;
     file.path = checkpoint_path(m_config.checkpoint_dir, file.rank, file.step);
+    file.run_id = m_config.run_id;
     file.sha256 = save_checkpoint(file.path, *m_model, *m_optimizer, m_scaler, m_position);
     std::error_code error;
     file.size_bytes = static_cast<std::int64_t>(std::filesystem::file_size(file.path, error));
@@ -306,7 +416,7 @@ class Trainer {
     const int rank = m_comm.rank();
     const auto& dir = m_config.checkpoint_dir;
     std::vector<std::string> problems;
-    const auto mine = static_cast<double>(newest_resumable(dir, rank, &problems));
+    const auto mine = static_cast<double>(newest_resumable(dir, rank, &problems, m_config.run_id));
     auto tensor = at::full({1}, mine, at::kDouble).to(m_comm.device());
     std::vector<std::int64_t> steps;
     for (const auto& theirs : m_comm.allgather(tensor, "allgather of the ranks' checkpoint steps")) {
@@ -322,12 +432,45 @@ class Trainer {
       return {};  // step 0
     }
     std::string problem;
-    const auto file = intact_at(dir, rank, common, &problem);
+    const auto file = intact_at(dir, rank, common, &problem, m_config.run_id);
     EXPCTL_CHECK(file.has_value(), TrainError, "cannot resume from step {}: {}", common, problem);
     const auto position = load_checkpoint(file->path, *m_model, *m_optimizer, m_scaler);
     EXPCTL_CHECK(position.step == file->step, TrainError, "{}: holds step {}, its index says {}",
                  file->path.string(), position.step, file->step);
+    check_replicas_agree(common);
     return position;
+  }
+
+  // DDP replicas are identical after every step, so the parameters every rank restored must be
+  // too: a checkpoint of another run (or rank) that got past its index disagrees here.
+  void check_replicas_agree(std::int64_t step) {
+    if (m_comm.world_size() == 1) {
+      return;
+    }
+    at::NoGradGuard no_grad;
+    // A 48-bit fingerprint of the bytes, exact in a double (what the all-gather carries).
+    double fingerprint = 0.0;
+    {
+      std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a over every parameter's bytes
+      for (const auto& parameter : m_model->parameters()) {
+        const auto bytes = parameter.detach().cpu().contiguous();
+        const auto* data = static_cast<const std::uint8_t*>(bytes.data_ptr());
+        for (std::int64_t i = 0; i < bytes.nbytes(); ++i) {
+          hash = (hash ^ data[i]) * 1099511628211ULL;
+        }
+      }
+      fingerprint = static_cast<double>(hash >> 16);
+    }
+    auto mine = at::full({1}, fingerprint, at::kDouble).to(m_comm.device());
+    const auto all = m_comm.allgather(mine, "allgather of the restored parameters' fingerprints");
+    for (std::size_t rank = 0; rank < all.size(); ++rank) {
+      const double theirs = all[rank].cpu().item<double>();
+      EXPCTL_CHECK(theirs == fingerprint, TrainError,
+                   "the ranks restored different parameters at step {} (rank {} and rank {} disagree): a checkpoint "
+                   "of another run was mixed into {}; remove the step-{} checkpoints of every rank to resume from "
+                   "the one before",
+                   step, rank, m_comm.rank(), m_config.checkpoint_dir.string(), step);
+    }
   }
 
   // A step whose loss was not finite on some rank (every rank saw the same vote).
@@ -394,7 +537,8 @@ class Trainer {
   Communicator m_comm;
   Dataset m_train;
   Dataset m_test;
-  std::shared_ptr<ClassifierImpl> m_model;
+  std::unique_ptr<Model> m_model;
+  Task m_task;
   DistributedDataParallel m_ddp;
   std::unique_ptr<torch::optim::Optimizer> m_optimizer;
   GradScaler m_scaler;
@@ -421,6 +565,26 @@ std::int64_t steps_per_epoch(const TrainerConfig& config, std::int64_t dataset_s
                "an epoch has no complete optimizer step: {} samples per rank, batch_size {} x grad_accum_steps {}",
                sampler.num_samples(), config.batch_size, config.grad_accum_steps);
   return steps;
+}
+
+void check_training(const TrainerConfig& config) {
+  const at::Device cpu(at::kCPU);
+  const auto train = load_split(config, true, cpu);
+  const auto test = load_split(config, false, cpu);
+  auto model = build_model(config, train, test, cpu);
+  probe(*model, train, test, config.loss);
+  // One backward on a tiny batch: a module whose graph cannot be differentiated fails here.
+  const auto count = std::min<std::int64_t>(2, train.size());
+  const auto rows = at::arange(count, at::TensorOptions().dtype(at::kLong));
+  try {
+    const auto loss = Task(config.loss).loss(*model, train.rows(rows), train.labels.index_select(0, rows));
+    loss.backward();
+  } catch (const util::Failure&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw TrainError(fmt::format("{}: one training step fails: {}", model->describe(),
+                                 model_error_line(torch_error_text(error))));
+  }
 }
 
 TrainResult run_training(const TrainerConfig& config, MetricSink& sink, const std::atomic<bool>* stop) {

@@ -50,6 +50,14 @@ struct TrainResult {
 /// shard, divided by grad_accum_steps, rounded down). Throws TrainError if it is 0.
 std::int64_t steps_per_epoch(const TrainerConfig& config, std::int64_t dataset_size, int world_size);
 
+/// What a rank would find wrong before its first step, found without a process group or any
+/// other rank: the model file loads and is trainable (train::load_torchscript), the data loads,
+/// the model takes a batch of it and its outputs fit the targets and the loss, and one backward
+/// runs. Throws TrainError with the model's own words. `expctl validate` and `expctl run` call it
+/// (through the plugin) for specs with a model file or arrays, so these errors come before
+/// anything is recorded.
+void check_training(const TrainerConfig& config);
+
 /// Runs training. `stop` (may be null) requests a graceful stop: all ranks agree on it after
 /// the current step, write a checkpoint and return with `interrupted` set.
 TrainResult run_training(const TrainerConfig& config, MetricSink& sink, const std::atomic<bool>* stop = nullptr);

@@ -34,7 +34,8 @@ class RecordingSink final : public MetricSink {
   void on_eval(const EvalMetrics& m) override {
     m_on_record(encode_eval(m));
     if (m_rank == 0 && m_on_line) {
-      m_on_line(fmt::format("eval step {} loss {:.4f} accuracy {:.4f}", m.step, m.loss, m.accuracy));
+      m_on_line(m.accuracy ? fmt::format("eval step {} loss {:.4f} accuracy {:.4f}", m.step, m.loss, *m.accuracy)
+                           : fmt::format("eval step {} loss {:.4f}", m.step, m.loss));
     }
   }
 

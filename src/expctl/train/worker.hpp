@@ -37,7 +37,8 @@ WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record
                         const std::atomic<bool>* stop);
 
 /// Training-set size of a dataset as the trainer will see it (for the step count and ETA):
-/// 60000 for fashion-mnist and mnist, 50000 for cifar10, synthetic_size for synthetic.
+/// 60000 for fashion-mnist and mnist, 50000 for cifar10, synthetic_size for synthetic, the first
+/// dimension of train_inputs for npy (its header is read; throws TrainError naming a bad file).
 std::int64_t training_set_size(const DatasetOptions& data);
 
 /// "1m05s", "42s": a duration for progress lines.

@@ -67,6 +67,7 @@ name: known-answer
 env: envs/p.toml
 seed: 3
 distributed: {nproc_per_node: 2, backend: gloo}
+data: {root: /nonexistent/expctl-known-answer}
 optim: {name: adamw, lr: 3e-4}
 train: {max_steps: 100}
 )";
@@ -80,7 +81,10 @@ TEST_CASE("spec: known answer: canonical bytes and hash are pinned") {
   CHECK(
       spec.canonical() ==
       R"({"env_profile":{"libtorch":{"version":"1.13.*"},"os":{"id":"debian","version":"12"}},)"
-      R"("expctl_spec_version":1,"spec":{"container":{"image":""},"data":{"batch_size":64,"dataset":"fashion-mnist",)"
+      R"("expctl_spec_version":2,"inputs":{"data.root/t10k-images-idx3-ubyte.gz":"absent",)"
+      R"("data.root/t10k-labels-idx1-ubyte.gz":"absent","data.root/train-images-idx3-ubyte.gz":"absent",)"
+      R"("data.root/train-labels-idx1-ubyte.gz":"absent"},)"
+      R"("spec":{"container":{"image":""},"data":{"batch_size":64,"dataset":"fashion-mnist",)"
       R"("drop_last":false,"input_shape":[1,28,28],"normalize":true,"num_classes":10,"num_samples":1024,"shuffle":true},)"
       R"("determinism":"strict","distributed":{"backend":"gloo","bucket_cap_mb":25.0,"grad_compression":"none",)"
       R"("nnodes":1,"nproc_per_node":2},"model":{"arch":"mlp","channels":[32,64],"dense":0,"dropout":0.0,"hidden_sizes":[256,128]},)"
@@ -88,7 +92,7 @@ TEST_CASE("spec: known answer: canonical bytes and hash are pinned") {
       R"("weight_decay":0.0},"schedule":{"gamma":0.1,"min_lr":0.0,"name":"constant","step_size":1000,"warmup_steps":0},)"
       R"("seed":3,"train":{"amp":{"dtype":"bf16","enabled":false},"epochs":0,"eval_every":0,"grad_accum_steps":1,)"
       R"("grad_clip_norm":0.0,"max_steps":100}}})");
-  CHECK(spec.hash() == "25bbb6c4ce9e56696e8f17cc0fe67449b8185ca264598387ddedbb57a3c79ff3");
+  CHECK(spec.hash() == "178427c44e732d87fb48e74db6ff9604846be4fc5f7f222890a0e90eb60780e5");
 }
 
 TEST_CASE("spec: defaults fill every field - derived defaults follow other fields") {

@@ -12,6 +12,8 @@
 using namespace expctl::spec;
 using expctl::test::TempDir;
 
+namespace fs = std::filesystem;
+
 namespace {
 
 // One field of the generated spec: equivalent spellings of its value, and whether the value is
@@ -198,7 +200,7 @@ const std::map<std::string, std::string> k_unhashed_alternates = {
     {"description", "changed"},
     {"tags", "[x, y]"},
     {"env", "envs/same-content.toml"},
-    {"data.root", "/tmp/elsewhere"},
+    {"data.root", "same-data"},  // a folder with the same files (made by the test)
     {"distributed.timeout_s", "60"},
     {"distributed.master_port", "29500"},
     {"distributed.monitored_barrier_every", "5"},
@@ -272,16 +274,25 @@ TEST_CASE("spec hash: every hashed field changes the hash - each change to a dif
 TEST_CASE("spec hash: fields that cannot change results leave the hash alone") {
   const Workspace ws;
   ws.dir.write("envs/same-content.toml", "[os]\nversion = '12'\nid = \"debian\"  # reordered\n");
+  // data.root names a location: the same files elsewhere (here: links to them) hash alike.
+  const fs::path packaged = "/usr/share/datasets/fashion-mnist";
+  fs::create_directories(ws.dir / "same-data");
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"}) {
+    fs::create_symlink(packaged / name, ws.dir / "same-data" / name);
+  }
   const std::string base_yaml = "name: base\nenv: envs/p.toml\n";
   const std::string base = ws.hash(base_yaml);
   for (const Field& field : fields()) {
-    if (field.hashing == Hashing::hashed || field.hashing == Hashing::hashed_unless_default) {
-      continue;  // the second kind: test_spec_powersgd.cpp
+    if (field.hashing == Hashing::hashed || field.hashing == Hashing::hashed_unless_default ||
+        field.hashing == Hashing::file_content) {
+      continue;  // the second kind: test_spec_powersgd.cpp; the third: test_spec_inputs.cpp
     }
     INFO(field.path);
     const auto alternate = k_unhashed_alternates.find(std::string(field.path));
     REQUIRE(alternate != k_unhashed_alternates.end());
-    CHECK(ws.hash(base_yaml, {std::string(field.path) + "=" + alternate->second}) == base);
+    const std::string value = field.path == "data.root" ? (ws.dir / "same-data").string() : alternate->second;
+    CHECK(ws.hash(base_yaml, {std::string(field.path) + "=" + value}) == base);
   }
 }
 

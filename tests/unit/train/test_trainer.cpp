@@ -96,7 +96,7 @@ TEST_CASE("trainer: learns the synthetic task and reports every step, eval and c
   CHECK(sink.steps.back().loss < sink.steps.front().loss);
   CHECK(sink.evals.size() == 8);  // every 6 steps
   REQUIRE(result.final_eval.has_value());
-  CHECK(result.final_eval->accuracy > 0.8);
+  CHECK(result.final_eval->accuracy.value() > 0.8);
   REQUIRE(sink.checkpoints.size() == 8);  // every 6 steps but the last, plus the final one
   CHECK(sink.checkpoints.back().path == dir / "rank0-step48.pt");
   CHECK(sink.checkpoints.back().step == 48);
@@ -239,7 +239,7 @@ EXPCTL_RANK_SCENARIO("trainer_two_ranks") {
   const auto result = run_training(config, sink);
   REQUIRE(result.steps == 12);
   REQUIRE(result.final_eval.has_value());
-  torch::save(std::vector<torch::Tensor>{torch::tensor({result.final_eval->loss, result.final_eval->accuracy}),
+  torch::save(std::vector<torch::Tensor>{torch::tensor({result.final_eval->loss, result.final_eval->accuracy.value()}),
                                          torch::tensor(result.losses)},
               (env.dir / fmt::format("result{}.pt", env.rank)).string());
 }

@@ -1,0 +1,20 @@
+#pragma once
+/// What the user brought, checked before anything runs: a spec with a model file or NumPy arrays
+/// has them loaded in this process (through the training plugin), and one forward and backward
+/// runs on two samples. A traced or frozen module, a `torch.save` pickle, a file from a newer
+/// PyTorch, inputs the model rejects, targets beyond its outputs: each is an input error (exit 2)
+/// with the model's own words, before a rank starts or the run is recorded.
+
+#include "expctl/spec/spec.hpp"
+
+namespace expctl::run {
+
+/// True when the spec trains something the user brought (model.arch torchscript or
+/// data.dataset npy): only then is there something preflight_training can find.
+bool needs_preflight(const spec::Spec& spec);
+
+/// Checks the spec's model and data as described above; throws util::TrainError with exit code 2.
+/// Does nothing when needs_preflight() is false.
+void preflight_training(const spec::Spec& spec);
+
+}  // namespace expctl::run

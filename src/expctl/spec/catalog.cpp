@@ -1,0 +1,108 @@
+#include "expctl/spec/catalog.hpp"
+
+#include "expctl/util/strings.hpp"
+
+namespace expctl::spec {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Debian ships the IDX files gzip-compressed; an uncompressed copy is read when no .gz exists.
+constexpr std::string_view k_fashion_mnist_files[] = {
+    "train-images-idx3-ubyte.gz|train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte.gz|train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte.gz|t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte.gz|t10k-labels-idx1-ubyte",
+};
+// CIFAR-10's binary version, in its own folder as the archive unpacks or directly in the root.
+constexpr std::string_view k_cifar10_files[] = {
+    "cifar-10-batches-bin/data_batch_1.bin|data_batch_1.bin", "cifar-10-batches-bin/data_batch_2.bin|data_batch_2.bin",
+    "cifar-10-batches-bin/data_batch_3.bin|data_batch_3.bin", "cifar-10-batches-bin/data_batch_4.bin|data_batch_4.bin",
+    "cifar-10-batches-bin/data_batch_5.bin|data_batch_5.bin", "cifar-10-batches-bin/test_batch.bin|test_batch.bin",
+};
+
+constexpr DatasetInfo k_datasets[] = {
+    {"fashion-mnist", DataSource::packaged, "/usr/share/datasets/fashion-mnist", k_fashion_mnist_files,
+     "Fashion-MNIST (Debian's `dataset-fashion-mnist`): 60000 + 10000 grey 28x28 images, 10 classes."},
+    {"mnist", DataSource::packaged, "/usr/share/datasets/mnist", k_fashion_mnist_files,
+     "MNIST digits in the same IDX files as Fashion-MNIST."},
+    {"cifar10", DataSource::packaged, "/usr/share/datasets/cifar10", k_cifar10_files,
+     "CIFAR-10's binary batches: 50000 + 10000 colour 32x32 images, 10 classes."},
+    {"synthetic", DataSource::synthetic, "", {},
+     "A learnable set generated from `seed` (`num_samples`, `num_classes`, `input_shape`); no files."},
+    {"npy", DataSource::arrays, "", {},
+     "Your own arrays: NumPy `.npy` files named by `train_inputs`, `train_targets`, `eval_inputs`, `eval_targets` "
+     "(docs/models.md)."},
+};
+
+constexpr ModelInfo k_models[] = {
+    {"mlp", "fully connected layers (`hidden_sizes`) with ReLU"},
+    {"cnn", "5x5 convolution blocks (`channels`), an optional dense layer (`dense`) and a linear head"},
+    {"torchscript", "your own network: a `torch.jit.script` module saved to `model.file` (docs/models.md)"},
+};
+
+constexpr LossInfo k_losses[] = {
+    {"cross_entropy", "classification: cross-entropy of the logits against integer class targets; accuracy reported"},
+    {"mse", "regression: mean squared error against float targets of the output's shape; eval loss reported"},
+    {"model", "the model computes its own loss: `forward(inputs, targets)` returns a scalar (torchscript only)"},
+};
+
+template <typename Row>
+std::string join_names(std::span<const Row> rows) {
+  std::vector<std::string> names;
+  for (const Row& row : rows) {
+    names.emplace_back(row.name);
+  }
+  return util::join(names, "|");
+}
+
+}  // namespace
+
+std::span<const DatasetInfo> datasets() {
+  return k_datasets;
+}
+std::span<const ModelInfo> models() {
+  return k_models;
+}
+std::span<const LossInfo> losses() {
+  return k_losses;
+}
+
+const DatasetInfo* find_dataset(std::string_view name) {
+  for (const DatasetInfo& row : k_datasets) {
+    if (row.name == name) {
+      return &row;
+    }
+  }
+  return nullptr;
+}
+
+std::string choice_list(std::span<const DatasetInfo> rows) {
+  return join_names(rows);
+}
+std::string choice_list(std::span<const ModelInfo> rows) {
+  return join_names(rows);
+}
+std::string choice_list(std::span<const LossInfo> rows) {
+  return join_names(rows);
+}
+
+std::vector<DatasetFile> dataset_files(const DatasetInfo& dataset, const fs::path& root) {
+  std::vector<DatasetFile> files;
+  for (const std::string_view entry : dataset.files) {
+    const auto alternatives = util::split(std::string(entry), '|');
+    DatasetFile chosen{alternatives.front(), root / alternatives.front(), false};
+    for (const std::string& name : alternatives) {
+      std::error_code error;
+      if (fs::is_regular_file(root / name, error)) {
+        chosen = {name, root / name, true};
+        break;
+      }
+    }
+    files.push_back(std::move(chosen));
+  }
+  return files;
+}
+
+}  // namespace expctl::spec

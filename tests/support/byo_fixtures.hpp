@@ -1,0 +1,55 @@
+#pragma once
+// The "bring your own model and data" test material (tests/tools/byo_fixtures.py): scripted
+// models and Fashion-MNIST as .npy, made by Debian's python3-torch once per build folder and
+// version of the script, under a lock so that tests running in parallel make it once.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "expctl/util/sha256.hpp"
+#include "expctl/util/subprocess.hpp"
+#include "support/test_support.hpp"
+
+namespace expctl::test {
+
+/// Absolute path of the build folder (support/test_support.cpp).
+std::filesystem::path build_dir();
+
+inline std::filesystem::path byo_fixtures() {
+  namespace fs = std::filesystem;
+  const fs::path script = test::source_dir() / "tests" / "tools" / "byo_fixtures.py";
+  const auto version = util::sha256_file(script);
+  REQUIRE(version.has_value());
+  const fs::path root = test::build_dir() / "test-fixtures";
+  const fs::path dir = root / ("byo-" + version->substr(0, 16));
+  if (fs::exists(dir / "complete")) {
+    return dir;
+  }
+  fs::create_directories(root);
+  const int lock = ::open((root / "byo.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(lock >= 0);
+  ::flock(lock, LOCK_EX);
+  if (!fs::exists(dir / "complete")) {
+    const fs::path staging = root / ("staging-" + std::to_string(::getpid()));
+    fs::remove_all(staging);
+    util::SubprocessOptions options;
+    options.timeout = std::chrono::minutes(5);
+    const auto made = util::run_capture({"/usr/bin/python3", script.string(), staging.string()}, options);
+    INFO((made ? made->err : made.error().message));
+    REQUIRE((made && made->exit_code == 0));
+    std::ofstream(staging / "complete") << "ok\n";
+    fs::remove_all(dir);
+    fs::rename(staging, dir);
+  }
+  ::flock(lock, LOCK_UN);
+  ::close(lock);
+  return dir;
+}
+
+}  // namespace expctl::test
