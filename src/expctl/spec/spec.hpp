@@ -48,6 +48,10 @@ class Spec {
   /// The profile's parsed content as hashed (null when `env` is unset).
   const nlohmann::json& env_profile() const { return m_env_profile; }
 
+  /// The program's files whose content is hashed (docs/program.md): relative path -> SHA-256;
+  /// null when the spec runs no program.
+  const nlohmann::json& program_files() const { return m_program_files; }
+
   /// Exact bytes that were hashed (versioned, sorted, compact JSON).
   const std::string& canonical() const { return m_canonical; }
   /// 64 lowercase hex: SHA-256(canonical()).
@@ -61,6 +65,7 @@ class Spec {
   nlohmann::json m_values;
   std::optional<std::filesystem::path> m_env_profile_path;
   nlohmann::json m_env_profile;
+  nlohmann::json m_program_files;
   std::string m_canonical;
   std::string m_hash;
 };
