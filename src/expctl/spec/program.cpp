@@ -9,7 +9,7 @@
 
 #include "expctl/spec/canonical.hpp"
 #include "expctl/util/error.hpp"
-#include "expctl/util/sha256.hpp"
+#include "expctl/util/file_digest.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::spec {
@@ -196,8 +196,8 @@ tl::expected<std::vector<ProgramFile>, std::string> program_files(const fs::path
   }
   std::vector<ProgramFile> out;
   for (const fs::path& path : paths) {
-    // TODO(file_digest): use util/file_digest.hpp (cached by path, size, mtime, inode) once on main.
-    auto digest = util::sha256_file(path);
+    // Remembered under path, size, mtime and inode: an unchanged script or model file is read once.
+    auto digest = util::file_digest(path);
     if (!digest) {
       return tl::unexpected(fmt::format("program.files: cannot read {}: {}", path.string(), digest.error().message));
     }
