@@ -260,3 +260,22 @@ TEST_CASE("program faults: Ctrl-C interrupts the program's ranks and exits 130")
   CHECK(expctl.wait(std::chrono::seconds(30)) == 130);
   CHECK(d.open().run(run->id)->status == store::RunStatus::interrupted);
 }
+
+TEST_CASE("program: a pinned Python that differs is refused with exit 3 unless --allow-drift, and the run says so") {
+  RunDir d;
+  d.dir.write("prog.py", "import expctl\nexpctl.log(1, loss=0.5)\n");
+  d.dir.write("py.toml", "[python]\nversion = \"2.7.*\"\n[python.packages]\nno-such-package-xyz = \"*\"\n");
+  const auto spec = d.dir.write("p.yaml", "env: py.toml\nprogram:\n  command: [/usr/bin/python3, prog.py]\n");
+  const auto refused = d.expctl({"run", spec.string()});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 3);
+  CHECK_THAT(refused.out + refused.err, Catch::Contains("python.version") && Catch::Contains("2 of 2 pins differ"));
+  CHECK_FALSE(fs::exists(d.db));
+  const auto allowed = d.expctl({"run", spec.string(), "--allow-drift", "--format", "json"});
+  INFO(allowed.err);
+  REQUIRE(allowed.exit_code == 0);
+  const json document = parse_stdout(allowed);
+  CHECK(document.at("summary").at("drift").size() == 2);
+  const auto tags = document.at("run").at("tags");
+  CHECK(std::find(tags.begin(), tags.end(), "drift:python.version") != tags.end());
+}
