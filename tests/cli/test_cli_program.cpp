@@ -86,6 +86,16 @@ TEST_CASE("program: the DDP script completes, every rank's steps are stored, and
   const auto compared = e.d.expctl({"compare", id, other});
   INFO(compared.out << compared.err);
   CHECK(compared.exit_code == 0);
+  // The readers of built-in runs read program runs as they are.
+  const auto exported = e.d.expctl({"export", "tensorboard", id, "-o", (e.d.dir / "tb").string()});
+  INFO(exported.out << exported.err);
+  CHECK(exported.exit_code == 0);
+  CHECK(fs::exists(e.d.dir / "tb" / id / "rank1"));
+  const auto watched = e.d.expctl({"watch", id, "--format", "json"});
+  REQUIRE(watched.exit_code == 0);
+  const json view = json::parse(watched.out.substr(0, watched.out.find('\n')));
+  CHECK(view.at("ranks").size() == 2);
+  CHECK(view.at("ranks").at(1).at("step") == 64);
 }
 
 TEST_CASE("program: editing the script changes the spec hash; params and --set do too") {
