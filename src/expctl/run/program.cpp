@@ -92,8 +92,11 @@ void check_program_launchable(const json& values, const fs::path& spec_file) {
                                          spec_file.string(), name));
     }
   }
-  const auto command = command_of(values);
-  if (const auto problem = program_problem(command.front(), workdir, path_variable(values))) {
+  spec::PlaceholderValues placeholders;  // argv[0] may be a parameter itself ("{params.python}")
+  placeholders.params = values.at("program").at("params");
+  placeholders.seed = values.at("seed").get<std::int64_t>();
+  const std::string program = spec::substitute_placeholders(command_of(values).front(), placeholders);
+  if (const auto problem = program_problem(program, workdir, path_variable(values))) {
     throw util::UsageError(
         fmt::format("{}: cannot run program.command[0]: {}; no rank was started", spec_file.string(), *problem));
   }
