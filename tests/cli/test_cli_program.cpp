@@ -289,3 +289,15 @@ TEST_CASE("program: a pinned Python that differs is refused with exit 3 unless -
   const auto tags = document.at("run").at("tags");
   CHECK(std::find(tags.begin(), tags.end(), "drift:python.version") != tags.end());
 }
+
+TEST_CASE("program: argv[0] is looked up in program.env's PATH, which the rank also gets") {
+  RunDir d;
+  const auto tool = d.dir.write("bin/mytrainer", "#!/bin/sh\necho \"{\\\"step\\\": 1, \\\"loss\\\": 0.25}\" >&$EXPCTL_METRICS_FD\n");
+  ::chmod(tool.c_str(), 0755);
+  const auto spec = d.dir.write("p.yaml", "program:\n  command: [mytrainer]\n  env:\n    PATH: " +
+                                              (d.dir / "bin").string() + ":/usr/bin:/bin\n");
+  const auto result = d.expctl({"run", spec.string(), "--format", "json"});
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(summary_of(result).at("final_train_loss") == 0.25);
+}

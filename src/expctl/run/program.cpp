@@ -44,7 +44,19 @@ bool executable_file(const fs::path& path) {
   return fs::is_regular_file(path, error) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// What execvpe will run for `program` started in `workdir`, or why nothing.
+// argv[0] found in `path` (program.env's PATH, else expctl's): execvpe would search expctl's
+// own PATH, so the rank is given the file this finds.
+std::optional<fs::path> find_in_path(const std::string& program, const std::string& path) {
+  for (const std::string& dir : util::split(path, ':')) {
+    const fs::path file = fs::path(dir.empty() ? "." : dir) / program;
+    if (executable_file(file)) {
+      return file;
+    }
+  }
+  return std::nullopt;
+}
+
+// What the rank will run for `program` started in `workdir`, or why nothing.
 std::optional<std::string> program_problem(const std::string& program, const fs::path& workdir,
                                            const std::string& path) {
   if (program.find('/') != std::string::npos) {
@@ -60,10 +72,8 @@ std::optional<std::string> program_problem(const std::string& program, const fs:
     }
     return std::nullopt;
   }
-  for (const std::string& dir : util::split(path, ':')) {
-    if (executable_file(fs::path(dir.empty() ? "." : dir) / program)) {
-      return std::nullopt;
-    }
+  if (find_in_path(program, path)) {
+    return std::nullopt;
   }
   return fmt::format("{} is not found in PATH ({}): install it, or give its full path", util::quoted(program), path);
 }
@@ -126,6 +136,11 @@ std::vector<launch::RankSpec> program_rank_specs(const launch::LaunchPlan& plan,
   std::vector<std::string> argv;
   for (const std::string& argument : command_of(values)) {
     argv.push_back(spec::substitute_placeholders(argument, placeholders));
+  }
+  if (argv.front().find('/') == std::string::npos) {
+    if (const auto found = find_in_path(argv.front(), path_variable(values))) {
+      argv.front() = found->string();
+    }
   }
   launch::EnvOverrides common;
   for (const auto& [name, value] : values.at("program").at("env").items()) {
