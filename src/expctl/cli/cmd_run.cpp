@@ -40,7 +40,12 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "libraries it never uses (EXPCTL_TORCH_TRIM=off loads it whole). A NaN/Inf loss ends the run\n"
       "`diverged` (train.nonfinite=skip skips such steps instead); if expctl run itself dies, the run\n"
       "shows as `lost` and `expctl resume` continues it. Faults and their messages: docs/run.md.\n"
-      "Example: expctl run experiments/quickstart.yaml --set train.max_steps=50");
+      "A spec with program.command runs your own training program (a PyTorch DDP script, any\n"
+      "executable) on the ranks instead, under torchrun's environment; it reports metrics with\n"
+      "`import expctl; expctl.log(step, loss=..., samples=...)` or JSON lines on $EXPCTL_METRICS_FD\n"
+      "(docs/program.md).\n"
+      "Examples: expctl run experiments/quickstart.yaml --set train.max_steps=50\n"
+      "          expctl run experiments/python-ddp/ddp.yaml --set program.params.lr=0.1");
   command->add_option("spec", options->request.spec_file, "Spec file (YAML)")->required();
   command->add_option("--set", options->request.overrides, "Override a field: --set key.path=value (repeatable)")
       ->expected(1)

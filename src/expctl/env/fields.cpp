@@ -75,9 +75,20 @@ constexpr FieldSpec k_fields[] = {
     {"determinism.cudnn_benchmark", boolean, true, "cuDNN autotuner (benchmark mode)"},
     {"env.vars", string_map, true, "allow-listed variables that shape the computation (secrets masked)"},
     {"env.launch_vars", string_map, false, "allow-listed per-job launcher variables (SLURM_*, MASTER_*, RANK...)"},
+    // Only for runs of a user's program (spec program.command, docs/program.md): fingerprints of
+    // other runs have none of them, so their hashes are what they were before this group existed.
+    {"program.executable", string, false, "the program the command runs (argv[0] resolved in PATH)"},
+    {"program.interpreter", string, false, "the Python interpreter that runs it (sys.executable), or none"},
+    {"program.python_version", string, true, "that interpreter's version, or none"},
+    {"program.python_packages", string_list, true, "every distribution installed for it, name==version"},
+    {"program.torch_version", string, true, "torch's version as that interpreter imports it, or none"},
+    {"program.torch_cuda", string, true, "the CUDA version that torch was built with, or none"},
+    {"program.torch_cudnn", string, true, "the cuDNN version that torch loads, or none"},
+    {"program.torch_nccl", string, true, "the NCCL version that torch has, or none"},
 };
 
-constexpr std::string_view k_groups[] = {"host", "gpu", "software", "code", "container", "determinism", "env"};
+constexpr std::string_view k_groups[] = {"host", "gpu",         "software", "code",
+                                         "container", "determinism", "env",      "program"};
 
 }  // namespace
 

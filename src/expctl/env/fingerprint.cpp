@@ -103,6 +103,7 @@ Fingerprint collect_fingerprint(const FingerprintOptions& options) {
   probes::probe_host(fingerprint, options);
   probes::probe_software(fingerprint, options);
   probes::probe_gpu(fingerprint, options);  // after software: prefers LibTorch's CUDA facts
+  probes::probe_program(fingerprint, options);
   const Fingerprint code_part = code.get();  // named: a temporary would die before the loop
   for (const auto& [name, value] : code_part.values()) {
     fingerprint.set(name, value);

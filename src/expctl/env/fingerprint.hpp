@@ -49,6 +49,12 @@ struct FingerprintOptions {
   std::filesystem::path root = "/";
   /// Load NVML, cuDNN, NCCL and libcudart with dlopen when present.
   bool load_gpu_libraries = true;
+  /// A user's program (spec program.command): its interpreter's stack fills the `program` group
+  /// (probed once per interpreter and its package folders, then cached); empty: no such group.
+  std::vector<std::string> program_command;
+  /// Where the program starts (a relative argv[0] is found from here), and the PATH it is looked up in.
+  std::filesystem::path program_workdir;
+  std::string program_path;
 };
 
 /// Field values by field name ("host.os_id"), checked against the field table.

@@ -45,6 +45,15 @@ std::optional<int64_t> meminfo_kib(std::string_view text, std::string_view key);
 
 void probe_host(Fingerprint& fingerprint, const FingerprintOptions& options);
 
+// ---- a user's program ----
+
+/// The interpreter a command runs: argv[0] when its name starts with "python", else the
+/// interpreter of its "#!" line (through /usr/bin/env too) when that is a Python; nullopt otherwise.
+std::optional<std::filesystem::path> python_of(const std::filesystem::path& executable, std::string_view shebang_line);
+
+/// Fills the `program` group when options.program_command is set.
+void probe_program(Fingerprint& fingerprint, const FingerprintOptions& options);
+
 // ---- GPU ----
 
 /// The driver version in /proc/driver/nvidia/version ("NVRM version: ... Kernel Module  535.104.05 ...").

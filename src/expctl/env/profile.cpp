@@ -29,10 +29,13 @@ constexpr ProfileKey k_profile_keys[] = {
     {"compiler.id", "software.compiler_id", pattern, "compiler that built expctl (gnu, clang)"},
     {"compiler.version", "software.compiler_version", pattern, "its version"},
     {"container.image", "container.image_digest", image_digest, "image the process runs in (name@sha256:...)"},
+    {"python.version", "program.python_version", pattern, "version of the Python that runs a spec's program"},
+    {"python.torch", "program.torch_version", pattern, "torch version as that Python imports it"},
 };
 
 constexpr std::string_view k_description_key = "description";
 constexpr std::string_view k_env_table = "env";
+constexpr std::string_view k_python_packages = "python.packages";
 
 util::Diagnostic diagnostic_at(std::string_view text, const std::string& file, const toml::source_region& where,
                                std::string message) {
@@ -136,6 +139,10 @@ class ProfileParser {
     }
     for (const auto& [member_key, member] : *table) {
       const std::string full = section + "." + std::string(member_key.str());
+      if (full == k_python_packages) {
+        read_packages_table(member_key, member, profile);
+        continue;
+      }
       const auto* spec = std::find_if(std::begin(k_profile_keys), std::end(k_profile_keys),
                                       [&full](const ProfileKey& candidate) { return candidate.key == full; });
       if (spec == std::end(k_profile_keys)) {
@@ -143,6 +150,20 @@ class ProfileParser {
         continue;
       }
       read_pin(full, std::string(spec->field), spec->comparison, member, profile);
+    }
+  }
+
+  // [python.packages]: NAME = "pattern" pins one distribution of program.python_packages.
+  void read_packages_table(const toml::key& key, const toml::node& node, Profile& profile) {
+    const toml::table* table = node.as_table();
+    if (table == nullptr) {
+      add(key.source(), fmt::format("\"{}\" should be a table ([{}]) of NAME = \"pattern\", not {}",
+                                    k_python_packages, k_python_packages, describe(node)));
+      return;
+    }
+    for (const auto& [name, member] : *table) {
+      read_pin(std::string(k_python_packages) + "." + std::string(name.str()), "program.python_packages", pattern,
+               member, profile);
     }
   }
 

@@ -1,6 +1,7 @@
 #include "expctl/env/verify.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include "expctl/util/text_table.hpp"
 
@@ -10,7 +11,33 @@ namespace {
 
 constexpr std::string_view k_digest_prefix = "sha256:";
 
+// Package names compare as pip compares them: case-insensitive, with "-", "_" and "." alike.
+std::string normalized_package(std::string_view name) {
+  std::string out;
+  for (const char c : name) {
+    out += (c == '_' || c == '.') ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+// A [python.packages] pin: the version of that distribution in program.python_packages.
+std::string package_version(const Pin& pin, const Fingerprint& fingerprint) {
+  const std::string wanted = normalized_package(pin.key.substr(std::string_view("python.packages.").size()));
+  const nlohmann::json* packages = fingerprint.find("program.python_packages");
+  for (const auto& entry : packages != nullptr ? *packages : nlohmann::json::array()) {
+    const std::string text = entry.get<std::string>();
+    const size_t separator = text.find("==");
+    if (separator != std::string::npos && normalized_package(text.substr(0, separator)) == wanted) {
+      return text.substr(separator + 2);
+    }
+  }
+  return "none";
+}
+
 std::string actual_value(const Pin& pin, const Fingerprint& fingerprint) {
+  if (pin.field == "program.python_packages") {
+    return package_version(pin, fingerprint);
+  }
   if (pin.field != "env.vars") {
     return fingerprint.text(pin.field);
   }

@@ -17,6 +17,8 @@ namespace expctl::launch {
 
 /// Names the file descriptor of the control channel's write end in a rank's environment.
 inline constexpr const char* k_control_fd_variable = "EXPCTL_CONTROL_FD";
+/// Names the same descriptor for a user's program (docs/program.md): JSON lines of metrics.
+inline constexpr const char* k_metrics_fd_variable = "EXPCTL_METRICS_FD";
 /// The descriptor the supervisor places the channel at in every rank.
 inline constexpr int k_control_fd = 3;
 

@@ -54,7 +54,7 @@ void report_exec_error(int fd) {
 }
 
 // After fork only async-signal-safe calls: everything was prepared by the parent.
-[[noreturn]] void run_child(ChildFds fds, char* const* argv, char* const* envp, pid_t parent) {
+[[noreturn]] void run_child(ChildFds fds, char* const* argv, char* const* envp, pid_t parent, const char* workdir) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) {
@@ -81,6 +81,9 @@ void report_exec_error(int fd) {
     }
   }
   ::close_range(k_control_fd + 1, ~0U, CLOSE_RANGE_CLOEXEC);  // foreign inherited fds stay out of the rank
+  if (workdir != nullptr && ::chdir(workdir) != 0) {
+    report_exec_error(status_fd);
+  }
   ::execvpe(argv[0], argv, envp);
   report_exec_error(status_fd);
   ::_exit(k_exec_failed_exit);
@@ -171,6 +174,7 @@ void RankProcess::spawn(const std::vector<std::string>& environment, bool hold) 
   std::vector<std::string> env = environment;
   const std::vector<char*> c_args = c_strings(args);
   const std::vector<char*> c_env = c_strings(env);
+  const std::string workdir = m_spec.workdir.string();
   const pid_t parent = ::getpid();
   // Signals stay blocked until the child has reset its handlers: a SIGTERM arriving in between
   // would otherwise run the supervisor's handler inside the child (a false "interrupt").
@@ -180,7 +184,8 @@ void RankProcess::spawn(const std::vector<std::string>& environment, bool hold) 
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    run_child({stdin_fd, out.write, err.write, control.write, exec_status.write}, c_args.data(), c_env.data(), parent);
+    run_child({stdin_fd, out.write, err.write, control.write, exec_status.write}, c_args.data(), c_env.data(), parent,
+              workdir.empty() ? nullptr : workdir.c_str());
   }
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (input) {
@@ -296,6 +301,13 @@ void RankProcess::on_line(Channel channel, std::string_view line) {
     return;
   }
   m_last_alive = Clock::now();
+  m_spoke = true;
+  if (m_spec.protocol == ControlProtocol::lines) {
+    if (m_sinks.on_record != nullptr && *m_sinks.on_record) {
+      (*m_sinks.on_record)(m_spec.rank, line);  // a program's line, long or not: the caller judges it
+    }
+    return;
+  }
   if (line.size() > k_max_line_bytes) {
     on_output_line(Channel::err, fmt::format("expctl: dropped a control line of {} bytes", line.size()));
     return;

@@ -49,6 +49,8 @@ class RankProcess {
   bool running() const { return m_running; }
   const RankExit& exit() const { return m_exit; }
   Clock::time_point last_alive() const { return m_last_alive; }
+  /// True once the rank has written a line on its control channel.
+  bool spoke() const { return m_spoke; }
   std::vector<std::string> last_lines() const { return {m_tail.begin(), m_tail.end()}; }
   /// The payload of its last heartbeat ("step=42 phase=backward"); empty when it sent none.
   const std::string& last_heartbeat() const { return m_last_heartbeat; }
@@ -91,6 +93,7 @@ class RankProcess {
   RankExit m_exit;
   Clock::time_point m_last_alive = Clock::now();
   std::string m_last_heartbeat;
+  bool m_spoke = false;
   std::deque<std::string> m_tail;
 };
 

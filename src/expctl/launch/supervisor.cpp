@@ -47,7 +47,7 @@ void write_to_stderr(std::string_view line) {
 std::vector<RankSpec> rank_specs(const LaunchPlan& plan, const std::vector<std::string>& argv) {
   std::vector<RankSpec> specs;
   for (const PlannedRank& planned : plan.ranks) {
-    specs.push_back({planned.rank, argv, planned.env});
+    specs.push_back({planned.rank, argv, planned.env, {}, ControlProtocol::expctl});
   }
   return specs;
 }
@@ -168,6 +168,10 @@ struct Supervisor::State {
     fail(&rank, description);
   }
 
+  bool judged(const RankProcess& rank) const {
+    return !options.silence_counts_after_first_line || rank.spoke();
+  }
+
   milliseconds silence_of(const RankProcess& rank) const {
     return std::chrono::duration_cast<milliseconds>(Clock::now() - rank.last_alive());
   }
@@ -180,7 +184,7 @@ struct Supervisor::State {
     }
     const RankProcess* silent = nullptr;
     for (const auto& rank : ranks) {
-      if (rank.get() != &failed && rank->running() && silence_of(*rank) >= k_silent_peer &&
+      if (rank.get() != &failed && rank->running() && judged(*rank) && silence_of(*rank) >= k_silent_peer &&
           (silent == nullptr || rank->last_alive() < silent->last_alive())) {
         silent = rank.get();
       }
@@ -205,7 +209,7 @@ struct Supervisor::State {
       return;
     }
     for (const auto& rank : ranks) {
-      if (rank->running() && now - rank->last_alive() >= options.heartbeat_timeout) {
+      if (rank->running() && judged(*rank) && now - rank->last_alive() >= options.heartbeat_timeout) {
         fail_unresponsive(*rank, fmt::format("rank {} stopped answering (no heartbeat for {})", rank->rank(),
                                              format_duration(options.heartbeat_timeout)));
         return;

@@ -36,11 +36,22 @@ inline constexpr int k_interrupted_exit_code = 130;
 /// The exit code a rank uses for "the loss is not finite" (EX_DATAERR): the run is `diverged`.
 inline constexpr int k_diverged_exit_code = 65;
 
+/// What a rank writes on its control channel.
+enum class ControlProtocol {
+  /// expctl's own lines (control_channel.hpp): heartbeats and "record <payload>".
+  expctl,
+  /// A user's program (docs/program.md): every line is a record, handed to the record sink as it
+  /// is, whatever it holds (the caller decodes it). EXPCTL_METRICS_FD names the channel too.
+  lines,
+};
+
 /// One process to start.
 struct RankSpec {
   int rank = 0;                   ///< global rank: names the log file and console prefix
   std::vector<std::string> argv;  ///< argv[0] is looked up in PATH
   EnvOverrides env;               ///< applied on top of SupervisorOptions::environment
+  std::filesystem::path workdir = {};  ///< the directory it starts in; empty: the supervisor's
+  ControlProtocol protocol = ControlProtocol::expctl;
 };
 
 /// One RankSpec per planned local rank, all running `argv` with the plan's environment.
@@ -84,6 +95,10 @@ struct SupervisorOptions {
   /// Called with a rank that stopped answering, while it still exists and before any rank is
   /// stopped (e.g. to save its native stack); it may take a few seconds. null: nothing.
   std::function<void(int rank, pid_t pid)> on_unresponsive;
+  /// Judge a rank's silence (heartbeat_timeout, and "the silent peer" of a failure) only once it
+  /// has written its first control line: a user's program that never speaks the protocol is not
+  /// taken for a hung one.
+  bool silence_counts_after_first_line = false;
   /// Catch SIGINT/SIGTERM/SIGHUP during wait() (one supervisor per process at a time).
   bool handle_signals = true;
 };

@@ -16,6 +16,7 @@
 #include "expctl/run/console.hpp"
 #include "expctl/run/forensics.hpp"
 #include "expctl/run/outcome.hpp"
+#include "expctl/run/program.hpp"
 #include "expctl/run/recorder.hpp"
 #include "expctl/run/rendezvous.hpp"
 #include "expctl/run/preflight.hpp"
@@ -24,6 +25,7 @@
 #include "expctl/run/stack.hpp"
 #include "expctl/run/summary.hpp"
 #include "expctl/run/train_options.hpp"
+#include "expctl/spec/program.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/tensorboard/export.hpp"
 #include "expctl/train/checkpoint_files.hpp"
@@ -83,6 +85,7 @@ struct Invocation {
   std::shared_ptr<Rendezvous> rendezvous;
   bool quiet = false;
   std::optional<std::int64_t> resume_step;  ///< the checkpoint step a resume continues after
+  bool program = false;  ///< the spec runs a user's program (program.command), not the built-in trainer
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -178,7 +181,7 @@ void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
 // `lost` and `expctl resume` takes it, never as ended without its summary.
 
 RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
-                   const RunFacts& facts) {
+                   const RunFacts& facts, const json& extra_summary = json::object()) {
   const auto& run = invocation.run;
   RunResult result;
   result.exit_code = verdict.exit_code;
@@ -201,6 +204,7 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
     if (!invocation.drift.empty()) {
       result.summary["drift"] = env::verify_rows_json(invocation.drift);
     }
+    result.summary.update(extra_summary);
     store.set_summary(run.id, result.summary.dump());
     store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
     result.run = store.run(run.id);
@@ -275,6 +279,13 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, Conso
   options.log_dir = invocation.run.run_dir / "logs";
   options.grace_period = std::chrono::seconds(3);
   options.heartbeat_timeout = heartbeat_timeout(invocation.resolved.spec);
+  if (invocation.program) {
+    // A program's heartbeats come from the `expctl` module while its main thread moves; one that
+    // never speaks the protocol is not judged at all (docs/program.md).
+    options.heartbeat_timeout =
+        std::chrono::seconds(invocation.resolved.spec.at("distributed").at("timeout_s").get<std::int64_t>());
+    options.silence_counts_after_first_line = true;
+  }
   options.console = [&console](std::string_view line) { console.line(line); };
   options.on_record = [&recorder](int rank, std::string_view payload) { recorder.on_record(rank, payload); };
   options.abort_check = [&recorder]() -> std::optional<std::string> {
@@ -306,7 +317,17 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, Conso
 struct Supervised {
   Verdict verdict;
   RunFacts facts;
+  json summary = json::object();  ///< program runs: what the program logged
 };
+
+// What a program run's summary says about its metrics (the built-in trainer always reports).
+json program_summary(const ProgramRecords& records) {
+  json program = {{"steps_logged", records.steps_logged()}, {"lines_skipped", records.lines_skipped()}};
+  if (records.steps_logged() == 0) {
+    program["note"] = "the program logged no metrics (docs/program.md: expctl.log or the metrics protocol)";
+  }
+  return {{"program", program}};
+}
 
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console,
                           std::optional<launch::HeldRanks> held) {
@@ -315,7 +336,11 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
                     static_cast<int>(plan.ranks.size()));
   export_tensorboard(recorder, store, invocation, plan.world_size);
   std::string stack_note;  // set when a rank stopped answering and its stack was (or was not) saved
-  const auto options = supervisor_options(invocation, console, recorder, stack_note);
+  auto options = supervisor_options(invocation, console, recorder, stack_note);
+  ProgramRecords program_records(recorder, console);
+  if (invocation.program) {
+    options.on_record = [&program_records](int rank, std::string_view line) { program_records.on_line(rank, line); };
+  }
   if (!invocation.quiet) {
     std::cerr << fmt::format("run {} {}: {} rank(s) on this node, world size {}, logs in {}\n", invocation.run.id,
                              invocation.resume ? "resumed" : "started", plan.ranks.size(), plan.world_size,
@@ -324,7 +349,10 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   Supervised result;
   try {
     launch::Supervisor supervisor(options);
-    if (held) {
+    if (invocation.program) {
+      supervisor.start(program_rank_specs(plan, invocation.resolved.spec, invocation.resolved.spec_file,
+                                          invocation.run.id, invocation.run.run_dir, invocation.resume));
+    } else if (held) {
       supervisor.start(std::move(*held), invocation.run.run_dir.string());
     } else {
       supervisor.start(launch::rank_specs(plan, worker_argv(invocation.run.run_dir.string(), invocation.resume)));
@@ -343,6 +371,9 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   console.finish();
   recorder.drain();
   result.facts = recorder.facts();
+  if (invocation.program) {
+    result.summary = program_summary(program_records);
+  }
   return result;  // the recorder's thread ends here, before anyone else uses the store
 }
 
@@ -350,7 +381,7 @@ RunResult supervise(store::Store& store, const Invocation& invocation,
                     std::optional<launch::HeldRanks> held = std::nullopt) {
   Console console(invocation.quiet);
   const auto supervised = run_supervisor(store, invocation, console, std::move(held));
-  return conclude(store, invocation, supervised.verdict, supervised.facts);
+  return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -513,8 +544,22 @@ RunResult run_spec(const RunRequest& request) {
   preflight_training(spec);  // a model file or arrays: an input error exits 2 before anything starts
   const auto identity = launch::detect_launcher(launch::current_environment());
   Invocation invocation;
+  invocation.program = spec::has_program(spec.values());
+  if (invocation.program) {
+    if (identity) {
+      throw util::UsageError(fmt::format(
+          "{}: a spec with program.command is launched by `expctl run` itself, which starts the program on every "
+          "rank: run `expctl run {}` once per node instead of under {}",
+          request.spec_file.string(), request.spec_file.string(), identity->launcher));
+    }
+    check_program_launchable(spec.values(), request.spec_file);  // exit 2 before any rank starts
+  }
   std::optional<launch::HeldRanks> held;
-  if (!identity) {
+  if (!identity && invocation.program) {
+    invocation.resolved.spec = resolved_values(spec);
+    invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
+    invocation.resolved.node = node_of(request, spec);  // rank 0 of the program hosts the rendezvous
+  } else if (!identity) {
     invocation.resolved.spec = resolved_values(spec);
     invocation.resolved.inputs = spec.input_paths();
     // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
@@ -565,11 +610,19 @@ RunResult resume_run(const ResumeRequest& request) {
     return result;
   }
   invocation.quiet = request.quiet;
-  check_checkpoints(invocation);
+  invocation.program = spec::has_program(invocation.resolved.spec);
+  if (invocation.program) {
+    // The program keeps its own checkpoints in EXPCTL_CHECKPOINT_DIR and finds them on EXPCTL_RESUME=1.
+    check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
+  } else {
+    check_checkpoints(invocation);
+  }
   if (invocation.resolved.node.nnodes == 1) {
     invocation.resolved.node.master_port = 0;  // the old port may be taken by now
   }
-  invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
+  if (!invocation.program) {
+    invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
+  }
   invocation.resume = true;
   store.resume_run(invocation.run.id);
   for (const auto& row : drift) {

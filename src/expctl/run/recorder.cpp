@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
+#include "expctl/compare/comparison.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::run {
@@ -107,6 +109,42 @@ void Recorder::on_json(int rank, const json& record) {
   } else if (kind == "start" && rank == 0) {
     m_console.set_world_size(record.value("world_size", 1));
     m_console.set_total(record.value("total_steps", std::int64_t{0}));
+  }
+  enqueue_points();
+  note_if_locked();
+}
+
+void Recorder::on_logged_step(int rank, std::int64_t step, std::vector<store::MetricPoint> points) {
+  train::StepMetrics shown;  // for the console's progress line
+  shown.step = step;
+  shown.loss = std::numeric_limits<double>::quiet_NaN();
+  bool has_loss = false;
+  {
+    std::lock_guard lock(m_mutex);
+    for (const auto& point : points) {
+      if (point.name == "loss") {
+        shown.loss = point.value;
+        has_loss = true;
+      } else if (point.name == compare::k_step_time_series) {
+        shown.step_time_s = point.value / 1000.0;
+      } else if (point.name == compare::k_throughput_series) {
+        shown.samples_per_sec = point.value;
+      }
+    }
+    m_points.insert(m_points.end(), std::make_move_iterator(points.begin()), std::make_move_iterator(points.end()));
+    m_steps[rank] = std::max(m_steps[rank], step);
+    if (has_loss && !std::isfinite(shown.loss) && (!m_divergence || m_divergence->step == step)) {
+      if (!m_divergence) {
+        m_divergence = Divergence{step, {}};
+      }
+      m_divergence->losses[rank] = shown.loss;
+    }
+    if (rank == 0 && !m_facts.time_to_first_step) {
+      m_facts.time_to_first_step = seconds_since(m_start) - shown.step_time_s;
+    }
+  }
+  if (rank == 0 && has_loss) {
+    m_console.step(shown);
   }
   enqueue_points();
   note_if_locked();

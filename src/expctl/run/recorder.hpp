@@ -85,6 +85,10 @@ class Recorder {
   void on_record(int rank, std::string_view payload);
   /// A record already parsed (external-launcher rank 0 trains in this process).
   void on_json(int rank, const nlohmann::json& record);
+  /// A step a user's program logged (program_records.hpp): `points` are stored as they are (the
+  /// program's own series, and what follows from them: step_time_ms, samples_per_sec), so a
+  /// program run is read by the same summary, compare and export code as a built-in one.
+  void on_logged_step(int rank, std::int64_t step, std::vector<store::MetricPoint> points);
   /// Throws the writer's fatal error as a StoreError, if there was one.
   void throw_if_fatal() const;
   /// Also writes every point, as it is stored, to TensorBoard event files (tensorboard/

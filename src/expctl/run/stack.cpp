@@ -7,6 +7,8 @@
 
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/env/profile.hpp"
+#include "expctl/run/program.hpp"
+#include "expctl/spec/program.hpp"
 #include "expctl/spec/profile.hpp"
 #include "expctl/train/plugin.hpp"
 
@@ -23,6 +25,14 @@ env::FingerprintOptions fingerprint_options(const std::filesystem::path& spec_fi
   options.torch_fields = train::plugin::torch_build_fields;
   options.determinism.seed = spec.at("seed").get<std::int64_t>();
   options.determinism.deterministic_algorithms = spec.at("determinism").get<std::string>() == "strict";
+  if (spec::has_program(spec)) {
+    // The interpreter a program's ranks run is part of its stack (python, packages, torch).
+    options.program_command = spec.at("program").at("command").get<std::vector<std::string>>();
+    options.program_workdir = program_workdir(spec, spec_file);
+    const auto& env = spec.at("program").at("env");
+    const char* path = std::getenv("PATH");
+    options.program_path = env.contains("PATH") ? env.at("PATH").get<std::string>() : std::string(path ? path : "");
+  }
   return options;
 }
 

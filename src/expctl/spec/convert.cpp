@@ -167,6 +167,84 @@ Result to_threshold(const std::string& label, const YamlNode& node) {
                                   label, describe_kind(node)));
 }
 
+// A program parameter is typed as YAML's core schema types it: 3 is an integer, 0.1 a float, true a
+// bool, anything else (or anything quoted) a string. Non-finite floats are refused as in every field.
+Result to_param_scalar(const std::string& label, const YamlNode& node) {
+  if (node.kind != YamlNode::Kind::scalar) {
+    return refuse(node, fmt::format("{} must be a scalar or a list of scalars, found {}", label, describe_kind(node)));
+  }
+  if (!node.quoted) {
+    if (looks_like_integer(node.value)) {
+      return to_integer(label, Range{}, node);
+    }
+    if (looks_like_float(node.value) || node.value == ".inf" || node.value == "-.inf" || node.value == ".nan") {
+      return to_float(label, Range{}, node);
+    }
+    if (node.value == "true" || node.value == "True" || node.value == "TRUE" || node.value == "false" ||
+        node.value == "False" || node.value == "FALSE") {
+      return to_boolean(label, node);
+    }
+  }
+  return node.value;
+}
+
+Result to_param_value(const Field& field, const std::string& label, const YamlNode& node) {
+  if (node.kind != YamlNode::Kind::sequence) {
+    return to_param_scalar(label, node);
+  }
+  if (node.items.size() > field.size.max) {
+    return refuse(node, fmt::format("{} must have at most {} items, found {}", label, field.size.max, node.items.size()));
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < node.items.size(); ++i) {
+    auto item = to_param_scalar(fmt::format("{}[{}]", label, i), node.items[i]);
+    if (!item) {
+      return item;
+    }
+    out.push_back(std::move(*item));
+  }
+  return out;
+}
+
+bool valid_env_name(std::string_view name) {
+  static const std::regex pattern("[A-Za-z_][A-Za-z0-9_]*");
+  return std::regex_match(name.begin(), name.end(), pattern);
+}
+
+Result to_map(const Field& field, const YamlNode& node) {
+  const std::string label(field.path);
+  if (node.kind == YamlNode::Kind::null) {
+    return nlohmann::json::object();
+  }
+  if (node.kind != YamlNode::Kind::mapping) {
+    return refuse(node, fmt::format("{} must be a mapping of names to values, e.g. \"{}\", found {}", label,
+                                    field.type == FieldType::param_map ? "lr: 0.1" : "OMP_PROC_BIND: close",
+                                    describe_kind(node)));
+  }
+  constexpr size_t k_max_entries = 1024;
+  if (node.entries.size() > k_max_entries) {
+    return refuse(node, fmt::format("{} has {} entries, more than the {} allowed", label, node.entries.size(),
+                                    k_max_entries));
+  }
+  const Field& entry_field = map_entry_field(field);
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : node.entries) {
+    const bool env = field.type == FieldType::string_map;
+    if (env ? !valid_env_name(key.value) : !valid_entry_name(key.value)) {
+      return refuse(key, fmt::format("{} name {} is not valid: use {}", label, util::quoted(key.value),
+                                     env ? "letters, digits and '_', not starting with a digit"
+                                         : "1 to 128 letters, digits, '_' or '-', not starting with a digit"));
+    }
+    const std::string entry_label = label + "." + key.value;
+    auto converted = env ? to_string(entry_label, value) : to_param_value(entry_field, entry_label, value);
+    if (!converted) {
+      return converted;
+    }
+    out[key.value] = std::move(*converted);
+  }
+  return out;
+}
+
 Result to_scalar(const Field& field, FieldType type, const std::string& label, const YamlNode& node) {
   switch (type) {
     case FieldType::integer:
@@ -186,6 +264,11 @@ Result to_scalar(const Field& field, FieldType type, const std::string& label, c
     case FieldType::string:
     case FieldType::string_list:
       return to_string(label, node);
+    case FieldType::param_value:
+      return to_param_scalar(label, node);
+    case FieldType::param_map:
+    case FieldType::string_map:
+      break;
   }
   return refuse(node, label + " has an unknown type");
 }
@@ -220,9 +303,33 @@ tl::expected<nlohmann::json, ConversionError> convert_value(const Field& field, 
     case FieldType::integer_list:
     case FieldType::float_list:
       return to_list(field, node);
+    case FieldType::param_map:
+    case FieldType::string_map:
+      return to_map(field, node);
+    case FieldType::param_value:
+      return to_param_value(field, std::string(field.path), node);
     default:
       return to_scalar(field, field.type, std::string(field.path), node);
   }
+}
+
+tl::expected<nlohmann::json, ConversionError> convert_entry(const Field& map, const std::string& name,
+                                                            const YamlNode& node) {
+  const std::string label = std::string(map.path) + "." + name;
+  if (map.type == FieldType::string_map) {
+    if (!valid_env_name(name)) {
+      return refuse(node, fmt::format("{} is not a valid environment variable name: use letters, digits and '_', "
+                                      "not starting with a digit",
+                                      util::quoted(name)));
+    }
+    return to_string(label, node);
+  }
+  if (!valid_entry_name(name)) {
+    return refuse(node, fmt::format("{} is not a valid parameter name: use 1 to 128 letters, digits, '_' or '-', not "
+                                    "starting with a digit",
+                                    util::quoted(name)));
+  }
+  return to_param_value(map_entry_field(map), label, node);
 }
 
 nlohmann::json default_value(const Field& field) {

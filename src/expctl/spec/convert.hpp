@@ -23,6 +23,11 @@ struct ConversionError {
 /// list sizes and formats.
 tl::expected<nlohmann::json, ConversionError> convert_value(const Field& field, const YamlNode& node);
 
+/// Converts the value of entry `name` of the mapping field `map` (`--set program.params.lr=0.1`,
+/// a sweep axis over `program.params.lr`), labelled "program.params.lr" in messages.
+tl::expected<nlohmann::json, ConversionError> convert_entry(const Field& map, const std::string& name,
+                                                            const YamlNode& node);
+
 /// The field's default, parsed from its YAML text by convert_value; throws InternalError when
 /// the table holds an invalid default (a unit test checks them all).
 nlohmann::json default_value(const Field& field);

@@ -1,11 +1,13 @@
 #include "expctl/spec/field_table.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "expctl/spec/catalog.hpp"
+#include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::spec {
@@ -218,6 +220,29 @@ std::span<const Field> table() {
     {"train.checkpoint_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::excluded,
      "Write a checkpoint every this many optimizer steps; 0: only at the end.", ""},
 
+    {"program.command", T::string_list, "[]", "", any(), items(0, 256), H::hashed_unless_default,
+     "Run this program on every rank instead of the built-in trainer: its argv (argv[0] is looked up in PATH, "
+     "relative paths from `program.workdir`), launched with torchrun's environment (docs/program.md). "
+     "`{params.NAME}`, `{seed}` and `{run_id}` are replaced; `{{` and `}}` are literal braces. Empty: the built-in "
+     "trainer, configured by `model`, `data`, `optim`, `schedule` and `train`, which a program spec may not set.",
+     ""},
+    {"program.params", T::param_map, "{}", "", any(), no_items(), H::hashed_unless_default,
+     "The program's parameters: any names with scalar or list values (`lr: 0.1`), hashed; `--set "
+     "program.params.lr=0.2` and sweep axes set one. The program reads them through the placeholders, "
+     "`expctl.params()` or the JSON file named by `EXPCTL_PARAMS_FILE`.",
+     ""},
+    {"program.files", T::string_list, "[]", "", any(), items(0, 256), H::file_content,
+     "Paths or globs, relative to the spec's directory, of the files whose content makes the program what it is "
+     "(scripts, modules, configs): their bytes are hashed, so editing the script changes the spec hash.",
+     "the script the command names (its first relative argument that is a file)"},
+    {"program.workdir", T::string, "\"\"", "", any(), no_items(), H::excluded,
+     "Directory the ranks start in; relative to the spec's directory. A location, so not hashed.",
+     "the spec's directory"},
+    {"program.env", T::string_map, "{}", "", any(), no_items(), H::hashed_unless_default,
+     "Extra environment variables for every rank (`NAME: value`), hashed. expctl's own and torchrun's variables "
+     "cannot be overridden here.",
+     ""},
+
     {"metrics.log_every", T::integer, "10", "", between(1, k_max_count), no_items(), H::excluded,
      "Print a progress line every this many optimizer steps when the console is not a terminal (every step is recorded in the store).", ""},
     {"metrics.tensorboard", T::string, "\"\"", "", any(), no_items(), H::excluded,
@@ -306,6 +331,12 @@ std::string allowed_text(const Field& field) {
       return "`name@sha256:<64 hex>` or empty";
     case T::threshold:
       return "`\"-5%\"` (relative), `\"-0.5pp\"` (points) or a number (absolute)";
+    case T::param_map:
+      return "names to scalars or lists";
+    case T::string_map:
+      return "names to strings";
+    case T::param_value:
+      return "a scalar or a list";
     case T::string_list:
     case T::integer_list:
     case T::float_list: {
@@ -330,6 +361,8 @@ std::string_view hashing_text(Hashing hashing) {
       return "content";
     case H::hashed_unless_default:
       return "unless default";
+    case H::file_content:
+      return "file content";
   }
   return "";
 }
@@ -363,6 +396,39 @@ const Field* find_field(std::string_view path) {
     }
   }
   return nullptr;
+}
+
+bool valid_entry_name(std::string_view name) {
+  if (name.empty() || name.size() > 128 || std::isdigit(static_cast<unsigned char>(name.front()))) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; });
+}
+
+const Field* find_map_field(std::string_view path, std::string* entry) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string_view::npos) {
+    return nullptr;
+  }
+  const Field* map = find_field(path.substr(0, dot));
+  const std::string_view name = path.substr(dot + 1);
+  if (map == nullptr || (map->type != T::param_map && map->type != T::string_map) || name.empty()) {
+    return nullptr;
+  }
+  if (entry != nullptr) {
+    *entry = std::string(name);
+  }
+  return map;
+}
+
+const Field& map_entry_field(const Field& map) {
+  static const Field k_param_entry{"program.params.*", T::param_value, "0", "", any(), items(0, 1024), H::hashed,
+                                   "One program parameter.", ""};
+  static const Field k_env_entry{"program.env.*", T::string, "\"\"", "", any(), no_items(), H::hashed,
+                                 "One environment variable.", ""};
+  EXPCTL_ASSERT(map.type == T::param_map || map.type == T::string_map, "{} is not a mapping field", map.path);
+  return map.type == T::param_map ? k_param_entry : k_env_entry;
 }
 
 bool is_section(std::string_view path) {
@@ -451,6 +517,12 @@ std::string_view type_name(FieldType type) {
       return "image reference";
     case T::threshold:
       return "threshold";
+    case T::param_map:
+      return "mapping";
+    case T::string_map:
+      return "mapping of strings";
+    case T::param_value:
+      return "scalar or list";
   }
   return "value";
 }

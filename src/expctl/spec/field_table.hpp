@@ -24,6 +24,9 @@ enum class FieldType {
   float_list,    ///< list of floats
   image,         ///< "name@sha256:<64 lowercase hex>" or "" (no container)
   threshold,     ///< regression threshold: "-5%" (relative), "-0.5pp" (percentage points) or a number (absolute)
+  param_map,     ///< free mapping of names to scalars or lists of scalars, typed as YAML types them
+  string_map,    ///< mapping of names to strings (environment variables)
+  param_value,   ///< one entry of a param_map: a scalar (integer, float, bool or string) or a list of them
 };
 
 /// Whether and how a field enters the spec hash.
@@ -37,6 +40,9 @@ enum class Hashing {
   /// Part of the canonical form only when it differs from its default: a field added later
   /// leaves the hash of every spec that does not use it as it was.
   hashed_unless_default,
+  /// A list of paths (globs): the content of the files they name is hashed, not the paths
+  /// (program.files); only for specs that run a program.
+  file_content,
 };
 
 /// Closed or open bounds for numbers (list elements included).
@@ -71,6 +77,19 @@ std::span<const Field> fields();
 
 /// The field with this dotted path, or nullptr.
 const Field* find_field(std::string_view path);
+
+/// For a path one level under a mapping field ("program.params.lr", "program.env.OMP_PROC_BIND"):
+/// the mapping field, and the entry's name in `entry` (not yet checked: convert_entry does);
+/// nullptr otherwise.
+const Field* find_map_field(std::string_view path, std::string* entry = nullptr);
+
+/// An entry name of a mapping field: 1 to 128 letters, digits, '_' or '-', not starting with a
+/// digit (what a placeholder, an environment variable and a dotted `--set` path can all carry).
+bool valid_entry_name(std::string_view name);
+
+/// The field that types one entry of a mapping field: `--set program.params.lr=0.1` and sweep
+/// axes over such entries convert their values with it (its path is the mapping's, ending in ".*").
+const Field& map_entry_field(const Field& map);
 
 /// True when `path` is a section (a proper prefix of some field path, e.g. "train.amp").
 bool is_section(std::string_view path);

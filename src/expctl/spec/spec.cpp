@@ -10,6 +10,7 @@
 #include "expctl/spec/catalog.hpp"
 #include "expctl/spec/convert.hpp"
 #include "expctl/spec/profile.hpp"
+#include "expctl/spec/program.hpp"
 #include "expctl/spec/rules.hpp"
 #include "expctl/spec/yaml_tree.hpp"
 #include "expctl/util/atomic_file.hpp"
@@ -71,6 +72,7 @@ class SpecBuilder {
     fill_derived_defaults();
     resolve_file_paths();
     apply_rules();
+    check_program();
     load_env_profile();
     digest_inputs();
     if (!m_diagnostics.empty()) {
@@ -222,6 +224,13 @@ class SpecBuilder {
     m_values[pointer_of(field.path)] = std::move(*value);
     m_origins[std::string(field.path)] = origin;
     m_invalid.erase(std::string(field.path));
+    if (node.kind == YamlNode::Kind::sequence) {
+      auto& marks = m_item_marks[std::string(field.path)];
+      marks.clear();
+      for (const YamlNode& item : node.items) {
+        marks.push_back(origin.file == m_name ? item.mark : SourceMark{});
+      }
+    }
   }
 
   void apply_override(const std::string& raw) {
@@ -233,11 +242,17 @@ class SpecBuilder {
     }
     const std::string path(util::trim(std::string_view(raw).substr(0, equals)));
     const Field* field = find_field(path);
-    if (field == nullptr) {
+    std::string entry;
+    const Field* map = field == nullptr ? find_map_field(path, &entry) : nullptr;
+    if (field == nullptr && map == nullptr) {
       problem_without_position(name, unknown_override_message(path));
       return;
     }
     const std::string text = raw.substr(equals + 1);
+    if (map != nullptr) {
+      apply_entry_override(*map, entry, text, name);
+      return;
+    }
     YamlDocument document = load_yaml(text, name, k_override_limits);
     if (!document.diagnostics.empty()) {
       problem_without_position(name,
@@ -249,6 +264,32 @@ class SpecBuilder {
     }
     document.root.mark = {};
     apply_value(*field, document.root, {name, {}});
+  }
+
+  // `--set program.params.lr=0.1`: one entry of a mapping field, typed as the file would type it.
+  void apply_entry_override(const Field& map, const std::string& entry, const std::string& text,
+                            const std::string& name) {
+    YamlDocument document = load_yaml(text, name, k_override_limits);
+    if (!document.diagnostics.empty()) {
+      problem_without_position(name,
+                               "the value is not a YAML scalar or flow list: " + document.diagnostics.front().message);
+      return;
+    }
+    if (document.empty) {
+      document.root.kind = YamlNode::Kind::scalar;  // "--set program.env.X=" means the empty string
+      document.root.quoted = true;
+    }
+    document.root.mark = {};
+    auto value = convert_entry(map, entry, document.root);
+    if (!value) {
+      problem_without_position(name, value.error().message);
+      m_invalid.emplace(map.path);
+      return;
+    }
+    m_values[pointer_of(map.path)][entry] = std::move(*value);
+    if (!m_origins.contains(std::string(map.path))) {
+      m_origins[std::string(map.path)] = {name, {}};
+    }
   }
 
   static std::string unknown_override_message(const std::string& path) {
@@ -339,12 +380,72 @@ class SpecBuilder {
       }
       m_inputs.push_back({std::string(field.path), path, std::move(*digest)});
     }
+    // A program spec trains nothing of the data section: its files are the program's (check_program).
     const DatasetInfo* dataset = find_dataset(m_values["data"]["dataset"].get<std::string>());
-    if (dataset != nullptr && dataset->source == DataSource::packaged) {
+    if (dataset != nullptr && dataset->source == DataSource::packaged && !has_program(m_values)) {
       for (const DatasetFile& file : dataset_files(*dataset, m_values["data"]["root"].get<std::string>())) {
         auto digest = file.exists ? util::file_digest(file.path) : util::Expected<std::string>(k_absent);
         m_inputs.push_back({"data.root/" + file.name, file.path, digest ? std::move(*digest) : k_absent});
       }
+    }
+  }
+
+  // A program spec runs the user's program, not the built-in trainer: the trainer's sections
+  // configure nothing then, so setting them is refused rather than silently ignored. Placeholders
+  // are checked at the argument that holds them; the files whose content is hashed must exist.
+  void check_program() {
+    const nlohmann::json& program = m_values["program"];
+    if (!has_program(m_values)) {
+      for (const auto& [path, origin] : m_origins) {
+        if (path.starts_with("program.") && path != "program.command") {
+          problem_at(origin, origin.mark,
+                     fmt::format("{} is set but program.command is empty: name the program to run, e.g. "
+                                 "command: [python3, train.py]",
+                                 path));
+        }
+      }
+      return;
+    }
+    for (const auto& [path, origin] : m_origins) {
+      const std::string section = path.substr(0, path.find('.'));
+      if (std::find(std::begin(k_trainer_sections), std::end(k_trainer_sections), section) !=
+          std::end(k_trainer_sections)) {
+        problem_at(origin, origin.mark,
+                   fmt::format("{} configures the built-in trainer, which does not run when program.command is set: "
+                               "remove it (pass your program its settings through program.params)",
+                               path));
+      }
+    }
+    if (m_invalid.contains("program.command") || m_invalid.contains("program.params")) {
+      return;
+    }
+    const auto& command = program["command"];
+    const auto& marks = m_item_marks["program.command"];
+    const Origin origin = m_origins.count("program.command") > 0 ? m_origins.at("program.command") : Origin{m_name, {}};
+    for (size_t i = 0; i < command.size(); ++i) {
+      const std::string argument = command[i].get<std::string>();
+      if (i == 0 && argument.empty()) {
+        problem_at(origin, i < marks.size() ? marks[i] : origin.mark,
+                   "program.command[0] is empty: name the program to run");
+      }
+      if (const auto problem = placeholder_problem(argument, program["params"])) {
+        problem_at(origin, i < marks.size() && marks[i].line > 0 ? marks[i] : origin.mark,
+                   fmt::format("program.command[{}]: {}", i, *problem));
+      }
+    }
+    if (m_invalid.contains("program.files")) {
+      return;
+    }
+    auto files = program_files(fs::absolute(m_file).parent_path(), program["files"].get<std::vector<std::string>>(),
+                               command.get<std::vector<std::string>>());
+    if (!files) {
+      const Origin files_origin = m_origins.count("program.files") > 0 ? m_origins.at("program.files") : origin;
+      problem_at(files_origin, files_origin.mark, files.error());
+      return;
+    }
+    m_program_files = nlohmann::json::object();
+    for (const ProgramFile& file : *files) {
+      m_program_files[file.path] = file.sha256;
     }
   }
 
@@ -379,16 +480,21 @@ class SpecBuilder {
     }
     Spec spec;
     spec.m_inputs = std::move(m_inputs);
-    const nlohmann::json document = {
+    nlohmann::json document = {
         {"expctl_spec_version", k_spec_version},
         {"env_profile", m_env_profile},
         {"inputs", spec.input_digests()},
         {"spec", hashed},
     };
+    // Only program specs carry it.
+    if (!m_program_files.is_null()) {
+      document["program_files"] = m_program_files;
+    }
     spec.m_file = m_file;
     spec.m_values = std::move(m_values);
     spec.m_env_profile_path = std::move(m_env_profile_path);
     spec.m_env_profile = std::move(m_env_profile);
+    spec.m_program_files = std::move(m_program_files);
     spec.m_canonical = canonical_json(document);
     spec.m_hash = util::sha256_hex(spec.m_canonical);
     return spec;
@@ -401,6 +507,8 @@ class SpecBuilder {
   nlohmann::json m_values;
   std::map<std::string, Origin> m_origins;
   std::set<std::string> m_invalid;
+  std::map<std::string, std::vector<SourceMark>> m_item_marks;  // list fields: where each item was written
+  nlohmann::json m_program_files;                                // path -> sha256; null without a program
   std::optional<fs::path> m_env_profile_path;
   nlohmann::json m_env_profile;
   std::vector<InputFile> m_inputs;

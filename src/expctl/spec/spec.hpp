@@ -63,6 +63,9 @@ class Spec {
   /// absolute path -> sha256 of the inputs that exist: what a rank checks before it reads them
   /// (resolved.json's "inputs").
   nlohmann::json input_paths() const;
+  /// The program's files whose content is hashed (docs/program.md): relative path -> SHA-256;
+  /// null when the spec runs no program.
+  const nlohmann::json& program_files() const { return m_program_files; }
 
   /// Exact bytes that were hashed (versioned, sorted, compact JSON).
   const std::string& canonical() const { return m_canonical; }
@@ -78,6 +81,7 @@ class Spec {
   std::optional<std::filesystem::path> m_env_profile_path;
   nlohmann::json m_env_profile;
   std::vector<InputFile> m_inputs;
+  nlohmann::json m_program_files;
   std::string m_canonical;
   std::string m_hash;
 };

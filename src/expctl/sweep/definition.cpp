@@ -199,14 +199,25 @@ class Reader {
   void read_fields(const YamlNode& mapping, const std::string& prefix, Block block) {
     for (const auto& [key, value] : mapping.entries) {
       const std::string path = prefix.empty() ? key.value : prefix + "." + key.value;
+      std::string entry;
       if (const spec::Field* field = spec::find_field(path)) {
-        read_field(*field, key, value, block);
+        if (is_map(*field) && value.kind == YamlNode::Kind::mapping && block != Block::set) {
+          read_fields(value, path, block);  // program: {params: {lr: [0.01, 0.1]}}
+        } else {
+          read_field(*field, path, "", key, value, block);
+        }
+      } else if (const spec::Field* map = spec::find_map_field(path, &entry)) {
+        read_field(*map, path, entry, key, value, block);
       } else if (spec::is_section(path) && value.kind == YamlNode::Kind::mapping) {
         read_fields(value, path, block);
       } else {
         problem(key.mark, unknown_field_message(path));
       }
     }
+  }
+
+  static bool is_map(const spec::Field& field) {
+    return field.type == spec::FieldType::param_map || field.type == spec::FieldType::string_map;
   }
 
   static std::string unknown_field_message(const std::string& path) {
@@ -221,8 +232,9 @@ class Reader {
     return message;
   }
 
-  void read_field(const spec::Field& field, const YamlNode& key, const YamlNode& value, Block block) {
-    const std::string path(field.path);
+  // `entry`: the name under a mapping field (program.params.lr), whose values the field's entry type converts.
+  void read_field(const spec::Field& field, const std::string& path, const std::string& entry, const YamlNode& key,
+                  const YamlNode& value, Block block) {
     if (const auto earlier = m_paths.find(path); earlier != m_paths.end()) {
       problem(key.mark, fmt::format("{} is given twice (also at {}): keep one", path, position_text(earlier->second)));
       return;
@@ -236,15 +248,16 @@ class Reader {
     }
     Axis axis{path, key.mark, {}};
     if (block == Block::set) {
-      add_value(field, value, axis);
+      add_value(field, entry, value, axis);
       m_def.set.push_back(std::move(axis));
       return;
     }
-    read_axis_values(field, value, axis, block);
+    read_axis_values(field, entry, value, axis, block);
     (block == Block::grid ? m_def.grid : m_def.zip).push_back(std::move(axis));
   }
 
-  void read_axis_values(const spec::Field& field, const YamlNode& value, Axis& axis, Block block) {
+  void read_axis_values(const spec::Field& field, const std::string& entry, const YamlNode& value, Axis& axis,
+                        Block block) {
     if (value.kind != YamlNode::Kind::sequence || value.items.empty()) {
       problem(value.mark.line > 0 ? value.mark : axis.mark,
               fmt::format("{} axis {} must be a non-empty list of values, e.g. [0.01, 0.1], found {}",
@@ -252,12 +265,12 @@ class Reader {
       return;
     }
     for (const YamlNode& item : value.items) {
-      add_value(field, item, axis);
+      add_value(field, entry, item, axis);
     }
   }
 
-  void add_value(const spec::Field& field, const YamlNode& node, Axis& axis) {
-    auto converted = spec::convert_value(field, node);
+  void add_value(const spec::Field& field, const std::string& entry, const YamlNode& node, Axis& axis) {
+    auto converted = entry.empty() ? spec::convert_value(field, node) : spec::convert_entry(field, entry, node);
     if (!converted) {
       problem(converted.error().mark.line > 0 ? converted.error().mark : node.mark, converted.error().message);
       return;
@@ -281,7 +294,7 @@ class Reader {
     } else if (value.kind == YamlNode::Kind::sequence && !value.items.empty() && value.items.size() <= k_max_seeds) {
       Axis axis{"seed", key_mark, {}};
       for (const YamlNode& item : value.items) {
-        add_value(*spec::find_field("seed"), item, axis);
+        add_value(*spec::find_field("seed"), "", item, axis);
       }
       m_def.seeds = std::move(axis.values);
     } else {

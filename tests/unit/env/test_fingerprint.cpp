@@ -57,13 +57,19 @@ TEST_CASE("fingerprint: the field table has unique names in known groups") {
 
 TEST_CASE("fingerprint: every field is present and has its type") {
   const Fingerprint fingerprint = collect_fingerprint(quiet_options());
+  std::size_t program_fields = 0;
   for (const FieldSpec& field : fields()) {
     CAPTURE(field.name);
     const nlohmann::json* value = fingerprint.find(field.name);
+    if (group_of(field.name) == "program") {
+      CHECK(value == nullptr);  // only for runs of a user's program
+      ++program_fields;
+      continue;
+    }
     REQUIRE(value != nullptr);
     CHECK(has_type(*value, field.type));
   }
-  CHECK(fingerprint.values().size() == fields().size());
+  CHECK(fingerprint.values().size() == fields().size() - program_fields);
 }
 
 TEST_CASE("fingerprint: this machine's facts are plausible") {
@@ -206,4 +212,39 @@ TEST_CASE("fingerprint: docs/env.md lists every field and every profile key") {
     CHECK(doc.find("| `" + std::string(field.name) + "` | " + std::string(type_name(field.type)) + " | " +
                    (field.hashed ? "yes" : "no") + " |") != std::string::npos);
   }
+}
+
+TEST_CASE("fingerprint: the interpreter of a program is found from argv[0] or its #! line") {
+  CHECK(probes::python_of("/usr/bin/python3", "") == std::filesystem::path("/usr/bin/python3"));
+  CHECK(probes::python_of("/work/train.py", "#!/usr/bin/env python3") == std::filesystem::path("python3"));
+  CHECK(probes::python_of("/work/train.py", "#!/opt/py/bin/python3.11 -u") ==
+        std::filesystem::path("/opt/py/bin/python3.11"));
+  CHECK_FALSE(probes::python_of("/work/train.sh", "#!/bin/sh").has_value());
+  CHECK_FALSE(probes::python_of("/usr/bin/mpirun", "\x7f" "ELF").has_value());
+}
+
+TEST_CASE("fingerprint: a Python program's stack is probed through its interpreter, then cached") {
+  if (!std::filesystem::exists("/usr/bin/python3")) {
+    FAIL("/usr/bin/python3 is missing: apt-get install python3 (scripts/install-deps.sh installs it)");
+  }
+  const expctl::test::TempDir cache;
+  ::setenv("EXPCTL_CACHE_DIR", cache.path().c_str(), 1);
+  FingerprintOptions options = quiet_options();
+  options.program_command = {"python3", "train.py"};
+  options.program_path = "/usr/bin";
+  options.program_workdir = cache.path();
+  const Fingerprint first = collect_fingerprint(options);
+  CHECK(first.text("program.executable") == "/usr/bin/python3");
+  CHECK(first.text("program.python_version").starts_with("3."));
+  CHECK(first.text("program.interpreter") != "none");
+  // Debian's python3-torch answers as the interpreter imports it.
+  CHECK(first.text("program.torch_version") != "");
+  REQUIRE(std::filesystem::exists(cache.path() / "program-stack"));
+  CHECK(std::distance(std::filesystem::directory_iterator(cache.path() / "program-stack"),
+                      std::filesystem::directory_iterator()) == 1);
+  const Fingerprint second = collect_fingerprint(options);
+  CHECK(second.hash() == first.hash());
+  // Not the stack of a run without a program: that fingerprint's hash does not see the group.
+  CHECK(collect_fingerprint(quiet_options()).hash() != first.hash());
+  ::unsetenv("EXPCTL_CACHE_DIR");
 }

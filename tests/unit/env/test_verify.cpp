@@ -3,6 +3,10 @@
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
+#include <map>
+
+#include "expctl/env/fingerprint.hpp"
+#include "expctl/env/profile.hpp"
 #include "expctl/env/verify.hpp"
 
 using namespace expctl::env;
@@ -77,4 +81,27 @@ TEST_CASE("verify: image digest parts") {
 TEST_CASE("verify: nothing pinned, nothing drifted") {
   CHECK(all_ok({}));
   CHECK(verify_profile(parse_profile("description = \"empty\"\n", "p.toml"), node_a()).empty());
+}
+
+TEST_CASE("verify: a program's Python, torch and packages are pinned by [python] and [python.packages]") {
+  const Profile profile = parse_profile(
+      "[python]\nversion = \"3.11.*\"\ntorch = \"1.13.*\"\n[python.packages]\nNumPy = \"1.24.*\"\nscipy = \"none\"\n"
+      "py_yaml = \"6.*\"\n",
+      "p.toml");
+  Fingerprint fingerprint;
+  fingerprint.set("program.python_version", "3.11.2");
+  fingerprint.set("program.torch_version", "2.1.0");
+  fingerprint.set("program.python_packages", nlohmann::json::array({"numpy==1.24.2", "PyYAML==6.0", "torch==2.1.0"}));
+  const auto rows = verify_profile(profile, fingerprint);
+  REQUIRE(rows.size() == 5);
+  std::map<std::string, std::pair<std::string, bool>> by_key;
+  for (const auto& row : rows) {
+    by_key[row.key] = {row.actual, row.ok};
+  }
+  CHECK(by_key.at("python.version") == std::pair<std::string, bool>{"3.11.2", true});
+  CHECK(by_key.at("python.torch") == std::pair<std::string, bool>{"2.1.0", false});  // drift: refused unless --allow-drift
+  CHECK(by_key.at("python.packages.NumPy") == std::pair<std::string, bool>{"1.24.2", true});
+  CHECK(by_key.at("python.packages.scipy") == std::pair<std::string, bool>{"none", true});
+  // Names are normalised as pip does (case, "-", "_", "."), never guessed: py_yaml is not PyYAML.
+  CHECK(by_key.at("python.packages.py_yaml") == std::pair<std::string, bool>{"none", false});
 }

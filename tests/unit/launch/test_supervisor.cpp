@@ -329,3 +329,37 @@ TEST_CASE("supervisor: signals and rank ends read as words", "[launch][superviso
   CHECK(describe(RankExit{.rank = 2, .exit_code = 130}) == "exited with code 130");
   CHECK(to_string(RunStatus::interrupted) == "interrupted");
 }
+
+TEST_CASE("supervisor: a program's ranks start in their workdir and every line reaches the callback as it is",
+          "[launch][supervisor]") {
+  TempDir dir;
+  Console console;
+  SupervisorOptions options = quiet_options(dir, console);
+  std::vector<std::string> records;
+  options.on_record = [&](int, std::string_view record) { records.emplace_back(record); };
+  Supervisor supervisor(options);
+  RankSpec rank = shell_rank(0, "echo heartbeat >&3; echo \"{\\\"cwd\\\": \\\"$(pwd)\\\"}\" >&$EXPCTL_METRICS_FD");
+  rank.env["EXPCTL_METRICS_FD"] = "3";
+  rank.workdir = dir.path();
+  rank.protocol = ControlProtocol::lines;
+  const Outcome outcome = supervisor.run({rank});
+  CHECK(outcome.status == RunStatus::completed);
+  CHECK(records == std::vector<std::string>{"heartbeat", "{\"cwd\": \"" + dir.path().string() + "\"}"});
+}
+
+TEST_CASE("supervisor: with silence_counts_after_first_line a rank that never spoke is not judged, one that did is",
+          "[launch][supervisor]") {
+  TempDir dir;
+  Console console;
+  SupervisorOptions options = quiet_options(dir, console);
+  options.heartbeat_timeout = 1s;
+  options.silence_counts_after_first_line = true;
+  Supervisor supervisor(options);
+  // Rank 0 never writes a control line and ends after 2 s: not hung. Rank 1 speaks once, then is silent.
+  const Outcome outcome =
+      supervisor.run({shell_rank(0, "sleep 2"), shell_rank(1, "echo '{\"step\": 1}' >&3; exec sleep 30")});
+  CHECK(outcome.status == RunStatus::failed);
+  REQUIRE(outcome.root_cause);
+  CHECK(outcome.root_cause->rank == 1);
+  CHECK(outcome.root_cause->description == "rank 1 stopped answering (no heartbeat for 1 s)");
+}

@@ -1,0 +1,81 @@
+#pragma once
+/// Running a user's program (the spec's `program:` section, docs/program.md) on this node's ranks:
+/// the same plan, supervisor, recorder and verdicts as the built-in trainer; only the command, its
+/// environment and the source of the step records (ProgramRecords) differ.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/launch/launch_plan.hpp"
+#include "expctl/launch/supervisor.hpp"
+#include "expctl/run/console.hpp"
+#include "expctl/run/recorder.hpp"
+
+namespace expctl::run {
+
+/// Variables a program's rank gets from expctl (on top of torchrun's), which program.env cannot set.
+inline constexpr std::string_view k_program_variables[] = {
+    "EXPCTL_SEED",          "EXPCTL_RUN_ID",   "EXPCTL_CHECKPOINT_DIR", "EXPCTL_PARAMS_FILE",
+    "EXPCTL_METRICS_FD",    "EXPCTL_RESUME",   "EXPCTL_CONTROL_FD",     "PYTHONHASHSEED",
+    "TORCHELASTIC_RUN_ID",  "RANK",            "LOCAL_RANK",            "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",     "GROUP_RANK",      "MASTER_ADDR",           "MASTER_PORT",
+};
+
+/// The directory the ranks start in: program.workdir relative to the spec's directory (default:
+/// the spec's directory).
+std::filesystem::path program_workdir(const nlohmann::json& values, const std::filesystem::path& spec_file);
+
+/// Refuses (util::UsageError, exit 2) before anything is recorded or started: a workdir that is
+/// not a directory, a program.env that sets one of k_program_variables, a command whose
+/// program is not found or not executable.
+void check_program_launchable(const nlohmann::json& values, const std::filesystem::path& spec_file);
+
+/// Writes the run's program files (the parameters as JSON, the `expctl` Python module) under
+/// `run_dir`/program and returns one RankSpec per planned rank: the substituted command in the
+/// workdir, torchrun's environment (rank 0 hosts the rendezvous store, as torchrun's own ranks do
+/// without its agent) plus expctl's variables. `resume`: EXPCTL_RESUME=1.
+std::vector<launch::RankSpec> program_rank_specs(const launch::LaunchPlan& plan, const nlohmann::json& values,
+                                                 const std::filesystem::path& spec_file, const std::string& run_id,
+                                                 const std::filesystem::path& run_dir, bool resume);
+
+/// The Python module `expctl` (stdlib only) that program ranks find on their PYTHONPATH.
+std::string_view python_module_source();
+
+/// Turns the lines of program ranks (program_protocol.hpp) into step records for the recorder:
+/// step times from consecutive timestamps of one rank, samples_per_sec from `samples`. A line
+/// that is not the protocol is skipped with a warning naming the rank (the first few per rank;
+/// all are counted). Called on the supervisor's thread.
+class ProgramRecords {
+ public:
+  ProgramRecords(Recorder& recorder, Console& console) : m_recorder(recorder), m_console(console) {}
+
+  void on_line(int rank, std::string_view line);
+
+  /// Lines stored as steps, and lines skipped, over every rank.
+  std::int64_t steps_logged() const { return m_steps; }
+  std::int64_t lines_skipped() const { return m_skipped; }
+
+ private:
+  Recorder& m_recorder;
+  Console& m_console;
+  std::map<int, double> m_last_time;  // rank -> time of its previous step line
+  std::map<int, int> m_warnings;      // rank -> warnings printed
+  std::int64_t m_steps = 0;
+  std::int64_t m_skipped = 0;
+};
+
+/// The metric points of one logged step of `rank` (pure; ProgramRecords' arithmetic):
+/// `previous_time`: that rank's previous step's time, if any.
+std::vector<store::MetricPoint> logged_step_points(int rank, std::int64_t step,
+                                                   const std::vector<std::pair<std::string, double>>& values,
+                                                   std::optional<double> time, std::optional<double> previous_time);
+
+}  // namespace expctl::run

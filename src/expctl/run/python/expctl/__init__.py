@@ -1,0 +1,155 @@
+"""Report a training program's metrics to `expctl run` (docs/program.md). Standard library only.
+
+    import expctl
+    params = expctl.params()            # program.params of the spec ({} outside expctl)
+    ...
+    expctl.log(step, loss=loss.item(), samples=len(batch))
+
+Outside `expctl run` (no EXPCTL_METRICS_FD) every call is a no-op, so the same script still runs
+under torchrun or plain python. Each record is one JSON line of at most 4096 bytes, written with
+one os.write, so several threads or processes of a rank may log at once.
+
+While the program's main thread makes progress, a daemon thread tells expctl so (a heartbeat
+every few seconds, naming the line the main thread is at). A main thread stuck in one place -
+a collective that never returns, a deadlock - stops the heartbeats, and expctl names the rank as
+hung after distributed.timeout_s.
+"""
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+
+__all__ = ["log", "params", "heartbeat", "active", "seed", "run_id", "checkpoint_dir", "resuming", "rank"]
+
+_PIPE_BUF = 4096
+_HEARTBEAT_EVERY_S = 2.0
+_fd = None
+_lock = threading.Lock()
+
+
+def _metrics_fd():
+    global _fd
+    if _fd is None:
+        text = os.environ.get("EXPCTL_METRICS_FD", "")
+        _fd = int(text) if text.isdigit() else -1
+    return _fd
+
+
+def active():
+    """True when running under `expctl run` (metrics go to expctl)."""
+    return _metrics_fd() >= 0
+
+
+def _write(record):
+    fd = _metrics_fd()
+    if fd < 0:
+        return
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+    if len(line) > _PIPE_BUF:
+        raise ValueError("expctl.log: the record is %d bytes, over the %d-byte limit of one atomic write; "
+                         "log fewer or shorter fields" % (len(line), _PIPE_BUF))
+    try:
+        os.write(fd, line)
+    except OSError:
+        pass  # expctl is gone (the run is being stopped): training code must not fail for it
+
+
+def _number(name, value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return float(value)  # floats, numpy scalars, one-element tensors
+    except (TypeError, ValueError):
+        raise TypeError("expctl.log: %s must be a number, got %r" % (name, type(value).__name__))
+
+
+def log(step, **metrics):
+    """Records one step of this rank: `step` (an int >= 0) and numeric metrics, e.g. loss=0.5,
+    samples=64 (samples in this step: expctl derives samples_per_sec). NaN and inf are kept."""
+    if not active():
+        return
+    record = {"step": int(step)}
+    for name, value in metrics.items():
+        record[name] = _number(name, value)
+    record["time"] = time.time()
+    _write(record)
+    _beat.progress()
+
+
+def heartbeat(where=None):
+    """Says the rank is alive (e.g. during a long evaluation); `where` is shown if it hangs later."""
+    if active():
+        _write({"heartbeat": str(where) if where is not None else ""})
+
+
+def params():
+    """program.params of the spec as a dict ({} outside expctl)."""
+    path = os.environ.get("EXPCTL_PARAMS_FILE")
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def seed():
+    """The spec's seed (0 outside expctl)."""
+    return int(os.environ.get("EXPCTL_SEED", "0"))
+
+
+def rank():
+    """This process's global rank (RANK, 0 when unset)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def run_id():
+    """The run's id, or None outside expctl."""
+    return os.environ.get("EXPCTL_RUN_ID")
+
+
+def checkpoint_dir():
+    """Where the program keeps its checkpoints for `expctl resume`, or None outside expctl."""
+    return os.environ.get("EXPCTL_CHECKPOINT_DIR")
+
+
+def resuming():
+    """True when `expctl resume` restarted the program: load the newest checkpoint."""
+    return os.environ.get("EXPCTL_RESUME") == "1"
+
+
+class _Heartbeat:
+    """Beats while the main thread moves: its innermost frame or instruction changed, or it logged."""
+
+    def __init__(self):
+        self._main = threading.main_thread().ident
+        self._last = None
+        self._logged = False
+
+    def progress(self):
+        self._logged = True
+
+    def _where(self):
+        frame = sys._current_frames().get(self._main)
+        if frame is None:
+            return None, ""
+        return (id(frame.f_code), frame.f_lineno, frame.f_lasti), "%s:%d in %s" % (
+            os.path.basename(frame.f_code.co_filename), frame.f_lineno, frame.f_code.co_name)
+
+    def run(self):
+        while True:
+            time.sleep(_HEARTBEAT_EVERY_S)
+            state, where = self._where()
+            if state is None:
+                return  # the main thread has ended
+            if state != self._last or self._logged:
+                self._last, self._logged = state, False
+                heartbeat(where)
+
+
+_beat = _Heartbeat()
+if active():
+    threading.Thread(target=_beat.run, name="expctl-heartbeat", daemon=True).start()

@@ -1,0 +1,303 @@
+// A team's own training program under `expctl run` (docs/program.md): the canonical PyTorch DDP
+// script of experiments/python-ddp (Debian's python3-torch, Gloo on CPU, 2 ranks) and small
+// programs that misbehave on purpose. Real processes; everything started here ends here.
+#include <sys/stat.h>
+
+#include <cmath>
+
+#include "cli/run_helpers.hpp"
+
+using namespace expctl;
+using namespace expctl::test::cli;
+using expctl::test::run_expctl;
+
+namespace {
+
+/// A copy of experiments/python-ddp in a temporary folder (so a test may edit the script).
+struct DdpExperiment {
+  RunDir d;
+  fs::path dir = d.dir / "python-ddp";
+  fs::path spec = dir / "ddp.yaml";
+  DdpExperiment() {
+    fs::create_directories(dir);
+    for (const char* file : {"ddp.yaml", "train.py"}) {
+      fs::copy_file(test::source_dir() / "experiments" / "python-ddp" / file, dir / file);
+    }
+  }
+  util::SubprocessResult run(std::vector<std::string> more = {}) const {
+    std::vector<std::string> args = {"run", spec.string(), "--format", "json"};
+    args.insert(args.end(), more.begin(), more.end());
+    return d.expctl(args);
+  }
+};
+
+/// A program spec around `script` (an executable file written to the folder) on `ranks` ranks.
+struct SmallProgram {
+  RunDir d;
+  fs::path spec;
+  SmallProgram(const std::string& script, int ranks = 2, const std::string& extra = "") {
+    const auto file = d.dir.write("prog.sh", "#!/bin/sh\n" + script);
+    ::chmod(file.c_str(), 0755);
+    spec = d.dir.write("prog.yaml", "distributed:\n  nproc_per_node: " + std::to_string(ranks) + "\n" + extra +
+                                        "program:\n  command: [./prog.sh]\n");
+  }
+  util::SubprocessResult run(std::vector<std::string> more = {}) const {
+    std::vector<std::string> args = {"run", spec.string(), "--format", "json"};
+    args.insert(args.end(), more.begin(), more.end());
+    return d.expctl(args);
+  }
+};
+
+json summary_of(const util::SubprocessResult& result) { return parse_stdout(result).at("summary"); }
+
+}  // namespace
+
+TEST_CASE("program: the DDP script completes, every rank's steps are stored, and a rerun is bitwise equal") {
+  const DdpExperiment e;
+  const auto first = e.run();
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  const json summary = summary_of(first);
+  for (const char* field : {"final_train_loss", "samples_per_sec", "step_time_ms_p50", "loss_curve_sha256",
+                            "eval_accuracy"}) {
+    INFO(field);
+    CHECK_FALSE(summary.at(field).is_null());
+  }
+  CHECK(summary.at("steps") == 64);  // 2048 samples / 2 ranks / 32 per batch, 2 epochs
+  CHECK(summary.at("eval_accuracy").get<double>() > 0.6);
+  CHECK(summary.at("program").at("lines_skipped") == 0);
+  const std::string id = parse_stdout(first).at("run").at("id");
+  const auto db = e.d.open();
+  for (const int rank : {0, 1}) {
+    CHECK(series(db, id, "loss", rank).size() == 64);
+    CHECK(series(db, id, "samples_per_sec", rank).size() == 63);  // from the second step's timestamp on
+  }
+  const auto run = *db.run(id);
+  CHECK(fs::exists(run.run_dir / "logs" / "rank-1.log"));
+  CHECK(fs::exists(run.run_dir / "checkpoints" / "checkpoint.pt"));
+
+  const auto second = e.run();
+  REQUIRE(second.exit_code == 0);
+  CHECK(sha_of(parse_stdout(second)) == sha_of(parse_stdout(first)));
+  const std::string other = parse_stdout(second).at("run").at("id");
+  for (const int rank : {0, 1}) {
+    CHECK(series(e.d.open(), other, "loss", rank) == series(db, id, "loss", rank));
+  }
+  const auto compared = e.d.expctl({"compare", id, other});
+  INFO(compared.out << compared.err);
+  CHECK(compared.exit_code == 0);
+  // The readers of built-in runs read program runs as they are.
+  const auto exported = e.d.expctl({"export", "tensorboard", id, "-o", (e.d.dir / "tb").string()});
+  INFO(exported.out << exported.err);
+  CHECK(exported.exit_code == 0);
+  CHECK(fs::exists(e.d.dir / "tb" / id / "rank1"));
+  const auto watched = e.d.expctl({"watch", id, "--format", "json"});
+  REQUIRE(watched.exit_code == 0);
+  const json view = json::parse(watched.out.substr(0, watched.out.find('\n')));
+  CHECK(view.at("ranks").size() == 2);
+  CHECK(view.at("ranks").at(1).at("step") == 64);
+}
+
+TEST_CASE("program: editing the script changes the spec hash; params and --set do too") {
+  const DdpExperiment e;
+  const auto hash = [&](std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"validate", e.spec.string(), "--format", "json"};
+    args.insert(args.end(), more.begin(), more.end());
+    const auto result = run_expctl(args);
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    return json::parse(result.out).at("specs").at(0).at("hash").get<std::string>();
+  };
+  const std::string before = hash();
+  CHECK(hash({"--set", "program.params.lr=0.1"}) != before);
+  std::ofstream(e.dir / "train.py", std::ios::app) << "# edited\n";
+  CHECK(hash() != before);
+}
+
+TEST_CASE("program: ab with --set-b program.params.batch_size=8 reports the slowdown") {
+  const DdpExperiment e;
+  const auto result = e.d.expctl({"ab", e.spec.string(), e.spec.string(), "--repeat", "5", "--set",
+                                  "program.params.epochs=1", "--set-b", "program.params.batch_size=8", "--format",
+                                  "json"});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.out, Catch::Contains("samples_per_sec") && Catch::Contains("regression"));
+}
+
+TEST_CASE("program: a sweep over program.params.lr runs every point and reports") {
+  const DdpExperiment e;
+  const auto sweep = e.d.dir.write("lr.yaml", "name: lr\nbase: python-ddp/ddp.yaml\nset:\n  program.params.epochs: 1\n"
+                                               "grid:\n  program.params.lr: [0.02, 0.1]\n");
+  const auto ran = e.d.expctl({"sweep", sweep.string(), "--format", "json"});
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  CHECK(parse_stdout(ran).at("jobs").size() == 2);
+  const auto report = e.d.expctl({"sweep", sweep.string(), "--report", "--format", "json"});
+  REQUIRE(report.exit_code == 0);
+  const json document = parse_stdout(report);
+  CHECK(document.at("configurations").size() == 2);
+  CHECK(document.at("best").contains("final_train_loss"));
+}
+
+TEST_CASE("program: a killed rank fails the run fast and is named; resume continues from the program's checkpoint") {
+  const DdpExperiment e;
+  const auto killed = e.run({"--set", "program.params.kill_rank1_at_step=40"});  // after the epoch-1 checkpoint
+  INFO(killed.err);
+  CHECK(killed.exit_code == 1);
+  const json document = parse_stdout(killed);
+  CHECK_THAT(document.at("run").at("root_cause").get<std::string>(), Catch::StartsWith("rank 1 was killed by SIGKILL"));
+  CHECK(document.at("run").at("status") == "failed");
+  const std::string id = document.at("run").at("id");
+
+  const auto resumed = e.d.expctl({"resume", id, "--format", "json"});
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const auto run = *e.d.open().run(id);
+  CHECK(run.status == store::RunStatus::completed);
+  CHECK_THAT(read_text(run.run_dir / "logs" / "rank-0.log"), Catch::Contains("resumed after epoch 0 (step 32)"));
+  // The program restarts from its checkpoint: the curve is the one of a run never killed.
+  const auto whole = e.run({"--set", "program.params.kill_rank1_at_step=40"});  // a new run: step 40 kills again
+  CHECK(whole.exit_code == 1);
+  const auto clean = e.run();
+  REQUIRE(clean.exit_code == 0);
+  CHECK(summary_of(resumed).at("loss_curve_sha256") == summary_of(clean).at("loss_curve_sha256"));
+}
+
+TEST_CASE("program faults: a command that is not found exits 2 before any rank starts") {
+  RunDir d;
+  const auto spec = d.dir.write("p.yaml", "program:\n  command: [no-such-program-xyz, train.py]\n");
+  const auto result = d.expctl({"run", spec.string()});
+  CHECK(result.exit_code == 2);
+  CHECK(result.err == "expctl: error: " + spec.string() +
+                          ": cannot run program.command[0]: \"no-such-program-xyz\" is not found in PATH (" +
+                          std::getenv("PATH") + "): install it, or give its full path; no rank was started\n");
+  CHECK_FALSE(fs::exists(d.db));
+  const auto file = d.dir.write("not-exec.sh", "#!/bin/sh\n");
+  const auto spec2 = d.dir.write("q.yaml", "program:\n  command: [./not-exec.sh]\n");
+  const auto refused = d.expctl({"run", spec2.string()});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("\"./not-exec.sh\" is not an executable file: chmod +x it"));
+}
+
+TEST_CASE("program faults: a rank exiting non-zero fails the run with its last stderr lines") {
+  const SmallProgram p("if [ \"$RANK\" = 1 ]; then echo 'Traceback: boom' >&2; exit 3; fi\nsleep 30\n");
+  const auto started = std::chrono::steady_clock::now();
+  const auto result = p.run();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));  // rank 0's sleep was cut short
+  INFO(result.err);
+  CHECK(result.exit_code == 1);
+  const json run = parse_stdout(result).at("run");
+  CHECK(run.at("status") == "failed");
+  CHECK(run.at("root_cause") == "rank 1 exited with code 3\nlast lines of rank 1:\n  Traceback: boom");
+}
+
+TEST_CASE("program faults: garbage and over-long lines are skipped with a warning naming the rank") {
+  const SmallProgram p(
+      "echo 'not json' >&3\n"
+      "head -c 70000 /dev/zero | tr '\\0' 'x' >&3; echo >&3\n"
+      "echo '{\"step\": 1, \"loss\": 2.5, \"samples\": 4}' >&3\n"
+      "echo '{\"step\": 2, \"loss\": 1.5, \"samples\": 4, \"accuracy\": 0.5}' >&3\n",
+      1);
+  const auto result = p.run();
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.err, Catch::Contains("warning: rank 0 wrote a line that is not the metrics protocol (not JSON); "
+                                         "skipped"));
+  CHECK_THAT(result.err, Catch::Contains("(a line of 70000 bytes, over the 64 KiB limit)"));
+  const json summary = summary_of(result);
+  CHECK(summary.at("program").at("lines_skipped") == 2);
+  CHECK(summary.at("final_train_loss") == 1.5);
+  const std::string id = parse_stdout(result).at("run").at("id");
+  CHECK(series(p.d.open(), id, "accuracy", 0).at(2) == 0.5);
+}
+
+TEST_CASE("program faults: a program that logs nothing completes and its summary says so") {
+  const SmallProgram p("exit 0\n");
+  const auto result = p.run();
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const json summary = summary_of(result);
+  CHECK(summary.at("final_train_loss").is_null());
+  CHECK_THAT(summary.at("program").at("note").get<std::string>(), Catch::Contains("logged no metrics"));
+}
+
+TEST_CASE("program faults: NaN and Infinity are kept as values") {
+  const SmallProgram p(
+      "echo '{\"step\": 1, \"loss\": NaN}' >&3\necho '{\"step\": 2, \"loss\": Infinity, \"g\": -Infinity}' >&3\n", 1);
+  const auto result = p.run();
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const std::string id = parse_stdout(result).at("run").at("id");
+  const auto loss = series(p.d.open(), id, "loss", 0);
+  REQUIRE(loss.size() == 2);
+  CHECK(std::isnan(loss.at(1)));
+  CHECK(loss.at(2) == INFINITY);
+  CHECK(series(p.d.open(), id, "g", 0).at(2) == -INFINITY);
+}
+
+TEST_CASE("program faults: a hung rank is named after distributed.timeout_s, with its last lines") {
+  // Rank 1 logs a step through the expctl module, then its main thread hangs: the module's
+  // heartbeats stop, and after timeout_s (2 s) the run fails naming it; rank 0 keeps beating.
+  RunDir d;
+  d.dir.write("hang.py",
+              "import os, time, expctl\n"
+              "expctl.log(1, loss=1.0)\n"
+              "print('rank', os.environ['RANK'], 'waiting', flush=True)\n"
+              "if os.environ['RANK'] == '1':\n    time.sleep(600)\n"
+              "for step in range(2, 400):\n    expctl.log(step, loss=1.0)\n    time.sleep(0.05)\n");
+  const auto spec = d.dir.write("hang.yaml", "distributed:\n  nproc_per_node: 2\n  timeout_s: 2\n"
+                                             "program:\n  command: [/usr/bin/python3, hang.py]\n");
+  const auto started = std::chrono::steady_clock::now();
+  const auto result = d.expctl({"run", spec.string()});
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(15));
+  INFO(result.err);
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.out, Catch::Contains("failed: rank 1 stopped answering (no heartbeat for 2 s); last steps: rank "
+                                         "0 at ") &&
+                             Catch::Contains("rank 1 at 1; ") && Catch::Contains("last lines of rank 1:\n  rank 1 waiting"));
+}
+
+TEST_CASE("program faults: Ctrl-C interrupts the program's ranks and exits 130") {
+  RunDir d;
+  const auto file = d.dir.write("prog.sh", "#!/bin/sh\necho started\nexec sleep 60\n");
+  ::chmod(file.c_str(), 0755);
+  const auto spec = d.dir.write("p.yaml", "distributed:\n  nproc_per_node: 2\nprogram:\n  command: [./prog.sh]\n");
+  Background expctl(d.argv({"run", spec.string()}), d.dir / "interrupted");
+  std::optional<store::RunRecord> run;
+  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+  REQUIRE(eventually([&] { return read_text(run->run_dir / "logs" / "rank-1.log").find("started") != std::string::npos; }));
+  REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
+  CHECK(expctl.wait(std::chrono::seconds(30)) == 130);
+  CHECK(d.open().run(run->id)->status == store::RunStatus::interrupted);
+}
+
+TEST_CASE("program: a pinned Python that differs is refused with exit 3 unless --allow-drift, and the run says so") {
+  RunDir d;
+  d.dir.write("prog.py", "import expctl\nexpctl.log(1, loss=0.5)\n");
+  d.dir.write("py.toml", "[python]\nversion = \"2.7.*\"\n[python.packages]\nno-such-package-xyz = \"*\"\n");
+  const auto spec = d.dir.write("p.yaml", "env: py.toml\nprogram:\n  command: [/usr/bin/python3, prog.py]\n");
+  const auto refused = d.expctl({"run", spec.string()});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 3);
+  CHECK_THAT(refused.out + refused.err, Catch::Contains("python.version") && Catch::Contains("2 of 2 pins differ"));
+  CHECK_FALSE(fs::exists(d.db));
+  const auto allowed = d.expctl({"run", spec.string(), "--allow-drift", "--format", "json"});
+  INFO(allowed.err);
+  REQUIRE(allowed.exit_code == 0);
+  const json document = parse_stdout(allowed);
+  CHECK(document.at("summary").at("drift").size() == 2);
+  const auto tags = document.at("run").at("tags");
+  CHECK(std::find(tags.begin(), tags.end(), "drift:python.version") != tags.end());
+}
+
+TEST_CASE("program: argv[0] is looked up in program.env's PATH, which the rank also gets") {
+  RunDir d;
+  const auto tool = d.dir.write("bin/mytrainer", "#!/bin/sh\necho \"{\\\"step\\\": 1, \\\"loss\\\": 0.25}\" >&$EXPCTL_METRICS_FD\n");
+  ::chmod(tool.c_str(), 0755);
+  const auto spec = d.dir.write("p.yaml", "program:\n  command: [mytrainer]\n  env:\n    PATH: " +
+                                              (d.dir / "bin").string() + ":/usr/bin:/bin\n");
+  const auto result = d.expctl({"run", spec.string(), "--format", "json"});
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(summary_of(result).at("final_train_loss") == 0.25);
+}

@@ -1,0 +1,86 @@
+// The metrics protocol of user programs (run/program_protocol.hpp) and the points a logged step
+// becomes (run/program.hpp): pure functions, checked line by line.
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "expctl/run/program.hpp"
+#include "expctl/run/program_protocol.hpp"
+
+using namespace expctl::run;
+
+namespace {
+
+double value_of(const ProgramLine& line, const std::string& name) {
+  for (const auto& [key, value] : line.values) {
+    if (key == name) {
+      return value;
+    }
+  }
+  FAIL("no value " << name);
+  return 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("program protocol: a step line with numbers, bools, time, and fields that are ignored") {
+  const auto line = decode_program_line(
+      R"({"step": 12, "loss": 0.53, "samples": 64, "time": 1764900000.25, "ok": true, "tag": "x", "list": [1]})");
+  REQUIRE(line.has_value());
+  CHECK(line->kind == ProgramLine::Kind::step);
+  CHECK(line->step == 12);
+  CHECK(line->time == 1764900000.25);
+  CHECK(line->values.size() == 3);
+  CHECK(value_of(*line, "loss") == 0.53);
+  CHECK(value_of(*line, "samples") == 64);
+  CHECK(value_of(*line, "ok") == 1.0);
+}
+
+TEST_CASE("program protocol: Python's NaN and Infinity are values, also beside strings that contain them") {
+  const auto line = decode_program_line(R"({"step":3,"loss":NaN,"g":-Infinity,"h":Infinity,"note":"NaN, Infinity"})");
+  REQUIRE(line.has_value());
+  CHECK(std::isnan(value_of(*line, "loss")));
+  CHECK(value_of(*line, "g") == -INFINITY);
+  CHECK(value_of(*line, "h") == INFINITY);
+  CHECK(quote_non_finite(R"({"a":"x\"NaN","b":NaN})") == R"({"a":"x\"NaN","b":"nan"})");
+}
+
+TEST_CASE("program protocol: heartbeats, blank lines and an integral float step") {
+  const auto beat = decode_program_line(R"({"heartbeat": "train.py:57 in step"})");
+  REQUIRE(beat.has_value());
+  CHECK(beat->kind == ProgramLine::Kind::heartbeat);
+  CHECK(beat->where == "train.py:57 in step");
+  CHECK(decode_program_line("\r").value().kind == ProgramLine::Kind::heartbeat);
+  CHECK(decode_program_line(R"({"step": 4.0})").value().step == 4);
+}
+
+TEST_CASE("program protocol: what is not the protocol is refused with a short reason") {
+  CHECK(decode_program_line("hello").error() == "not JSON");
+  CHECK(decode_program_line("[1, 2]").error() == "a JSON array, not an object");
+  CHECK(decode_program_line(R"({"loss": 1})").error() == "no \"step\" field");
+  CHECK(decode_program_line(R"({"step": -1})").error() == "\"step\" must be an integer >= 0, found -1");
+  CHECK(decode_program_line(R"({"step": 1.5})").error() == "\"step\" must be an integer >= 0, found 1.5");
+  CHECK(decode_program_line(R"({"step": "3"})").error() == "\"step\" must be an integer >= 0, found \"3\"");
+  const std::string long_line = R"({"step": 1, "pad": ")" + std::string(70000, 'x') + "\"}";
+  CHECK(decode_program_line(long_line).error() == "a line of 70022 bytes, over the 64 KiB limit");
+  CHECK(decode_program_line("{\"step\": 1, \"loss\": 0.1").error() == "not JSON");  // cut off
+}
+
+TEST_CASE("program protocol: a logged step becomes the built-in series (step time, throughput) and its own") {
+  const std::vector<std::pair<std::string, double>> values = {{"loss", 0.5}, {"samples", 64}, {"acc", 0.9}};
+  const auto first = logged_step_points(1, 1, values, 100.0, std::nullopt);
+  REQUIRE(first.size() == 2);  // no step time without a previous step
+  CHECK(first[0].name == "loss");
+  CHECK(first[0].rank == 1);
+  CHECK(first[1].name == "acc");
+  const auto second = logged_step_points(1, 2, values, 100.5, 100.0);
+  REQUIRE(second.size() == 4);
+  CHECK(second[2].name == "step_time_ms");
+  CHECK(second[2].value == 500.0);
+  CHECK(second[3].name == "samples_per_sec");
+  CHECK(second[3].value == 128.0);
+  // A program's own step_time_ms wins over the derived one.
+  const auto own = logged_step_points(0, 3, {{"step_time_ms", 7.0}}, 101.0, 100.5);
+  REQUIRE(own.size() == 1);
+  CHECK(own[0].value == 7.0);
+}

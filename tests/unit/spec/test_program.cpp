@@ -1,0 +1,138 @@
+// The program: section (docs/program.md): placeholders, the trainer sections it excludes, the
+// files whose content is hashed, and --set / hash behaviour of its mapping fields.
+
+#include <filesystem>
+
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+
+#include "expctl/spec/program.hpp"
+#include "expctl/spec/spec.hpp"
+#include "expctl/util/diagnostic.hpp"
+
+using namespace expctl::spec;
+using expctl::test::TempDir;
+
+namespace {
+
+const std::string k_program = R"(program:
+  command: [python3, train.py, --lr, "{params.lr}", --seed, "{seed}"]
+  params:
+    lr: 0.1
+    batch_size: 64
+    hidden: [32, 16]
+    optimizer: adam
+)";
+
+struct Workspace {
+  TempDir dir;
+  Workspace() { dir.write("train.py", "print('hello')\n"); }
+  Spec load(const std::string& yaml, std::vector<std::string> overrides = {}) const {
+    return load_spec(dir.write("s.yaml", yaml), LoadOptions{std::move(overrides)});
+  }
+  std::string hash(const std::string& yaml, std::vector<std::string> overrides = {}) const {
+    return load(yaml, std::move(overrides)).hash();
+  }
+  // Every diagnostic of a spec that must be refused, formatted as the CLI prints it.
+  std::string errors(const std::string& yaml, std::vector<std::string> overrides = {}) const {
+    try {
+      load(yaml, std::move(overrides));
+    } catch (const expctl::util::DiagnosticError& error) {
+      return error.report();
+    }
+    FAIL("the spec was accepted");
+    return "";
+  }
+};
+
+}  // namespace
+
+TEST_CASE("program: params keep their YAML types and --set adds or replaces one") {
+  const Workspace ws;
+  const Spec spec = ws.load(k_program, {"program.params.lr=0.2", "program.params.extra=\"7\"", "program.env.A=1"});
+  const auto& params = spec.values()["program"]["params"];
+  CHECK(params["lr"] == 0.2);
+  CHECK(params["lr"].is_number_float());
+  CHECK(params["batch_size"].is_number_integer());
+  CHECK(params["hidden"] == nlohmann::json::array({32, 16}));
+  CHECK(params["optimizer"] == "adam");
+  CHECK(params["extra"] == "7");  // quoted: a string
+  CHECK(spec.values()["program"]["env"]["A"] == "1");
+  CHECK(spec.program_files() == nlohmann::json{{"train.py", spec.program_files()["train.py"]}});
+}
+
+TEST_CASE("program: params, env and the script's content enter the hash; workdir does not") {
+  const Workspace ws;
+  const std::string base = ws.hash(k_program);
+  CHECK(ws.hash(k_program, {"program.params.lr=0.2"}) != base);
+  CHECK(ws.hash(k_program, {"program.params.batch_size=64.0"}) != base);  // a float is another value
+  CHECK(ws.hash(k_program, {"program.params.new=1"}) != base);
+  CHECK(ws.hash(k_program, {"program.env.OMP_PROC_BIND=close"}) != base);
+  CHECK(ws.hash(k_program, {"program.workdir=/tmp"}) == base);
+  ws.dir.write("train.py", "print('hello, edited')\n");
+  const std::string edited = ws.hash(k_program);
+  CHECK(edited != base);
+  ws.dir.write("train.py", "print('hello')\n");
+  CHECK(ws.hash(k_program) == base);  // content, not the file's time
+}
+
+TEST_CASE("program: program.files globs are hashed by content; a spec without a program keeps its old hash") {
+  const Workspace ws;
+  ws.dir.write("lib/a.py", "a = 1\n");
+  ws.dir.write("lib/b.py", "b = 1\n");
+  const std::string with_files = k_program + "  files: [train.py, \"lib/*.py\"]\n";
+  const Spec spec = ws.load(with_files);
+  CHECK(spec.program_files().size() == 3);
+  CHECK(spec.program_files().contains("lib/b.py"));
+  const std::string before = spec.hash();
+  ws.dir.write("lib/b.py", "b = 2\n");
+  CHECK(ws.hash(with_files) != before);
+  // Hashes of specs without a program are what they were before the section existed.
+  CHECK_FALSE(nlohmann::json::parse(ws.load("seed: 3\n").canonical()).contains("program_files"));
+  CHECK(ws.load("seed: 3\n").program_files().is_null());
+}
+
+TEST_CASE("program: trainer sections are refused with one line each, at their position") {
+  const Workspace ws;
+  const std::string report = ws.errors(k_program + "optim:\n  lr: 0.5\n", {"train.max_steps=5"});
+  CHECK(report.find(":9:7: optim.lr configures the built-in trainer, which does not run when program.command is "
+                    "set: remove it (pass your program its settings through program.params)") != std::string::npos);
+  CHECK(report.find("--set train.max_steps=5: train.max_steps configures the built-in trainer") != std::string::npos);
+}
+
+TEST_CASE("program: unknown placeholders are errors at the argument that holds them") {
+  const Workspace ws;
+  const std::string report = ws.errors("program:\n  command:\n    - python3\n    - train.py\n    - \"{params.lrate}\"\n"
+                                       "    - \"{sed}\"\n  params: {lr: 0.1}\n");
+  CHECK(report.find(":5:7: program.command[2]: placeholder \"{params.lrate}\" names no parameter in program.params "
+                    "(lr): add it there, e.g. with --set program.params.lrate=...") != std::string::npos);
+  CHECK(report.find(":6:7: program.command[3]: unknown placeholder \"{sed}\": use {params.NAME}, {seed} or {run_id} "
+                    "(write {{ and }} for literal braces)") != std::string::npos);
+}
+
+TEST_CASE("program: fields without a command, and missing files, are refused") {
+  const Workspace ws;
+  CHECK(ws.errors("program:\n  params: {lr: 0.1}\n").find(
+            "program.params is set but program.command is empty: name the program to run") != std::string::npos);
+  CHECK(ws.errors(k_program + "  files: [missing.py]\n")
+            .find("program.files: \"missing.py\" is not a file") != std::string::npos);
+  CHECK(ws.errors(k_program + "  files: [\"src/*.py\"]\n").find("the glob \"src/*.py\" matches no file") !=
+        std::string::npos);
+  CHECK(ws.errors(k_program, {"program.env.1BAD=x"}).find("\"1BAD\" is not a valid environment variable name") !=
+        std::string::npos);
+}
+
+TEST_CASE("program: placeholders are substituted; literal braces survive") {
+  PlaceholderValues values;
+  values.params = {{"lr", 0.1}, {"bs", 64}, {"name", "adam"}, {"big", 64.0}, {"list", {1, 2}}, {"on", true}};
+  values.seed = 7;
+  values.run_id = "r1";
+  CHECK(substitute_placeholders("--lr={params.lr}", values) == "--lr=0.1");
+  CHECK(substitute_placeholders("{params.bs}/{params.big}", values) == "64/64.0");
+  CHECK(substitute_placeholders("{params.name}-{seed}-{run_id}", values) == "adam-7-r1");
+  CHECK(substitute_placeholders("{params.list} {params.on}", values) == "[1,2] true");
+  CHECK(substitute_placeholders("{{literal}}", values) == "{literal}");
+  CHECK(placeholder_problem("{{x}}", values.params) == std::nullopt);
+  CHECK(placeholder_problem("{params.lr", values.params).value().find("without its") != std::string::npos);
+  CHECK(placeholder_problem("a}b", values.params).value().find("a lone") != std::string::npos);
+}
