@@ -11,6 +11,8 @@ find_package(CLI11 REQUIRED)              # libcli11-dev
 find_package(nlohmann_json 3.10 REQUIRED) # nlohmann-json3-dev
 find_package(tl-expected REQUIRED)        # libexpected-dev
 find_package(ZLIB REQUIRED)               # zlib1g-dev: gzip-compressed IDX datasets (Fashion-MNIST)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)  # libpq-dev: the PostgreSQL store backend
 
 # yaml-cpp 0.7's config exports a target named "yaml-cpp" without a namespace.
 if(TARGET yaml-cpp AND NOT TARGET yaml-cpp::yaml-cpp)

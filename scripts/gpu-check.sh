@@ -252,7 +252,7 @@ if [[ -n "$deps_prefix" ]]; then
   echo "gpu-check: expctl's other libraries come from $deps_prefix (--deps-prefix): no dpkg check"
 elif command -v dpkg-query >/dev/null; then
   absent=()
-  for package in libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev libsqlitecpp-dev libsqlite3-dev \
+  for package in libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev libsqlitecpp-dev libsqlite3-dev libpq-dev \
                  libssl-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libexpected-dev catch2; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || absent+=("$package")
   done

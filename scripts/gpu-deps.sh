@@ -27,7 +27,7 @@ command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || {
 # The -dev packages and the runtime libraries they link to (Debian 12 names).
 packages=(
   libyaml-cpp-dev libyaml-cpp0.7 libtomlplusplus-dev libtomlplusplus3 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-  libsqlitecpp-dev libsqlite3-dev libsqlite3-0 libssl-dev libssl3 zlib1g-dev zlib1g
+  libsqlitecpp-dev libsqlite3-dev libsqlite3-0 libssl-dev libssl3 zlib1g-dev zlib1g libpq-dev libpq5
   libcli11-dev nlohmann-json3-dev libexpected-dev catch2 libgloo-dev
 )
 

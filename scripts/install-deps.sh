@@ -10,6 +10,8 @@ packages=(
   # libraries (each found by CMake through its own config or pkg-config)
   libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libsqlitecpp-dev libsqlite3-dev libssl-dev zlib1g-dev
+  # libpq: the PostgreSQL store backend; postgresql: the throwaway server the store tests run against
+  libpq-dev postgresql
   libcli11-dev nlohmann-json3-dev libexpected-dev
   catch2
   # LibTorch 1.13.1 (CPU) with c10d + Gloo; libgloo-dev provides the headers c10d includes

@@ -31,9 +31,20 @@ void add_global_options(CLI::App& app, GlobalOptions& globals) {
   if (const char* env_db = std::getenv("EXPCTL_DB"); env_db != nullptr && *env_db != '\0') {
     globals.db_path = env_db;
   }
-  app.add_option("--db", globals.db_path, "Results database (env EXPCTL_DB)")
+  app.add_option("--db", globals.db_path,
+                 "Results store (env EXPCTL_DB): a SQLite file, or a team's PostgreSQL server as "
+                 "postgresql://USER@HOST/DB or service=NAME (passwords in ~/.pgpass, see docs/store.md)")
       ->default_str(globals.db_path)
       ->envname("EXPCTL_DB");
+  app.add_option("--runs-dir", globals.runs_dir,
+                 "Folder of run folders (env EXPCTL_RUNS_DIR; default: runs/ beside a SQLite file, "
+                 "results/runs with a server)")
+      ->envname("EXPCTL_RUNS_DIR");
+  app.add_option("--local-db", globals.local_db,
+                 "With a server as --db: the node-local SQLite store that run and resume write and the\n"
+                 "shipper sends to the server (env EXPCTL_LOCAL_DB)")
+      ->default_str(globals.local_db)
+      ->envname("EXPCTL_LOCAL_DB");
   app.add_flag("-v,--verbose", globals.verbosity, "More log output on stderr (-vv for debug)");
   app.add_flag("-q,--quiet", globals.quiet, "Only errors on stderr");
   app.add_option("--color", globals.color, "Colour: auto|always|never (NO_COLOR is honoured)")

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_store.hpp"
 #include "expctl/env/diff.hpp"
 #include "expctl/env/fields.hpp"
 #include "expctl/env/fingerprint.hpp"
@@ -99,11 +100,11 @@ env::Fingerprint read_fingerprint_file(const std::string& source) {
 
 // The fingerprint recorded for a run (its rank-0 environment) in the results store.
 env::Fingerprint read_run_fingerprint(const std::string& selector, const GlobalOptions& globals) {
-  EXPCTL_CHECK(std::filesystem::exists(globals.db_path), util::EnvError,
+  EXPCTL_CHECK(!store_is_file(globals) || std::filesystem::exists(globals.db_path), util::EnvError,
                "{}: neither a fingerprint file nor a run (no results database at {}): give a file saved with "
                "expctl env --format json > FILE, or a run id with --db",
                selector, globals.db_path);
-  const store::Store store = store::Store::open(globals.db_path, store::OpenMode::read_only);
+  const store::Store store = open_store(globals, store::OpenMode::read_only);
   const store::RunRecord run = store.find_run(selector);
   EXPCTL_CHECK(run.environment_hash.has_value(), util::EnvError, "run {} has no recorded environment fingerprint",
                run.id);

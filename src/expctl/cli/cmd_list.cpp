@@ -53,7 +53,7 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   }
   if (options.format == "json") {
     nlohmann::json document = json_envelope("list");
-    document["database"] = db ? db->path().string() : globals.db_path;
+    document["database"] = db ? (db->path().empty() ? db->location() : db->path().string()) : globals.db_path;
     document["runs"] = nlohmann::json::array();
     for (const store::RunRecord& run : runs) {
       document["runs"].push_back(run_json(run));

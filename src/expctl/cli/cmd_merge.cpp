@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/store/ship.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/error.hpp"
 
@@ -47,11 +48,43 @@ std::string result_line(const store::MergeResult& result, bool runs_dir) {
   return line;
 }
 
+// A server takes sources through the shipper's idempotent path (store/ship.hpp): COPY into a
+// staging table and INSERT ... ON CONFLICT DO NOTHING, so merging (or shipping) twice adds nothing.
+void merge_into_server(const MergeOptions& options, const GlobalOptions& globals) {
+  store::Store destination = store::Store::open(options.into, store::OpenMode::read_write);
+  nlohmann::json sources = nlohmann::json::array();
+  for (const std::string& source : options.sources) {
+    store::Store from = store::Store::open(source, store::OpenMode::read_only);
+    const store::ShipReport report = store::ship(from, destination);
+    if (options.format == "text" && !globals.quiet) {
+      std::cerr << fmt::format("merged {}: {} run(s) shipped ({} already there whole), {} point(s) sent\n", source,
+                               report.runs_shipped, report.runs_considered - report.runs_shipped,
+                               report.points_shipped);
+    }
+    sources.push_back({{"source", source},
+                       {"runs_considered", report.runs_considered},
+                       {"runs_shipped", report.runs_shipped},
+                       {"points_shipped", report.points_shipped}});
+  }
+  if (options.format == "json") {
+    nlohmann::json document = json_envelope("merge");
+    document["into"] = destination.location();
+    document["sources"] = sources;
+    print_json(document);
+  } else {
+    std::cout << fmt::format("{}: merged {} store(s)\n", destination.location(), options.sources.size());
+  }
+}
+
 void run_merge(const MergeOptions& options, GlobalOptions& globals) {
   for (const std::string& source : options.sources) {  // before DST is created
     std::error_code error;
     EXPCTL_CHECK(std::filesystem::exists(source, error), util::StoreError, "{}: no such database: check the path",
                  source);
+  }
+  if (store::parse_store_location(options.into).kind == store::StoreKind::postgresql) {
+    merge_into_server(options, globals);
+    return;
   }
   store::Store destination = store::Store::open(options.into, store::OpenMode::read_write);
   std::vector<store::MergeResult> results;
@@ -91,7 +124,10 @@ void setup_merge(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "PRAGMA integrity_check of DST.\n"
       "Example: expctl merge results/sweep-lr/task-*.db --into results/expctl.db --runs-dir");
   command->add_option("sources", options->sources, "Stores to read (SRC.db ...)")->required();
-  command->add_option("--into", options->into, "The store to merge into (created when missing)")->required();
+  command->add_option("--into", options->into,
+                      "The store to merge into (created when missing); a PostgreSQL server\n"
+                      "(postgresql://...) takes the sources through the shipper's idempotent path")
+      ->required();
   command->add_flag("--runs-dir", options->runs_dir,
                     "Also copy each run's folder (logs, checkpoints, spec.json) from <SRC dir>/runs/<id> to\n"
                     "<DST dir>/runs/<id>; a folder already there is kept");

@@ -18,6 +18,7 @@ struct ResumeOptions {
 void run_resume(ResumeOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
   options.request.quiet = globals.quiet;
+  const auto shipper = start_shipper(globals);  // with a server as --db; stops after one last pass
   globals.result = print_run_result(run::resume_run(options.request),
                                     options.format == "json" ? OutputFormat::json : OutputFormat::text);
 }

@@ -165,7 +165,8 @@ sweep::PlanOptions plan_options(const SweepOptions& options, bool external) {
 }
 
 fs::path log_dir_of(const sweep::Sweep& sweep, const GlobalOptions& globals) {
-  return fs::absolute(globals.db_path).parent_path() / "sweeps" /
+  // Beside the store; with a server as --db, beside the node-local store the points record into.
+  return fs::absolute(store_is_file(globals) ? globals.db_path : globals.local_db).parent_path() / "sweeps" /
          fmt::format("{}-{}", sweep.name, sweep.hash.substr(0, 12));
 }
 
@@ -275,7 +276,14 @@ sweep::ProgressSink progress_sink(const GlobalOptions& globals) {
 }
 
 std::vector<std::string> global_args(const GlobalOptions& globals) {
-  std::vector<std::string> args{"--db", fs::absolute(globals.db_path).string()};
+  // A server's location goes to the points through the environment (EXPCTL_DB), not argv: ps
+  // shows argv, and a URL may carry a password.
+  std::vector<std::string> args;
+  if (store_is_file(globals)) {
+    args = {"--db", fs::absolute(globals.db_path).string()};
+  } else {
+    args = {"--local-db", fs::absolute(globals.local_db).string()};
+  }
   for (int i = 0; i < globals.verbosity; ++i) {
     args.emplace_back("-v");
   }
@@ -296,7 +304,10 @@ sweep::RunnerOptions runner_options(const Execution& execution, const GlobalOpti
   runner.global_args = global_args(globals);
   runner.slots = execution.slots;
   runner.environment = launch::current_environment();
-  runner.environment.erase("EXPCTL_DB");  // --db names it
+  runner.environment.erase("EXPCTL_DB");  // --db names a file; a server goes through the environment
+  if (!store_is_file(globals)) {
+    runner.environment["EXPCTL_DB"] = globals.db_path;
+  }
   runner.log_dir = execution.log_dir;
   runner.done_before = execution.plan.done_runs;
   runner.total_runs = execution.plan.total_runs;

@@ -37,7 +37,7 @@ std::string run_id(const store::Store& db, const std::string& selector) {
     runs = db.list_runs({.limit = 1});
   }
   if (runs.empty()) {
-    throw util::UsageError(fmt::format("{} holds no run yet: start one with expctl run SPEC", db.path().string()));
+    throw util::UsageError(fmt::format("{} holds no run yet: start one with expctl run SPEC", db.location()));
   }
   return runs.front().id;
 }

@@ -19,7 +19,9 @@ namespace expctl::cli {
 
 /// Options accepted before any subcommand, plus the exit code the subcommand chose.
 struct GlobalOptions {
-  std::string db_path = "results/expctl.db";  ///< --db, env EXPCTL_DB
+  std::string db_path = "results/expctl.db";  ///< --db, env EXPCTL_DB: a SQLite file or a PostgreSQL URL
+  std::string runs_dir{};                     ///< --runs-dir, env EXPCTL_RUNS_DIR; empty: the store's default
+  std::string local_db = "results/expctl.db"; ///< --local-db, env EXPCTL_LOCAL_DB: what runs write when --db is a server
   int verbosity = 0;                          ///< -v count
   bool quiet = false;                         ///< -q
   std::string color = "auto";                 ///< --color auto|always|never

@@ -71,7 +71,24 @@ util::ExitCode print_run_result(const run::RunResult& result, OutputFormat forma
 }
 
 run::OpenStore store_opener(const GlobalOptions& globals) {
-  return [globals] { return open_store(globals, store::OpenMode::read_write); };
+  if (store_is_file(globals)) {
+    return [globals] { return open_store(globals, store::OpenMode::read_write); };
+  }
+  GlobalOptions local = globals;
+  local.db_path = globals.local_db;
+  return [local] { return open_store(local, store::OpenMode::read_write); };
+}
+
+std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& globals) {
+  if (store_is_file(globals)) {
+    return nullptr;
+  }
+  const bool quiet = globals.quiet;
+  return std::make_unique<store::BackgroundShipper>(globals.local_db, globals.db_path, [quiet](const std::string& note) {
+    if (!quiet) {
+      std::cerr << "expctl: note: " << note << '\n';
+    }
+  });
 }
 
 }  // namespace expctl::cli

@@ -4,6 +4,7 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/run/engine.hpp"
+#include "expctl/store/ship.hpp"
 
 namespace expctl::cli {
 
@@ -11,7 +12,12 @@ namespace expctl::cli {
 /// exit code to leave with.
 util::ExitCode print_run_result(const run::RunResult& result, OutputFormat format);
 
-/// Opens the store of --db / EXPCTL_DB read-write, for the run engine.
+/// Opens the store of --db / EXPCTL_DB read-write, for the run engine; when that is a server, the
+/// node-local store of --local-db instead (runs never wait on the network; see start_shipper).
 run::OpenStore store_opener(const GlobalOptions& globals);
+
+/// When --db names a server: a thread that ships --local-db there while the returned object
+/// lives (notes on stderr unless --quiet). nullptr for a SQLite --db.
+std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& globals);
 
 }  // namespace expctl::cli

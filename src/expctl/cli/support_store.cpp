@@ -17,12 +17,21 @@ nlohmann::json or_null(const std::optional<T>& value) {
 }  // namespace
 
 store::Store open_store(const GlobalOptions& globals, store::OpenMode mode) {
-  return store::Store::open(globals.db_path, mode);
+  store::StoreOptions options;
+  if (!globals.runs_dir.empty()) {
+    options.runs_root = globals.runs_dir;
+  }
+  return store::Store::open(globals.db_path, mode, options);
+}
+
+bool store_is_file(const GlobalOptions& globals) {
+  return store::parse_store_location(globals.db_path).kind == store::StoreKind::sqlite;
 }
 
 std::optional<store::Store> open_store_if_present(const GlobalOptions& globals) {
   std::error_code ec;
-  if (!std::filesystem::exists(globals.db_path, ec)) {
+  const auto where = store::parse_store_location(globals.db_path);
+  if (where.kind == store::StoreKind::sqlite && !std::filesystem::exists(where.target, ec)) {
     return std::nullopt;
   }
   return open_store(globals, store::OpenMode::read_only);

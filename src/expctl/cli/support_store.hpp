@@ -20,6 +20,9 @@ store::Store open_store(const GlobalOptions& globals, store::OpenMode mode);
 /// not exist; otherwise the store opened read-only (errors as in open_store).
 std::optional<store::Store> open_store_if_present(const GlobalOptions& globals);
 
+/// True when --db / EXPCTL_DB names a SQLite file (not a server).
+bool store_is_file(const GlobalOptions& globals);
+
 /// The hint printed when the database does not exist yet.
 std::string missing_database_hint(const GlobalOptions& globals);
 

@@ -171,6 +171,26 @@ std::vector<std::string> allow_list_patterns() {
   return patterns;
 }
 
+std::string mask_url_password(std::string value) {
+  // scheme://user:password@host...: what sits between the first ':' after "://" and the '@'.
+  std::size_t from = 0;
+  while ((from = value.find("://", from)) != std::string::npos) {
+    const std::size_t start = from + 3;
+    const std::size_t at = value.find('@', start);
+    const std::size_t end = value.find_first_of("/?# ", start);
+    if (at == std::string::npos || (end != std::string::npos && end < at)) {
+      from = start;
+      continue;
+    }
+    const std::size_t colon = value.find(':', start);
+    if (colon != std::string::npos && colon < at) {
+      value.replace(colon + 1, at - colon - 1, k_masked_value);
+    }
+    from = start;
+  }
+  return value;
+}
+
 RecordedEnvVars record_env_vars(const std::map<std::string, std::string>& environment,
                                 const std::vector<std::string>& extra) {
   RecordedEnvVars recorded;
@@ -181,7 +201,7 @@ RecordedEnvVars record_env_vars(const std::map<std::string, std::string>& enviro
       continue;
     }
     auto& target = *kind == computation ? recorded.computation : recorded.launch;
-    target[name] = is_secret_name(name) ? std::string(k_masked_value) : value;
+    target[name] = is_secret_name(name) ? std::string(k_masked_value) : mask_url_password(value);
   }
   return recorded;
 }

@@ -61,4 +61,8 @@ struct RecordedEnvVars {
 RecordedEnvVars record_env_vars(const std::map<std::string, std::string>& environment,
                                 const std::vector<std::string>& extra = {});
 
+/// `value` with the password of every URL in it ("scheme://user:password@host") replaced by
+/// k_masked_value: a store URL in an allow-listed variable must not carry its password into a run.
+std::string mask_url_password(std::string value);
+
 }  // namespace expctl::env

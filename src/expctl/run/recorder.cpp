@@ -49,8 +49,8 @@ std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& 
   return scores;
 }
 
-bool is_store_busy(const util::Failure& error) {
-  return std::string_view(error.what()).find("still in use by another process") != std::string_view::npos;
+bool is_store_busy(const std::exception& error) {
+  return store::failure_kind(error) == store::FailureKind::busy;
 }
 
 Recorder::Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, Console& console,
@@ -164,7 +164,7 @@ void Recorder::note_if_locked() {
   lock.unlock();
   m_console.note(fmt::format("the results store {} is locked by another process ({:.0f} s so far); training goes "
                              "on and its records are kept until the lock is released",
-                             m_store.path().string(), waited),
+                             m_store.location(), waited),
                  true);
 }
 

@@ -48,8 +48,8 @@ struct Divergence {
   std::map<int, double> losses;  ///< rank -> its loss at that step (every reporting rank)
 };
 
-/// True for the store's "still in use by another process" error (worth waiting for).
-bool is_store_busy(const util::Failure& error);
+/// True for a store failure of kind busy (another process holds the lock: worth waiting for).
+bool is_store_busy(const std::exception& error);
 
 /// The per-step metric that marks stragglers: a rank's compute time (forward + backward +
 /// optimizer, train::compute_seconds) over the median of every rank's at that step. 1.0 is the

@@ -12,35 +12,31 @@ namespace {
 
 using util::ExitCode;
 
-/// First retry pause; doubles per attempt up to k_max_backoff, with jitter so that waiting
-/// processes do not retry in lock-step.
-constexpr std::chrono::milliseconds k_first_backoff{5};
-constexpr std::chrono::milliseconds k_max_backoff{250};
-
 struct ErrorText {
   int code;            ///< primary SQLite result code
+  FailureKind kind;    ///< what a caller can do about it (the recorder waits on busy)
   const char* text;    ///< what it means for the user, and what to do
   ExitCode exit_code;  ///< input problems exit 2, environmental ones 1
 };
 
 /// One line per SQLite failure the user can meet; anything else keeps SQLite's own message.
 constexpr ErrorText k_error_texts[] = {
-    {SQLITE_FULL, "no space left on device (free some disk space and retry); the store is unchanged",
+    {SQLITE_FULL, FailureKind::full, "no space left on device (free some disk space and retry); the store is unchanged",
      ExitCode::run_failed},
-    {SQLITE_READONLY,
+    {SQLITE_READONLY, FailureKind::read_only,
      "the database is read-only (check the permissions of the file and its folder, and that its disk is "
      "not mounted read-only)",
      ExitCode::run_failed},
-    {SQLITE_CORRUPT, "the database file is corrupt (restore it from a backup, or start a new one with --db)",
+    {SQLITE_CORRUPT, FailureKind::corrupt, "the database file is corrupt (restore it from a backup, or start a new one with --db)",
      ExitCode::usage},
-    {SQLITE_NOTADB, "not an expctl database (the file is not SQLite): check --db / EXPCTL_DB", ExitCode::usage},
-    {SQLITE_CANTOPEN, "cannot open the database file (check that its folder exists and is writable)", ExitCode::usage},
-    {SQLITE_IOERR, "input/output error while accessing the database (check the disk); the store is unchanged",
+    {SQLITE_NOTADB, FailureKind::corrupt, "not an expctl database (the file is not SQLite): check --db / EXPCTL_DB", ExitCode::usage},
+    {SQLITE_CANTOPEN, FailureKind::io, "cannot open the database file (check that its folder exists and is writable)", ExitCode::usage},
+    {SQLITE_IOERR, FailureKind::io, "input/output error while accessing the database (check the disk); the store is unchanged",
      ExitCode::run_failed},
-    {SQLITE_PERM, "permission denied (check the permissions of the file and its folder)", ExitCode::run_failed},
-    {SQLITE_BUSY, "still in use by another process after retrying for 2 minutes; retry when it has finished",
+    {SQLITE_PERM, FailureKind::read_only, "permission denied (check the permissions of the file and its folder)", ExitCode::run_failed},
+    {SQLITE_BUSY, FailureKind::busy, "still in use by another process after retrying for 2 minutes; retry when it has finished",
      ExitCode::run_failed},
-    {SQLITE_LOCKED, "still in use by another process after retrying for 2 minutes; retry when it has finished",
+    {SQLITE_LOCKED, FailureKind::busy, "still in use by another process after retrying for 2 minutes; retry when it has finished",
      ExitCode::run_failed},
 };
 
@@ -119,10 +115,10 @@ void Connection::fail(const SQLite::Exception& error) const {
 void Connection::fail_with(int code, const char* sqlite_message) const {
   for (const ErrorText& entry : k_error_texts) {
     if (entry.code == code) {
-      throw util::StoreError(fmt::format("{}: {}", m_display, entry.text), entry.exit_code);
+      throw Error(fmt::format("{}: {}", m_display, entry.text), entry.kind, entry.exit_code);
     }
   }
-  throw util::StoreError(fmt::format("{}: {}", m_display, sqlite_message), ExitCode::run_failed);
+  throw Error(fmt::format("{}: {}", m_display, sqlite_message), FailureKind::io, ExitCode::run_failed);
 }
 
 bool Connection::is_busy(const SQLite::Exception& error) {
@@ -131,14 +127,7 @@ bool Connection::is_busy(const SQLite::Exception& error) {
 }
 
 bool Connection::back_off(int attempt, std::chrono::steady_clock::time_point start) {
-  if (std::chrono::steady_clock::now() - start > k_retry_budget) {
-    return false;
-  }
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  const auto base = std::min(k_max_backoff, k_first_backoff * (1 << std::min(attempt, 6)));
-  std::uniform_int_distribution<long> jitter(base.count() / 2, base.count());
-  std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
-  return true;
+  return detail::back_off(attempt, start, k_retry_budget);
 }
 
 void Connection::check_writable() const {

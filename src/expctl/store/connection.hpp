@@ -12,6 +12,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "expctl/store/failure.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/error.hpp"
 

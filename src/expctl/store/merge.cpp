@@ -17,7 +17,7 @@
 #include "expctl/store/connection.hpp"
 #include "expctl/store/schema.hpp"
 #include "expctl/store/store.hpp"
-#include "expctl/store/store_impl.hpp"
+#include "expctl/store/sqlite_backend.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/strings.hpp"
@@ -297,13 +297,13 @@ void copy_folder(const fs::path& from, const fs::path& to) {
                          util::ExitCode::run_failed);
 }
 
-void copy_folders(const fs::path& source, const fs::path& destination, MergeResult& result) {
+void copy_folders(const fs::path& source, const fs::path& destination_runs, MergeResult& result) {
   std::vector<std::string> ids = result.added;
   ids.insert(ids.end(), result.present.begin(), result.present.end());
   std::error_code error;
   for (const std::string& id : ids) {
     const fs::path from = runs_root(source) / id;
-    const fs::path to = runs_root(destination) / id;
+    const fs::path to = destination_runs / id;
     if (!fs::is_directory(from, error)) {
       result.folders_missing.push_back(id);
     } else if (!fs::exists(to, error)) {
@@ -329,7 +329,7 @@ MergeResult merge_store(Store& destination, const fs::path& source, const MergeO
   const std::string display = source.string();
   MergeResult result;
   result.source = source;
-  Connection& connection = StoreAccess::impl(destination).connection;
+  Connection& connection = detail::sqlite_backend(destination, "merging").connection();
   {
     const TempDatabase copy(destination.path().parent_path());
     snapshot(fs::absolute(source), display, copy.path());
@@ -341,13 +341,13 @@ MergeResult merge_store(Store& destination, const fs::path& source, const MergeO
     });
   }
   if (options.copy_run_folders) {
-    copy_folders(fs::absolute(source), destination.path(), result);
+    copy_folders(fs::absolute(source), destination.runs_dir(), result);
   }
   return result;
 }
 
 std::string check_integrity(Store& store) {
-  Connection& connection = StoreAccess::impl(store).connection;
+  Connection& connection = detail::sqlite_backend(store, "the integrity check").connection();
   return connection.retry([&] {
     SQLite::Statement integrity(connection.db(), "PRAGMA integrity_check");
     std::vector<std::string> problems = column_strings(integrity);

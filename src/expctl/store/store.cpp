@@ -1,93 +1,35 @@
+// Store: what every backend shares (validation, run folders, derived statuses), over the Backend.
 #include "expctl/store/store.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include <nlohmann/json.hpp>
 
+#include "expctl/store/pg_backend.hpp"
+#include "expctl/store/pg_schema.hpp"
 #include "expctl/store/run_folder.hpp"
 #include "expctl/store/schema.hpp"
-#include "expctl/store/store_impl.hpp"
+#include "expctl/store/sqlite_backend.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::store {
 
 namespace fs = std::filesystem;
 
-namespace detail {
-
 namespace {
 
-/// Columns of a run row, in the order read_run expects.
-constexpr const char* k_run_columns =
-    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary, "
-    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at";
-/// Index of owner_host in k_run_columns.
-constexpr int k_owner_column = 11;
+/// Where a store on a server keeps this node's run folders unless told otherwise: where the
+/// default SQLite store (results/expctl.db) keeps them.
+constexpr const char* k_default_server_runs_root = "results/runs";
 
 /// How many candidates an ambiguous selector's message lists.
 constexpr int k_max_candidates = 5;
 
-/// The owner columns of a run row; nullopt for a row without an owner (from before schema v3).
-std::optional<util::ProcessIdentity> read_owner(SQLite::Statement& query) {
-  if (query.getColumn(k_owner_column).isNull()) {
-    return std::nullopt;
-  }
-  return util::ProcessIdentity{
-      query.getColumn(k_owner_column).getString(), query.getColumn(k_owner_column + 1).getInt64(),
-      query.getColumn(k_owner_column + 2).getString(), query.getColumn(k_owner_column + 3).getInt64()};
-}
-
-/// Binds the four owner columns, from `index` on.
-void bind_owner(SQLite::Statement& statement, int index, const util::ProcessIdentity& owner) {
-  statement.bind(index, owner.host);
-  statement.bind(index + 1, owner.pid);
-  statement.bind(index + 2, owner.boot_id);
-  statement.bind(index + 3, owner.start_ticks);
-}
-
-RunRecord read_run(SQLite::Statement& query, const fs::path& database_dir) {
-  RunRecord run;
-  run.id = query.getColumn(0).getString();
-  run.spec_hash = query.getColumn(1).getString();
-  run.environment_hash = optional_text(query.getColumn(2));
-  run.name = query.getColumn(3).getString();
-  const std::string status = query.getColumn(4).getString();
-  run.status = parse_run_status(status).value_or(RunStatus::failed);  // the CHECK constraint admits no other
-  run.started_at = query.getColumn(5).getString();
-  run.ended_at = optional_text(query.getColumn(6));
-  run.exit_code = optional_int(query.getColumn(7));
-  run.root_cause = query.getColumn(8).getString();
-  run.run_dir = database_dir / query.getColumn(9).getString();
-  run.summary_json = query.getColumn(10).getString();
-  const auto owner = read_owner(query);
-  run.owner = owner ? std::optional(owner->display()) : std::nullopt;
-  run.heartbeat_at = optional_text(query.getColumn(k_owner_column + 4));
-  const auto heartbeat = run.heartbeat_at ? parse_utc(*run.heartbeat_at) : std::nullopt;
-  run.status = derive_run_status(run.status, owner, heartbeat, Clock::now());
-  return run;
-}
-
-std::vector<std::string> read_tags(SQLite::Database& db, const std::string& run_id) {
-  SQLite::Statement query(db, "SELECT tag FROM tags WHERE run_id = ? ORDER BY tag");
-  query.bind(1, run_id);
-  std::vector<std::string> tags;
-  while (query.executeStep()) {
-    tags.push_back(query.getColumn(0).getString());
-  }
-  return tags;
-}
-
-/// Reads every row of `query` as a run, tags included.
-std::vector<RunRecord> read_runs(SQLite::Database& db, SQLite::Statement& query, const fs::path& database_dir) {
-  std::vector<RunRecord> runs;
-  while (query.executeStep()) {
-    runs.push_back(read_run(query, database_dir));
-  }
-  for (RunRecord& run : runs) {
-    run.tags = read_tags(db, run.id);
-  }
-  return runs;
-}
+/// libpq's connection keywords that may start a keyword=value connection string
+/// (https://www.postgresql.org/docs/15/libpq-connect.html#LIBPQ-PARAMKEYWORDS).
+constexpr std::array<std::string_view, 8> k_conninfo_keywords = {"service=", "host=",   "hostaddr=", "dbname=",
+                                                                  "port=",    "user=",   "sslmode=",  "options="};
 
 bool is_lower_hex(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -105,44 +47,19 @@ void check_json_object(const std::string& json_text, const std::string& what) {
                util::quoted(json_text.substr(0, 60)));
 }
 
+void check_tag(const std::string& tag) {
+  const bool bad_char = std::any_of(
+      tag.begin(), tag.end(), [](char c) { return c == ',' || static_cast<unsigned char>(c) <= ' ' || c == '\x7f'; });
+  EXPCTL_CHECK(!tag.empty() && !bad_char, util::StoreError,
+               "tag {} is not valid: tags are non-empty and have no spaces, commas or control characters",
+               util::quoted(tag));
+}
+
+bool starts_with_any(std::string_view text, std::span<const std::string_view> prefixes) {
+  return std::any_of(prefixes.begin(), prefixes.end(), [&](std::string_view prefix) { return text.starts_with(prefix); });
+}
+
 }  // namespace
-
-Store open_store(const fs::path& path, OpenMode mode, int target_version) {
-  const std::string display = path.string();
-  EXPCTL_CHECK(!path.empty(), util::StoreError, "the database path is empty: pass --db PATH or set EXPCTL_DB");
-  std::error_code ec;
-  const fs::path absolute = fs::absolute(path, ec);
-  EXPCTL_CHECK(!ec, util::StoreError, "{}: {}", display, ec.message());
-  EXPCTL_CHECK(!fs::is_directory(absolute, ec), util::StoreError, "{}: is a directory, not a database file", display);
-  if (mode == OpenMode::read_only) {
-    EXPCTL_CHECK(fs::exists(absolute, ec), util::StoreError,
-                 "{}: no such database (runs are recorded by 'expctl run'; pick another with --db PATH or EXPCTL_DB)",
-                 display);
-  } else {
-    fs::create_directories(absolute.parent_path(), ec);
-    EXPCTL_CHECK(!ec, util::StoreError, "{}: cannot create its folder: {}", display, ec.message());
-  }
-  const bool writing = mode == OpenMode::read_write;
-  auto impl = std::unique_ptr<Store::Impl>(
-      new Store::Impl{Connection(absolute, display, writing ? Access::read_write : Access::read_only, writing), 0,
-                      absolute.parent_path() / "runs"});
-  impl->connection.set_read_only(mode == OpenMode::read_only);
-  impl->version = prepare(impl->connection, target_version);
-  return StoreAccess::make(std::move(impl));
-}
-
-void require_run(Connection& connection, SQLite::Database& db, const std::string& run_id) {
-  SQLite::Statement query(db, "SELECT 1 FROM runs WHERE id = ?");
-  query.bind(1, run_id);
-  require_changed(connection, query.executeStep() ? 1 : 0, run_id);
-}
-
-void require_changed(const Connection& connection, int changes, const std::string& run_id) {
-  EXPCTL_CHECK(changes > 0, util::StoreError, "no run {} in {} (see 'expctl list')", util::quoted(run_id),
-               connection.display());
-}
-
-}  // namespace detail
 
 int latest_schema_version() {
   return detail::schema_latest();
@@ -168,244 +85,171 @@ fs::path runs_root(const fs::path& database) {
   return fs::absolute(database).parent_path() / "runs";
 }
 
-Store Store::open(const fs::path& path, OpenMode mode) {
-  return detail::open_store(path, mode, detail::schema_latest());
+StoreLocation parse_store_location(const std::string& location) {
+  if (location.starts_with("postgresql://") || location.starts_with("postgres://") ||
+      starts_with_any(location, k_conninfo_keywords)) {
+    return {StoreKind::postgresql, location};
+  }
+  if (location.starts_with("sqlite:")) {
+    return {StoreKind::sqlite, location.substr(std::string_view("sqlite:").size())};
+  }
+  return {StoreKind::sqlite, location};
 }
 
-Store::Store(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Store Store::open(const std::string& location, OpenMode mode, const StoreOptions& options) {
+  const StoreLocation where = parse_store_location(location);
+  if (where.kind == StoreKind::sqlite) {
+    auto backend = detail::open_sqlite(where.target, mode, detail::schema_latest());
+    fs::path file = backend->path();
+    fs::path root = options.runs_root ? fs::absolute(*options.runs_root) : runs_root(file);
+    return Store(std::move(backend), std::move(root), std::move(file));
+  }
+  auto backend = detail::open_postgres(where.target, mode, detail::pg_schema_latest());
+  return Store(std::move(backend), fs::absolute(options.runs_root.value_or(k_default_server_runs_root)), {});
+}
+
+Store Store::from_backend(std::unique_ptr<Backend> backend, fs::path runs_root) {
+  const auto* sqlite = dynamic_cast<const SqliteBackend*>(backend.get());
+  fs::path file = sqlite ? sqlite->path() : fs::path();
+  return Store(std::move(backend), fs::absolute(runs_root), std::move(file));
+}
+
+Store::Store(std::unique_ptr<Backend> backend, fs::path runs_root, fs::path file)
+    : m_backend(std::move(backend)), m_runs_root(std::move(runs_root)), m_file(std::move(file)) {}
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 const fs::path& Store::path() const {
-  return m_impl->connection.path();
+  return m_file;
+}
+const std::string& Store::location() const {
+  return m_backend->display();
+}
+const fs::path& Store::runs_dir() const {
+  return m_runs_root;
 }
 int Store::schema_version() const {
-  return m_impl->version;
+  return m_backend->schema_version();
+}
+
+RunRecord Store::with_folder(RunRecord run) const {
+  run.run_dir = m_runs_root / run.id;
+  return run;
 }
 
 void Store::put_spec(const std::string& hash, const std::string& canonical, const std::string& name) {
-  detail::check_spec_hash(hash);
-  m_impl->connection.write([&](SQLite::Database& db) {
-    SQLite::Statement insert(db,
-                             "INSERT INTO specs (hash, name, canonical, created_at) VALUES (?, ?, ?, ?) "
-                             "ON CONFLICT (hash) DO NOTHING");
-    insert.bind(1, hash);
-    insert.bind(2, name);
-    insert.bind(3, canonical);
-    insert.bind(4, format_utc(Clock::now()));
-    insert.exec();
-  });
+  check_spec_hash(hash);
+  m_backend->put_spec(hash, canonical, name);
 }
 
 void Store::put_environment(const std::string& hash, const std::string& json_text) {
   EXPCTL_CHECK(!hash.empty(), util::StoreError, "environment hash is empty");
-  detail::check_json_object(json_text, "an environment fingerprint");
-  m_impl->connection.write([&](SQLite::Database& db) {
-    SQLite::Statement insert(db,
-                             "INSERT INTO environments (hash, fingerprint, created_at) VALUES (?, ?, ?) "
-                             "ON CONFLICT (hash) DO NOTHING");
-    insert.bind(1, hash);
-    insert.bind(2, json_text);
-    insert.bind(3, format_utc(Clock::now()));
-    insert.exec();
-  });
+  check_json_object(json_text, "an environment fingerprint");
+  m_backend->put_environment(hash, json_text);
 }
 
 std::optional<SpecRecord> Store::spec(const std::string& hash) const {
-  return m_impl->connection.retry([&]() -> std::optional<SpecRecord> {
-    SQLite::Statement query(m_impl->connection.db(), "SELECT name, canonical FROM specs WHERE hash = ?");
-    query.bind(1, hash);
-    if (!query.executeStep()) {
-      return std::nullopt;
-    }
-    return SpecRecord{hash, query.getColumn(0).getString(), query.getColumn(1).getString()};
-  });
+  return m_backend->spec(hash);
 }
 
 std::optional<std::string> Store::environment(const std::string& hash) const {
-  return m_impl->connection.retry([&]() -> std::optional<std::string> {
-    SQLite::Statement query(m_impl->connection.db(), "SELECT fingerprint FROM environments WHERE hash = ?");
-    query.bind(1, hash);
-    if (!query.executeStep()) {
-      return std::nullopt;
-    }
-    return query.getColumn(0).getString();
-  });
+  return m_backend->environment(hash);
 }
 
 RunRecord Store::create_run(const NewRun& run) {
-  detail::check_spec_hash(run.spec_hash);
-  const Clock::time_point started = run.started_at.value_or(Clock::now());
-  auto& connection = m_impl->connection;
-  return connection.write([&](SQLite::Database& db) {
-    SQLite::Statement spec_query(db, "SELECT name, canonical FROM specs WHERE hash = ?");
-    spec_query.bind(1, run.spec_hash);
-    EXPCTL_CHECK(spec_query.executeStep(), util::StoreError, "spec {} is not in {}: record it (put_spec) first",
-                 run.spec_hash, connection.display());
-    if (run.environment_hash) {
-      SQLite::Statement env_query(db, "SELECT 1 FROM environments WHERE hash = ?");
-      env_query.bind(1, *run.environment_hash);
-      EXPCTL_CHECK(env_query.executeStep(), util::StoreError,
-                   "environment {} is not in {}: record it (put_environment) first", *run.environment_hash,
-                   connection.display());
-    }
-    // Ids of one second sort by creation because each is made greater than the greatest so far;
-    // "-" < "." makes [second-, second.) the range of ids of that second.
-    const std::string second = detail::run_id_second(started);
-    SQLite::Statement greatest(db, "SELECT max(id) FROM runs WHERE id > ? AND id < ?");
-    greatest.bind(1, second + "-");
-    greatest.bind(2, second + ".");
-    greatest.executeStep();
-
-    RunRecord record;
-    record.id = detail::make_run_id(started, detail::optional_text(greatest.getColumn(0)));
-    record.spec_hash = run.spec_hash;
-    record.environment_hash = run.environment_hash;
-    record.name = run.name.empty() ? spec_query.getColumn(0).getString() : run.name;
-    record.started_at = format_utc(started);
-    record.run_dir = m_impl->runs_root / record.id;
-
-    const util::ProcessIdentity owner = util::ProcessIdentity::current();
-    record.owner = owner.display();
-    record.heartbeat_at = format_utc(Clock::now());
-    SQLite::Statement insert(db,
-                             "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir, "
-                             "heartbeat_at, owner_host, owner_pid, owner_boot_id, owner_start_ticks) "
-                             "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)");
-    insert.bind(1, record.id);
-    insert.bind(2, record.spec_hash);
-    detail::bind_optional(insert, 3, record.environment_hash);
-    insert.bind(4, record.name);
-    insert.bind(5, record.started_at);
-    insert.bind(6, "runs/" + record.id);  // relative: the database and its runs/ move together
-    insert.bind(7, *record.heartbeat_at);
-    detail::bind_owner(insert, 8, owner);
-    insert.exec();
-    // Published last, under the write lock: if it fails the row is rolled back; COMMIT of a WAL
-    // transaction that already holds the write lock does not meet SQLITE_BUSY, so the folder is
-    // never left without its row by a retry.
-    detail::publish_run_folder(m_impl->runs_root, record.id, spec_query.getColumn(1).getString());
-    return record;
-  });
+  check_spec_hash(run.spec_hash);
+  return with_folder(m_backend->create_run(run, [&](const std::string& id, const std::string& canonical) {
+    detail::publish_run_folder(m_runs_root, id, canonical);
+  }));
 }
 
 void Store::finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) {
   EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::lost, util::StoreError,
                "finish_run of {} needs an end status, not {}", run_id, to_string(status));
-  auto& connection = m_impl->connection;
-  connection.write([&](SQLite::Database& db) {
-    SQLite::Statement update(db,
-                             "UPDATE runs SET status = ?, exit_code = ?, root_cause = ?, ended_at = ? WHERE id = ?");
-    update.bind(1, std::string(to_string(status)));
-    update.bind(2, exit_code);
-    update.bind(3, root_cause);
-    update.bind(4, format_utc(Clock::now()));
-    update.bind(5, run_id);
-    detail::require_changed(connection, update.exec(), run_id);
-  });
+  m_backend->finish_run(run_id, status, exit_code, root_cause);
 }
 
 void Store::resume_run(const std::string& run_id) {
-  auto& connection = m_impl->connection;
-  connection.write([&](SQLite::Database& db) {
-    SQLite::Statement query(db, fmt::format("SELECT {} FROM runs WHERE id = ?", detail::k_run_columns));
-    query.bind(1, run_id);
-    detail::require_changed(connection, query.executeStep() ? 1 : 0, run_id);
-    const RunStatus status = detail::read_run(query, {}).status;
-    EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
-                 "run {} is {}: only an interrupted, failed, diverged or lost run can be resumed", run_id,
-                 to_string(status));
-    SQLite::Statement update(db,
-                             "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '', "
-                             "heartbeat_at = ?, owner_host = ?, owner_pid = ?, owner_boot_id = ?, "
-                             "owner_start_ticks = ? WHERE id = ?");
-    update.bind(1, format_utc(Clock::now()));
-    detail::bind_owner(update, 2, util::ProcessIdentity::current());
-    update.bind(6, run_id);
-    update.exec();
-  });
+  m_backend->resume_run(run_id);
 }
 
 void Store::heartbeat(const std::string& run_id) {
-  auto& connection = m_impl->connection;
-  connection.write([&](SQLite::Database& db) {
-    SQLite::Statement update(db, "UPDATE runs SET heartbeat_at = ? WHERE id = ?");
-    update.bind(1, format_utc(Clock::now()));
-    update.bind(2, run_id);
-    detail::require_changed(connection, update.exec(), run_id);
-  });
+  m_backend->heartbeat(run_id);
 }
 
 void Store::set_summary(const std::string& run_id, const std::string& json_text) {
-  detail::check_json_object(json_text, "a run summary");
-  auto& connection = m_impl->connection;
-  connection.write([&](SQLite::Database& db) {
-    SQLite::Statement update(db, "UPDATE runs SET summary = ? WHERE id = ?");
-    update.bind(1, json_text);
-    update.bind(2, run_id);
-    detail::require_changed(connection, update.exec(), run_id);
-  });
+  check_json_object(json_text, "a run summary");
+  m_backend->set_summary(run_id, json_text);
+}
+
+void Store::add_rank(const std::string& run_id, const RankRecord& rank) {
+  m_backend->add_rank(run_id, rank);
+}
+
+void Store::update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
+                        std::optional<int> signal) {
+  m_backend->update_rank(run_id, rank, status, exit_code, signal);
+}
+
+void Store::append_metrics(const std::string& run_id, std::span<const MetricPoint> points) {
+  if (points.empty()) {
+    return;
+  }
+  for (const MetricPoint& point : points) {
+    EXPCTL_CHECK(!point.name.empty() && point.rank >= 0, util::StoreError,
+                 "metric point of run {} has an empty name or a negative rank", util::quoted(run_id));
+  }
+  m_backend->append_metrics(run_id, points);
+}
+
+void Store::add_artifact(const std::string& run_id, const ArtifactRecord& artifact) {
+  EXPCTL_CHECK(!artifact.path.empty() && artifact.size_bytes >= 0 && artifact.sha256.size() == 64, util::StoreError,
+               "artifact {} of run {} needs a path, a 64-hex sha256 and a size >= 0", util::quoted(artifact.path),
+               util::quoted(run_id));
+  m_backend->add_artifact(run_id, artifact);
+}
+
+bool Store::remove_artifact(const std::string& run_id, const std::string& path) {
+  return m_backend->remove_artifact(run_id, path);
+}
+
+void Store::add_tag(const std::string& run_id, const std::string& tag) {
+  check_tag(tag);
+  m_backend->add_tag(run_id, tag);
+}
+
+bool Store::remove_tag(const std::string& run_id, const std::string& tag) {
+  return m_backend->remove_tag(run_id, tag);
 }
 
 std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
-  EXPCTL_CHECK(detail::is_lower_hex(filter.spec_hash_prefix), util::StoreError,
-               "spec hash prefix {} is not lowercase hex", util::quoted(filter.spec_hash_prefix));
+  EXPCTL_CHECK(is_lower_hex(filter.spec_hash_prefix), util::StoreError, "spec hash prefix {} is not lowercase hex",
+               util::quoted(filter.spec_hash_prefix));
   // `running` and `lost` runs are both stored as running and told apart only once read, so for
   // those the status and the limit are applied after reading.
   const bool derived = filter.status == RunStatus::running || filter.status == RunStatus::lost;
-  // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string sql = fmt::format("SELECT {} FROM runs WHERE 1", detail::k_run_columns);
-  if (filter.status) {
-    sql += " AND status = :status";
+  RunFilter stored = filter;
+  if (derived) {
+    stored.status = RunStatus::running;
+    stored.limit = 0;
   }
-  if (filter.tag) {
-    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
-  }
-  if (!filter.spec_hash_prefix.empty()) {
-    sql += " AND substr(spec_hash, 1, length(:spec)) = :spec";
-  }
-  sql += " ORDER BY started_at DESC, rowid DESC";
-  if (filter.limit > 0 && !derived) {
-    sql += " LIMIT :limit";
-  }
-  auto& connection = m_impl->connection;
-  auto runs = connection.retry([&] {
-    SQLite::Statement query(connection.db(), sql);
-    if (filter.status) {
-      query.bind(":status", std::string(to_string(derived ? RunStatus::running : *filter.status)));
-    }
-    if (filter.tag) {
-      query.bind(":tag", *filter.tag);
-    }
-    if (!filter.spec_hash_prefix.empty()) {
-      query.bind(":spec", filter.spec_hash_prefix);
-    }
-    if (filter.limit > 0 && !derived) {
-      query.bind(":limit", static_cast<int64_t>(filter.limit));
-    }
-    return detail::read_runs(connection.db(), query, connection.path().parent_path());
-  });
+  auto runs = m_backend->list_runs(stored);
   if (derived) {
     std::erase_if(runs, [&](const RunRecord& run) { return run.status != *filter.status; });
     if (filter.limit > 0 && runs.size() > filter.limit) {
       runs.resize(filter.limit);
     }
   }
+  for (RunRecord& run : runs) {
+    run.run_dir = m_runs_root / run.id;
+  }
   return runs;
 }
 
 std::optional<RunRecord> Store::run(const std::string& run_id) const {
-  auto& connection = m_impl->connection;
-  return connection.retry([&]() -> std::optional<RunRecord> {
-    SQLite::Statement query(connection.db(), fmt::format("SELECT {} FROM runs WHERE id = ?", detail::k_run_columns));
-    query.bind(1, run_id);
-    auto runs = detail::read_runs(connection.db(), query, connection.path().parent_path());
-    if (runs.empty()) {
-      return std::nullopt;
-    }
-    return std::move(runs.front());
-  });
+  auto found = m_backend->run(run_id);
+  return found ? std::optional(with_folder(std::move(*found))) : std::nullopt;
 }
 
 RunRecord Store::find_run(const std::string& selector) const {
@@ -413,22 +257,11 @@ RunRecord Store::find_run(const std::string& selector) const {
   if (auto exact = run(selector)) {
     return *exact;
   }
-  auto& connection = m_impl->connection;
-  const auto [count, candidates] = connection.retry([&] {
-    SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs WHERE substr(id, 1, length(:p)) = :p");
-    counter.bind(":p", selector);
-    counter.executeStep();
-    SQLite::Statement query(connection.db(),
-                            fmt::format("SELECT {} FROM runs WHERE substr(id, 1, length(:p)) = :p ORDER BY id LIMIT {}",
-                                        detail::k_run_columns, detail::k_max_candidates));
-    query.bind(":p", selector);
-    return std::pair(counter.getColumn(0).getInt(),
-                     detail::read_runs(connection.db(), query, connection.path().parent_path()));
-  });
+  const auto [count, candidates] = m_backend->runs_with_prefix(selector, k_max_candidates);
   EXPCTL_CHECK(count > 0, util::StoreError, "no run matches {} in {} (see 'expctl list' for run ids)",
-               util::quoted(selector), connection.display());
+               util::quoted(selector), location());
   if (count == 1) {
-    return candidates.front();
+    return with_folder(candidates.front());
   }
   std::vector<std::string> ids;
   for (const RunRecord& candidate : candidates) {
@@ -436,7 +269,56 @@ RunRecord Store::find_run(const std::string& selector) const {
   }
   throw util::StoreError(fmt::format("run selector {} is ambiguous: it matches {} runs ({}{}); give more of the id",
                                      util::quoted(selector), count, util::join(ids, ", "),
-                                     count > detail::k_max_candidates ? ", ..." : ""));
+                                     count > k_max_candidates ? ", ..." : ""));
 }
+
+std::vector<MetricPoint> Store::metrics(const std::string& run_id, const MetricFilter& filter) const {
+  return m_backend->metrics(run_id, filter);
+}
+
+std::vector<MetricPoint> Store::recent_metrics(const std::string& run_id, const std::string& name, int rank,
+                                              int count) const {
+  return m_backend->recent_metrics(run_id, name, rank, count);
+}
+
+std::vector<SeriesColumns> Store::series_columns(const std::string& run_id, const std::string& name,
+                                                 std::int64_t after_step) const {
+  return m_backend->series_columns(run_id, name, after_step);
+}
+
+std::vector<SeriesAggregate> Store::series_aggregates(const std::string& run_id, const std::string& name,
+                                                      std::int64_t after_step) const {
+  return m_backend->series_aggregates(run_id, name, after_step);
+}
+
+std::vector<MetricSeriesInfo> Store::metric_series(const std::string& run_id) const {
+  return m_backend->metric_series(run_id);
+}
+
+std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
+  return m_backend->artifacts(run_id);
+}
+
+std::vector<RankRecord> Store::ranks(const std::string& run_id) const {
+  auto ranks = m_backend->ranks(run_id);
+  const auto owner = run(run_id);
+  for (auto& rank : ranks) {
+    if (rank.status == RunStatus::running && owner && owner->status != RunStatus::running) {
+      rank.status = RunStatus::lost;
+    }
+  }
+  return ranks;
+}
+
+namespace detail {
+
+SqliteBackend& sqlite_backend(Store& store, const char* what) {
+  auto* sqlite = dynamic_cast<SqliteBackend*>(&store.backend());
+  EXPCTL_CHECK(sqlite != nullptr, util::StoreError, "{} needs a SQLite store, and {} is not one", what,
+               store.location());
+  return *sqlite;
+}
+
+}  // namespace detail
 
 }  // namespace expctl::store

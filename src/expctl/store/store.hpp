@@ -1,12 +1,16 @@
 #pragma once
-/// The results store: one SQLite database (WAL, foreign keys, versioned schema) plus a folder per
-/// run beside it, `<database dir>/runs/<run-id>/` (spec.json, logs/, checkpoints/).
+/// The results store: a database behind the Backend seam (backend.hpp) plus a folder per run,
+/// `<runs root>/<run-id>/` (spec.json, logs/, checkpoints/). The default database is one SQLite
+/// file (WAL, foreign keys, versioned schema) and the default runs root the `runs/` folder beside
+/// it; the runs root is a setting of its own (StoreOptions), so a store on a server keeps its run
+/// folders on the node that ran them.
 ///
-/// Every write is one `BEGIN IMMEDIATE` transaction, retried while another process holds the
-/// write lock, so several expctl processes may write one database at once without losing rows or
-/// failing with "database is locked". Errors are util::StoreError with one-line messages that name
-/// the database; input problems (unknown run, bad selector, newer schema, not a database) exit 2,
-/// environmental ones (disk full, I/O, read-only file) exit 1.
+/// Every write is one transaction (SQLite: `BEGIN IMMEDIATE`, retried while another process
+/// holds the write lock), so several expctl processes may write one database at once without
+/// losing rows. Errors are util::StoreError with one-line messages that name the database; those
+/// from the database itself are store::Error with a FailureKind (failure.hpp). Input problems
+/// (unknown run, bad selector, newer schema, not a database) exit 2, environmental ones (disk
+/// full, I/O, read-only file) exit 1.
 ///
 /// A Store is one connection: use it from one thread at a time and never across fork().
 
@@ -20,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "expctl/store/backend.hpp"
+#include "expctl/store/failure.hpp"
 #include "expctl/store/types.hpp"
 #include "expctl/util/process_identity.hpp"
 
@@ -46,8 +52,31 @@ RunStatus derive_run_status(RunStatus stored, const std::optional<util::ProcessI
 /// Newest schema version this expctl reads and writes.
 int latest_schema_version();
 
-/// The folder that holds run folders for the database at `database`: `<database dir>/runs`.
+/// The folder that holds run folders for the SQLite database at `database`: `<database dir>/runs`
+/// (the default runs root of a SQLite store).
 std::filesystem::path runs_root(const std::filesystem::path& database);
+
+/// The databases a store can live in.
+enum class StoreKind { sqlite, postgresql };
+
+/// Where a store lives, parsed from --db / EXPCTL_DB.
+struct StoreLocation {
+  StoreKind kind = StoreKind::sqlite;
+  /// SQLite: the file's path ("sqlite:" prefix removed). PostgreSQL: the libpq connection string
+  /// as given (a postgresql:// or postgres:// URL, or keyword=value pairs such as "service=team").
+  std::string target{};
+};
+
+/// `sqlite:PATH` or a plain path is SQLite; `postgresql://...`, `postgres://...` and libpq
+/// keyword=value strings (`service=`, `host=`, `dbname=`, ...) are PostgreSQL.
+StoreLocation parse_store_location(const std::string& location);
+
+/// How a store is opened, besides its location.
+struct StoreOptions {
+  /// Where run folders go. Default: `runs/` beside a SQLite file; for a store on a server,
+  /// `results/runs` under the current directory (run folders stay on the node that ran them).
+  std::optional<std::filesystem::path> runs_root{};
+};
 
 /// One rank's points of one metric series as columns (bulk readers want no per-point name).
 struct SeriesColumns {
@@ -70,17 +99,27 @@ struct SeriesAggregate {
 
 class Store {
  public:
-  /// Opens (read_write: creating) the database at `path` and migrates it to the latest schema.
-  /// Throws StoreError for a missing file (read_only), a file that is not an expctl database, or a
-  /// schema newer than latest_schema_version() ("written by a newer expctl ...: upgrade expctl").
-  static Store open(const std::filesystem::path& path, OpenMode mode = OpenMode::read_write);
+  /// Opens (read_write: creating) the store at `location` (see parse_store_location; a plain path
+  /// is a SQLite file) and migrates it to the latest schema. Throws StoreError for a missing file
+  /// (read_only), a file that is not an expctl database, or a schema newer than
+  /// latest_schema_version() ("written by a newer expctl ...: upgrade expctl").
+  static Store open(const std::string& location, OpenMode mode = OpenMode::read_write,
+                    const StoreOptions& options = {});
+  /// Wraps an open backend (tests, and backends opened by hand) with run folders under `runs_root`.
+  static Store from_backend(std::unique_ptr<Backend> backend, std::filesystem::path runs_root);
 
   Store(Store&&) noexcept;
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  /// Absolute path of the database file.
+  /// Absolute path of the database file of a SQLite store; empty for a store on a server.
   const std::filesystem::path& path() const;
+  /// The store as the user named it, safe to print (a server's password masked).
+  const std::string& location() const;
+  /// The folder that holds the run folders (absolute).
+  const std::filesystem::path& runs_dir() const;
+  /// The database behind this store.
+  Backend& backend() { return *m_backend; }
   /// Schema version of the open database (latest_schema_version() unless opened for testing).
   int schema_version() const;
 
@@ -158,14 +197,12 @@ class Store {
   /// the disk was full, the supervisor was killed) reads as `lost`.
   std::vector<RankRecord> ranks(const std::string& run_id) const;
 
-  /// The connection and paths behind the pimpl (defined in the store's internal store_impl.hpp).
-  struct Impl;
-
  private:
-  explicit Store(std::unique_ptr<Impl> impl);
-  std::vector<RankRecord> stored_ranks(const std::string& run_id) const;  ///< as written
-  friend struct StoreAccess;
-  std::unique_ptr<Impl> m_impl;
+  Store(std::unique_ptr<Backend> backend, std::filesystem::path runs_root, std::filesystem::path file);
+  RunRecord with_folder(RunRecord run) const;
+  std::unique_ptr<Backend> m_backend;
+  std::filesystem::path m_runs_root;
+  std::filesystem::path m_file;  ///< SQLite only
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ struct RunRecord {
   std::optional<std::string> ended_at{};      ///< none while running
   std::optional<int> exit_code{};             ///< none while running
   std::string root_cause{};                   ///< why it failed or stopped; empty when it did not
-  std::filesystem::path run_dir{};            ///< absolute: <database dir>/runs/<id>
+  std::filesystem::path run_dir{};            ///< absolute: <runs root>/<id> (Store::runs_dir)
   std::string summary_json = "{}";            ///< a JSON object written by the runner; "{}" until then
   std::vector<std::string> tags{};            ///< sorted
   std::optional<std::string> owner{};         ///< "host:pid" of the process that ran it last; none in old stores
@@ -80,7 +80,8 @@ struct RankRecord {
   std::optional<int> signal{};     ///< set when a signal killed it
 };
 
-/// One metric value of one rank at one step. A NaN value is kept (stored as SQL NULL).
+/// One metric value of one rank at one step. NaN and ±Inf are values like any other: they read
+/// back as written (SQLite stores a NaN as NULL, which reads back as NaN).
 struct MetricPoint {
   int rank = 0;
   std::int64_t step = 0;

@@ -137,3 +137,13 @@ TEST_CASE("env vars: a secret never reaches the fingerprint's JSON, text or cano
   CHECK(fingerprint.text("env.vars") == "CUBLAS_WORKSPACE_CONFIG=:4096:8, NCCL_API_TOKEN=***, TORCH_SECRET_SAUCE=***");
   CHECK(fingerprint.text("determinism.cublas_workspace_config") == ":4096:8");
 }
+
+TEST_CASE("env vars: a store URL's password is masked in a recorded value, the rest is kept") {
+  CHECK(mask_url_password("postgresql://alice:s3cret@db.example:5432/expctl") ==
+        "postgresql://alice:***@db.example:5432/expctl");
+  CHECK(mask_url_password("postgres://alice@db/expctl") == "postgres://alice@db/expctl");
+  CHECK(mask_url_password("a postgres://u:p@h/x and https://v:q@w/") == "a postgres://u:***@h/x and https://v:***@w/");
+  CHECK(mask_url_password("http://host/path@x:y") == "http://host/path@x:y");
+  const auto recorded = record_env_vars({{"OMP_STORE", "postgresql://u:hunter2@h/db"}}, {});
+  CHECK(recorded.computation.at("OMP_STORE") == "postgresql://u:***@h/db");
+}

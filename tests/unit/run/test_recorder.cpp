@@ -251,3 +251,16 @@ TEST_CASE("recorder: a TensorBoard folder that cannot be written ends the export
   }
   CHECK(f.db.metrics(f.run.id, {.name = "loss", .rank = 0}).size() == 2);
 }
+
+TEST_CASE("recorder: waits on a store failure of kind busy, by its kind, never by its message text") {
+  using store::FailureKind;
+  CHECK(run::is_store_busy(store::Error("results/expctl.db: locked", FailureKind::busy, util::ExitCode::run_failed)));
+  CHECK(run::is_store_busy(store::Error("postgresql://db/x: deadlock that kept recurring for 2 minutes: retry",
+                                        FailureKind::busy, util::ExitCode::run_failed)));
+  // Today's SQLite wording without the kind is not "busy" any more: nothing matches text.
+  CHECK_FALSE(run::is_store_busy(util::StoreError(
+      "results/expctl.db: still in use by another process after retrying for 2 minutes; retry when it has finished",
+      util::ExitCode::run_failed)));
+  CHECK_FALSE(run::is_store_busy(
+      store::Error("postgresql://db/x: cannot connect", FailureKind::unreachable, util::ExitCode::usage)));
+}

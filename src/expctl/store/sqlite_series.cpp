@@ -1,10 +1,10 @@
-// Store members for what hangs off a run: ranks, metric series, artifacts and tags.
+// SQLite backend members for what hangs off a run: ranks, metric series, artifacts and tags.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "expctl/store/sqlite_backend.hpp"
 #include "expctl/store/store.hpp"
-#include "expctl/store/store_impl.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::store {
@@ -16,18 +16,10 @@ double read_value(const SQLite::Column& column) {
   return column.isNull() ? std::numeric_limits<double>::quiet_NaN() : column.getDouble();
 }
 
-void check_tag(const std::string& tag) {
-  const bool bad_char = std::any_of(
-      tag.begin(), tag.end(), [](char c) { return c == ',' || static_cast<unsigned char>(c) <= ' ' || c == '\x7f'; });
-  EXPCTL_CHECK(!tag.empty() && !bad_char, util::StoreError,
-               "tag {} is not valid: tags are non-empty and have no spaces, commas or control characters",
-               util::quoted(tag));
-}
-
 }  // namespace
 
-void Store::add_rank(const std::string& run_id, const RankRecord& rank) {
-  auto& connection = m_impl->connection;
+void SqliteBackend::add_rank(const std::string& run_id, const RankRecord& rank) {
+  auto& connection = m_connection;
   connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
     SQLite::Statement insert(db,
@@ -45,9 +37,9 @@ void Store::add_rank(const std::string& run_id, const RankRecord& rank) {
   });
 }
 
-void Store::update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
+void SqliteBackend::update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
                         std::optional<int> signal) {
-  auto& connection = m_impl->connection;
+  auto& connection = m_connection;
   connection.write([&](SQLite::Database& db) {
     SQLite::Statement update(db,
                              "UPDATE ranks SET status = ?, exit_code = ?, signal = ? WHERE run_id = ? AND rank = ?");
@@ -61,11 +53,11 @@ void Store::update_rank(const std::string& run_id, int rank, RunStatus status, s
   });
 }
 
-void Store::append_metrics(const std::string& run_id, std::span<const MetricPoint> points) {
+void SqliteBackend::append_metrics(const std::string& run_id, std::span<const MetricPoint> points) {
   if (points.empty()) {
     return;
   }
-  auto& connection = m_impl->connection;
+  auto& connection = m_connection;
   connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
     // One prepared statement for the whole batch inside one transaction: one fsync per batch.
@@ -74,8 +66,6 @@ void Store::append_metrics(const std::string& run_id, std::span<const MetricPoin
                              "ON CONFLICT (run_id, name, rank, step) DO UPDATE SET value = excluded.value");
     insert.bind(1, run_id);
     for (const MetricPoint& point : points) {
-      EXPCTL_CHECK(!point.name.empty() && point.rank >= 0, util::StoreError,
-                   "metric point of run {} has an empty name or a negative rank", util::quoted(run_id));
       insert.bind(2, point.name);
       insert.bind(3, point.rank);
       insert.bind(4, static_cast<int64_t>(point.step));
@@ -86,11 +76,8 @@ void Store::append_metrics(const std::string& run_id, std::span<const MetricPoin
   });
 }
 
-void Store::add_artifact(const std::string& run_id, const ArtifactRecord& artifact) {
-  EXPCTL_CHECK(!artifact.path.empty() && artifact.size_bytes >= 0 && artifact.sha256.size() == 64, util::StoreError,
-               "artifact {} of run {} needs a path, a 64-hex sha256 and a size >= 0", util::quoted(artifact.path),
-               util::quoted(run_id));
-  auto& connection = m_impl->connection;
+void SqliteBackend::add_artifact(const std::string& run_id, const ArtifactRecord& artifact) {
+  auto& connection = m_connection;
   connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
     SQLite::Statement insert(db,
@@ -105,8 +92,8 @@ void Store::add_artifact(const std::string& run_id, const ArtifactRecord& artifa
   });
 }
 
-bool Store::remove_artifact(const std::string& run_id, const std::string& path) {
-  auto& connection = m_impl->connection;
+bool SqliteBackend::remove_artifact(const std::string& run_id, const std::string& path) {
+  auto& connection = m_connection;
   return connection.write([&](SQLite::Database& db) {
     SQLite::Statement remove(db, "DELETE FROM artifacts WHERE run_id = ? AND path = ?");
     remove.bind(1, run_id);
@@ -115,9 +102,8 @@ bool Store::remove_artifact(const std::string& run_id, const std::string& path) 
   });
 }
 
-void Store::add_tag(const std::string& run_id, const std::string& tag) {
-  check_tag(tag);
-  auto& connection = m_impl->connection;
+void SqliteBackend::add_tag(const std::string& run_id, const std::string& tag) {
+  auto& connection = m_connection;
   connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
     SQLite::Statement insert(db, "INSERT INTO tags (run_id, tag) VALUES (?, ?) ON CONFLICT (run_id, tag) DO NOTHING");
@@ -127,8 +113,8 @@ void Store::add_tag(const std::string& run_id, const std::string& tag) {
   });
 }
 
-bool Store::remove_tag(const std::string& run_id, const std::string& tag) {
-  auto& connection = m_impl->connection;
+bool SqliteBackend::remove_tag(const std::string& run_id, const std::string& tag) {
+  auto& connection = m_connection;
   return connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
     SQLite::Statement remove(db, "DELETE FROM tags WHERE run_id = ? AND tag = ?");
@@ -138,8 +124,8 @@ bool Store::remove_tag(const std::string& run_id, const std::string& tag) {
   });
 }
 
-std::vector<MetricPoint> Store::metrics(const std::string& run_id, const MetricFilter& filter) const {
-  auto& connection = m_impl->connection;
+std::vector<MetricPoint> SqliteBackend::metrics(const std::string& run_id, const MetricFilter& filter) {
+  auto& connection = m_connection;
   return connection.retry([&] {
     // NULL filters match everything, so one statement serves every combination.
     SQLite::Statement query(connection.db(),
@@ -157,9 +143,9 @@ std::vector<MetricPoint> Store::metrics(const std::string& run_id, const MetricF
   });
 }
 
-std::vector<MetricPoint> Store::recent_metrics(const std::string& run_id, const std::string& name, int rank,
-                                              int count) const {
-  auto& connection = m_impl->connection;
+std::vector<MetricPoint> SqliteBackend::recent_metrics(const std::string& run_id, const std::string& name, int rank,
+                                              int count) {
+  auto& connection = m_connection;
   return connection.retry([&] {
     SQLite::Statement query(connection.db(),
                             "SELECT step, value FROM metrics WHERE run_id = ? AND name = ? AND rank = ? "
@@ -188,9 +174,9 @@ void bind_series(SQLite::Statement& query, const std::string& run_id, const std:
 
 }  // namespace
 
-std::vector<SeriesColumns> Store::series_columns(const std::string& run_id, const std::string& name,
-                                                 std::int64_t after_step) const {
-  auto& connection = m_impl->connection;
+std::vector<SeriesColumns> SqliteBackend::series_columns(const std::string& run_id, const std::string& name,
+                                                 std::int64_t after_step) {
+  auto& connection = m_connection;
   return connection.retry([&] {
     // A range scan of the primary key (run_id, name, rank, step): already in the order wanted.
     SQLite::Statement query(connection.db(),
@@ -210,9 +196,9 @@ std::vector<SeriesColumns> Store::series_columns(const std::string& run_id, cons
   });
 }
 
-std::vector<SeriesAggregate> Store::series_aggregates(const std::string& run_id, const std::string& name,
-                                                      std::int64_t after_step) const {
-  auto& connection = m_impl->connection;
+std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string& run_id, const std::string& name,
+                                                      std::int64_t after_step) {
+  auto& connection = m_connection;
   return connection.retry([&] {
     SQLite::Statement query(connection.db(),
                             "SELECT rank, count(value), count(*) - count(value), total(value), min(value), "
@@ -232,8 +218,8 @@ std::vector<SeriesAggregate> Store::series_aggregates(const std::string& run_id,
   });
 }
 
-std::vector<MetricSeriesInfo> Store::metric_series(const std::string& run_id) const {
-  auto& connection = m_impl->connection;
+std::vector<MetricSeriesInfo> SqliteBackend::metric_series(const std::string& run_id) {
+  auto& connection = m_connection;
   return connection.retry([&] {
     // One row per (name, rank); the primary key index makes the first/last look-ups cheap.
     SQLite::Statement query(connection.db(), R"sql(
@@ -259,8 +245,8 @@ FROM metrics m WHERE run_id = ? GROUP BY name, rank ORDER BY name, rank)sql");
   });
 }
 
-std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
-  auto& connection = m_impl->connection;
+std::vector<ArtifactRecord> SqliteBackend::artifacts(const std::string& run_id) {
+  auto& connection = m_connection;
   return connection.retry([&] {
     SQLite::Statement query(connection.db(),
                             "SELECT path, sha256, size_bytes FROM artifacts WHERE run_id = ? ORDER BY path");
@@ -274,19 +260,8 @@ std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
   });
 }
 
-std::vector<RankRecord> Store::ranks(const std::string& run_id) const {
-  auto ranks = stored_ranks(run_id);
-  const auto owner = run(run_id);
-  for (auto& rank : ranks) {
-    if (rank.status == RunStatus::running && owner && owner->status != RunStatus::running) {
-      rank.status = RunStatus::lost;
-    }
-  }
-  return ranks;
-}
-
-std::vector<RankRecord> Store::stored_ranks(const std::string& run_id) const {
-  auto& connection = m_impl->connection;
+std::vector<RankRecord> SqliteBackend::ranks(const std::string& run_id) {
+  auto& connection = m_connection;
   return connection.retry([&] {
     SQLite::Statement query(connection.db(),
                             "SELECT rank, host, pid, environment_hash, status, exit_code, signal FROM ranks "

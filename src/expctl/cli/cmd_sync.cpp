@@ -1,0 +1,139 @@
+// `expctl sync`: ship the node-local store to the team's server (--db), once or --follow. The
+// shipping rules (batches, idempotence, progress in the server's transaction) are store/ship.hpp's.
+
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "expctl/cli/command.hpp"
+#include "expctl/cli/support_store.hpp"
+#include "expctl/store/ship.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::cli {
+namespace {
+
+struct SyncOptions {
+  std::string from;
+  bool follow = false;
+  double interval_s = 2.0;
+  bool status = false;
+  std::string format = "text";
+};
+
+/// Backoff between failed passes of --follow: 1 s doubling to 30 s.
+constexpr std::chrono::seconds k_first_retry{1};
+constexpr std::chrono::seconds k_max_retry{30};
+
+volatile std::sig_atomic_t g_stop = 0;
+
+void print_report(const SyncOptions& options, const store::ShipReport& report, const store::ShipLag& lag,
+                  const std::string& server) {
+  if (options.format == "json") {
+    nlohmann::json document = json_envelope("sync");
+    document["from"] = options.from;
+    document["to"] = server;
+    document["runs_considered"] = report.runs_considered;
+    document["runs_shipped"] = report.runs_shipped;
+    document["points_shipped"] = report.points_shipped;
+    document["batches"] = report.batches;
+    document["runs_behind"] = lag.runs_behind;
+    document["points_behind"] = lag.points_behind;
+    print_json(document);
+    return;
+  }
+  if (!options.status) {
+    std::cout << fmt::format("shipped {} point(s) of {} run(s) in {} batch(es) from {} to {}\n", report.points_shipped,
+                             report.runs_shipped, report.batches, options.from, server);
+  }
+  std::cout << (lag.runs_behind == 0 ? fmt::format("{} is up to date with {}\n", server, options.from)
+                                     : fmt::format("{} is behind {} by {} run(s) and {} point(s)\n", server,
+                                                   options.from, lag.runs_behind, lag.points_behind));
+}
+
+void check_server(const GlobalOptions& globals) {
+  EXPCTL_CHECK(!store_is_file(globals), util::UsageError,
+               "sync sends a node's store to a team server: give the server as --db postgresql://USER@HOST/DB (or "
+               "service=NAME, or EXPCTL_DB); to combine SQLite files use 'expctl merge'");
+}
+
+void run_sync(SyncOptions options, GlobalOptions& globals) {
+  check_server(globals);
+  if (options.from.empty()) {
+    options.from = globals.local_db;
+  }
+  GlobalOptions local_globals = globals;
+  local_globals.db_path = options.from;
+  store::Store local = open_store(local_globals, store::OpenMode::read_only);
+  store::Store server = open_store(globals, options.status ? store::OpenMode::read_only : store::OpenMode::read_write);
+  if (options.status) {
+    print_report(options, {}, store::ship_lag(local, server), server.location());
+    return;
+  }
+  if (!options.follow) {
+    const store::ShipReport report = store::ship(local, server);
+    print_report(options, report, store::ship_lag(local, server), server.location());
+    return;
+  }
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  const std::string location = server.location();
+  std::optional<store::Store> connected(std::move(server));
+  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(options.interval_s));
+  auto retry = std::chrono::milliseconds(k_first_retry);
+  bool failing = false;
+  while (g_stop == 0) {
+    try {
+      if (!connected) {
+        connected.emplace(open_store(globals, store::OpenMode::read_write));
+      }
+      const store::ShipReport report = store::ship(local, *connected);
+      if (failing || report.points_shipped > 0 || report.runs_shipped > 0) {
+        std::cerr << fmt::format("expctl: shipped {} point(s) of {} run(s) to {}\n", report.points_shipped,
+                                 report.runs_shipped, location);
+      }
+      failing = false;
+      retry = k_first_retry;
+      std::this_thread::sleep_for(wait);
+    } catch (const store::Error& error) {
+      connected.reset();
+      if (!failing) {
+        std::cerr << fmt::format("expctl: note: cannot ship now ({}); retrying with backoff up to {} s\n", error.what(),
+                                 k_max_retry.count());
+      }
+      failing = true;
+      std::this_thread::sleep_for(retry);
+      retry = std::min<std::chrono::milliseconds>(retry * 2, k_max_retry);
+    }
+  }
+  globals.result = util::ExitCode::interrupted;
+}
+
+void setup_sync(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
+  auto options = std::make_shared<SyncOptions>();
+  CLI::App* command = app.add_subcommand(
+      "sync",
+      "Ship this node's store to the team's PostgreSQL server (--db): the runs, ranks, artifacts'\n"
+      "records, tags and every metric point the server lacks, in batches of one transaction each\n"
+      "(progress is recorded in the same transaction, so a crash or a replay never loses or\n"
+      "duplicates a point). `expctl run` does the same on a thread while it trains; use sync for\n"
+      "stores written offline, before the server existed, or while it was away. Prints how far the\n"
+      "server is behind afterwards. --follow keeps shipping, retrying with backoff while the server\n"
+      "is away, until Ctrl-C (exit 130).\n"
+      "Example: EXPCTL_DB=postgresql://alice@db.example/expctl expctl sync --from results/expctl.db");
+  command->add_option("--from", options->from, "The node-local SQLite store to ship (default: --local-db)");
+  command->add_flag("--follow", options->follow, "Keep shipping every --interval seconds until interrupted");
+  command->add_option("--interval", options->interval_s, "Seconds between passes with --follow (default 2)")
+      ->check(CLI::Range(0.05, 3600.0));
+  command->add_flag("--status", options->status, "Ship nothing: only say how far the server is behind");
+  add_format_option(command, options->format);
+  command->callback([options, globals] { run_sync(*options, *globals); });
+}
+
+}  // namespace
+
+EXPCTL_REGISTER_COMMAND(sync, 46, setup_sync);
+
+}  // namespace expctl::cli

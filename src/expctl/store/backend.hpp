@@ -1,0 +1,85 @@
+#pragma once
+/// The store's backend seam: what a database must do for expctl, whatever it is. Store (store.hpp)
+/// owns one Backend and adds what does not depend on the database: the run folders (under a root
+/// of their own, not beside a database file) and the statuses derived on read. SQLite
+/// (sqlite_backend.*) is the zero-setup default; other databases implement the same members.
+///
+/// Contract for every implementation: failures are store::Error with a FailureKind (busy, full,
+/// read-only, unreachable, corrupt, io, input) and a one-line message naming the store (with any
+/// password masked) and the fix; a write is one transaction, whole or not at all; NaN and ±Inf
+/// metric values and 64-bit steps read back as they were written; RunRecord::run_dir is left
+/// empty (Store fills it in); statuses are returned as stored (Store derives `lost`).
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "expctl/store/types.hpp"
+
+namespace expctl::store {
+
+struct SeriesColumns;
+struct SeriesAggregate;
+
+/// Called by Backend::create_run inside its transaction, after the row is written and before it
+/// commits, with the new run's id and canonical spec: publishes the run's folder, so a row never
+/// points at a missing folder. When it throws, the transaction is rolled back.
+using PublishRun = std::function<void(const std::string& id, const std::string& canonical_spec)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// The store as the user named it, safe to print (passwords masked).
+  virtual const std::string& display() const = 0;
+  /// Schema version of the open store.
+  virtual int schema_version() const = 0;
+
+  virtual void put_spec(const std::string& hash, const std::string& canonical, const std::string& name) = 0;
+  virtual void put_environment(const std::string& hash, const std::string& json_text) = 0;
+  virtual std::optional<SpecRecord> spec(const std::string& hash) = 0;
+  virtual std::optional<std::string> environment(const std::string& hash) = 0;
+
+  virtual RunRecord create_run(const NewRun& run, const PublishRun& publish) = 0;
+  virtual void finish_run(const std::string& run_id, RunStatus status, int exit_code,
+                          const std::string& root_cause) = 0;
+  /// Marks the run `running` again, owned by the calling process; throws StoreError for a run that
+  /// is running (its owner alive, as derive_run_status says) or completed.
+  virtual void resume_run(const std::string& run_id) = 0;
+  virtual void heartbeat(const std::string& run_id) = 0;
+  virtual void set_summary(const std::string& run_id, const std::string& json_text) = 0;
+
+  virtual void add_rank(const std::string& run_id, const RankRecord& rank) = 0;
+  virtual void update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
+                           std::optional<int> signal) = 0;
+  virtual void append_metrics(const std::string& run_id, std::span<const MetricPoint> points) = 0;
+  virtual void add_artifact(const std::string& run_id, const ArtifactRecord& artifact) = 0;
+  virtual bool remove_artifact(const std::string& run_id, const std::string& path) = 0;
+  virtual void add_tag(const std::string& run_id, const std::string& tag) = 0;
+  virtual bool remove_tag(const std::string& run_id, const std::string& tag) = 0;
+
+  /// Runs matching `filter` with statuses as stored; `running`/`lost` filters and their limit are
+  /// applied by Store after deriving (the backend is asked for `running` without a limit).
+  virtual std::vector<RunRecord> list_runs(const RunFilter& filter) = 0;
+  virtual std::optional<RunRecord> run(const std::string& run_id) = 0;
+  /// How many run ids start with `prefix`, and the first `limit` of those runs by id.
+  virtual std::pair<std::int64_t, std::vector<RunRecord>> runs_with_prefix(const std::string& prefix, int limit) = 0;
+
+  virtual std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter) = 0;
+  virtual std::vector<MetricPoint> recent_metrics(const std::string& run_id, const std::string& name, int rank,
+                                                  int count) = 0;
+  virtual std::vector<SeriesColumns> series_columns(const std::string& run_id, const std::string& name,
+                                                    std::int64_t after_step) = 0;
+  virtual std::vector<SeriesAggregate> series_aggregates(const std::string& run_id, const std::string& name,
+                                                         std::int64_t after_step) = 0;
+  virtual std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) = 0;
+  virtual std::vector<ArtifactRecord> artifacts(const std::string& run_id) = 0;
+  /// Ordered by rank, statuses as stored.
+  virtual std::vector<RankRecord> ranks(const std::string& run_id) = 0;
+};
+
+}  // namespace expctl::store

@@ -1,0 +1,477 @@
+// The PostgreSQL backend. Statements mirror the SQLite backend's (sqlite_backend.cpp,
+// sqlite_series.cpp) in PostgreSQL's dialect; metric names go through integer keys.
+#include "expctl/store/pg_backend.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "expctl/store/pg_schema.hpp"
+#include "expctl/store/run_folder.hpp"
+#include "expctl/util/strings.hpp"
+
+namespace expctl::store {
+
+namespace {
+
+using detail::PgConnection;
+using detail::PgParams;
+using detail::PgResult;
+
+/// Columns of a run row, in the order read_run expects; tags come aggregated (they never hold a
+/// comma), so listing 10 000 runs is one statement, not one per run.
+constexpr const char* k_run_columns =
+    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, summary, "
+    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at, "
+    "(SELECT string_agg(tag, ',' ORDER BY tag) FROM tags t WHERE t.run_id = runs.id)";
+constexpr int k_owner_column = 10;
+
+/// Rows of COPY text are tab-separated; numbers and NaN/Infinity need no escaping.
+constexpr const char* k_staging_table =
+    "CREATE TEMP TABLE IF NOT EXISTS expctl_staging_metrics "
+    "(ord bigint, key_id integer, rank integer, step bigint, value double precision) ON COMMIT DELETE ROWS";
+
+std::string text(std::int64_t number) {
+  return std::to_string(number);
+}
+
+PgParams::value_type optional_param(const std::optional<std::string>& value) {
+  return value;
+}
+
+PgParams::value_type optional_param(const std::optional<int>& value) {
+  return value ? std::optional(text(*value)) : std::nullopt;
+}
+
+PgParams::value_type optional_param(const std::optional<std::int64_t>& value) {
+  return value ? std::optional(text(*value)) : std::nullopt;
+}
+
+RunRecord read_run(const PgResult& rows, int row) {
+  RunRecord run;
+  run.id = rows.text(row, 0);
+  run.spec_hash = rows.text(row, 1);
+  run.environment_hash = rows.optional_text(row, 2);
+  run.name = rows.text(row, 3);
+  run.status = parse_run_status(rows.text(row, 4)).value_or(RunStatus::failed);  // CHECK admits no other
+  run.started_at = rows.text(row, 5);
+  run.ended_at = rows.optional_text(row, 6);
+  run.exit_code = rows.optional_int(row, 7);
+  run.root_cause = rows.text(row, 8);
+  run.summary_json = rows.text(row, 9);
+  std::optional<util::ProcessIdentity> owner;
+  if (!rows.is_null(row, k_owner_column)) {
+    owner = util::ProcessIdentity{rows.text(row, k_owner_column), rows.int64(row, k_owner_column + 1),
+                                  rows.text(row, k_owner_column + 2), rows.int64(row, k_owner_column + 3)};
+    run.owner = owner->display();
+  }
+  run.heartbeat_at = rows.optional_text(row, k_owner_column + 4);
+  if (const auto tags = rows.optional_text(row, k_owner_column + 5)) {
+    run.tags = util::split(*tags, ',');
+  }
+  const auto heartbeat = run.heartbeat_at ? parse_utc(*run.heartbeat_at) : std::nullopt;
+  run.status = derive_run_status(run.status, owner, heartbeat, Clock::now());
+  return run;
+}
+
+std::vector<RunRecord> read_runs(const PgResult& rows) {
+  std::vector<RunRecord> runs;
+  runs.reserve(static_cast<std::size_t>(rows.rows()));
+  for (int row = 0; row < rows.rows(); ++row) {
+    runs.push_back(read_run(rows, row));
+  }
+  return runs;
+}
+
+void append_owner(PgParams& params, const util::ProcessIdentity& owner) {
+  params.push_back(owner.host);
+  params.push_back(text(owner.pid));
+  params.push_back(owner.boot_id);
+  params.push_back(text(owner.start_ticks));
+}
+
+}  // namespace
+
+namespace detail {
+
+std::unique_ptr<PgBackend> open_postgres(const std::string& conninfo, OpenMode mode, int target_version) {
+  PgConnection connection(conninfo, masked_conninfo(conninfo));
+  const int version = pg_prepare(connection, target_version, mode == OpenMode::read_write);
+  if (mode == OpenMode::read_only) {
+    connection.exec("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY");
+  }
+  return std::make_unique<PgBackend>(std::move(connection), version);
+}
+
+PgBackend& pg_backend(Store& store, const char* what) {
+  auto* pg = dynamic_cast<PgBackend*>(&store.backend());
+  EXPCTL_CHECK(pg != nullptr, util::StoreError, "{} needs a PostgreSQL store, and {} is not one", what,
+               store.location());
+  return *pg;
+}
+
+}  // namespace detail
+
+void PgBackend::require_run(const std::string& run_id) {
+  require_changed(m_connection.exec("SELECT 1 FROM runs WHERE id = $1", {run_id}).rows(), run_id);
+}
+
+void PgBackend::require_changed(std::int64_t changes, const std::string& run_id) const {
+  EXPCTL_CHECK(changes > 0, util::StoreError, "no run {} in {} (see 'expctl list')", util::quoted(run_id),
+               m_connection.display());
+}
+
+void PgBackend::put_spec(const std::string& hash, const std::string& canonical, const std::string& name) {
+  m_connection.exec(
+      "INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
+      {hash, name, canonical, format_utc(Clock::now())});
+}
+
+void PgBackend::put_environment(const std::string& hash, const std::string& json_text) {
+  m_connection.exec(
+      "INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) ON CONFLICT (hash) DO NOTHING",
+      {hash, json_text, format_utc(Clock::now())});
+}
+
+std::optional<SpecRecord> PgBackend::spec(const std::string& hash) {
+  const PgResult rows = m_connection.exec("SELECT name, canonical FROM specs WHERE hash = $1", {hash});
+  if (rows.rows() == 0) {
+    return std::nullopt;
+  }
+  return SpecRecord{hash, rows.text(0, 0), rows.text(0, 1)};
+}
+
+std::optional<std::string> PgBackend::environment(const std::string& hash) {
+  const PgResult rows = m_connection.exec("SELECT fingerprint FROM environments WHERE hash = $1", {hash});
+  return rows.rows() == 0 ? std::nullopt : std::optional(rows.text(0, 0));
+}
+
+RunRecord PgBackend::create_run(const NewRun& run, const PublishRun& publish) {
+  const Clock::time_point started = run.started_at.value_or(Clock::now());
+  return m_connection.transaction([&] {
+    const PgResult spec_rows = m_connection.exec("SELECT name, canonical FROM specs WHERE hash = $1", {run.spec_hash});
+    EXPCTL_CHECK(spec_rows.rows() > 0, util::StoreError, "spec {} is not in {}: record it (put_spec) first",
+                 run.spec_hash, m_connection.display());
+    if (run.environment_hash) {
+      EXPCTL_CHECK(m_connection.exec("SELECT 1 FROM environments WHERE hash = $1", {*run.environment_hash}).rows() > 0,
+                   util::StoreError, "environment {} is not in {}: record it (put_environment) first",
+                   *run.environment_hash, m_connection.display());
+    }
+    // One id maker at a time across every node: the greatest id of this second, then ours above it.
+    m_connection.exec("SELECT pg_advisory_xact_lock(7301946585227550002)");
+    const std::string second = detail::run_id_second(started);
+    const PgResult greatest = m_connection.exec("SELECT max(id) FROM runs WHERE id > $1 AND id < $2",
+                                                {second + "-", second + "."});
+    RunRecord record;
+    record.id = detail::make_run_id(started, greatest.optional_text(0, 0));
+    record.spec_hash = run.spec_hash;
+    record.environment_hash = run.environment_hash;
+    record.name = run.name.empty() ? spec_rows.text(0, 0) : run.name;
+    record.started_at = format_utc(started);
+    const util::ProcessIdentity owner = util::ProcessIdentity::current();
+    record.owner = owner.display();
+    record.heartbeat_at = format_utc(Clock::now());
+    PgParams params{record.id, record.spec_hash, record.environment_hash, record.name, record.started_at,
+                    "runs/" + record.id, *record.heartbeat_at};
+    append_owner(params, owner);
+    m_connection.exec(
+        "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir, heartbeat_at, "
+        "owner_host, owner_pid, owner_boot_id, owner_start_ticks) "
+        "VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11)",
+        params);
+    publish(record.id, spec_rows.text(0, 1));
+    return record;
+  });
+}
+
+void PgBackend::finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) {
+  require_changed(m_connection
+                      .exec("UPDATE runs SET status = $1, exit_code = $2, root_cause = $3, ended_at = $4 WHERE id = $5",
+                            {std::string(to_string(status)), text(exit_code), root_cause, format_utc(Clock::now()),
+                             run_id})
+                      .changed(),
+                  run_id);
+}
+
+void PgBackend::resume_run(const std::string& run_id) {
+  m_connection.transaction([&] {
+    const PgResult rows =
+        m_connection.exec(fmt::format("SELECT {} FROM runs WHERE id = $1 FOR UPDATE", k_run_columns), {run_id});
+    require_changed(rows.rows(), run_id);
+    const RunStatus status = read_run(rows, 0).status;
+    EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
+                 "run {} is {}: only an interrupted, failed, diverged or lost run can be resumed", run_id,
+                 to_string(status));
+    PgParams params{format_utc(Clock::now())};
+    append_owner(params, util::ProcessIdentity::current());
+    params.push_back(run_id);
+    m_connection.exec(
+        "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '', heartbeat_at = $1, "
+        "owner_host = $2, owner_pid = $3, owner_boot_id = $4, owner_start_ticks = $5 WHERE id = $6",
+        params);
+  });
+}
+
+void PgBackend::heartbeat(const std::string& run_id) {
+  require_changed(
+      m_connection.exec("UPDATE runs SET heartbeat_at = $1 WHERE id = $2", {format_utc(Clock::now()), run_id}).changed(),
+      run_id);
+}
+
+void PgBackend::set_summary(const std::string& run_id, const std::string& json_text) {
+  require_changed(m_connection.exec("UPDATE runs SET summary = $1 WHERE id = $2", {json_text, run_id}).changed(), run_id);
+}
+
+void PgBackend::add_rank(const std::string& run_id, const RankRecord& rank) {
+  m_connection.transaction([&] {
+    require_run(run_id);
+    m_connection.exec(
+        "INSERT INTO ranks (run_id, rank, host, pid, environment_hash, status, exit_code, signal) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        {run_id, text(rank.rank), rank.host, optional_param(rank.pid), rank.environment_hash,
+         std::string(to_string(rank.status)), optional_param(rank.exit_code), optional_param(rank.signal)});
+  });
+}
+
+void PgBackend::update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
+                            std::optional<int> signal) {
+  const auto changed =
+      m_connection
+          .exec("UPDATE ranks SET status = $1, exit_code = $2, signal = $3 WHERE run_id = $4 AND rank = $5",
+                {std::string(to_string(status)), optional_param(exit_code), optional_param(signal), run_id, text(rank)})
+          .changed();
+  EXPCTL_CHECK(changed > 0, util::StoreError, "run {} has no rank {} in {}", util::quoted(run_id), rank,
+               m_connection.display());
+}
+
+int PgBackend::key_id(const std::string& name) {
+  auto found = m_key_ids.find(name);
+  if (found == m_key_ids.end()) {
+    // DO UPDATE (a no-op) rather than DO NOTHING: RETURNING then gives the id of an existing key too.
+    const PgResult row = m_connection.exec(
+        "INSERT INTO metric_keys (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = excluded.name "
+        "RETURNING id",
+        {name});
+    found = m_key_ids.emplace(name, static_cast<int>(row.int64(0, 0))).first;
+  }
+  return found->second;
+}
+
+std::vector<int> PgBackend::key_ids(std::span<const MetricPoint> points) {
+  std::vector<int> ids;
+  ids.reserve(points.size());
+  for (const MetricPoint& point : points) {
+    ids.push_back(key_id(point.name));
+  }
+  return ids;
+}
+
+void PgBackend::append_metrics(const std::string& run_id, std::span<const MetricPoint> points) {
+  const std::vector<int> keys = key_ids(points);
+  std::string rows;
+  rows.reserve(points.size() * 48);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    rows += fmt::format("{}\t{}\t{}\t{}\t{}\n", i, keys[i], points[i].rank, points[i].step,
+                        PgConnection::real_text(points[i].value));
+  }
+  m_connection.transaction([&] {
+    require_run(run_id);
+    m_connection.exec(k_staging_table);
+    m_connection.copy_in("COPY expctl_staging_metrics (ord, key_id, rank, step, value) FROM STDIN", rows);
+    // A point given twice in one batch: the later one wins, as in the SQLite backend.
+    m_connection.exec(
+        "INSERT INTO metrics (run_id, key_id, rank, step, value) "
+        "SELECT DISTINCT ON (key_id, rank, step) $1, key_id, rank, step, value FROM expctl_staging_metrics "
+        "ORDER BY key_id, rank, step, ord DESC "
+        "ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET value = excluded.value",
+        {run_id});
+  });
+}
+
+void PgBackend::add_artifact(const std::string& run_id, const ArtifactRecord& artifact) {
+  m_connection.transaction([&] {
+    require_run(run_id);
+    m_connection.exec(
+        "INSERT INTO artifacts (run_id, path, sha256, size_bytes) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (run_id, path) DO UPDATE SET sha256 = excluded.sha256, size_bytes = excluded.size_bytes",
+        {run_id, artifact.path, artifact.sha256, text(artifact.size_bytes)});
+  });
+}
+
+bool PgBackend::remove_artifact(const std::string& run_id, const std::string& path) {
+  return m_connection.exec("DELETE FROM artifacts WHERE run_id = $1 AND path = $2", {run_id, path}).changed() > 0;
+}
+
+void PgBackend::add_tag(const std::string& run_id, const std::string& tag) {
+  m_connection.transaction([&] {
+    require_run(run_id);
+    m_connection.exec("INSERT INTO tags (run_id, tag) VALUES ($1, $2) ON CONFLICT (run_id, tag) DO NOTHING",
+                      {run_id, tag});
+  });
+}
+
+bool PgBackend::remove_tag(const std::string& run_id, const std::string& tag) {
+  return m_connection.transaction([&] {
+    require_run(run_id);
+    return m_connection.exec("DELETE FROM tags WHERE run_id = $1 AND tag = $2", {run_id, tag}).changed() > 0;
+  });
+}
+
+std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
+  // Only fixed fragments are concatenated; every value is a bound parameter.
+  std::string sql = fmt::format("SELECT {} FROM runs WHERE true", k_run_columns);
+  PgParams params;
+  const auto next = [&](std::string value) {
+    params.push_back(std::move(value));
+    return fmt::format("${}", params.size());
+  };
+  if (filter.status) {
+    sql += " AND status = " + next(std::string(to_string(*filter.status)));
+  }
+  if (filter.tag) {
+    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = " + next(*filter.tag) + ")";
+  }
+  if (!filter.spec_hash_prefix.empty()) {
+    sql += " AND starts_with(spec_hash, " + next(filter.spec_hash_prefix) + ")";
+  }
+  sql += " ORDER BY started_at DESC, id DESC";
+  if (filter.limit > 0) {
+    sql += " LIMIT " + next(text(static_cast<std::int64_t>(filter.limit)));
+  }
+  return read_runs(m_connection.exec(sql, params));
+}
+
+std::optional<RunRecord> PgBackend::run(const std::string& run_id) {
+  auto runs = read_runs(m_connection.exec(fmt::format("SELECT {} FROM runs WHERE id = $1", k_run_columns), {run_id}));
+  return runs.empty() ? std::nullopt : std::optional(std::move(runs.front()));
+}
+
+std::pair<std::int64_t, std::vector<RunRecord>> PgBackend::runs_with_prefix(const std::string& prefix, int limit) {
+  const PgResult count = m_connection.exec("SELECT count(*) FROM runs WHERE starts_with(id, $1)", {prefix});
+  auto runs = read_runs(m_connection.exec(
+      fmt::format("SELECT {} FROM runs WHERE starts_with(id, $1) ORDER BY id LIMIT $2", k_run_columns),
+      {prefix, text(limit)}));
+  return {count.int64(0, 0), std::move(runs)};
+}
+
+std::vector<MetricPoint> PgBackend::metrics(const std::string& run_id, const MetricFilter& filter) {
+  const PgResult rows = m_connection.exec(
+      "SELECT k.name, m.rank, m.step, m.value FROM metrics m JOIN metric_keys k ON k.id = m.key_id "
+      "WHERE m.run_id = $1 AND ($2::text IS NULL OR k.name = $2) AND ($3::integer IS NULL OR m.rank = $3) "
+      "ORDER BY k.name, m.rank, m.step",
+      {run_id, filter.name, optional_param(filter.rank)});
+  std::vector<MetricPoint> points;
+  points.reserve(static_cast<std::size_t>(rows.rows()));
+  for (int row = 0; row < rows.rows(); ++row) {
+    points.push_back(MetricPoint{static_cast<int>(rows.int64(row, 1)), rows.int64(row, 2), rows.text(row, 0),
+                                 rows.real(row, 3)});
+  }
+  return points;
+}
+
+std::vector<MetricPoint> PgBackend::recent_metrics(const std::string& run_id, const std::string& name, int rank,
+                                                   int count) {
+  const PgResult rows = m_connection.exec(
+      "SELECT step, value FROM metrics WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) "
+      "AND rank = $3 ORDER BY step DESC LIMIT $4",
+      {run_id, name, text(rank), text(count)});
+  std::vector<MetricPoint> points;
+  for (int row = rows.rows() - 1; row >= 0; --row) {
+    points.push_back(MetricPoint{rank, rows.int64(row, 0), name, rows.real(row, 1)});
+  }
+  return points;
+}
+
+std::vector<SeriesColumns> PgBackend::series_columns(const std::string& run_id, const std::string& name,
+                                                     std::int64_t after_step) {
+  const PgResult rows = m_connection.exec(
+      "SELECT rank, step, value FROM metrics WHERE run_id = $1 "
+      "AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 ORDER BY rank, step",
+      {run_id, name, text(after_step)});
+  std::vector<SeriesColumns> ranks;
+  for (int row = 0; row < rows.rows(); ++row) {
+    const int rank = static_cast<int>(rows.int64(row, 0));
+    if (ranks.empty() || ranks.back().rank != rank) {
+      ranks.push_back(SeriesColumns{rank, {}, {}});
+    }
+    ranks.back().steps.push_back(rows.int64(row, 1));
+    ranks.back().values.push_back(rows.real(row, 2));
+  }
+  return ranks;
+}
+
+std::vector<SeriesAggregate> PgBackend::series_aggregates(const std::string& run_id, const std::string& name,
+                                                          std::int64_t after_step) {
+  // PostgreSQL orders NaN above every number and counts it: it is filtered out of the value
+  // aggregates, as SQLite's NULL is.
+  const PgResult rows = m_connection.exec(
+      "SELECT rank, count(*) FILTER (WHERE value <> 'NaN'), count(*) FILTER (WHERE value = 'NaN'), "
+      "coalesce(sum(value) FILTER (WHERE value <> 'NaN'), 0), min(value) FILTER (WHERE value <> 'NaN'), "
+      "max(value) FILTER (WHERE value <> 'NaN'), min(step), max(step) FROM metrics "
+      "WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 "
+      "GROUP BY rank ORDER BY rank",
+      {run_id, name, text(after_step)});
+  std::vector<SeriesAggregate> ranks;
+  for (int row = 0; row < rows.rows(); ++row) {
+    const auto number = [&](int column) { return rows.is_null(row, column) ? 0.0 : rows.real(row, column); };
+    ranks.push_back(SeriesAggregate{static_cast<int>(rows.int64(row, 0)), rows.int64(row, 1), rows.int64(row, 2),
+                                    number(3), number(4), number(5), rows.int64(row, 6), rows.int64(row, 7)});
+  }
+  return ranks;
+}
+
+std::vector<MetricSeriesInfo> PgBackend::metric_series(const std::string& run_id) {
+  const PgResult rows = m_connection.exec(R"sql(
+SELECT k.name, m.rank, count(*), min(m.step), max(m.step),
+  (SELECT value FROM metrics f WHERE f.run_id = m.run_id AND f.key_id = m.key_id AND f.rank = m.rank
+   ORDER BY step LIMIT 1),
+  (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.key_id = m.key_id AND l.rank = m.rank
+   ORDER BY step DESC LIMIT 1)
+FROM metrics m JOIN metric_keys k ON k.id = m.key_id WHERE m.run_id = $1
+GROUP BY k.name, m.run_id, m.key_id, m.rank ORDER BY k.name, m.rank)sql",
+                                          {run_id});
+  std::vector<MetricSeriesInfo> series;
+  for (int row = 0; row < rows.rows(); ++row) {
+    const std::string name = rows.text(row, 0);
+    if (series.empty() || series.back().name != name) {
+      series.push_back(MetricSeriesInfo{name, 0, 0, static_cast<int>(rows.int64(row, 1)), rows.int64(row, 3),
+                                        rows.real(row, 5), rows.int64(row, 4), rows.real(row, 6)});
+    }
+    series.back().points += rows.int64(row, 2);
+    series.back().ranks += 1;
+  }
+  return series;
+}
+
+std::vector<ArtifactRecord> PgBackend::artifacts(const std::string& run_id) {
+  const PgResult rows =
+      m_connection.exec("SELECT path, sha256, size_bytes FROM artifacts WHERE run_id = $1 ORDER BY path", {run_id});
+  std::vector<ArtifactRecord> artifacts;
+  for (int row = 0; row < rows.rows(); ++row) {
+    artifacts.push_back(ArtifactRecord{rows.text(row, 0), rows.text(row, 1), rows.int64(row, 2)});
+  }
+  return artifacts;
+}
+
+std::vector<RankRecord> PgBackend::ranks(const std::string& run_id) {
+  const PgResult rows = m_connection.exec(
+      "SELECT rank, host, pid, environment_hash, status, exit_code, signal FROM ranks WHERE run_id = $1 ORDER BY rank",
+      {run_id});
+  std::vector<RankRecord> ranks;
+  for (int row = 0; row < rows.rows(); ++row) {
+    RankRecord rank;
+    rank.rank = static_cast<int>(rows.int64(row, 0));
+    rank.host = rows.text(row, 1);
+    if (!rows.is_null(row, 2)) {
+      rank.pid = rows.int64(row, 2);
+    }
+    rank.environment_hash = rows.optional_text(row, 3);
+    rank.status = parse_run_status(rows.text(row, 4)).value_or(RunStatus::failed);
+    rank.exit_code = rows.optional_int(row, 5);
+    rank.signal = rows.optional_int(row, 6);
+    ranks.push_back(std::move(rank));
+  }
+  return ranks;
+}
+
+}  // namespace expctl::store

@@ -1,0 +1,80 @@
+#pragma once
+/// Internal to the store module: the PostgreSQL backend (a team's shared store), over libpq.
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "expctl/store/backend.hpp"
+#include "expctl/store/pg_connection.hpp"
+#include "expctl/store/store.hpp"
+
+namespace expctl::store {
+
+class PgBackend final : public Backend {
+ public:
+  PgBackend(detail::PgConnection connection, int version) : m_connection(std::move(connection)), m_version(version) {}
+
+  detail::PgConnection& connection() { return m_connection; }
+
+  const std::string& display() const override { return m_connection.display(); }
+  int schema_version() const override { return m_version; }
+
+  void put_spec(const std::string& hash, const std::string& canonical, const std::string& name) override;
+  void put_environment(const std::string& hash, const std::string& json_text) override;
+  std::optional<SpecRecord> spec(const std::string& hash) override;
+  std::optional<std::string> environment(const std::string& hash) override;
+  RunRecord create_run(const NewRun& run, const PublishRun& publish) override;
+  void finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) override;
+  void resume_run(const std::string& run_id) override;
+  void heartbeat(const std::string& run_id) override;
+  void set_summary(const std::string& run_id, const std::string& json_text) override;
+  void add_rank(const std::string& run_id, const RankRecord& rank) override;
+  void update_rank(const std::string& run_id, int rank, RunStatus status, std::optional<int> exit_code,
+                   std::optional<int> signal) override;
+  void append_metrics(const std::string& run_id, std::span<const MetricPoint> points) override;
+  void add_artifact(const std::string& run_id, const ArtifactRecord& artifact) override;
+  bool remove_artifact(const std::string& run_id, const std::string& path) override;
+  void add_tag(const std::string& run_id, const std::string& tag) override;
+  bool remove_tag(const std::string& run_id, const std::string& tag) override;
+  std::vector<RunRecord> list_runs(const RunFilter& filter) override;
+  std::optional<RunRecord> run(const std::string& run_id) override;
+  std::pair<std::int64_t, std::vector<RunRecord>> runs_with_prefix(const std::string& prefix, int limit) override;
+  std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter) override;
+  std::vector<MetricPoint> recent_metrics(const std::string& run_id, const std::string& name, int rank,
+                                          int count) override;
+  std::vector<SeriesColumns> series_columns(const std::string& run_id, const std::string& name,
+                                            std::int64_t after_step) override;
+  std::vector<SeriesAggregate> series_aggregates(const std::string& run_id, const std::string& name,
+                                                 std::int64_t after_step) override;
+  std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) override;
+  std::vector<ArtifactRecord> artifacts(const std::string& run_id) override;
+  std::vector<RankRecord> ranks(const std::string& run_id) override;
+
+  /// The integer key of each metric name, created where missing (each in its own committed
+  /// statement, so a key id is never cached from a transaction that was rolled back).
+  std::vector<int> key_ids(std::span<const MetricPoint> points);
+  /// The integer key of one metric name (as key_ids).
+  int key_id(const std::string& name);
+
+ private:
+  void require_run(const std::string& run_id);
+  void require_changed(std::int64_t changes, const std::string& run_id) const;
+
+  detail::PgConnection m_connection;
+  int m_version = 0;
+  std::map<std::string, int, std::less<>> m_key_ids;
+};
+
+namespace detail {
+
+/// Connects to the server of `conninfo` and prepares its schema (may_write: creating and
+/// upgrading it; otherwise an older or missing schema is refused).
+std::unique_ptr<PgBackend> open_postgres(const std::string& conninfo, OpenMode mode, int target_version);
+
+/// The PostgreSQL backend of `store`; throws StoreError naming `what` when the store is not one.
+PgBackend& pg_backend(Store& store, const char* what);
+
+}  // namespace detail
+
+}  // namespace expctl::store

@@ -1,0 +1,189 @@
+#include "expctl/store/pg_schema.hpp"
+
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "expctl/util/log.hpp"
+
+namespace expctl::store::detail {
+
+namespace {
+
+struct PgMigration {
+  int version;              ///< the schema version this step produces
+  const char* description;  ///< why the step exists
+  const char* sql;
+};
+
+/// Forward migrations, applied in order. Never edit a shipped step: append a new one.
+/// The shape follows the SQLite schema (schema.cpp) at its v3, with what a shared server needs:
+/// metric names are integer keys (metric_keys) so the big table holds 4+4+8+8 bytes of payload a
+/// point, not a name; values are float8 and NOT NULL, since NaN and ±Infinity are float8 values;
+/// run ids come from the client ("YYYYMMDD-HHMMSS-xxxxxx"), so nodes never collide on a sequence;
+/// `COLLATE "C"` orders text byte-wise, as SQLite does, so both backends list in one order.
+/// ship_progress and ship_state are the shipper's (ship.hpp): the last step of each series a node
+/// has sent, written in the same transaction as the points, and each run's last shipped state.
+constexpr PgMigration k_pg_migrations[] = {
+    {1, "initial schema (SQLite v3's shape, integer metric keys, float8 values with NaN/Infinity)", R"sql(
+CREATE TABLE expctl_schema (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  version   integer NOT NULL
+);
+INSERT INTO expctl_schema (version) VALUES (0);
+CREATE TABLE specs (
+  hash       text COLLATE "C" PRIMARY KEY,
+  name       text NOT NULL,
+  canonical  text NOT NULL,
+  created_at text NOT NULL
+);
+CREATE TABLE environments (
+  hash        text COLLATE "C" PRIMARY KEY,
+  fingerprint text NOT NULL,
+  created_at  text NOT NULL
+);
+CREATE TABLE runs (
+  id                text COLLATE "C" PRIMARY KEY,
+  spec_hash         text COLLATE "C" NOT NULL REFERENCES specs(hash),
+  environment_hash  text COLLATE "C" REFERENCES environments(hash),
+  name              text NOT NULL,
+  status            text NOT NULL
+                    CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost')),
+  started_at        text COLLATE "C" NOT NULL,
+  ended_at          text,
+  exit_code         integer,
+  root_cause        text NOT NULL DEFAULT '',
+  run_dir           text NOT NULL,
+  summary           text NOT NULL DEFAULT '{}',
+  owner_host        text,
+  owner_pid         bigint,
+  owner_boot_id     text,
+  owner_start_ticks bigint,
+  heartbeat_at      text,
+  CHECK ((owner_host IS NULL) = (owner_pid IS NULL) AND (owner_pid IS NULL) = (owner_boot_id IS NULL)
+         AND (owner_boot_id IS NULL) = (owner_start_ticks IS NULL))
+);
+CREATE INDEX runs_by_start ON runs(started_at, id);
+CREATE INDEX runs_by_spec ON runs(spec_hash);
+CREATE TABLE ranks (
+  run_id           text COLLATE "C" NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank             integer NOT NULL CHECK (rank >= 0),
+  host             text NOT NULL,
+  pid              bigint,
+  environment_hash text COLLATE "C" REFERENCES environments(hash),
+  status           text NOT NULL
+                   CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost')),
+  exit_code        integer,
+  signal           integer,
+  PRIMARY KEY (run_id, rank)
+);
+CREATE TABLE metric_keys (
+  id   integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  name text COLLATE "C" NOT NULL UNIQUE CHECK (name <> '')
+);
+CREATE TABLE metrics (
+  run_id text COLLATE "C" NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key_id integer NOT NULL REFERENCES metric_keys(id),
+  rank   integer NOT NULL CHECK (rank >= 0),
+  step   bigint NOT NULL,
+  value  double precision NOT NULL,
+  PRIMARY KEY (run_id, key_id, rank, step)
+);
+CREATE TABLE artifacts (
+  run_id     text COLLATE "C" NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  path       text COLLATE "C" NOT NULL CHECK (path <> ''),
+  sha256     text NOT NULL CHECK (length(sha256) = 64),
+  size_bytes bigint NOT NULL CHECK (size_bytes >= 0),
+  PRIMARY KEY (run_id, path)
+);
+CREATE TABLE tags (
+  run_id text COLLATE "C" NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  tag    text COLLATE "C" NOT NULL CHECK (tag <> ''),
+  PRIMARY KEY (run_id, tag)
+);
+CREATE INDEX tags_by_tag ON tags(tag);
+CREATE TABLE ship_progress (
+  run_id    text COLLATE "C" NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key_id    integer NOT NULL REFERENCES metric_keys(id),
+  rank      integer NOT NULL,
+  last_step bigint NOT NULL,
+  PRIMARY KEY (run_id, key_id, rank)
+);
+CREATE TABLE ship_state (
+  run_id     text COLLATE "C" PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  digest     text NOT NULL,
+  complete   boolean NOT NULL,
+  node       text NOT NULL,
+  shipped_at text NOT NULL
+);
+)sql"},
+};
+
+constexpr int k_pg_latest = static_cast<int>(std::size(k_pg_migrations));
+
+/// Any constant: the advisory lock that serialises schema changes between nodes.
+constexpr const char* k_schema_lock = "SELECT pg_advisory_xact_lock(7301946585227550001)";
+
+/// The stored version; 0 for a database without expctl's tables. Refuses a foreign database.
+int read_version(PgConnection& connection) {
+  const PgResult tables = connection.exec(
+      "SELECT to_regclass('expctl_schema') IS NOT NULL, to_regclass('runs') IS NOT NULL");
+  const bool versioned = tables.text(0, 0) == "t";
+  if (!versioned) {
+    if (tables.text(0, 1) == "t") {
+      throw Error(fmt::format("{}: has a \"runs\" table but is not an expctl store: use another database for --db",
+                              connection.display()),
+                  FailureKind::corrupt, util::ExitCode::usage);
+    }
+    return 0;
+  }
+  return static_cast<int>(connection.exec("SELECT version FROM expctl_schema").int64(0, 0));
+}
+
+void refuse_newer(const PgConnection& connection, int version) {
+  if (version > k_pg_latest) {
+    throw Error(fmt::format("{}: written by a newer expctl (schema v{}, this one reads up to v{}): upgrade expctl",
+                            connection.display(), version, k_pg_latest),
+                FailureKind::input, util::ExitCode::usage);
+  }
+}
+
+}  // namespace
+
+int pg_schema_latest() {
+  return k_pg_latest;
+}
+
+int pg_prepare(PgConnection& connection, int target_version, bool may_write) {
+  EXPCTL_ASSERT(target_version >= 1 && target_version <= k_pg_latest, "schema version {}", target_version);
+  const int found = read_version(connection);
+  refuse_newer(connection, found);
+  if (found >= target_version) {
+    return found;
+  }
+  if (!may_write) {
+    throw Error(fmt::format("{}: {} (schema v{}, this expctl needs v{}): open it once for writing, e.g. with "
+                            "'expctl sync', to upgrade it",
+                            connection.display(), found == 0 ? "holds no expctl store yet" : "written by an older expctl",
+                            found, target_version),
+                FailureKind::input, util::ExitCode::usage);
+  }
+  return connection.transaction([&] {
+    connection.exec(k_schema_lock);
+    const int version = read_version(connection);  // again, under the lock: another node may have migrated
+    refuse_newer(connection, version);
+    for (const PgMigration& step : k_pg_migrations) {
+      if (step.version > version && step.version <= target_version) {
+        connection.run_script(step.sql);
+        util::log::debug(fmt::format("store: migrated {} to schema v{} ({})", connection.display(), step.version,
+                                     step.description));
+      }
+    }
+    if (target_version > version) {
+      connection.exec("UPDATE expctl_schema SET version = $1", {std::to_string(target_version)});
+    }
+    return std::max(version, target_version);
+  });
+}
+
+}  // namespace expctl::store::detail

@@ -1,0 +1,456 @@
+// The shipper (ship.hpp): node-local SQLite rows into a PostgreSQL store, idempotently.
+#include "expctl/store/ship.hpp"
+
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "expctl/store/pg_backend.hpp"
+#include "expctl/store/sqlite_backend.hpp"
+#include "expctl/util/process_identity.hpp"
+#include "expctl/util/sha256.hpp"
+
+namespace expctl::store {
+
+namespace {
+
+using detail::Connection;
+using detail::PgConnection;
+using detail::PgParams;
+using detail::PgResult;
+
+/// The run columns both schemas share, in one order.
+constexpr const char* k_run_columns =
+    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary, "
+    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at";
+constexpr int k_run_column_count = 16;
+
+constexpr const char* k_staging =
+    "CREATE TEMP TABLE IF NOT EXISTS expctl_ship_staging "
+    "(key_id integer, rank integer, step bigint, value double precision) ON COMMIT DELETE ROWS";
+
+struct LocalRun {
+  PgParams columns;  ///< k_run_columns as text
+  std::string tags;  ///< comma-separated, sorted
+  std::string digest;
+
+  const std::string& id() const { return *columns[0]; }
+  bool ended() const { return columns[4] != "running"; }
+};
+
+struct ShipState {
+  std::string digest;
+  bool complete = false;
+};
+
+struct Series {
+  std::string name;
+  int rank = 0;
+};
+
+std::optional<std::string> text_of(const SQLite::Column& column) {
+  return column.isNull() ? std::nullopt : std::optional(column.getString());
+}
+
+std::vector<LocalRun> local_runs(Connection& local, const std::optional<std::string>& only) {
+  return local.retry([&] {
+    SQLite::Statement query(
+        local.db(), fmt::format("SELECT {}, (SELECT group_concat(tag, ',') FROM (SELECT tag FROM tags t WHERE "
+                                "t.run_id = runs.id ORDER BY tag)) FROM runs WHERE ?1 IS NULL OR id = ?1 ORDER BY id",
+                                k_run_columns));
+    if (only) {
+      query.bind(1, *only);
+    }
+    std::vector<LocalRun> runs;
+    while (query.executeStep()) {
+      LocalRun run;
+      std::string material;
+      for (int column = 0; column < k_run_column_count; ++column) {
+        run.columns.push_back(text_of(query.getColumn(column)));
+        material += run.columns.back() ? *run.columns.back() + "\x1f" : "\x1e\x1f";
+      }
+      run.tags = text_of(query.getColumn(k_run_column_count)).value_or("");
+      run.digest = util::sha256_hex(material + run.tags);
+      runs.push_back(std::move(run));
+    }
+    return runs;
+  });
+}
+
+std::map<std::string, ShipState> server_states(PgConnection& server) {
+  const PgResult rows = server.exec("SELECT run_id, digest, complete FROM ship_state");
+  std::map<std::string, ShipState> states;
+  for (int row = 0; row < rows.rows(); ++row) {
+    states[rows.text(row, 0)] = ShipState{rows.text(row, 1), rows.text(row, 2) == "t"};
+  }
+  return states;
+}
+
+bool shipped_whole(const LocalRun& run, const std::map<std::string, ShipState>& states) {
+  const auto found = states.find(run.id());
+  return found != states.end() && found->second.complete && found->second.digest == run.digest;
+}
+
+/// Rows of `sql` (one bound run id) as text columns.
+std::vector<PgParams> local_rows(Connection& local, const char* sql, const std::string& run_id, int columns) {
+  return local.retry([&] {
+    SQLite::Statement query(local.db(), sql);
+    query.bind(1, run_id);
+    std::vector<PgParams> rows;
+    while (query.executeStep()) {
+      PgParams row;
+      for (int column = 0; column < columns; ++column) {
+        row.push_back(text_of(query.getColumn(column)));
+      }
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  });
+}
+
+/// The spec and environments a run refers to, then the run row, its ranks, artifacts and tags.
+void ship_header(Connection& local, PgConnection& server, const LocalRun& run) {
+  const auto spec = local_rows(local, "SELECT hash, name, canonical, created_at FROM specs WHERE hash = ?",
+                               *run.columns[1], 4);
+  const auto ranks = local_rows(
+      local, "SELECT run_id, rank, host, pid, environment_hash, status, exit_code, signal FROM ranks WHERE run_id = ?",
+      run.id(), 8);
+  const auto artifacts = local_rows(local, "SELECT run_id, path, sha256, size_bytes FROM artifacts WHERE run_id = ?",
+                                    run.id(), 4);
+  std::vector<PgParams> environments;
+  std::vector<std::string> hashes;
+  if (run.columns[2]) {
+    hashes.push_back(*run.columns[2]);
+  }
+  for (const auto& rank : ranks) {
+    if (rank[4]) {
+      hashes.push_back(*rank[4]);
+    }
+  }
+  for (const auto& hash : hashes) {
+    for (auto& row : local_rows(local, "SELECT hash, fingerprint, created_at FROM environments WHERE hash = ?", hash, 3)) {
+      environments.push_back(std::move(row));
+    }
+  }
+  server.transaction([&] {
+    for (const auto& row : spec) {
+      server.exec("INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
+                  "ON CONFLICT (hash) DO NOTHING",
+                  row);
+    }
+    for (const auto& row : environments) {
+      server.exec("INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
+                  "ON CONFLICT (hash) DO NOTHING",
+                  row);
+    }
+    server.exec(fmt::format("INSERT INTO runs ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
+                            "$14, $15, $16) ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = "
+                            "excluded.status, ended_at = excluded.ended_at, exit_code = excluded.exit_code, "
+                            "root_cause = excluded.root_cause, summary = excluded.summary, owner_host = "
+                            "excluded.owner_host, owner_pid = excluded.owner_pid, owner_boot_id = "
+                            "excluded.owner_boot_id, owner_start_ticks = excluded.owner_start_ticks, heartbeat_at = "
+                            "excluded.heartbeat_at",
+                            k_run_columns),
+                run.columns);
+    for (const auto& row : ranks) {
+      server.exec("INSERT INTO ranks (run_id, rank, host, pid, environment_hash, status, exit_code, signal) "
+                  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id, rank) DO UPDATE SET host = "
+                  "excluded.host, pid = excluded.pid, environment_hash = excluded.environment_hash, status = "
+                  "excluded.status, exit_code = excluded.exit_code, signal = excluded.signal",
+                  row);
+    }
+    // Artifacts mirror the node's (a pruned checkpoint is forgotten there); tags add up, as in merge.
+    server.exec("DELETE FROM artifacts WHERE run_id = $1", {run.id()});
+    for (const auto& row : artifacts) {
+      server.exec("INSERT INTO artifacts (run_id, path, sha256, size_bytes) VALUES ($1, $2, $3, $4)", row);
+    }
+    if (!run.tags.empty()) {
+      server.exec("INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
+                  "ON CONFLICT (run_id, tag) DO NOTHING",
+                  {run.id(), run.tags});
+    }
+  });
+}
+
+/// Every (name, rank) series of a run, by seeking the primary key from one series to the next.
+std::vector<Series> local_series(Connection& local, const std::string& run_id) {
+  return local.retry([&] {
+    SQLite::Statement next(local.db(),
+                           "SELECT name, rank FROM metrics WHERE run_id = ?1 AND (name, rank) > (?2, ?3) "
+                           "ORDER BY name, rank LIMIT 1");
+    std::vector<Series> series;
+    Series last{"", -1};
+    while (true) {
+      next.reset();
+      next.bind(1, run_id);
+      next.bind(2, last.name);
+      next.bind(3, last.rank);
+      if (!next.executeStep()) {
+        return series;
+      }
+      last = Series{next.getColumn(0).getString(), next.getColumn(1).getInt()};
+      series.push_back(last);
+    }
+  });
+}
+
+/// The last step shipped per (name, rank) of a run.
+std::map<std::pair<std::string, int>, std::int64_t> server_progress(PgConnection& server, const std::string& run_id) {
+  const PgResult rows = server.exec(
+      "SELECT k.name, p.rank, p.last_step FROM ship_progress p JOIN metric_keys k ON k.id = p.key_id "
+      "WHERE p.run_id = $1",
+      {run_id});
+  std::map<std::pair<std::string, int>, std::int64_t> progress;
+  for (int row = 0; row < rows.rows(); ++row) {
+    progress[{rows.text(row, 0), static_cast<int>(rows.int64(row, 1))}] = rows.int64(row, 2);
+  }
+  return progress;
+}
+
+class PointShipper {
+ public:
+  PointShipper(Connection& local, PgBackend& server, const LocalRun& run, const ShipOptions& options,
+               ShipReport& report)
+      : m_local(local), m_server(server), m_run(run), m_options(options), m_report(report) {}
+
+  /// Sends every point past the shipped step of each series; the last batch also records the
+  /// run's ship_state (complete when the run had ended when the pass read it).
+  void run() {
+    auto progress = server_progress(m_server.connection(), m_run.id());
+    for (const Series& series : local_series(m_local, m_run.id())) {
+      const auto found = progress.find({series.name, series.rank});
+      std::int64_t after = found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second;
+      const int key = m_server.key_id(series.name);  // outside any transaction: see PgBackend::key_id
+      while (true) {
+        const auto [rows, last] = read_chunk(series, after, key);
+        if (rows == 0) {
+          break;
+        }
+        m_progress[{key, series.rank}] = last;
+        after = last;
+        if (m_points >= m_options.batch_points) {
+          flush(false);
+        }
+      }
+    }
+    flush(true);
+  }
+
+ private:
+  /// Appends up to the batch's room of a series' points past `after` to the batch.
+  std::pair<std::size_t, std::int64_t> read_chunk(const Series& series, std::int64_t after, int key) {
+    const std::size_t room = std::max<std::size_t>(1, m_options.batch_points - std::min(m_points, m_options.batch_points));
+    return m_local.retry([&] {
+      SQLite::Statement query(m_local.db(),
+                              "SELECT step, value FROM metrics WHERE run_id = ? AND name = ? AND rank = ? AND step > ? "
+                              "ORDER BY step LIMIT ?");
+      query.bind(1, m_run.id());
+      query.bind(2, series.name);
+      query.bind(3, series.rank);
+      query.bind(4, static_cast<int64_t>(after));
+      query.bind(5, static_cast<int64_t>(room));
+      std::size_t rows = 0;
+      std::int64_t last = after;
+      const std::size_t mark = m_copy.size();
+      while (query.executeStep()) {
+        last = query.getColumn(0).getInt64();
+        const double value = query.getColumn(1).isNull() ? std::numeric_limits<double>::quiet_NaN()
+                                                         : query.getColumn(1).getDouble();
+        m_copy += fmt::format("{}\t{}\t{}\t{}\n", key, series.rank, last, PgConnection::real_text(value));
+        ++rows;
+      }
+      if (rows == 0) {
+        m_copy.resize(mark);
+      }
+      m_points += rows;
+      return std::pair(rows, last);
+    });
+  }
+
+  void flush(bool last) {
+    if (m_points == 0 && !last) {
+      return;
+    }
+    PgConnection& server = m_server.connection();
+    server.transaction([&] {
+      if (m_points > 0) {
+        server.exec(k_staging);
+        server.copy_in("COPY expctl_ship_staging (key_id, rank, step, value) FROM STDIN", m_copy);
+        server.exec("INSERT INTO metrics (run_id, key_id, rank, step, value) SELECT $1, key_id, rank, step, value "
+                    "FROM expctl_ship_staging ON CONFLICT (run_id, key_id, rank, step) DO NOTHING",
+                    {m_run.id()});
+        for (const auto& [series, step] : m_progress) {
+          server.exec("INSERT INTO ship_progress (run_id, key_id, rank, last_step) VALUES ($1, $2, $3, $4) "
+                      "ON CONFLICT (run_id, key_id, rank) DO UPDATE SET last_step = "
+                      "greatest(ship_progress.last_step, excluded.last_step)",
+                      {m_run.id(), std::to_string(series.first), std::to_string(series.second), std::to_string(step)});
+        }
+      }
+      if (last) {
+        server.exec("INSERT INTO ship_state (run_id, digest, complete, node, shipped_at) VALUES ($1, $2, $3, $4, $5) "
+                    "ON CONFLICT (run_id) DO UPDATE SET digest = excluded.digest, complete = excluded.complete, "
+                    "node = excluded.node, shipped_at = excluded.shipped_at",
+                    {m_run.id(), m_run.digest, m_run.ended() ? "true" : "false",
+                     util::ProcessIdentity::current().host, format_utc(Clock::now())});
+      }
+    });
+    if (m_points > 0) {
+      m_report.points_shipped += static_cast<std::int64_t>(m_points);
+      m_report.batches += 1;
+    }
+    m_points = 0;
+    m_copy.clear();
+    m_progress.clear();
+  }
+
+  Connection& m_local;
+  PgBackend& m_server;
+  const LocalRun& m_run;
+  const ShipOptions& m_options;
+  ShipReport& m_report;
+  std::string m_copy;
+  std::size_t m_points = 0;
+  std::map<std::pair<int, int>, std::int64_t> m_progress;  ///< (key id, rank) -> last step in the batch
+};
+
+}  // namespace
+
+ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
+  Connection& source = detail::sqlite_backend(local, "shipping").connection();
+  PgBackend& destination = detail::pg_backend(server, "shipping");
+  ShipReport report;
+  const auto states = server_states(destination.connection());
+  for (const LocalRun& run : local_runs(source, options.run_id)) {
+    ++report.runs_considered;
+    if (shipped_whole(run, states)) {
+      continue;
+    }
+    ship_header(source, destination.connection(), run);
+    PointShipper(source, destination, run, options, report).run();
+    ++report.runs_shipped;
+  }
+  return report;
+}
+
+ShipLag ship_lag(Store& local, Store& server) {
+  Connection& source = detail::sqlite_backend(local, "the shipping lag").connection();
+  PgConnection& destination = detail::pg_backend(server, "the shipping lag").connection();
+  ShipLag lag;
+  const auto states = server_states(destination);
+  for (const LocalRun& run : local_runs(source, std::nullopt)) {
+    if (shipped_whole(run, states)) {
+      continue;
+    }
+    ++lag.runs_behind;
+    const auto progress = server_progress(destination, run.id());
+    for (const Series& series : local_series(source, run.id())) {
+      const auto found = progress.find({series.name, series.rank});
+      const std::int64_t after = found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second;
+      lag.points_behind += source.retry([&] {
+        SQLite::Statement count(source.db(),
+                                "SELECT count(*) FROM metrics WHERE run_id = ? AND name = ? AND rank = ? AND step > ?");
+        count.bind(1, run.id());
+        count.bind(2, series.name);
+        count.bind(3, series.rank);
+        count.bind(4, static_cast<int64_t>(after));
+        count.executeStep();
+        return count.getColumn(0).getInt64();
+      });
+    }
+  }
+  return lag;
+}
+
+namespace {
+
+constexpr std::chrono::seconds k_first_retry{1};
+constexpr std::chrono::seconds k_max_retry{30};
+
+}  // namespace
+
+BackgroundShipper::BackgroundShipper(std::string local, std::string server, Note note,
+                                     std::chrono::milliseconds interval)
+    : m_local(std::move(local)), m_server(std::move(server)), m_note(std::move(note)), m_interval(interval) {
+  m_thread = std::thread([this] { loop(); });
+}
+
+BackgroundShipper::~BackgroundShipper() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_wake.notify_all();
+  m_thread.join();
+}
+
+ShipReport BackgroundShipper::totals() const {
+  std::lock_guard lock(m_mutex);
+  return m_totals;
+}
+
+std::optional<std::string> BackgroundShipper::problem() const {
+  std::lock_guard lock(m_mutex);
+  return m_problem;
+}
+
+bool BackgroundShipper::pass() {
+  try {
+    if (!m_local_store) {
+      std::error_code ec;
+      if (!std::filesystem::exists(parse_store_location(m_local).target, ec)) {
+        return true;  // the run has not created its local store yet
+      }
+      m_local_store.emplace(Store::open(m_local, OpenMode::read_only));
+    }
+    if (!m_server_store) {
+      m_server_store.emplace(Store::open(m_server, OpenMode::read_write));
+    }
+    const ShipReport report = ship(*m_local_store, *m_server_store);
+    std::optional<std::string> was;
+    {
+      std::lock_guard lock(m_mutex);
+      m_totals.runs_considered = report.runs_considered;
+      m_totals.runs_shipped += report.runs_shipped;
+      m_totals.points_shipped += report.points_shipped;
+      m_totals.batches += report.batches;
+      was = std::exchange(m_problem, std::nullopt);
+    }
+    if (was && m_note) {
+      m_note(fmt::format("shipping to {} works again; the store there is catching up", m_server_store->location()));
+    }
+    return true;
+  } catch (const std::exception& error) {
+    m_server_store.reset();  // reconnect next time: the connection may be dead
+    bool first = false;
+    {
+      std::lock_guard lock(m_mutex);
+      first = !m_problem.has_value();
+      m_problem = error.what();
+    }
+    if (first && m_note) {
+      m_note(fmt::format("cannot ship to the team store now ({}); training goes on, the runs stay in {} and are "
+                         "shipped when it is back",
+                         error.what(), m_local));
+    }
+    return false;
+  }
+}
+
+void BackgroundShipper::loop() {
+  std::chrono::milliseconds wait = k_first_retry / 2;
+  while (true) {
+    const bool ok = pass();
+    wait = ok ? k_first_retry / 2 : std::min<std::chrono::milliseconds>(wait * 2, k_max_retry);
+    std::unique_lock lock(m_mutex);
+    m_wake.wait_for(lock, ok ? m_interval : wait, [this] { return m_stop; });
+    if (m_stop) {
+      break;
+    }
+  }
+  if (!problem()) {
+    pass();  // the run's last records
+  }
+}
+
+}  // namespace expctl::store

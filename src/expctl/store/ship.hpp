@@ -1,0 +1,90 @@
+#pragma once
+/// The shipper: brings what a node-local SQLite store holds into a PostgreSQL store, in batches,
+/// so that training only ever writes to local disk (local first, shipped later).
+///
+/// Each batch is one server transaction: the points go through COPY into a temporary table and
+/// `INSERT ... ON CONFLICT DO NOTHING`, and the last step shipped of each series is recorded in
+/// the same transaction (ship_progress). A pass killed mid-batch therefore leaves the server as it
+/// was before the batch, and the next pass sends the batch again; a replay never duplicates. The
+/// run rows (status, summary, ranks, artifacts, tags) are upserted, and a run whose final state
+/// has been shipped whole is skipped by later passes (ship_state). Shipping the same store twice,
+/// or two merged copies of it, changes nothing. `expctl merge` into a server uses this path.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "expctl/store/store.hpp"
+
+namespace expctl::store {
+
+struct ShipOptions {
+  /// Points per server transaction: large enough that COPY dominates, small enough that a batch
+  /// replayed after a crash costs a second or so.
+  std::size_t batch_points = 50'000;
+  /// Only this run (all runs when unset).
+  std::optional<std::string> run_id{};
+};
+
+struct ShipReport {
+  std::int64_t runs_considered = 0;  ///< local runs looked at
+  std::int64_t runs_shipped = 0;     ///< run rows written or brought up to date
+  std::int64_t points_shipped = 0;   ///< metric points sent (the server may have had some already)
+  std::int64_t batches = 0;          ///< server transactions that carried points
+};
+
+/// One pass: sends what `local` (SQLite) has and `server` (PostgreSQL) lacks. Throws
+/// store::Error (kind unreachable, busy, ...) when the server fails; what was committed stays.
+ShipReport ship(Store& local, Store& server, const ShipOptions& options = {});
+
+/// How far the server is behind `local`: runs whose final state is not shipped, and points of
+/// `local` past each series' shipped step (0 and 0: caught up). Reads only.
+struct ShipLag {
+  std::int64_t runs_behind = 0;
+  std::int64_t points_behind = 0;
+};
+ShipLag ship_lag(Store& local, Store& server);
+
+/// A shipper on a thread of its own (the one `expctl run` starts when --db names a server): a
+/// pass every `interval`, on its own connections. A failing server never reaches the caller:
+/// the thread reconnects with backoff (1 s doubling to 30 s) and reports through `note` (the
+/// first failure, and when shipping works again). The destructor stops it after one last pass,
+/// unless the server is away (what is left waits for the next run or `expctl sync`).
+class BackgroundShipper {
+ public:
+  using Note = std::function<void(const std::string&)>;
+  BackgroundShipper(std::string local, std::string server, Note note,
+                    std::chrono::milliseconds interval = std::chrono::seconds(2));
+  ~BackgroundShipper();
+  BackgroundShipper(const BackgroundShipper&) = delete;
+  BackgroundShipper& operator=(const BackgroundShipper&) = delete;
+
+  /// What every pass so far has shipped.
+  ShipReport totals() const;
+  /// The last pass's failure, or nullopt when it succeeded.
+  std::optional<std::string> problem() const;
+
+ private:
+  void loop();
+  bool pass();  ///< false when the server failed
+
+  std::string m_local;
+  std::string m_server;
+  Note m_note;
+  std::chrono::milliseconds m_interval;
+  mutable std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stop = false;
+  ShipReport m_totals;
+  std::optional<std::string> m_problem;
+  std::optional<Store> m_local_store;
+  std::optional<Store> m_server_store;
+  std::thread m_thread;
+};
+
+}  // namespace expctl::store

@@ -1,0 +1,342 @@
+// The SQLite backend: specs, environments and runs (sqlite_series.cpp has what hangs off a run).
+#include "expctl/store/sqlite_backend.hpp"
+
+#include <algorithm>
+
+#include "expctl/store/run_folder.hpp"
+#include "expctl/store/schema.hpp"
+#include "expctl/util/strings.hpp"
+
+namespace expctl::store {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+namespace {
+
+/// Columns of a run row, in the order read_run expects.
+constexpr const char* k_run_columns =
+    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary, "
+    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at";
+/// Index of owner_host in k_run_columns.
+constexpr int k_owner_column = 11;
+
+/// The owner columns of a run row; nullopt for a row without an owner (from before schema v3).
+std::optional<util::ProcessIdentity> read_owner(SQLite::Statement& query) {
+  if (query.getColumn(k_owner_column).isNull()) {
+    return std::nullopt;
+  }
+  return util::ProcessIdentity{
+      query.getColumn(k_owner_column).getString(), query.getColumn(k_owner_column + 1).getInt64(),
+      query.getColumn(k_owner_column + 2).getString(), query.getColumn(k_owner_column + 3).getInt64()};
+}
+
+/// Binds the four owner columns, from `index` on.
+void bind_owner(SQLite::Statement& statement, int index, const util::ProcessIdentity& owner) {
+  statement.bind(index, owner.host);
+  statement.bind(index + 1, owner.pid);
+  statement.bind(index + 2, owner.boot_id);
+  statement.bind(index + 3, owner.start_ticks);
+}
+
+RunRecord read_run(SQLite::Statement& query) {
+  RunRecord run;
+  run.id = query.getColumn(0).getString();
+  run.spec_hash = query.getColumn(1).getString();
+  run.environment_hash = optional_text(query.getColumn(2));
+  run.name = query.getColumn(3).getString();
+  const std::string status = query.getColumn(4).getString();
+  run.status = parse_run_status(status).value_or(RunStatus::failed);  // the CHECK constraint admits no other
+  run.started_at = query.getColumn(5).getString();
+  run.ended_at = optional_text(query.getColumn(6));
+  run.exit_code = optional_int(query.getColumn(7));
+  run.root_cause = query.getColumn(8).getString();
+  run.summary_json = query.getColumn(10).getString();
+  const auto owner = read_owner(query);
+  run.owner = owner ? std::optional(owner->display()) : std::nullopt;
+  run.heartbeat_at = optional_text(query.getColumn(k_owner_column + 4));
+  const auto heartbeat = run.heartbeat_at ? parse_utc(*run.heartbeat_at) : std::nullopt;
+  run.status = derive_run_status(run.status, owner, heartbeat, Clock::now());
+  return run;
+}
+
+std::vector<std::string> read_tags(SQLite::Database& db, const std::string& run_id) {
+  SQLite::Statement query(db, "SELECT tag FROM tags WHERE run_id = ? ORDER BY tag");
+  query.bind(1, run_id);
+  std::vector<std::string> tags;
+  while (query.executeStep()) {
+    tags.push_back(query.getColumn(0).getString());
+  }
+  return tags;
+}
+
+/// Reads every row of `query` as a run, tags included.
+std::vector<RunRecord> read_runs(SQLite::Database& db, SQLite::Statement& query) {
+  std::vector<RunRecord> runs;
+  while (query.executeStep()) {
+    runs.push_back(read_run(query));
+  }
+  for (RunRecord& run : runs) {
+    run.tags = read_tags(db, run.id);
+  }
+  return runs;
+}
+
+}  // namespace
+
+std::unique_ptr<SqliteBackend> open_sqlite(const fs::path& path, OpenMode mode, int target_version) {
+  const std::string display = path.string();
+  EXPCTL_CHECK(!path.empty(), util::StoreError, "the database path is empty: pass --db PATH or set EXPCTL_DB");
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  EXPCTL_CHECK(!ec, util::StoreError, "{}: {}", display, ec.message());
+  EXPCTL_CHECK(!fs::is_directory(absolute, ec), util::StoreError, "{}: is a directory, not a database file", display);
+  if (mode == OpenMode::read_only) {
+    EXPCTL_CHECK(fs::exists(absolute, ec), util::StoreError,
+                 "{}: no such database (runs are recorded by 'expctl run'; pick another with --db PATH or EXPCTL_DB)",
+                 display);
+  } else {
+    fs::create_directories(absolute.parent_path(), ec);
+    EXPCTL_CHECK(!ec, util::StoreError, "{}: cannot create its folder: {}", display, ec.message());
+  }
+  const bool writing = mode == OpenMode::read_write;
+  Connection connection(absolute, display, writing ? Access::read_write : Access::read_only, writing);
+  connection.set_read_only(mode == OpenMode::read_only);
+  const int version = prepare(connection, target_version);
+  return std::make_unique<SqliteBackend>(std::move(connection), version);
+}
+
+void require_run(Connection& connection, SQLite::Database& db, const std::string& run_id) {
+  SQLite::Statement query(db, "SELECT 1 FROM runs WHERE id = ?");
+  query.bind(1, run_id);
+  require_changed(connection, query.executeStep() ? 1 : 0, run_id);
+}
+
+void require_changed(const Connection& connection, int changes, const std::string& run_id) {
+  EXPCTL_CHECK(changes > 0, util::StoreError, "no run {} in {} (see 'expctl list')", util::quoted(run_id),
+               connection.display());
+}
+
+}  // namespace detail
+
+void SqliteBackend::put_spec(const std::string& hash, const std::string& canonical, const std::string& name) {
+  m_connection.write([&](SQLite::Database& db) {
+    SQLite::Statement insert(db,
+                             "INSERT INTO specs (hash, name, canonical, created_at) VALUES (?, ?, ?, ?) "
+                             "ON CONFLICT (hash) DO NOTHING");
+    insert.bind(1, hash);
+    insert.bind(2, name);
+    insert.bind(3, canonical);
+    insert.bind(4, format_utc(Clock::now()));
+    insert.exec();
+  });
+}
+
+void SqliteBackend::put_environment(const std::string& hash, const std::string& json_text) {
+  m_connection.write([&](SQLite::Database& db) {
+    SQLite::Statement insert(db,
+                             "INSERT INTO environments (hash, fingerprint, created_at) VALUES (?, ?, ?) "
+                             "ON CONFLICT (hash) DO NOTHING");
+    insert.bind(1, hash);
+    insert.bind(2, json_text);
+    insert.bind(3, format_utc(Clock::now()));
+    insert.exec();
+  });
+}
+
+std::optional<SpecRecord> SqliteBackend::spec(const std::string& hash) {
+  return m_connection.retry([&]() -> std::optional<SpecRecord> {
+    SQLite::Statement query(m_connection.db(), "SELECT name, canonical FROM specs WHERE hash = ?");
+    query.bind(1, hash);
+    if (!query.executeStep()) {
+      return std::nullopt;
+    }
+    return SpecRecord{hash, query.getColumn(0).getString(), query.getColumn(1).getString()};
+  });
+}
+
+std::optional<std::string> SqliteBackend::environment(const std::string& hash) {
+  return m_connection.retry([&]() -> std::optional<std::string> {
+    SQLite::Statement query(m_connection.db(), "SELECT fingerprint FROM environments WHERE hash = ?");
+    query.bind(1, hash);
+    if (!query.executeStep()) {
+      return std::nullopt;
+    }
+    return query.getColumn(0).getString();
+  });
+}
+
+RunRecord SqliteBackend::create_run(const NewRun& run, const PublishRun& publish) {
+  const Clock::time_point started = run.started_at.value_or(Clock::now());
+  auto& connection = m_connection;
+  return connection.write([&](SQLite::Database& db) {
+    SQLite::Statement spec_query(db, "SELECT name, canonical FROM specs WHERE hash = ?");
+    spec_query.bind(1, run.spec_hash);
+    EXPCTL_CHECK(spec_query.executeStep(), util::StoreError, "spec {} is not in {}: record it (put_spec) first",
+                 run.spec_hash, connection.display());
+    if (run.environment_hash) {
+      SQLite::Statement env_query(db, "SELECT 1 FROM environments WHERE hash = ?");
+      env_query.bind(1, *run.environment_hash);
+      EXPCTL_CHECK(env_query.executeStep(), util::StoreError,
+                   "environment {} is not in {}: record it (put_environment) first", *run.environment_hash,
+                   connection.display());
+    }
+    // Ids of one second sort by creation because each is made greater than the greatest so far;
+    // "-" < "." makes [second-, second.) the range of ids of that second.
+    const std::string second = detail::run_id_second(started);
+    SQLite::Statement greatest(db, "SELECT max(id) FROM runs WHERE id > ? AND id < ?");
+    greatest.bind(1, second + "-");
+    greatest.bind(2, second + ".");
+    greatest.executeStep();
+
+    RunRecord record;
+    record.id = detail::make_run_id(started, detail::optional_text(greatest.getColumn(0)));
+    record.spec_hash = run.spec_hash;
+    record.environment_hash = run.environment_hash;
+    record.name = run.name.empty() ? spec_query.getColumn(0).getString() : run.name;
+    record.started_at = format_utc(started);
+
+    const util::ProcessIdentity owner = util::ProcessIdentity::current();
+    record.owner = owner.display();
+    record.heartbeat_at = format_utc(Clock::now());
+    SQLite::Statement insert(db,
+                             "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir, "
+                             "heartbeat_at, owner_host, owner_pid, owner_boot_id, owner_start_ticks) "
+                             "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)");
+    insert.bind(1, record.id);
+    insert.bind(2, record.spec_hash);
+    detail::bind_optional(insert, 3, record.environment_hash);
+    insert.bind(4, record.name);
+    insert.bind(5, record.started_at);
+    insert.bind(6, "runs/" + record.id);  // kept for older expctl: run folders are <runs root>/<id>
+    insert.bind(7, *record.heartbeat_at);
+    detail::bind_owner(insert, 8, owner);
+    insert.exec();
+    // Published last, under the write lock: if it fails the row is rolled back; COMMIT of a WAL
+    // transaction that already holds the write lock does not meet SQLITE_BUSY, so the folder is
+    // never left without its row by a retry.
+    publish(record.id, spec_query.getColumn(1).getString());
+    return record;
+  });
+}
+
+void SqliteBackend::finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) {
+  auto& connection = m_connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db,
+                             "UPDATE runs SET status = ?, exit_code = ?, root_cause = ?, ended_at = ? WHERE id = ?");
+    update.bind(1, std::string(to_string(status)));
+    update.bind(2, exit_code);
+    update.bind(3, root_cause);
+    update.bind(4, format_utc(Clock::now()));
+    update.bind(5, run_id);
+    detail::require_changed(connection, update.exec(), run_id);
+  });
+}
+
+void SqliteBackend::resume_run(const std::string& run_id) {
+  auto& connection = m_connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement query(db, fmt::format("SELECT {} FROM runs WHERE id = ?", detail::k_run_columns));
+    query.bind(1, run_id);
+    detail::require_changed(connection, query.executeStep() ? 1 : 0, run_id);
+    const RunStatus status = detail::read_run(query).status;
+    EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
+                 "run {} is {}: only an interrupted, failed, diverged or lost run can be resumed", run_id,
+                 to_string(status));
+    SQLite::Statement update(db,
+                             "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '', "
+                             "heartbeat_at = ?, owner_host = ?, owner_pid = ?, owner_boot_id = ?, "
+                             "owner_start_ticks = ? WHERE id = ?");
+    update.bind(1, format_utc(Clock::now()));
+    detail::bind_owner(update, 2, util::ProcessIdentity::current());
+    update.bind(6, run_id);
+    update.exec();
+  });
+}
+
+void SqliteBackend::heartbeat(const std::string& run_id) {
+  auto& connection = m_connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db, "UPDATE runs SET heartbeat_at = ? WHERE id = ?");
+    update.bind(1, format_utc(Clock::now()));
+    update.bind(2, run_id);
+    detail::require_changed(connection, update.exec(), run_id);
+  });
+}
+
+void SqliteBackend::set_summary(const std::string& run_id, const std::string& json_text) {
+  auto& connection = m_connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db, "UPDATE runs SET summary = ? WHERE id = ?");
+    update.bind(1, json_text);
+    update.bind(2, run_id);
+    detail::require_changed(connection, update.exec(), run_id);
+  });
+}
+
+std::vector<RunRecord> SqliteBackend::list_runs(const RunFilter& filter) {
+  // Only fixed fragments are concatenated; every value is a bound parameter.
+  std::string sql = fmt::format("SELECT {} FROM runs WHERE 1", detail::k_run_columns);
+  if (filter.status) {
+    sql += " AND status = :status";
+  }
+  if (filter.tag) {
+    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
+  }
+  if (!filter.spec_hash_prefix.empty()) {
+    sql += " AND substr(spec_hash, 1, length(:spec)) = :spec";
+  }
+  sql += " ORDER BY started_at DESC, rowid DESC";
+  if (filter.limit > 0) {
+    sql += " LIMIT :limit";
+  }
+  auto& connection = m_connection;
+  return connection.retry([&] {
+    SQLite::Statement query(connection.db(), sql);
+    if (filter.status) {
+      query.bind(":status", std::string(to_string(*filter.status)));
+    }
+    if (filter.tag) {
+      query.bind(":tag", *filter.tag);
+    }
+    if (!filter.spec_hash_prefix.empty()) {
+      query.bind(":spec", filter.spec_hash_prefix);
+    }
+    if (filter.limit > 0) {
+      query.bind(":limit", static_cast<int64_t>(filter.limit));
+    }
+    return detail::read_runs(connection.db(), query);
+  });
+}
+
+std::optional<RunRecord> SqliteBackend::run(const std::string& run_id) {
+  auto& connection = m_connection;
+  return connection.retry([&]() -> std::optional<RunRecord> {
+    SQLite::Statement query(connection.db(), fmt::format("SELECT {} FROM runs WHERE id = ?", detail::k_run_columns));
+    query.bind(1, run_id);
+    auto runs = detail::read_runs(connection.db(), query);
+    if (runs.empty()) {
+      return std::nullopt;
+    }
+    return std::move(runs.front());
+  });
+}
+
+std::pair<std::int64_t, std::vector<RunRecord>> SqliteBackend::runs_with_prefix(const std::string& prefix, int limit) {
+  auto& connection = m_connection;
+  return connection.retry([&] {
+    SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs WHERE substr(id, 1, length(:p)) = :p");
+    counter.bind(":p", prefix);
+    counter.executeStep();
+    SQLite::Statement query(connection.db(),
+                            fmt::format("SELECT {} FROM runs WHERE substr(id, 1, length(:p)) = :p ORDER BY id LIMIT :n",
+                                        detail::k_run_columns));
+    query.bind(":p", prefix);
+    query.bind(":n", limit);
+    return std::pair(counter.getColumn(0).getInt64(), detail::read_runs(connection.db(), query));
+  });
+}
+
+}  // namespace expctl::store

@@ -1,0 +1,317 @@
+// The store's contract, written once and run against every backend (backend_fixture.hpp).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <thread>
+
+#include "backend_fixture.hpp"
+
+using namespace expctl;
+using store::MetricPoint;
+using store::RunStatus;
+using test::BackendStore;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string& k_spec = test::k_contract_spec;
+const std::string& k_hash = test::k_contract_hash;
+
+store::RunRecord new_run(store::Store& db, const std::string& name = "quickstart") {
+  db.put_spec(k_hash, k_spec, "quickstart");
+  return db.create_run(store::NewRun{k_hash, std::nullopt, name, std::nullopt});
+}
+
+/// Equal, or both NaN. The sign of a zero is not compared: SQLite stores an integral REAL as an
+/// integer, so -0.0 reads back as 0.0 there (PostgreSQL keeps it; no metric means anything by it).
+bool same_value(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("store contract: specs and environments round-trip; a known hash keeps its first record",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  auto db = where.open();
+  db.put_spec(k_hash, k_spec, "quickstart");
+  db.put_spec(k_hash, "{}", "other");
+  REQUIRE(db.spec(k_hash).has_value());
+  CHECK(db.spec(k_hash)->canonical == k_spec);
+  CHECK(db.spec(k_hash)->name == "quickstart");
+  CHECK_FALSE(db.spec(util::sha256_hex("nope")).has_value());
+  db.put_environment("env1", R"({"host":"node1"})");
+  db.put_environment("env1", R"({"host":"other"})");
+  CHECK(db.environment("env1") == std::optional<std::string>(R"({"host":"node1"})"));
+  CHECK_FALSE(db.environment("env2").has_value());
+  CHECK(db.schema_version() >= 1);
+}
+
+TEMPLATE_TEST_CASE("store contract: a run's life: created running with its folder under the runs root, found, "
+                   "tagged, finished, resumed",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  auto db = where.open();
+  const auto run = new_run(db, "first");
+  // The runs root is a setting of its own: here dir/runs, not beside the database (results/).
+  CHECK(run.run_dir == fs::absolute(where.dir / "runs" / run.id));
+  CHECK(fs::exists(run.run_dir / "spec.json"));
+  CHECK(db.runs_dir() == fs::absolute(where.dir / "runs"));
+  CHECK(run.status == RunStatus::running);
+
+  const auto second = new_run(db, "second");
+  const auto listed = db.list_runs();
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0].id == second.id);  // newest first
+  CHECK(listed[1].run_dir == run.run_dir);
+  CHECK(db.find_run(run.id.substr(0, run.id.size() - 1)).id == run.id);
+  CHECK_THROWS_WITH(db.find_run("2"), Catch::Contains("is ambiguous: it matches 2 runs"));
+  CHECK_THROWS_WITH(db.find_run("x"), Catch::Contains("no run matches \"x\""));
+
+  db.add_tag(run.id, "baseline");
+  db.add_tag(run.id, "a-tag");
+  db.add_tag(run.id, "baseline");
+  CHECK(db.run(run.id)->tags == std::vector<std::string>{"a-tag", "baseline"});
+  CHECK(db.list_runs({.tag = "baseline"}).size() == 1);
+  CHECK(db.remove_tag(run.id, "a-tag"));
+  CHECK_FALSE(db.remove_tag(run.id, "a-tag"));
+  CHECK(db.list_runs({.spec_hash_prefix = k_hash.substr(0, 8)}).size() == 2);
+  CHECK(db.list_runs({.limit = 1}).size() == 1);
+
+  db.add_rank(run.id, {.rank = 0, .host = "node1", .pid = 42});
+  db.add_rank(run.id, {.rank = 1, .host = "node1"});
+  db.update_rank(run.id, 1, RunStatus::failed, 1, 9);
+  db.add_artifact(run.id, {"checkpoints/step-2.pt", std::string(64, 'a'), 10});
+  db.add_artifact(run.id, {"checkpoints/step-2.pt", std::string(64, 'b'), 11});
+  CHECK(db.artifacts(run.id).size() == 1);
+  CHECK(db.artifacts(run.id)[0].size_bytes == 11);
+  db.set_summary(run.id, R"({"steps":2})");
+  db.finish_run(run.id, RunStatus::failed, 1, "rank 1 died");
+  const auto finished = db.run(run.id).value();
+  CHECK(finished.status == RunStatus::failed);
+  CHECK(finished.root_cause == "rank 1 died");
+  CHECK(finished.summary_json == R"({"steps":2})");
+  CHECK(finished.exit_code == 1);
+  const auto ranks = db.ranks(run.id);
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[0].status == RunStatus::lost);  // left running in a run that ended
+  CHECK(ranks[0].pid == 42);
+  CHECK(ranks[1].signal == 9);
+  CHECK(db.list_runs({.status = RunStatus::failed}).size() == 1);
+  CHECK(db.list_runs({.status = RunStatus::running}).size() == 1);
+
+  db.resume_run(run.id);
+  CHECK(db.run(run.id)->status == RunStatus::running);
+  CHECK_THROWS_WITH(db.resume_run(run.id), Catch::Contains("only an interrupted, failed, diverged or lost run"));
+  CHECK_THROWS_WITH(db.heartbeat("nope"), Catch::Contains("no run \"nope\""));
+}
+
+TEMPLATE_TEST_CASE("store contract: NaN, ±Inf, extreme doubles, 64-bit steps and Unicode names read back as written",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  auto db = where.open();
+  const auto run = new_run(db);
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> values = {nan, inf, -inf, 0.1, 1.0 / 3.0, -0.0, std::numeric_limits<double>::max(),
+                                      std::numeric_limits<double>::denorm_min(), -1e-300};
+  const std::vector<std::int64_t> steps = {std::numeric_limits<std::int64_t>::min() + 1, -1, 0, (1LL << 53) + 1,
+                                           std::numeric_limits<std::int64_t>::max()};
+  const std::string unicode = "損失/γ-λ 🚀";
+  std::vector<MetricPoint> points;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    points.push_back({0, static_cast<std::int64_t>(i), "loss", values[i]});
+  }
+  for (const auto step : steps) {
+    points.push_back({1, step, unicode, static_cast<double>(step % 1000)});
+  }
+  db.append_metrics(run.id, points);
+
+  const auto loss = db.metrics(run.id, {.name = "loss"});
+  REQUIRE(loss.size() == values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO("value " << i);
+    CHECK(same_value(loss[i].value, values[i]));
+  }
+  const auto named = db.metrics(run.id, {.name = unicode});
+  REQUIRE(named.size() == steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CHECK(named[i].step == steps[i]);
+    CHECK(named[i].name == unicode);
+    CHECK(named[i].rank == 1);
+  }
+  const auto columns = db.series_columns(run.id, "loss");
+  REQUIRE(columns.size() == 1);
+  CHECK(std::isnan(columns[0].values[0]));
+  CHECK(columns[0].values[1] == inf);
+  CHECK(columns[0].values[2] == -inf);
+  const auto recent = db.recent_metrics(run.id, "loss", 0, 3);
+  REQUIRE(recent.size() == 3);
+  CHECK(recent.back().step == static_cast<std::int64_t>(values.size()) - 1);
+  CHECK(db.recent_metrics(run.id, unicode, 1, 1).at(0).step == std::numeric_limits<std::int64_t>::max());
+
+  // Aggregates count NaN apart and leave it out of sum, min and max (±Inf are numbers).
+  const auto aggregates = db.series_aggregates(run.id, "loss", 2);  // steps 3.. : finite values only
+  REQUIRE(aggregates.size() == 1);
+  CHECK(aggregates[0].count == static_cast<std::int64_t>(values.size()) - 3);
+  CHECK(aggregates[0].nan_count == 0);
+  CHECK(aggregates[0].max == std::numeric_limits<double>::max());
+  const auto with_nan = db.series_aggregates(run.id, "loss");
+  CHECK(with_nan[0].nan_count == 1);
+  CHECK(with_nan[0].count == static_cast<std::int64_t>(values.size()) - 1);
+  CHECK(with_nan[0].max == inf);
+  CHECK(with_nan[0].min == -inf);
+
+  const auto series = db.metric_series(run.id);
+  REQUIRE(series.size() == 2);
+  CHECK(series[0].name == "loss");
+  CHECK(std::isnan(series[0].first_value));
+  CHECK(series[1].name == unicode);
+  CHECK(series[1].last_step == std::numeric_limits<std::int64_t>::max());
+
+  // A point given again replaces the stored one (a resumed run re-logs its steps).
+  db.append_metrics(run.id, std::vector<MetricPoint>{{0, 1, "loss", 5.0}, {0, 1, "loss", 6.0}});
+  CHECK(db.metrics(run.id, {.name = "loss"})[1].value == 6.0);
+  CHECK(db.metrics(run.id).size() == values.size() + steps.size());
+}
+
+TEMPLATE_TEST_CASE("store contract: concurrent writers each on their own connection lose nothing and never share an id",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  { new_run(*std::make_unique<store::Store>(where.open())); }  // the schema exists before the writers start
+  constexpr int k_writers = 4;
+  constexpr int k_runs = 5;
+  constexpr int k_steps = 200;
+  std::vector<std::thread> writers;
+  std::vector<std::string> failures(k_writers);
+  for (int w = 0; w < k_writers; ++w) {
+    writers.emplace_back([&, w] {
+      try {
+        auto db = where.open();
+        for (int r = 0; r < k_runs; ++r) {
+          const auto run = new_run(db, "writer" + std::to_string(w));
+          std::vector<MetricPoint> points;
+          for (int step = 0; step < k_steps; ++step) {
+            points.push_back({w % 2, step, "loss", step * 0.5});
+          }
+          db.append_metrics(run.id, points);
+          db.finish_run(run.id, RunStatus::completed, 0, "");
+        }
+      } catch (const std::exception& error) {
+        failures[w] = error.what();
+      }
+    });
+  }
+  for (auto& writer : writers) {
+    writer.join();
+  }
+  for (const auto& failure : failures) {
+    CHECK(failure.empty());
+  }
+  auto db = where.open(store::OpenMode::read_only);
+  const auto runs = db.list_runs({.status = RunStatus::completed});
+  CHECK(runs.size() == k_writers * k_runs);
+  std::set<std::string> ids;
+  for (const auto& run : runs) {
+    ids.insert(run.id);
+    CHECK(db.metrics(run.id).size() == k_steps);
+  }
+  CHECK(ids.size() == runs.size());
+}
+
+TEMPLATE_TEST_CASE("store contract: a store written by a newer expctl is refused in one line and left unchanged",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  { new_run(*std::make_unique<store::Store>(where.open())); }
+  const int newer = where.open().schema_version() + 1;
+  where.execute(TestType::kind == store::StoreKind::sqlite
+                    ? "PRAGMA user_version = " + std::to_string(newer)
+                    : "UPDATE expctl_schema SET version = " + std::to_string(newer));
+  for (const auto mode : {store::OpenMode::read_write, store::OpenMode::read_only}) {
+    try {
+      where.open(mode);
+      FAIL("a newer store was opened");
+    } catch (const util::StoreError& error) {
+      const std::string message = error.what();
+      CHECK_THAT(message, Catch::Contains("written by a newer expctl (schema v" + std::to_string(newer)) &&
+                              Catch::EndsWith("upgrade expctl"));
+      CHECK(message.find('\n') == std::string::npos);
+      CHECK(error.exit_code() == util::ExitCode::usage);
+    }
+  }
+  where.execute(TestType::kind == store::StoreKind::sqlite
+                    ? "PRAGMA user_version = " + std::to_string(newer - 1)
+                    : "UPDATE expctl_schema SET version = " + std::to_string(newer - 1));
+  CHECK(where.open(store::OpenMode::read_only).list_runs().size() == 1);
+}
+
+TEST_CASE("store locations: paths and sqlite: are SQLite; URLs and libpq keyword strings are PostgreSQL") {
+  using store::StoreKind;
+  CHECK(store::parse_store_location("results/expctl.db").kind == StoreKind::sqlite);
+  CHECK(store::parse_store_location("sqlite:/tmp/x.db").target == "/tmp/x.db");
+  CHECK(store::parse_store_location("postgresql://db.example/expctl").kind == StoreKind::postgresql);
+  CHECK(store::parse_store_location("postgres://u@db/expctl").kind == StoreKind::postgresql);
+  CHECK(store::parse_store_location("service=team").kind == StoreKind::postgresql);
+  CHECK(store::parse_store_location("host=/tmp dbname=x").kind == StoreKind::postgresql);
+  CHECK(store::parse_store_location("hostile.db").kind == StoreKind::sqlite);
+}
+
+TEST_CASE("store failures are typed: a full SQLite store is `full`, a PostgreSQL server that is not there is "
+          "`unreachable` (exit 2, one line naming the fix)") {
+  BackendStore where(store::StoreKind::sqlite);
+  auto db = where.open();
+  const auto run = new_run(db);
+  store::testing::limit_database_pages(db, 1);
+  std::vector<MetricPoint> points;
+  for (int step = 0; step < 5000; ++step) {
+    points.push_back({0, step, "loss", 1.0});
+  }
+  try {
+    db.append_metrics(run.id, points);
+    FAIL("a full store took the points");
+  } catch (const store::Error& error) {
+    CHECK(error.kind() == store::FailureKind::full);
+  }
+
+  const test::TempDir nowhere;
+  try {
+    store::Store::open("host=" + nowhere.path().string() + " dbname=expctl user=someone password=hunter2");
+    FAIL("connected to no server");
+  } catch (const store::Error& error) {
+    const std::string message = error.what();
+    CHECK(error.kind() == store::FailureKind::unreachable);
+    CHECK(error.exit_code() == util::ExitCode::usage);
+    CHECK_THAT(message, Catch::StartsWith("postgresql://someone@" + nowhere.path().string() + "/expctl: cannot "
+                                          "connect to the PostgreSQL server (") &&
+                            Catch::Contains("check the host, port, database and sslmode"));
+    CHECK(message.find("hunter2") == std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}
+
+TEMPLATE_TEST_CASE("store contract: a wrong password is refused in one line naming ~/.pgpass, and never shown",
+                   "[store][backends]", test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  // scripts/pg-throwaway.sh's role expctl_pw must give the password "right".
+  const std::string conninfo = test::test_postgres().value() + " user=expctl_pw password=wrong-secret";
+  try {
+    store::Store::open(conninfo);
+    FAIL("a wrong password was accepted");
+  } catch (const store::Error& error) {
+    const std::string message = error.what();
+    CHECK(error.kind() == store::FailureKind::input);
+    CHECK(error.exit_code() == util::ExitCode::usage);
+    CHECK_THAT(message, Catch::Contains("the server refused the login") && Catch::Contains("~/.pgpass"));
+    CHECK(message.find("wrong-secret") == std::string::npos);
+  }
+  CHECK(store::Store::open(where.location + " user=expctl_pw password=right", store::OpenMode::read_write,
+                          {.runs_root = where.dir / "runs"})
+            .schema_version() >= 1);
+}

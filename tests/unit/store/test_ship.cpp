@@ -1,0 +1,255 @@
+// The shipper (store/ship.hpp): a node-local SQLite store into a PostgreSQL store, idempotently,
+// surviving a killed shipper and a server that goes away.
+#include <csignal>
+#include <mutex>
+#include <cstdlib>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend_fixture.hpp"
+
+#include "expctl/store/ship.hpp"
+#include "expctl/util/subprocess.hpp"
+
+using namespace expctl;
+using store::MetricPoint;
+using store::RunStatus;
+using test::BackendStore;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string& k_spec = test::k_contract_spec;
+const std::string& k_hash = test::k_contract_hash;
+
+/// A local store with `runs` completed runs of `ranks` x `metrics` series over `steps` steps.
+std::vector<std::string> record_runs(store::Store& db, int runs, int ranks, int metrics, int steps) {
+  db.put_spec(k_hash, k_spec, "quickstart");
+  db.put_environment("env-a", R"({"host":"a"})");
+  std::vector<std::string> ids;
+  for (int r = 0; r < runs; ++r) {
+    const auto run = db.create_run({k_hash, std::string("env-a"), "q", std::nullopt});
+    std::vector<MetricPoint> points;
+    for (int rank = 0; rank < ranks; ++rank) {
+      db.add_rank(run.id, {.rank = rank, .host = "a", .environment_hash = std::string("env-a")});
+      for (int m = 0; m < metrics; ++m) {
+        for (int step = 1; step <= steps; ++step) {
+          points.push_back({rank, step, "metric" + std::to_string(m), step == 7 ? std::nan("") : step * 0.25 + m});
+        }
+      }
+    }
+    db.append_metrics(run.id, points);
+    db.add_artifact(run.id, {"checkpoints/last.pt", std::string(64, 'f'), 123});
+    db.add_tag(run.id, "nightly");
+    for (int rank = 0; rank < ranks; ++rank) {
+      db.update_rank(run.id, rank, RunStatus::completed, 0, std::nullopt);
+    }
+    db.set_summary(run.id, R"({"final_train_loss":0.5})");
+    db.finish_run(run.id, RunStatus::completed, 0, "");
+    ids.push_back(run.id);
+  }
+  return ids;
+}
+
+/// The server holds exactly what `local` holds: runs, and per run, rank and metric the same
+/// points with the same values (NaN included).
+void check_same(store::Store& local, store::Store& server) {
+  const auto local_runs = local.list_runs();
+  const auto server_runs = server.list_runs();
+  REQUIRE(server_runs.size() == local_runs.size());
+  for (std::size_t i = 0; i < local_runs.size(); ++i) {
+    INFO("run " << local_runs[i].id);
+    CHECK(server_runs[i].id == local_runs[i].id);
+    CHECK(server_runs[i].status == local_runs[i].status);
+    CHECK(server_runs[i].summary_json == local_runs[i].summary_json);
+    CHECK(server_runs[i].tags == local_runs[i].tags);
+    CHECK(server.ranks(local_runs[i].id).size() == local.ranks(local_runs[i].id).size());
+    CHECK(server.artifacts(local_runs[i].id).size() == local.artifacts(local_runs[i].id).size());
+    const auto want = local.metrics(local_runs[i].id);
+    const auto have = server.metrics(local_runs[i].id);
+    REQUIRE(have.size() == want.size());
+    for (std::size_t p = 0; p < want.size(); ++p) {
+      if (have[p].name != want[p].name || have[p].rank != want[p].rank || have[p].step != want[p].step ||
+          !(have[p].value == want[p].value || (std::isnan(have[p].value) && std::isnan(want[p].value)))) {
+        FAIL("point " << p << " differs: " << have[p].name << "/" << have[p].rank << "/" << have[p].step);
+      }
+    }
+  }
+}
+
+util::SubprocessResult shell(const std::vector<std::string>& argv) {
+  auto result = util::run_capture(argv, {.timeout = std::chrono::minutes(2)});
+  REQUIRE(result.has_value());
+  return *result;
+}
+
+std::int64_t server_points(const BackendStore& server) {
+  return std::stoll(store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics"));
+}
+
+}  // namespace
+
+TEST_CASE("ship: a store shipped twice, and a merged copy shipped by another node, changes nothing the second time",
+          "[store][ship]") {
+  BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  BackendStore node(store::StoreKind::sqlite);
+  auto local = node.open();
+  record_runs(local, 3, 2, 3, 40);
+  auto team = server.open();
+
+  const auto first = store::ship(local, team, {.batch_points = 100});
+  CHECK(first.runs_shipped == 3);
+  CHECK(first.points_shipped == 3 * 2 * 3 * 40);
+  CHECK(first.batches >= 7);  // 240 points a run in batches of at most 100
+  check_same(local, team);
+  CHECK(store::ship_lag(local, team).runs_behind == 0);
+
+  const auto second = store::ship(local, team);
+  CHECK(second.runs_considered == 3);
+  CHECK(second.runs_shipped == 0);
+  CHECK(second.points_shipped == 0);
+
+  // Another node holding a copy of the same runs (merged from this one) ships it: no change.
+  BackendStore other(store::StoreKind::sqlite);
+  auto copy = other.open();
+  store::merge_store(copy, local.path());
+  CHECK(store::ship(copy, team).points_shipped == 0);
+  CHECK(server_points(server) == 3 * 2 * 3 * 40);
+  check_same(local, team);
+
+  // A tag added after the run ended is shipped by the next pass.
+  local.add_tag(local.list_runs().front().id, "baseline");
+  CHECK(store::ship_lag(local, team).runs_behind == 1);
+  CHECK(store::ship(local, team).runs_shipped == 1);
+  check_same(local, team);
+}
+
+TEST_CASE("ship: a running run is shipped as far as it goes, then caught up when it ends", "[store][ship]") {
+  BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  BackendStore node(store::StoreKind::sqlite);
+  auto local = node.open();
+  auto team = server.open();
+  local.put_spec(k_hash, k_spec, "quickstart");
+  const auto run = local.create_run({k_hash, std::nullopt, "q", std::nullopt});
+  local.append_metrics(run.id, std::vector<MetricPoint>{{0, 1, "loss", 1.0}, {0, 2, "loss", 0.5}});
+  store::ship(local, team);
+  CHECK(team.run(run.id)->status == RunStatus::running);
+  CHECK(team.metrics(run.id).size() == 2);
+  CHECK(store::ship_lag(local, team).runs_behind == 1);  // a running run is never shipped whole
+
+  local.append_metrics(run.id, std::vector<MetricPoint>{{0, 3, "loss", 0.25}, {1, 1, "loss", 1.5}});
+  local.finish_run(run.id, RunStatus::completed, 0, "");
+  const auto last = store::ship(local, team);
+  CHECK(last.points_shipped == 2);
+  check_same(local, team);
+  CHECK(store::ship_lag(local, team).runs_behind == 0);
+}
+
+TEST_CASE("ship: a shipper SIGKILLed mid-batch loses nothing and duplicates nothing", "[store][ship]") {
+  BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  BackendStore node(store::StoreKind::sqlite);
+  {
+    auto local = node.open();
+    record_runs(local, 2, 4, 8, 2000);  // 128 000 points
+    server.open();                      // the schema, before the child races to create it
+  }
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    try {
+      auto local = node.open(store::OpenMode::read_only);
+      auto team = server.open();
+      store::ship(local, team, {.batch_points = 500});
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  // Killed once some batches are in, in the middle of the pass (a batch takes milliseconds, so
+  // the kill lands inside one or between two: both must leave a consistent server).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (server_points(server) < 20'000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  const auto at_kill = server_points(server);
+  CHECK(at_kill >= 20'000);
+  CHECK(at_kill < 128'000);  // it was killed mid-pass, not after
+
+  auto local = node.open(store::OpenMode::read_only);
+  auto team = server.open();
+  CHECK(store::ship_lag(local, team).points_behind == 128'000 - at_kill);
+  store::ship(local, team);
+  CHECK(server_points(server) == 128'000);
+  check_same(local, team);
+}
+
+TEST_CASE("ship: the server stopped mid-run and restarted: the background shipper catches up with exactly the "
+          "node's points",
+          "[store][ship][fault]") {
+  if (!test::test_postgres()) return;
+  // A server of its own: stopping the shared one would fail the tests running beside this one.
+  const test::TempDir scratch;
+  // Not inside `scratch` (mode 0700, root's): the server runs as the postgres user.
+  const fs::path pg_dir = fs::temp_directory_path() / fmt::format("expctl-pg-{}-{}", ::getpid(), std::random_device{}());
+  const std::string script = (test::source_dir() / "scripts" / "pg-throwaway.sh").string();
+  const auto started = shell({script, "start", pg_dir.string()});
+  REQUIRE(started.exit_code == 0);
+  struct Stop {
+    std::string script, dir;
+    ~Stop() { (void)util::run_capture({script, "stop", dir}); }
+  } stop{script, pg_dir.string()};
+  std::string conninfo = started.out;
+  conninfo.erase(conninfo.find_last_not_of('\n') + 1);
+
+  BackendStore node(store::StoreKind::sqlite);
+  auto local = node.open();
+  local.put_spec(k_hash, k_spec, "quickstart");
+  const auto run = local.create_run({k_hash, std::nullopt, "q", std::nullopt});
+  std::vector<std::string> notes;
+  std::mutex notes_mutex;
+  {
+    store::BackgroundShipper shipper(node.location, conninfo, [&](const std::string& note) {
+      std::lock_guard lock(notes_mutex);
+      notes.push_back(note);
+    }, std::chrono::milliseconds(100));
+    std::int64_t step = 0;
+    const auto write_steps = [&](int count) {
+      for (int i = 0; i < count; ++i, ++step) {
+        local.append_metrics(run.id, std::vector<MetricPoint>{{0, step, "loss", 1.0 / (step + 1)},
+                                                              {1, step, "loss", 2.0 / (step + 1)}});
+      }
+    };
+    write_steps(200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    REQUIRE(shell({script, "pg_ctl", pg_dir.string(), "-m", "immediate", "-w", "stop"}).exit_code == 0);
+    write_steps(300);  // the run goes on while the server is away
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    REQUIRE(shell({script, "pg_ctl", pg_dir.string(), "-l", (pg_dir / "server.log").string(), "-w",
+                               "start"})
+                .exit_code == 0);
+    write_steps(100);
+    local.finish_run(run.id, RunStatus::completed, 0, "");
+    // Caught up within 60 s of the restart (backoff is at most 30 s).
+    auto team = store::Store::open(conninfo, store::OpenMode::read_only, {.runs_root = scratch / "runs"});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (store::ship_lag(local, team).runs_behind > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    CHECK(store::ship_lag(local, team).runs_behind == 0);
+  }
+  auto team = store::Store::open(conninfo, store::OpenMode::read_only, {.runs_root = scratch / "runs"});
+  check_same(local, team);
+  CHECK(team.metrics(run.id).size() == 1200);
+  std::lock_guard lock(notes_mutex);
+  REQUIRE(notes.size() >= 2);
+  CHECK_THAT(notes.front(), Catch::Contains("cannot ship to the team store now") &&
+                                Catch::Contains("training goes on"));
+  CHECK_THAT(notes.back(), Catch::Contains("works again"));
+}
