@@ -163,6 +163,20 @@ inline void wait_for_training(const store::RunRecord& run) {
 inline std::string sha_of(const json& document) { return document.at("summary").at("loss_curve_sha256").get<std::string>(); }
 
 
+/// Starts the `expctl run` of `args` (RunDir::argv's arguments), waits until rank 0 trains, stops it
+/// with SIGINT and returns the interrupted run once `expctl run` exited 130.
+inline store::RunRecord interrupt_when_training(const RunDir& d, const std::vector<std::string>& args) {
+  Background expctl(d.argv(args), d.dir / "interrupted");
+  std::optional<store::RunRecord> run;
+  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+  wait_for_training(*run);
+  REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
+  const int code = expctl.wait();
+  INFO(expctl.out() << expctl.err());
+  REQUIRE(code == 130);
+  return *run;
+}
+
 /// True when `dir` holds a checkpoint of `rank` ("rank<R>-step<S>.pt").
 inline bool has_checkpoint(const fs::path& dir, int rank) {
   const std::string prefix = "rank" + std::to_string(rank) + "-step";

@@ -156,17 +156,7 @@ TEST_CASE("models: the same .pt trained by PyTorch's own DDP gives the same loss
 TEST_CASE("models: SIGINT and resume of a scripted BatchNorm model end with the uninterrupted loss curve") {
   RunDir d;
   const auto spec = byo_spec(d.dir, "bn_cnn.pt", "fmnist", "{max_steps: 4000, eval_every: 0}");
-  std::string id;
-  {
-    Background expctl(d.argv({"run", spec.string(), "--format", "json"}), d.dir / "interrupted");
-    std::optional<store::RunRecord> run;
-    REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
-    wait_for_training(*run);
-    REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
-    INFO(expctl.out() << expctl.err());
-    REQUIRE(expctl.wait() == 130);
-    id = run->id;
-  }
+  const std::string id = interrupt_when_training(d, {"run", spec.string(), "--format", "json"}).id;
   const auto resumed = d.expctl({"resume", id, "--format", "json"});
   INFO(resumed.out << resumed.err);
   REQUIRE(resumed.exit_code == 0);
@@ -300,19 +290,9 @@ TEST_CASE("models: a checkpoint of another run is refused on resume, never resum
   RunDir d;
   const std::vector<std::string> long_run = {"run", tiny_spec(), "--set", "train.max_steps=3000", "--set",
                                              "train.eval_every=0", "--set", "train.checkpoint_every=10"};
-  std::string id;
-  fs::path checkpoints;
-  {
-    Background expctl(d.argv(long_run), d.dir / "interrupted");
-    std::optional<store::RunRecord> run;
-    REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
-    wait_for_training(*run);
-    REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
-    INFO(expctl.out() << expctl.err());
-    REQUIRE(expctl.wait() == 130);
-    id = run->id;
-    checkpoints = run->run_dir / "checkpoints";
-  }
+  const auto interrupted = interrupt_when_training(d, long_run);
+  const std::string id = interrupted.id;
+  const fs::path checkpoints = interrupted.run_dir / "checkpoints";
   // The step both runs will hold: the interrupted run's newest; and the one before it.
   std::set<std::int64_t> steps;
   for (const auto& entry : fs::directory_iterator(checkpoints)) {

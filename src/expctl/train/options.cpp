@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <vector>
 
 // The spellings of every option the spec names, torch-free: the run module parses a spec into
@@ -40,41 +41,52 @@ const DatasetEntry& entry_for(DatasetKind kind) {
   EXPCTL_ASSERT(false, "dataset kind {} missing from the table", static_cast<int>(kind));
 }
 
-struct ModelName {
-  ModelKind kind;
+// A spelling of an enum value; the tables below are searched both ways.
+template <typename Kind>
+struct Spelling {
+  Kind kind;
   const char* name;
 };
-constexpr ModelName k_models[] = {
+
+template <typename Kind, std::size_t N>
+std::optional<Kind> kind_named(const Spelling<Kind> (&table)[N], const std::string& text) {
+  for (const auto& entry : table) {
+    if (text == entry.name) {
+      return entry.kind;
+    }
+  }
+  return std::nullopt;
+}
+
+template <typename Kind, std::size_t N>
+const char* name_of(const Spelling<Kind> (&table)[N], Kind kind, const char* what) {
+  for (const auto& entry : table) {
+    if (entry.kind == kind) {
+      return entry.name;
+    }
+  }
+  EXPCTL_ASSERT(false, "{} {} missing from its table", what, static_cast<int>(kind));
+}
+
+constexpr Spelling<ModelKind> k_models[] = {
     {ModelKind::mlp, "mlp"},
     {ModelKind::cnn, "cnn"},
     {ModelKind::torchscript, "torchscript"},
 };
 
-struct LossName {
-  LossKind kind;
-  const char* name;
-};
-constexpr LossName k_losses[] = {
+constexpr Spelling<LossKind> k_losses[] = {
     {LossKind::cross_entropy, "cross_entropy"},
     {LossKind::mse, "mse"},
     {LossKind::model, "model"},
 };
 
-struct ScheduleName {
-  ScheduleKind kind;
-  const char* name;
-};
-constexpr ScheduleName k_schedules[] = {
+constexpr Spelling<ScheduleKind> k_schedules[] = {
     {ScheduleKind::constant, "constant"},
     {ScheduleKind::step, "step"},
     {ScheduleKind::cosine, "cosine"},
 };
 
-struct BackendName {
-  BackendRequest request;
-  const char* name;
-};
-constexpr BackendName k_backend_names[] = {
+constexpr Spelling<BackendRequest> k_backend_names[] = {
     {BackendRequest::auto_select, "auto"},
     {BackendRequest::gloo, "gloo"},
     {BackendRequest::nccl, "nccl"},
@@ -112,40 +124,22 @@ GradCompression parse_grad_compression(const std::string& text) {
 }
 
 ModelKind parse_model_kind(const std::string& text) {
-  for (const auto& entry : k_models) {
-    if (text == entry.name) {
-      return entry.kind;
-    }
+  if (const auto kind = kind_named(k_models, text)) {
+    return *kind;
   }
   throw TrainError(fmt::format("unknown model \"{}\": use mlp, cnn or torchscript", text));
 }
 
-const char* model_name(ModelKind kind) {
-  for (const auto& entry : k_models) {
-    if (entry.kind == kind) {
-      return entry.name;
-    }
-  }
-  EXPCTL_ASSERT(false, "model kind {} missing from the table", static_cast<int>(kind));
-}
+const char* model_name(ModelKind kind) { return name_of(k_models, kind, "model kind"); }
 
 LossKind parse_loss_kind(const std::string& text) {
-  for (const auto& entry : k_losses) {
-    if (text == entry.name) {
-      return entry.kind;
-    }
+  if (const auto kind = kind_named(k_losses, text)) {
+    return *kind;
   }
   throw TrainError(fmt::format("unknown train.loss \"{}\": use cross_entropy, mse or model", text));
 }
 
-const char* loss_name(LossKind kind) {
-  for (const auto& entry : k_losses) {
-    if (entry.kind == kind) {
-      return entry.name;
-    }
-  }
-  EXPCTL_ASSERT(false, "loss kind {} missing from the table", static_cast<int>(kind));
-}
+const char* loss_name(LossKind kind) { return name_of(k_losses, kind, "loss kind"); }
 
 OptimizerKind parse_optimizer_kind(const std::string& text) {
   if (text == "sgd") {
@@ -156,10 +150,8 @@ OptimizerKind parse_optimizer_kind(const std::string& text) {
 }
 
 ScheduleKind parse_schedule_kind(const std::string& text) {
-  for (const auto& entry : k_schedules) {
-    if (text == entry.name) {
-      return entry.kind;
-    }
+  if (const auto kind = kind_named(k_schedules, text)) {
+    return *kind;
   }
   throw TrainError(fmt::format("unknown lr schedule \"{}\": use constant, step or cosine", text));
 }
@@ -169,10 +161,8 @@ const char* backend_name(Backend backend) {
 }
 
 BackendRequest parse_backend_request(const std::string& text) {
-  for (const auto& entry : k_backend_names) {
-    if (text == entry.name) {
-      return entry.request;
-    }
+  if (const auto request = kind_named(k_backend_names, text)) {
+    return *request;
   }
   throw TrainError(fmt::format("unknown distributed backend \"{}\": use auto, gloo or nccl", text));
 }

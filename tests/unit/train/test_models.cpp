@@ -32,7 +32,7 @@ TEST_CASE("models: mlp and cnn map Fashion-MNIST images to 10 logits", "[train][
   options.kind = ModelKind::mlp;
   CHECK(make_model(options)->forward(torch::zeros({2, 12})).sizes() == torch::IntArrayRef{2, 10});
   CHECK(parse_model_kind("cnn") == ModelKind::cnn);
-  CHECK_THROWS_WITH(parse_model_kind("resnet"), "unknown model \"resnet\": use mlp or cnn");
+  CHECK_THROWS_WITH(parse_model_kind("resnet"), "unknown model \"resnet\": use mlp, cnn or torchscript");
 }
 
 TEST_CASE("models: the same seed builds the same weights", "[train][models]") {
