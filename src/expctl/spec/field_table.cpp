@@ -231,7 +231,7 @@ std::span<const Field> table() {
      "program.params.lr=0.2` and sweep axes set one. The program reads them through the placeholders, "
      "`expctl.params()` or the JSON file named by `EXPCTL_PARAMS_FILE`.",
      ""},
-    {"program.files", T::string_list, "[]", "", any(), items(0, 256), H::file_content,
+    {"program.files", T::string_list, "[]", "", any(), items(0, 256), H::files_content,
      "Paths or globs, relative to the spec's directory, of the files whose content makes the program what it is "
      "(scripts, modules, configs): their bytes are hashed, so editing the script changes the spec hash.",
      "the script the command names (its first relative argument that is a file)"},
@@ -361,7 +361,7 @@ std::string_view hashing_text(Hashing hashing) {
       return "content";
     case H::hashed_unless_default:
       return "unless default";
-    case H::file_content:
+    case H::files_content:
       return "file content";
   }
   return "";

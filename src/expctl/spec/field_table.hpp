@@ -42,7 +42,7 @@ enum class Hashing {
   hashed_unless_default,
   /// A list of paths (globs): the content of the files they name is hashed, not the paths
   /// (program.files); only for specs that run a program.
-  file_content,
+  files_content,
 };
 
 /// Closed or open bounds for numbers (list elements included).
