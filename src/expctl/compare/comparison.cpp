@@ -372,7 +372,7 @@ std::string change_basis(const MetricRow& row) {
     }
     return fmt::format("{}+{} runs", row.n_a, row.n_b);
   }
-  if (row.n_a == 1 && row.n_b == 1 && (row.runs_a > 0 && row.runs_b > 0)) {
+  if (row.one_trajectory) {
     return "one trajectory per side: no interval; vary the seed to judge it";
   }
   return fmt::format("{}+{} runs", row.n_a, row.n_b);
@@ -465,6 +465,7 @@ class MetricJudge {
     const auto pairs = pair_by_seed(m_a, m_b);
     if (observed_a.size() <= 1 && observed_b.size() <= 1) {
       row.n_a = row.n_b = 1;
+      row.one_trajectory = !observed_a.empty() && !observed_b.empty();
       row.verdict = judge_one_trajectory(info, row, observed_a.empty() ? k_nan : observed_a.front().value,
                                          observed_b.empty() ? k_nan : observed_b.front().value);
     } else if (pairs) {

@@ -151,6 +151,9 @@ struct MetricRow {
   size_t runs_a = 0;
   size_t runs_b = 0;
   bool paired = false;  ///< judged on seed pairs (n_a = n_b = pairs)
+  /// A correctness metric with one trajectory a side (copies count once): judged against the
+  /// threshold as a fact about one seed, with no test.
+  bool one_trajectory = false;
   /// What changed by how much, in words: "B is 7.7% slower than A (95 % CI -9.1% to -6.2%, 5+5
   /// runs)", "B is 0.8% higher than A (one trajectory per side: no interval; vary the seed to
   /// judge it)". Empty when a side has no value.

@@ -190,7 +190,9 @@ std::vector<std::string> metric_cells(const compare::MetricRow& row) {
           threshold_text(row),
           std::string(compare::to_string(verdict.status)),
           samples_text(row),
-          verdict.run_evidence ? run_evidence_text(*verdict.run_evidence, row.threshold) : evidence_text(verdict)};
+          verdict.run_evidence ? run_evidence_text(*verdict.run_evidence, row.threshold)
+          : row.one_trajectory ? std::string("one trajectory per side: no test (vary the seed)")
+                               : evidence_text(verdict)};
 }
 
 }  // namespace expctl::report::detail

@@ -168,6 +168,7 @@ json metric_json(const compare::MetricRow& row) {
                {"runs_a", row.runs_a},
                {"runs_b", row.runs_b},
                {"paired", row.paired},
+               {"one_trajectory", row.one_trajectory},
                {"change", row.change},
                {"history_runs", row.history_runs},
                {"exact", row.exact},
