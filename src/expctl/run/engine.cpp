@@ -310,9 +310,13 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   std::string stack_note;  // set when a rank stopped answering and its stack was (or was not) saved
   const auto options = supervisor_options(invocation, console, recorder, stack_note);
   if (!invocation.quiet) {
+    const std::string verb = !invocation.resume ? std::string("started")
+                             : invocation.resume_step
+                                 ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
+                                               *invocation.resume_step, *invocation.resume_step + 1)
+                                 : std::string("resumed from scratch at step 1 (--from-scratch: it had no checkpoint)");
     std::cerr << fmt::format("run {} {}: {} rank(s) on this node, world size {}, logs in {}\n", invocation.run.id,
-                             invocation.resume ? "resumed" : "started", plan.ranks.size(), plan.world_size,
-                             options.log_dir.string());
+                             verb, plan.ranks.size(), plan.world_size, options.log_dir.string());
   }
   Supervised result;
   try {
@@ -480,7 +484,7 @@ void check_resumable(const store::RunRecord& run) {
 
 // Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
 // on all of them (the ranks then pick that step collectively, across nodes too).
-void check_checkpoints(Invocation& invocation) {
+void check_checkpoints(Invocation& invocation, bool from_scratch) {
   std::vector<int> ranks;
   for (const auto& rank : plan_for(invocation).ranks) {
     ranks.push_back(rank.rank);
@@ -490,6 +494,13 @@ void check_checkpoints(Invocation& invocation) {
     throw util::UsageError(fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
                                        "so start a new run",
                                        invocation.run.id, point.refusal));
+  }
+  if (!point.step && !from_scratch) {
+    throw util::UsageError(fmt::format(
+        "run {} cannot be resumed: it has no checkpoint (it was killed before its first; train.checkpoint_every_s "
+        "and train.checkpoint_every write them); `expctl resume {} --from-scratch` starts it again from step 0 "
+        "under the same id",
+        invocation.run.id, invocation.run.id));
   }
   if (!point.note.empty() && !invocation.quiet) {
     std::cerr << fmt::format("note: run {}: {}\n", invocation.run.id, point.note);
@@ -555,7 +566,7 @@ RunResult resume_run(const ResumeRequest& request) {
     return result;
   }
   invocation.quiet = request.quiet;
-  check_checkpoints(invocation);
+  check_checkpoints(invocation, request.from_scratch);
   if (invocation.resolved.node.nnodes == 1) {
     invocation.resolved.node.master_port = 0;  // the old port may be taken by now
   }

@@ -175,6 +175,9 @@ const Field k_fields[] = {
      ""},
     {"train.checkpoint_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::excluded,
      "Write a checkpoint every this many optimizer steps; 0: only at the end.", ""},
+    {"train.checkpoint_every_s", T::floating, "600", "", between(0, k_max_count), no_items(), H::excluded,
+     "Also write a checkpoint once this many seconds of training have passed since the last one, so a killed run "
+     "loses at most that much (`expctl resume` continues from it); 0: off.", ""},
 
     {"metrics.log_every", T::integer, "10", "", between(1, k_max_count), no_items(), H::excluded,
      "Print a progress line every this many optimizer steps when the console is not a terminal (every step is recorded in the store).", ""},

@@ -1,5 +1,6 @@
 #include "expctl/spec/spec.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -21,6 +22,15 @@ namespace expctl::spec {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A program rather than a spec (`expctl run train.py`): said plainly instead of a YAML error
+// about its first line.
+bool is_script(const fs::path& file) {
+  static constexpr std::string_view k_script_extensions[] = {".py", ".sh", ".bash", ".ipynb", ".pl", ".rb", ".js", ".jl"};
+  const std::string extension = file.extension().string();
+  return std::find(std::begin(k_script_extensions), std::end(k_script_extensions), extension) !=
+         std::end(k_script_extensions);
+}
 
 // Where each dataset lives when installed from Debian's dataset-* packages.
 const std::map<std::string, std::string, std::less<>> k_dataset_roots = {
@@ -117,8 +127,18 @@ class SpecBuilder {
 
   std::optional<std::string> read_spec() {
     std::error_code error;
+    const std::string name = m_file.filename().string();
     if (!fs::exists(m_file, error)) {
-      problem_without_position(m_name, "no such file: check the path");
+      const bool override_like = name.find('=') != std::string::npos && m_file.parent_path().empty();
+      problem_without_position(m_name, override_like ? fmt::format("no such file; it looks like an override: did you "
+                                                                   "mean `--set {}`?",
+                                                                   name)
+                                                     : std::string("no such file: check the path"));
+      return std::nullopt;
+    }
+    if (is_script(m_file)) {
+      problem_without_position(m_name, "expctl runs experiment specs (YAML), not scripts: describe the experiment in "
+                                       "a spec (docs/spec.md; experiments/quickstart.yaml is one)");
       return std::nullopt;
     }
     if (!fs::is_regular_file(m_file, error)) {
