@@ -1,6 +1,8 @@
 // `expctl ab`: two specs run interleaved on this machine, recorded under one tag, judged with
 // compare's run-level statistics. Real runs of the CI-sized spec; the slower side is a much wider
 // model, so the verdict does not hang on the machine's noise.
+#include <set>
+
 #include "cli/run_helpers.hpp"
 
 using namespace expctl;
@@ -49,4 +51,48 @@ TEST_CASE("ab: a spec that does not validate stops before any run") {
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Catch::Contains("max_step"));
   CHECK_FALSE(fs::exists(d.db));  // side A did not run either
+}
+
+// Issue 41: a loss question is answered across seeds. --vary-seed runs repeat i of both sides with
+// seed i and judges the correctness metrics on the seed pairs.
+TEST_CASE("ab --vary-seed: repeat i of both sides runs with seed i, and losses are judged on the seed pairs") {
+  RunDir d;
+  const auto result = d.expctl({"ab", tiny_spec(), tiny_spec(), "--vary-seed", "--repeat", "3", "--set",
+                                "train.max_steps=20", "--set-b", "optim.lr=0.08", "--format", "json"});
+  INFO(result.out << result.err);
+  REQUIRE((result.exit_code == 0 || result.exit_code == 3));
+  CHECK_THAT(result.err, Catch::Contains("repeat i of both sides runs with seed i"));
+  const json report = json::parse(result.out);
+  bool found = false;
+  for (const auto& metric : report.at("metrics")) {
+    if (metric.at("metric") != "final_train_loss")
+      continue;
+    found = true;
+    CHECK(metric.at("paired") == true);
+    CHECK(metric.at("n_a") == 3);
+    CHECK(metric.at("evidence").at("test") == "paired-t");
+    CHECK(metric.at("evidence").at("pairs") == 3);
+    CHECK_THAT(metric.at("change").get<std::string>(), Catch::Contains("3 seed pairs"));
+  }
+  CHECK(found);
+  // Three seeds a side: three spec hashes a side (the seed is hashed), the same three on both.
+  std::set<std::string> hashes;
+  for (const auto& run : d.open().list_runs()) hashes.insert(run.spec_hash);
+  CHECK(hashes.size() == 6);  // B's lr differs, so its three hashes are its own
+}
+
+TEST_CASE("ab: without --vary-seed the same-seed repeats are one trajectory per side for the loss") {
+  RunDir d;
+  const auto result = d.expctl({"ab", tiny_spec(), tiny_spec(), "--repeat", "2", "--set", "train.max_steps=20",
+                                "--set-b", "optim.lr=0.08", "--format", "json"});
+  INFO(result.out << result.err);
+  const json report = json::parse(result.out);
+  for (const auto& metric : report.at("metrics")) {
+    if (metric.at("metric") == "final_train_loss") {
+      CHECK(metric.at("n_a") == 1);
+      CHECK(metric.at("runs_a") == 2);
+      CHECK(metric.at("evidence").is_null());
+      CHECK_THAT(metric.at("reason").get<std::string>(), Catch::Contains("vary the seed to judge it"));
+    }
+  }
 }

@@ -327,3 +327,69 @@ TEST_CASE("compare: groups of runs and runs on another dataset through the CLI")
   CHECK(incomparable.exit_code == 2);
   CHECK(first_line(incomparable.out) == "not comparable: different datasets (synthetic vs mnist)");
 }
+
+// Issue 41, observation 1: under strict determinism with one seed every repeat is one trajectory.
+// 7+7 such runs used to get a Mann-Whitney p of 0.0004 for a difference one seed explains.
+TEST_CASE("compare: 7+7 copies of one trajectory a side are one observation a side, with no p-value") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  std::string a;
+  std::string b;
+  {
+    auto db = store::Store::open(db_path);
+    for (int i = 0; i < 7; ++i) {
+      FakeRun base = cli_run(static_cast<uint64_t>(i + 1), 1000.0, 100 * i);
+      FakeRun fp16 = cli_run(static_cast<uint64_t>(i + 51), 1000.0, 100 * i + 50);
+      fp16.spec["distributed"] = {{"grad_compression", "fp16"}};
+      fp16.loss = compare::testing::fixture_loss(30, 2.3 * 1.008);
+      a += (a.empty() ? "" : ",") + compare::testing::write_run(db, base).id;
+      b += (b.empty() ? "" : ",") + compare::testing::write_run(db, fp16).id;
+    }
+  }
+  const auto result = run_expctl({"--db", db_path.string(), "compare", a, b, "--format", "json"});
+  INFO(result.out << result.err);
+  const auto document = nlohmann::json::parse(result.out);
+  bool found = false;
+  for (const auto& metric : document.at("metrics")) {
+    if (metric.at("metric") != "final_train_loss")
+      continue;
+    found = true;
+    CHECK(metric.at("n_a") == 1);
+    CHECK(metric.at("n_b") == 1);
+    CHECK(metric.at("runs_a") == 7);
+    CHECK(metric.at("evidence").is_null());  // no test: no p-value, no zero-width interval
+    CHECK(metric.at("status") == "ok");
+    CHECK_THAT(metric.at("reason").get<std::string>(),
+               Catch::StartsWith("one trajectory per side (7 runs of A and 7 of B; copies of one trajectory count "
+                                 "once): B's final_train_loss is +0.8% (within threshold +2%)") &&
+                   Catch::Contains("vary the seed to judge it (expctl ab … --vary-seed"));
+  }
+  CHECK(found);
+}
+
+// Issue 41, observation 3: a p-value beside "inconclusive" said nothing of the level or the correction.
+TEST_CASE("compare: every verdict line with a p-value names the test, the level and the Holm correction") {
+  HistoryStore s;
+  const auto result = s.expctl({"compare", s.baseline, s.slower});
+  INFO(result.out << result.err);
+  CHECK_THAT(result.out, Catch::Contains("samples_per_sec: -20.1% is beyond threshold -5% and the ±") &&
+                             Catch::Contains("run-to-run noise band of 8 earlier runs (t-test p = ") &&
+                             Catch::Contains(", Holm over 3 metrics at level 0.01)"));
+  CHECK_THAT(result.out, !Catch::Contains("after Holm"));
+}
+
+// Issue 41, observation 3: an A/B answers "by how much", with its interval, not only "regression".
+TEST_CASE("compare: the report says what changed by how much with its 95 % interval") {
+  CompareStore s;
+  const std::string a = s.group(100, 5, 1000.0, 1000);
+  const std::string b = s.group(200, 5, 800.0, 2000);
+  const auto result = s.expctl({"compare", a, b});
+  INFO(result.out << result.err);
+  std::istringstream lines(result.out);
+  std::string verdict;
+  std::string change;
+  std::getline(lines, verdict);
+  std::getline(lines, change);
+  CHECK(verdict == "regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95");
+  CHECK(change == "  samples_per_sec: B is 19.9% slower than A (95 % CI -20.9% to -18.8%, 5+5 runs)");
+}

@@ -120,6 +120,24 @@ std::vector<fs::path> rendezvous_files_of(pid_t pid, const fs::path& tmp) {
 
 }  // namespace
 
+namespace {
+
+/// Starts `argv` (an `expctl run`), SIGKILLs the supervisor once rank 0 trains and waits until its
+/// ranks are gone; returns the run id and the killed supervisor's pid.
+std::pair<std::string, pid_t> kill_supervisor_while_training(const RunDir& d, const std::vector<std::string>& argv) {
+  Background expctl(argv, d.dir / "killed");
+  const pid_t killed_pid = expctl.pid();
+  const auto run = start_training(d);
+  const pid_t rank0 = rank_pid(run, 0);
+  const pid_t rank1 = rank_pid(run, 1);
+  REQUIRE(::kill(expctl.pid(), SIGKILL) == 0);
+  CHECK(expctl.wait() == 128 + SIGKILL);
+  CHECK(eventually([&] { return process_gone(rank0) && process_gone(rank1); }, std::chrono::seconds(10)));
+  return {run.id, killed_pid};
+}
+
+}  // namespace
+
 TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts") {
   RunDir d;
   // The rendezvous file goes to a TMPDIR of this test's own: any run another test starts meanwhile
@@ -130,19 +148,7 @@ TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts"
     argv.insert(argv.begin(), {"/usr/bin/env", "TMPDIR=" + tmp.string()});  // env execs: the same pid
     return argv;
   };
-  std::string id;
-  pid_t killed_pid = 0;
-  {
-    Background expctl(with_tmp(d.argv(long_run())), d.dir / "killed");
-    killed_pid = expctl.pid();
-    const auto run = start_training(d);
-    id = run.id;
-    const pid_t rank0 = rank_pid(run, 0);
-    const pid_t rank1 = rank_pid(run, 1);
-    REQUIRE(::kill(expctl.pid(), SIGKILL) == 0);
-    CHECK(expctl.wait() == 128 + SIGKILL);
-    CHECK(eventually([&] { return process_gone(rank0) && process_gone(rank1); }, std::chrono::seconds(10)));
-  }
+  const auto [id, killed_pid] = kill_supervisor_while_training(d, with_tmp(d.argv(long_run())));
   const json lost = run_json_of(d, id);
   CHECK(lost.at("status") == "lost");
   CHECK_THAT(lost.at("owner").get<std::string>(), Catch::EndsWith(":" + std::to_string(killed_pid)));
@@ -162,7 +168,8 @@ TEST_CASE("faults: a SIGKILLed supervisor leaves a lost run that resume accepts"
   const auto left = rendezvous_files_of(killed_pid, tmp);
   CHECK(left.size() == 1);
 
-  Background resumed(with_tmp(d.argv({"resume", id})), d.dir / "resumed");
+  // --from-scratch: the supervisor may have died before the ranks' first checkpoint (step 50).
+  Background resumed(with_tmp(d.argv({"resume", id, "--from-scratch"})), d.dir / "resumed");
   REQUIRE(eventually([&] { return resumed.err().find("resumed") != std::string::npos; }));
   REQUIRE(eventually([&] { return d.open().find_run(id).status == store::RunStatus::running; }));
   CHECK(rendezvous_files_of(killed_pid, tmp).empty());
@@ -250,15 +257,19 @@ TEST_CASE("faults: resume verifies checkpoints across ranks and picks the newest
   REQUIRE(caught_up.exit_code == 0);
   CHECK(sha_of(json::parse(caught_up.out)) == expected);
 
-  // Ended during the ranks' first checkpoint (rank 1's files have no index yet): every rank
-  // starts again from step 0, says so, and the curve is still the same.
+  // Ended during the ranks' first checkpoint (rank 1's files have no index yet): no step every
+  // rank holds, so resume refuses unless --from-scratch; then every rank starts again from step
+  // 0, says so, and the curve is still the same.
   const auto first = interrupted_run(d, "first", k_steps);
   for (const auto& entry : fs::directory_iterator(first.run_dir / "checkpoints")) {
     if (entry.path().filename().string().starts_with("rank1-") && entry.path().extension() == ".json") {
       fs::remove(entry.path());
     }
   }
-  const auto restarted = d.expctl({"resume", first.id, "--format", "json"});
+  const auto no_checkpoint = d.expctl({"resume", first.id});
+  CHECK(no_checkpoint.exit_code == 2);
+  CHECK_THAT(no_checkpoint.err, Catch::Contains("has no checkpoint") && Catch::Contains("--from-scratch"));
+  const auto restarted = d.expctl({"resume", first.id, "--from-scratch", "--format", "json"});
   INFO(restarted.out << restarted.err);
   REQUIRE(restarted.exit_code == 0);
   CHECK_THAT(restarted.err, Catch::Contains("rank 1 holds no complete checkpoint") &&
@@ -401,7 +412,8 @@ TEST_CASE("faults: a disk that fills mid-run fails the run with the documented m
   CHECK_THAT(refused.err, Catch::Contains("no space left on device"));
 
   disk.free();
-  Background resumed(d.argv({"resume", run.id}), dir / "resumed");
+  // --from-scratch: the disk may have filled before the ranks' first checkpoint (step 50).
+  Background resumed(d.argv({"resume", run.id, "--from-scratch"}), dir / "resumed");
   REQUIRE(eventually([&] { return resumed.err().find("resumed") != std::string::npos; }));
   std::this_thread::sleep_for(std::chrono::seconds(2));
   REQUIRE(::kill(resumed.pid(), SIGINT) == 0);
@@ -572,4 +584,43 @@ TEST_CASE("faults: a store on a read-only mount is listed shown and compared") {
   INFO(compared.out << compared.err);
   CHECK_THAT(compared.err, !Catch::Contains("cannot open") && !Catch::Contains("read-only"));
   CHECK(json::parse(compared.out).at("kind") == "compare");
+}
+
+// Issue 41, observation 4: after kill -9 before the first checkpoint, `resume` silently restarted
+// from step 1 although `resume --help` says it is refused when no checkpoint exists.
+TEST_CASE("faults: resume of a run with no checkpoint is refused, naming --from-scratch, and changes nothing") {
+  RunDir d;
+  const std::string id =
+      kill_supervisor_while_training(d, d.argv(long_run({"--set", "train.checkpoint_every=0"}))).first;
+  const auto refused = d.expctl({"resume", id});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err == "expctl: error: run " + id +
+                           " cannot be resumed: it has no checkpoint (it was killed before its first; "
+                           "train.checkpoint_every_s and train.checkpoint_every write them); `expctl resume " +
+                           id + " --from-scratch` starts it again from step 0 under the same id\n");
+  CHECK(run_json_of(d, id).at("status") == "lost");  // untouched
+  const auto help = d.expctl({"resume", "--help"});
+  CHECK_THAT(help.out, Catch::Contains("--from-scratch"));
+}
+
+// Issue 41, observation 4: Ctrl-C's output names the command that continues the run, and the
+// resume banner names the step it continues from.
+TEST_CASE("faults: Ctrl-C prints `expctl resume ID` and the resume banner names the checkpoint step") {
+  RunDir d;
+  std::string id;
+  {
+    Background expctl(d.argv(long_run()), d.dir / "interrupted");
+    const auto run = start_training(d);
+    id = run.id;
+    REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
+    CHECK(expctl.wait() == 130);
+    INFO(expctl.out() << expctl.err());
+    CHECK_THAT(expctl.out(), Catch::Contains("continue with     expctl resume " + id + "\n"));
+  }
+  Background resumed(d.argv({"resume", id}), d.dir / "resumed");
+  REQUIRE(eventually([&] { return resumed.err().find("resumed from its checkpoint at step ") != std::string::npos; }));
+  CHECK_THAT(resumed.err(), Catch::Contains("(continuing with step "));
+  REQUIRE(::kill(resumed.pid(), SIGINT) == 0);
+  CHECK(resumed.wait() == 130);
 }

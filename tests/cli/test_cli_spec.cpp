@@ -1,5 +1,7 @@
 // `expctl validate` and `expctl hash` through the real binary.
 
+#include <fstream>
+
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -151,4 +153,23 @@ TEST_CASE("cli spec: the hidden field-table printer matches docs/spec.md") {
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.out, Catch::StartsWith("<!-- BEGIN FIELD TABLE"));
   CHECK_THAT(result.out, Catch::Contains("| `optim.lr` | float |"));
+}
+
+// Issue 41, observation 9: a script given as the spec got a YAML error about its first line, and a
+// Hydra-style positional override got "no such file" or "not expected".
+TEST_CASE("spec: a script is told what expctl runs, and a positional key=value is pointed at --set") {
+  TempDir dir;
+  const auto script = dir / "train.py";
+  std::ofstream(script) << "import torch\nclass Net(torch.nn.Module):\n    pass\n";
+  const auto as_spec = run_expctl({"validate", script.string()});
+  CHECK(as_spec.exit_code == 2);
+  CHECK_THAT(as_spec.err, Catch::Contains("train.py: expctl runs experiment specs (YAML); to run a script, use a "
+                                          "`program:` spec (docs/program.md; experiments/python-ddp/ has one)"));
+  const auto validate = run_expctl({"validate", quickstart(), "optim.lr=0.1"});
+  CHECK(validate.exit_code == 2);
+  CHECK_THAT(validate.err,
+             Catch::Contains("optim.lr=0.1: no such file; it looks like an override: did you mean `--set optim.lr=0.1`?"));
+  const auto run = run_expctl({"run", quickstart(), "optim.lr=0.1"});
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("not expected: optim.lr=0.1 (did you mean `--set optim.lr=0.1`?)"));
 }

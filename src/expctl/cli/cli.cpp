@@ -16,6 +16,23 @@ namespace expctl::cli {
 
 namespace {
 
+// A Hydra-style positional override (`expctl run spec.yaml optim.lr=0.1`) is refused by CLI11 as
+// an unexpected argument: say what was meant.
+std::string override_hint(std::string_view message) {
+  constexpr std::string_view k_unexpected = "not expected: ";
+  const size_t at = message.find(k_unexpected);
+  if (at == std::string_view::npos) {
+    return "";
+  }
+  const std::string_view argument = message.substr(at + k_unexpected.size());
+  const size_t equals = argument.find('=');
+  if (equals == std::string_view::npos || equals == 0 || argument.starts_with("-") ||
+      argument.find('/') != std::string_view::npos) {
+    return "";
+  }
+  return fmt::format(" (did you mean `--set {}`?)", argument.substr(0, argument.find_first_of(" \n")));
+}
+
 constexpr const char* k_description =
     "expctl: reproducible distributed deep-learning experiments.\n"
     "An experiment is a YAML spec, validated and SHA-256 hashed; each run is recorded in a\n"
@@ -124,7 +141,7 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "expctl: error: " << e.what() << "\n"
+    std::cerr << "expctl: error: " << e.what() << override_hint(e.what()) << "\n"
               << "Run 'expctl --help' (or 'expctl <command> --help') for usage.\n";
     return util::to_int(util::ExitCode::usage);
   } catch (const util::Failure& e) {

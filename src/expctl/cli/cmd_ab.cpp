@@ -24,6 +24,7 @@ struct AbOptions {
   std::string spec_a;
   std::string spec_b;
   int repeat = 3;
+  bool vary_seed = false;  ///< repeat i of both sides runs with seed i: a loss question, answered across seeds
   std::vector<std::string> set_both;
   std::vector<std::string> set_a;
   std::vector<std::string> set_b;
@@ -92,8 +93,15 @@ Sides run_interleaved(const AbOptions& options, const GlobalOptions& globals, co
   }
   Sides sides;
   for (int index = 1; index <= options.repeat; ++index) {
-    if (!run_side(request_a, 'A', index, options.repeat, sides.a, sides) ||
-        !run_side(request_b, 'B', index, options.repeat, sides.b, sides)) {
+    // The seed override comes last, so it wins over a --set seed=...: a pair shares its seed.
+    const auto seeded = [&](run::RunRequest request) {
+      if (options.vary_seed) {
+        request.overrides.push_back(fmt::format("seed={}", index));
+      }
+      return request;
+    };
+    if (!run_side(seeded(request_a), 'A', index, options.repeat, sides.a, sides) ||
+        !run_side(seeded(request_b), 'B', index, options.repeat, sides.b, sides)) {
       break;
     }
   }
@@ -111,8 +119,8 @@ std::string group_of(const std::vector<std::string>& ids) {
 void run_ab(const AbOptions& options, GlobalOptions& globals) {
   (void)make_compare_options({}, options.report.thresholds);  // a bad --threshold is refused before any run
   const std::string name = experiment_name();
-  std::cerr << fmt::format("expctl ab: {} runs a side, interleaved; every run is tagged ab:{}\n", options.repeat,
-                           name);
+  std::cerr << fmt::format("expctl ab: {} runs a side, interleaved{}; every run is tagged ab:{}\n", options.repeat,
+                           options.vary_seed ? "; repeat i of both sides runs with seed i (pairs)" : "", name);
   const Sides sides = run_interleaved(options, globals, name);
   if (sides.a.empty() || sides.b.empty()) {
     std::cerr << fmt::format("expctl ab: interrupted before each side had a completed run; the runs tagged ab:{} "
@@ -134,12 +142,18 @@ void setup_ab(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "two groups compared exactly as `expctl compare` compares groups (one value per run against the\n"
       "run-to-run noise). Ctrl-C stops after the current run and keeps what completed (exit 130).\n"
       "Same spec on both sides with --set-b: an A/B of one setting.\n"
+      "Speed questions need repeats; loss and accuracy questions need seeds: with one seed every repeat is\n"
+      "the same trajectory (copies count once), so add --vary-seed: repeat i of both sides runs with seed i\n"
+      "and the verdict uses the per-seed differences (paired t; docs/compare.md).\n"
       "Example: expctl ab experiments/quickstart.yaml experiments/quickstart.yaml --repeat 5 \\\n"
       "           --set-b distributed.grad_compression=fp16");
   command->add_option("a", options->spec_a, "Spec file of side A (the baseline)")->required();
   command->add_option("b", options->spec_b, "Spec file of side B (the candidate)")->required();
   command->add_option("--repeat", options->repeat, "Runs per side (default 3; 5 or more for small effects)")
       ->check(CLI::Range(1, 100));
+  command->add_flag("--vary-seed", options->vary_seed,
+                    "Run repeat i of both sides with seed i (1..N), so a loss or accuracy change is judged\n"
+                    "across seeds on paired differences; without it every repeat uses the spec's seed");
   for (auto [flag, target, help] : {std::tuple{"--set", &options->set_both, "Override a field on both sides"},
                                     std::tuple{"--set-a", &options->set_a, "Override a field on side A only"},
                                     std::tuple{"--set-b", &options->set_b, "Override a field on side B only"}}) {

@@ -28,7 +28,8 @@ void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
   CLI::App* command = app.add_subcommand(
       "resume",
       "Continue an interrupted, failed or lost run under the same run id, from the newest checkpoint\n"
-      "step that every rank holds intact (size and SHA-256 checked; refused, naming the file, when none)\n"
+      "step that every rank holds intact (size and SHA-256 checked; refused, naming the file, when none\n"
+      "is intact; refused when the run has no checkpoint at all, unless --from-scratch)\n"
       "(the steps after the checkpoint are recorded again). The finished run equals an uninterrupted\n"
       "one: same metrics, same loss_curve_sha256. This machine's fingerprint must equal the one the run\n"
       "was recorded with (software, code, determinism...; exit 3 otherwise). Details: docs/run.md.\n"
@@ -37,6 +38,9 @@ void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
   command->add_flag("--allow-drift", options->request.allow_drift,
                     "Resume although this machine's fingerprint differs from the run's recorded one\n"
                     "(each differing field is recorded as a tag drift:<field>)");
+  command->add_flag("--from-scratch", options->request.from_scratch,
+                    "When the run has no checkpoint (killed before its first; see train.checkpoint_every_s),\n"
+                    "start it again from step 0 under the same id instead of refusing");
   add_format_option(command, options->format);
   command->callback([options, globals] { run_resume(*options, *globals); });
 }

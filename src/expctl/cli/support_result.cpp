@@ -37,6 +37,9 @@ void print_summary_text(const store::RunRecord& run, const json& summary) {
                            duration_text(seconds(summary, "wall_time_s")),
                            duration_text(seconds(summary, "time_to_first_step_s")));
   std::cout << fmt::format("  run folder        {}\n", run.run_dir.string());
+  if (run.status == store::RunStatus::interrupted || run.status == store::RunStatus::lost) {
+    std::cout << fmt::format("  continue with     expctl resume {}\n", run.id);
+  }
 }
 
 void print_refusal(const run::RunResult& result) {

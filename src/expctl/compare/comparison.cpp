@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/compare/replicates.hpp"
 #include "expctl/compare/reproducibility.hpp"
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/util/error.hpp"
@@ -19,6 +20,8 @@ using nlohmann::json;
 namespace {
 
 constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
+// Formats a ratio's distance from 1 as a percentage.
+const Threshold k_percent{ThresholdUnit::percent, ThresholdSign::none, 0};
 
 std::string join(const std::vector<std::string>& items, std::string_view separator) {
   std::string text;
@@ -252,16 +255,6 @@ std::vector<double> pooled(const std::vector<RunData>& side, const std::string& 
   return values;
 }
 
-std::vector<double> run_values(const std::vector<RunData>& side, std::string_view name) {
-  std::vector<double> values;
-  for (const auto& run : side) {
-    if (const double value = summary_value(run, name); std::isfinite(value)) {
-      values.push_back(value);
-    }
-  }
-  return values;
-}
-
 bool present(const std::vector<RunData>& side, std::string_view name) {
   return std::any_of(side.begin(), side.end(), [&](const RunData& run) {
     const auto found = run.summary.find(std::string(name));
@@ -311,6 +304,102 @@ Verdict judge_exact(const MetricInfo& info, const MetricRow& row, const std::vec
   return verdict;
 }
 
+// A change of B against A in the threshold's terms: a fraction of |A| for percent thresholds.
+double change_in_terms(const Verdict& verdict, const Threshold& threshold) {
+  if (threshold.is_relative()) {
+    return verdict.relative_delta.value_or(k_nan);
+  }
+  return verdict.absolute_delta;
+}
+
+// One trajectory per side: the difference is a fact about one seed, judged against the threshold
+// as one value a side always was, but with no p-value, and said to be what it is.
+Verdict judge_one_trajectory(const MetricInfo& info, const MetricRow& row, double a, double b) {
+  Verdict verdict = judge_values(info.name, a, b, row.threshold, info.direction);
+  if (!std::isfinite(a) || !std::isfinite(b)) {
+    return verdict;
+  }
+  const std::string copies =
+      row.runs_a > 1 || row.runs_b > 1
+          ? fmt::format(" ({} run{} of A and {} of B; copies of one trajectory count once)", row.runs_a,
+                        row.runs_a == 1 ? "" : "s", row.runs_b)
+          : "";
+  const std::string change = same_bits(a, b) ? std::string("equal to A's")
+                                             : change_text(change_in_terms(verdict, row.threshold), row.threshold);
+  const std::string_view against = verdict.status == Status::regression    ? "worse beyond"
+                                   : verdict.status == Status::improvement ? "better beyond"
+                                                                           : "within";
+  verdict.reason = fmt::format(
+      "one trajectory per side{}: B's {} is {} ({} threshold {}); one seed is no sample, so there is no p-value: "
+      "vary the seed to judge it (expctl ab … --vary-seed --repeat 5)",
+      copies, info.name, change, against, row.threshold.to_string());
+  return verdict;
+}
+
+// "slower"/"faster" for the speed metrics, "higher"/"lower" for the rest.
+std::string_view change_word(const MetricInfo& info, double change) {
+  if (info.unit == "samples/s" || info.unit == "ms") {
+    const bool worse = info.direction == Direction::higher_is_better ? change < 0 : change > 0;
+    return worse ? "slower" : "faster";
+  }
+  return change > 0 ? "higher" : "lower";
+}
+
+std::string interval_text(double low, double high, const Threshold& threshold) {
+  return fmt::format("95 % CI {} to {}", change_text(low, threshold), change_text(high, threshold));
+}
+
+// Where the change's interval comes from, or why there is none.
+std::string change_basis(const MetricRow& row) {
+  const Verdict& verdict = row.verdict;
+  if (row.exact) {
+    return "same spec and environment under strict determinism: judged bit for bit";
+  }
+  if (const auto& run = verdict.run_evidence) {
+    const std::string runs = fmt::format("{}+{} runs{}", run->runs_a, run->runs_b,
+                                         run->history_runs > 0 ? fmt::format(", {} earlier", run->history_runs) : "");
+    return std::isfinite(run->ci_low) ? fmt::format("{}, {}", interval_text(run->ci_low, run->ci_high, row.threshold), runs)
+                                      : runs + "; no interval: the run-to-run noise is unknown";
+  }
+  if (const auto& sampled = verdict.evidence) {
+    if (sampled->paired) {
+      return fmt::format("{}, {} seed pairs", interval_text(sampled->change_low, sampled->change_high, row.threshold),
+                         sampled->paired->pairs);
+    }
+    if (sampled->ratio) {
+      return fmt::format("95 % CI of the ratio of medians {} to {}, {}+{} runs", change_text(sampled->ratio->low - 1, k_percent),
+                         change_text(sampled->ratio->high - 1, k_percent), row.n_a, row.n_b);
+    }
+    return fmt::format("{}+{} runs", row.n_a, row.n_b);
+  }
+  if (row.one_trajectory) {
+    return "one trajectory per side: no interval; vary the seed to judge it";
+  }
+  return fmt::format("{}+{} runs", row.n_a, row.n_b);
+}
+
+// What changed by how much, in words (MetricRow::change).
+std::string change_sentence(const MetricInfo& info, const MetricRow& row) {
+  const Verdict& verdict = row.verdict;
+  if (!std::isfinite(verdict.a) || !std::isfinite(verdict.b)) {
+    return "";
+  }
+  double change = change_in_terms(verdict, row.threshold);
+  if (verdict.run_evidence) {
+    change = verdict.run_evidence->change;
+  } else if (verdict.evidence && verdict.evidence->paired) {
+    change = verdict.evidence->change;
+  }
+  if (!std::isfinite(change)) {
+    return "";
+  }
+  if (change == 0) {
+    return fmt::format("B equals A ({})", change_basis(row));
+  }
+  return fmt::format("B is {} {} than A ({})", size_text(std::fabs(change), row.threshold), change_word(info, change),
+                     change_basis(row));
+}
+
 // Collects the metric rows; timing metrics and sampled correctness metrics are judged together
 // afterwards (one family each).
 class MetricJudge {
@@ -322,11 +411,19 @@ class MetricJudge {
   std::vector<MetricRow> judge() {
     for (const auto& info : k_metrics) {
       const auto [threshold, origin] = threshold_for(info, m_b.front().spec, m_options);
-      MetricRow row{Verdict{}, info.direction, threshold, origin, std::string(info.unit), MetricSource::value, 1, 1};
+      MetricRow row;
+      row.direction = info.direction;
+      row.threshold = threshold;
+      row.threshold_origin = origin;
+      row.unit = std::string(info.unit);
+      row.n_a = row.n_b = 1;
       info.timing ? add_timing(info, std::move(row)) : add_correctness(info, std::move(row));
     }
     finish_timing();
     finish_sampled();
+    for (auto& row : m_rows) {
+      row.change = change_sentence(*find_metric(row.verdict.metric), row);
+    }
     return std::move(m_rows);
   }
 
@@ -338,8 +435,8 @@ class MetricJudge {
       return;
     }
     row.source = MetricSource::run_values;
-    row.n_a = finite_count(metric.a);
-    row.n_b = finite_count(metric.b);
+    row.n_a = row.runs_a = finite_count(metric.a);
+    row.n_b = row.runs_b = finite_count(metric.b);
     m_timing.push_back(std::move(metric));
     m_timing_rows.push_back(m_rows.size());
     m_rows.push_back(std::move(row));
@@ -351,20 +448,52 @@ class MetricJudge {
     }
     const bool groups = m_a.size() > 1 || m_b.size() > 1;
     row.source = groups ? MetricSource::run_values : MetricSource::value;
-    row.n_a = groups ? run_values(m_a, info.name).size() : 1;
-    row.n_b = groups ? run_values(m_b, info.name).size() : 1;
+    row.runs_a = runs_with_value(m_a, info.name);
+    row.runs_b = runs_with_value(m_b, info.name);
     if (m_reproducibility.required) {
+      row.n_a = groups ? row.runs_a : 1;
+      row.n_b = groups ? row.runs_b : 1;
       row.exact = true;
       row.verdict = judge_exact(info, row, m_a, m_b);
-    } else if (groups) {
-      m_sampled.push_back({std::string(info.name), info.direction, row.threshold, Statistic::value,
-                           run_values(m_a, info.name), run_values(m_b, info.name)});
+      m_rows.push_back(std::move(row));
+      return;
+    }
+    const auto observed_a = distinct_observations(m_a, info.name);
+    const auto observed_b = distinct_observations(m_b, info.name);
+    row.n_a = observed_a.size();
+    row.n_b = observed_b.size();
+    const auto pairs = pair_by_seed(m_a, m_b);
+    if (observed_a.size() <= 1 && observed_b.size() <= 1) {
+      row.n_a = row.n_b = 1;
+      row.one_trajectory = !observed_a.empty() && !observed_b.empty();
+      row.verdict = judge_one_trajectory(info, row, observed_a.empty() ? k_nan : observed_a.front().value,
+                                         observed_b.empty() ? k_nan : observed_b.front().value);
+    } else if (pairs) {
+      SampledMetric metric{std::string(info.name), info.direction, row.threshold, Statistic::value, {}, {}, true};
+      for (const auto& [i, j] : *pairs) {
+        const double a = summary_value(m_a[i], info.name);
+        const double b = summary_value(m_b[j], info.name);
+        if (std::isfinite(a) && std::isfinite(b)) {
+          metric.a.push_back(a);
+          metric.b.push_back(b);
+        }
+      }
+      row.paired = true;
+      row.n_a = row.n_b = metric.a.size();
+      m_sampled.push_back(std::move(metric));
       m_sampled_rows.push_back(m_rows.size());
     } else {
-      row.verdict = judge_values(info.name, summary_value(m_a.front(), info.name),
-                                 summary_value(m_b.front(), info.name), row.threshold, info.direction);
+      m_sampled.push_back({std::string(info.name), info.direction, row.threshold, Statistic::value,
+                           values_of(observed_a), values_of(observed_b)});
+      m_sampled_rows.push_back(m_rows.size());
     }
     m_rows.push_back(std::move(row));
+  }
+
+  static std::vector<double> values_of(const std::vector<Observation>& observations) {
+    std::vector<double> values;
+    for (const auto& observation : observations) values.push_back(observation.value);
+    return values;
   }
 
   void finish_timing() {
@@ -379,7 +508,12 @@ class MetricJudge {
   void finish_sampled() {
     const auto verdicts = judge_samples(m_sampled, m_options.samples);
     for (size_t i = 0; i < verdicts.size(); ++i) {
-      m_rows[m_sampled_rows[i]].verdict = verdicts[i];
+      MetricRow& row = m_rows[m_sampled_rows[i]];
+      row.verdict = verdicts[i];
+      if (!row.paired && (row.n_a < row.runs_a || row.n_b < row.runs_b)) {
+        row.verdict.reason += fmt::format(" ({} runs of A are {} distinct trajectories, {} of B are {}: copies count once)",
+                                          row.runs_a, row.n_a, row.runs_b, row.n_b);
+      }
     }
   }
 

@@ -146,6 +146,18 @@ struct MetricRow {
   /// Judged bit for bit (a correctness metric of the same spec on the same environment under
   /// strict determinism), not against its threshold.
   bool exact = false;
+  /// Runs with a value on each side. For a correctness metric n_a/n_b count distinct observations
+  /// (copies of one trajectory count once, replicates.hpp), so they may be fewer.
+  size_t runs_a = 0;
+  size_t runs_b = 0;
+  bool paired = false;  ///< judged on seed pairs (n_a = n_b = pairs)
+  /// A correctness metric with one trajectory a side (copies count once): judged against the
+  /// threshold as a fact about one seed, with no test.
+  bool one_trajectory = false;
+  /// What changed by how much, in words: "B is 7.7% slower than A (95 % CI -9.1% to -6.2%, 5+5
+  /// runs)", "B is 0.8% higher than A (one trajectory per side: no interval; vary the seed to
+  /// judge it)". Empty when a side has no value.
+  std::string change;
 };
 
 /// Strict reproducibility: the same spec on the same environment with determinism strict must

@@ -13,6 +13,9 @@ namespace expctl::compare {
 namespace {
 
 constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
+// The interval a report prints beside a change is the conventional 95 % one (two-sided), not the
+// test's Holm level: it answers "by how much", the p-value "whether".
+constexpr double k_interval_quantile = 0.975;
 
 // The values a metric is compared on: logs for the relative scale (so a shift is a ratio).
 std::vector<double> transformed(std::span<const double> values, Scale scale) {
@@ -110,6 +113,9 @@ RunLevelEvidence evidence_of(const Prepared& prepared, Scale scale) {
   evidence.p_value = std::min(1.0, 2 * student_t_cdf(-std::fabs(evidence.t), evidence.noise.df));
   evidence.noise_fraction = noise_in_threshold_terms(evidence.noise, scale);
   evidence.standard_error = in_threshold_terms(error, scale);
+  const double half = student_t_quantile(k_interval_quantile, evidence.noise.df) * error;
+  evidence.ci_low = in_threshold_terms(shift - half, scale);
+  evidence.ci_high = in_threshold_terms(shift + half, scale);
   return evidence;
 }
 
@@ -187,7 +193,9 @@ struct Wording {
 
 Wording wording_of(const RunLevelMetric& metric, const RunLevelEvidence& evidence) {
   return {change_text(evidence.change, metric.threshold), metric.threshold.to_string(), evidence_text(evidence),
-          fmt::format("p = {:.3g} after Holm", evidence.adjusted_p), size_text(evidence.band, metric.threshold)};
+          significance_text("t-test", evidence.p_value, evidence.adjusted_p, evidence.level, evidence.alpha,
+                            evidence.family),
+          size_text(evidence.band, metric.threshold)};
 }
 
 double worse_change(const RunLevelMetric& metric, const RunLevelEvidence& evidence) {
@@ -208,10 +216,11 @@ Decision decide_significant(double worse, double tolerance, const Wording& w) {
 
 // Worse than the threshold, not significant: inside the band (or past it only before Holm).
 std::string inside_band_reason(double worse, const RunLevelEvidence& evidence, const Wording& w) {
-  const std::string where = std::fabs(worse) <= evidence.band
-                                ? std::string("inside")
-                                : fmt::format("beyond threshold {} but not significant ({}) with", w.limit, w.p);
-  return fmt::format("{} is {} the ±{} run-to-run noise band of {}", w.change, where, w.band, w.from);
+  if (std::fabs(worse) <= evidence.band) {
+    return fmt::format("{} is inside the ±{} run-to-run noise band of {} ({})", w.change, w.band, w.from, w.p);
+  }
+  return fmt::format("{} is beyond threshold {} but not significant ({}) with the ±{} run-to-run noise band of {}",
+                     w.change, w.limit, w.p, w.band, w.from);
 }
 
 std::string noisy_reason(const RunLevelMetric& metric, const RunLevelEvidence& evidence, const Wording& w) {
@@ -370,10 +379,13 @@ std::vector<Verdict> judge_run_level(std::span<const RunLevelMetric> metrics, co
       p_values.push_back(evidence.back()->p_value);
   }
   const std::vector<double> adjusted = holm_adjust(p_values);
+  const std::vector<double> levels = holm_levels(p_values, options.alpha);
   std::vector<Verdict> verdicts;
   size_t next = 0;
   for (size_t i = 0; i < metrics.size(); ++i) {
     if (evidence[i] && evidence[i]->noise.known()) {
+      evidence[i]->level = levels[next];
+      evidence[i]->alpha = options.alpha;
       evidence[i]->adjusted_p = adjusted[next++];
       finish_evidence(*evidence[i], metrics[i].direction, p_values.size(), options);
     }

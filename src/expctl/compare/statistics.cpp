@@ -497,6 +497,41 @@ std::vector<double> holm_adjust(std::span<const double> p_values) {
   return adjusted;
 }
 
+std::vector<double> holm_levels(std::span<const double> p_values, double alpha) {
+  std::vector<size_t> order(p_values.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p_values[x] < p_values[y]; });
+  std::vector<double> levels(p_values.size());
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    levels[order[rank]] = alpha / static_cast<double>(order.size() - rank);
+  }
+  return levels;
+}
+
+PairedTest paired_t_test(std::span<const double> differences, double confidence) {
+  EXPCTL_ASSERT(differences.size() >= 2, "paired t test of {} pairs", differences.size());
+  assert_finite(differences);
+  PairedTest test;
+  test.pairs = differences.size();
+  test.confidence = confidence;
+  test.df = static_cast<double>(test.pairs - 1);
+  test.mean = mean(differences);
+  test.standard_error = stddev(differences) / std::sqrt(static_cast<double>(test.pairs));
+  if (test.standard_error > 0) {
+    test.t = test.mean / test.standard_error;
+    test.p_value = std::min(1.0, 2 * student_t_cdf(-std::fabs(test.t), test.df));
+  } else {
+    // Every pair moved by exactly the same amount: no spread to test against. Zero is no change;
+    // anything else is as certain as the data can make it.
+    test.t = test.mean == 0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), test.mean);
+    test.p_value = test.mean == 0 ? 1.0 : 0.0;
+  }
+  const double half = student_t_quantile(0.5 + confidence / 2, test.df) * test.standard_error;
+  test.low = test.mean - half;
+  test.high = test.mean + half;
+  return test;
+}
+
 CurveComparison compare_curves(std::span<const float> a, std::span<const float> b) {
   CurveComparison result;
   result.length_a = a.size();

@@ -213,6 +213,36 @@ double normal_quantile(double p);
 /// one. Each p-value must lie in [0, 1] (EXPCTL_ASSERT).
 std::vector<double> holm_adjust(std::span<const double> p_values);
 
+/// The level each raw p-value had to meet in Holm's step-down at family-wise level `alpha`, in
+/// the input order: alpha / (m − r + 1) for the r-th smallest (alpha/m for the smallest, alpha for
+/// the largest). What a report prints beside a p-value ("p = 0.0044 > 0.0033, Holm over 3
+/// metrics"). A raw p at or below its level is significant unless a smaller one failed first,
+/// which holm_adjust's value then shows.
+std::vector<double> holm_levels(std::span<const double> p_values, double alpha);
+
+// ---------------------------------------------------------------------------------------------
+// Paired differences: one value per pair, e.g. repeat i of A and of B both run with seed i.
+
+/// A paired t test of "the mean difference is 0", with its confidence interval.
+struct PairedTest {
+  size_t pairs = 0;
+  double mean = 0;            ///< mean difference (B − A on the caller's scale)
+  double standard_error = 0;  ///< sd of the differences / √pairs
+  double df = 0;              ///< pairs − 1
+  double t = 0;               ///< mean / standard_error (±inf when every difference is the same non-zero value)
+  double p_value = 1;         ///< two-sided
+  double low = 0;             ///< the confidence interval of the mean difference
+  double high = 0;
+  double confidence = 0.95;
+};
+
+/// Student's paired t test over `differences` (at least two, all finite: EXPCTL_ASSERT). Pairing
+/// removes what both runs of a pair share (the seed's luck: initialisation and data order), so
+/// a 1 % change is found across five seeds whose final losses differ by several percent. The
+/// differences of deterministic runs are close to normal; t is what makes five pairs enough (a
+/// signed-rank test cannot go below p = 2/2⁵ = 0.0625 with five pairs).
+PairedTest paired_t_test(std::span<const double> differences, double confidence = 0.95);
+
 // ---------------------------------------------------------------------------------------------
 // Loss curves.
 

@@ -1,9 +1,11 @@
 #include "expctl/compare/thresholds.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 
+#include "expctl/compare/run_noise.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::compare {
@@ -152,28 +154,110 @@ Verdict judge_tested(const SampledMetric& metric, const SampleEvidence& evidence
   const bool significant = evidence.adjusted_p <= alpha;
   const std::string limit = metric.threshold.to_string();
   const std::string_view statistic = to_string(metric.statistic);
-  const std::string p_text =
-      fmt::format("{} p = {:.3g} after Holm", to_string(evidence.decided_by), evidence.adjusted_p);
+  const std::string p_text = significance_text(to_string(evidence.decided_by), evidence.p_value, evidence.adjusted_p,
+                                               evidence.level, evidence.alpha, evidence.family);
 
   if (verdict.threshold_crossed && significant && effect_worse) {
     verdict.status = Status::regression;
-    verdict.reason =
-        fmt::format("{} worse beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
+    verdict.reason = fmt::format("{} worse beyond threshold {} and significant ({})", statistic, limit, p_text);
   } else if (crossed_better && significant && !effect_worse) {
     verdict.status = Status::improvement;
-    verdict.reason =
-        fmt::format("{} better beyond threshold {} and significant ({} <= {})", statistic, limit, p_text, alpha);
+    verdict.reason = fmt::format("{} better beyond threshold {} and significant ({})", statistic, limit, p_text);
   } else if ((verdict.threshold_crossed || crossed_better) && !significant) {
-    verdict.reason =
-        fmt::format("{} beyond threshold {} but not significant ({} > {})", statistic, limit, p_text, alpha);
+    verdict.reason = fmt::format("{} beyond threshold {} but not significant ({})", statistic, limit, p_text);
   } else if (verdict.threshold_crossed || crossed_better) {
     verdict.reason =
         fmt::format("{} beyond threshold {} but the test's effect points the other way ({})", statistic, limit, p_text);
   } else {
-    verdict.reason = fmt::format("{} within threshold {}", statistic, limit);
+    verdict.reason = fmt::format("{} within threshold {} ({})", statistic, limit, p_text);
   }
   verdict.evidence = evidence;
   return verdict;
+}
+
+// The per-pair differences on the threshold's scale: log ratios for a percent threshold (so the
+// mean is a ratio and expm1 turns it into a change), relative differences where a value is not
+// positive, metric units for pp and absolute thresholds.
+std::vector<double> pair_differences(const SampledMetric& metric) {
+  const auto positive = [](const std::vector<double>& values) {
+    return std::all_of(values.begin(), values.end(), [](double v) { return v > 0; });
+  };
+  const bool logs = metric.threshold.is_relative() && positive(metric.a) && positive(metric.b);
+  std::vector<double> differences;
+  for (size_t i = 0; i < metric.a.size(); ++i) {
+    const double a = metric.a[i];
+    const double b = metric.b[i];
+    if (logs) {
+      differences.push_back(std::log(b / a));
+    } else if (metric.threshold.is_relative()) {
+      if (a != 0)
+        differences.push_back((b - a) / std::fabs(a));
+    } else {
+      differences.push_back(b - a);
+    }
+  }
+  return differences;
+}
+
+// A mean difference on the scale of pair_differences in the threshold's terms.
+double paired_change(const SampledMetric& metric, double value) {
+  const bool logs = metric.threshold.is_relative() && std::all_of(metric.a.begin(), metric.a.end(), [](double v) {
+                      return v > 0;
+                    }) && std::all_of(metric.b.begin(), metric.b.end(), [](double v) { return v > 0; });
+  return logs ? std::expm1(value) : value;
+}
+
+// Groups paired by seed: the mean change across pairs against the threshold, significant by the
+// paired t test after Holm.
+Verdict judge_paired(const SampledMetric& metric, const SampleEvidence& evidence, double alpha) {
+  Verdict verdict =
+      base_verdict(metric.name, statistic_of(metric.a, metric.statistic), statistic_of(metric.b, metric.statistic));
+  const PairedTest& test = *evidence.paired;
+  const double change = paired_change(metric, test.mean);
+  const double worse = metric.direction == Direction::higher_is_better ? -change : change;
+  const double tolerance = metric.threshold.tolerance();
+  verdict.threshold_crossed = worse > tolerance;
+  const bool significant = evidence.adjusted_p <= alpha;
+  const std::string limit = metric.threshold.to_string();
+  const std::string what = fmt::format(
+      "{} across {} seed pairs (95 % CI {} to {})", change_text(change, metric.threshold), test.pairs,
+      change_text(paired_change(metric, test.low), metric.threshold),
+      change_text(paired_change(metric, test.high), metric.threshold));
+  const std::string p_text = significance_text(to_string(evidence.decided_by), evidence.p_value, evidence.adjusted_p,
+                                               evidence.level, evidence.alpha, evidence.family);
+  if (significant && worse > tolerance) {
+    verdict.status = Status::regression;
+    verdict.reason = fmt::format("{} is worse beyond threshold {} and significant ({})", what, limit, p_text);
+  } else if (significant && worse < -tolerance) {
+    verdict.status = Status::improvement;
+    verdict.reason = fmt::format("{} is better beyond threshold {} and significant ({})", what, limit, p_text);
+  } else if (significant) {
+    verdict.reason = fmt::format("{} is significant ({}) but within threshold {}", what, p_text, limit);
+  } else if (std::fabs(worse) > tolerance) {
+    verdict.reason = fmt::format("{} is beyond threshold {} but not significant ({}): more seeds would tell", what,
+                                 limit, p_text);
+  } else {
+    verdict.reason = fmt::format("{} is within threshold {} ({})", what, limit, p_text);
+  }
+  verdict.evidence = evidence;
+  return verdict;
+}
+
+Verdict too_few_pairs(const SampledMetric& metric, size_t min_pairs) {
+  Verdict verdict =
+      base_verdict(metric.name, statistic_of(metric.a, metric.statistic), statistic_of(metric.b, metric.statistic));
+  verdict.status = Status::too_few_samples;
+  verdict.reason = fmt::format("too few samples: {} seed pair{} (at least {} are needed to conclude)", metric.a.size(),
+                               metric.a.size() == 1 ? "" : "s", min_pairs);
+  return verdict;
+}
+
+bool enough(const SampledMetric& metric, const SampleOptions& options) {
+  if (metric.paired) {
+    return metric.a.size() >= std::max<size_t>(2, options.min_pairs) && pair_differences(metric).size() >= 2;
+  }
+  return !metric.a.empty() && !metric.b.empty() && metric.a.size() >= options.min_samples &&
+         metric.b.size() >= options.min_samples;
 }
 
 }  // namespace
@@ -295,7 +379,29 @@ Threshold default_threshold(const MetricInfo& metric) {
 }
 
 std::string_view to_string(SignificanceTest test) {
-  return test == SignificanceTest::mann_whitney ? "mann-whitney" : "bootstrap";
+  switch (test) {
+    case SignificanceTest::mann_whitney:
+      return "mann-whitney";
+    case SignificanceTest::bootstrap:
+      return "bootstrap";
+    case SignificanceTest::paired_t:
+      return "paired-t";
+  }
+  return "mann-whitney";
+}
+
+std::string significance_text(std::string_view test, double p_value, double adjusted_p, double level, double alpha,
+                              size_t family) {
+  const std::string correction = family <= 1 ? fmt::format("one metric at level {:g}", alpha)
+                                             : fmt::format("Holm over {} metrics at level {:g}", family, alpha);
+  if (p_value > level) {
+    return fmt::format("{} p = {:.3g} > {:.2g}, {}", test, p_value, level, correction);
+  }
+  if (adjusted_p <= alpha) {
+    return fmt::format("{} p = {:.3g} <= {:.2g}, {}", test, p_value, level, correction);
+  }
+  return fmt::format("{} p = {:.3g} <= {:.2g}, but a smaller p failed first (Holm-adjusted {:.3g} > {:g}), {}", test,
+                     p_value, level, adjusted_p, alpha, correction);
 }
 
 std::string_view to_string(Status status) {
@@ -340,11 +446,22 @@ std::vector<Verdict> judge_samples(std::span<const SampledMetric> metrics, const
   for (size_t i = 0; i < metrics.size(); ++i) {
     const SampledMetric& metric = metrics[i];
     check_samples_finite(metric);
-    if (metric.a.size() < options.min_samples || metric.b.size() < options.min_samples || metric.a.empty() ||
-        metric.b.empty()) {
+    EXPCTL_ASSERT(!metric.paired || metric.a.size() == metric.b.size(), "metric {}: {} pairs against {}",
+                  metric.name, metric.a.size(), metric.b.size());
+    if (!enough(metric, options)) {
       continue;
     }
     SampleEvidence& tested = evidence[i].emplace();
+    if (metric.paired) {
+      tested.decided_by = SignificanceTest::paired_t;
+      tested.paired = paired_t_test(pair_differences(metric));
+      tested.p_value = tested.paired->p_value;
+      tested.change = paired_change(metric, tested.paired->mean);
+      tested.change_low = paired_change(metric, tested.paired->low);
+      tested.change_high = paired_change(metric, tested.paired->high);
+      p_values.push_back(tested.p_value);
+      continue;
+    }
     tested.test = mann_whitney_u(metric.a, metric.b);
     BootstrapOptions bootstrap = options.bootstrap;
     bootstrap.seed ^= name_hash(metric.name);
@@ -360,16 +477,22 @@ std::vector<Verdict> judge_samples(std::span<const SampledMetric> metrics, const
   }
 
   const std::vector<double> adjusted = holm_adjust(p_values);
+  const std::vector<double> levels = holm_levels(p_values, options.alpha);
   std::vector<Verdict> verdicts;
   verdicts.reserve(metrics.size());
   size_t next_adjusted = 0;
   for (size_t i = 0; i < metrics.size(); ++i) {
     if (!evidence[i]) {
-      verdicts.push_back(too_few(metrics[i], options.min_samples));
+      verdicts.push_back(metrics[i].paired ? too_few_pairs(metrics[i], options.min_pairs)
+                                           : too_few(metrics[i], options.min_samples));
       continue;
     }
+    evidence[i]->level = levels[next_adjusted];
+    evidence[i]->alpha = options.alpha;
+    evidence[i]->family = p_values.size();
     evidence[i]->adjusted_p = adjusted[next_adjusted++];
-    verdicts.push_back(judge_tested(metrics[i], *evidence[i], options.alpha));
+    verdicts.push_back(metrics[i].paired ? judge_paired(metrics[i], *evidence[i], options.alpha)
+                                         : judge_tested(metrics[i], *evidence[i], options.alpha));
   }
   return verdicts;
 }

@@ -165,9 +165,12 @@ enum class SignificanceTest {
   /// The bootstrap of the p95 ratio, for tail statistics: stalls in a few percent of the steps
   /// move the p95 a lot but the ranks hardly at all, so the U test would miss them.
   bootstrap,
+  /// Student's paired t test on the per-pair differences, for groups paired by seed (repeat i of
+  /// A and of B both run with seed i, as `expctl ab --vary-seed` runs them).
+  paired_t,
 };
 
-/// "mann-whitney" or "bootstrap".
+/// "mann-whitney", "bootstrap" or "paired-t".
 std::string_view to_string(SignificanceTest test);
 
 /// The statistical evidence behind a verdict on samples.
@@ -178,7 +181,26 @@ struct SampleEvidence {
   SignificanceTest decided_by = SignificanceTest::mann_whitney;
   double p_value = 1;     ///< raw p-value of the deciding test
   double adjusted_p = 1;  ///< Holm-adjusted across the sampled metrics judged together
+  double level = 0;       ///< the level p_value had to meet in Holm's step-down (holm_levels)
+  double alpha = 0;       ///< the family-wise level
+  size_t family = 1;      ///< metrics in that Holm family
+  /// The paired test (decided_by paired_t): the mean change with its 95 % interval, on the
+  /// comparison scale (log ratios for percent thresholds, metric units otherwise).
+  std::optional<PairedTest> paired;
+  /// The paired mean change and its 95 % interval in the threshold's terms (a fraction of A for
+  /// percent thresholds); NaN unless paired.
+  double change = std::numeric_limits<double>::quiet_NaN();
+  double change_low = std::numeric_limits<double>::quiet_NaN();
+  double change_high = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// How a verdict line states its test: "paired-t p = 0.0044 > 0.0033, Holm over 3 metrics at
+/// level 0.01", "t-test p = 0.0011 <= 0.01, one metric at level 0.01", or, when Holm's step-down
+/// stopped at a smaller p first, "… p = 0.004 <= 0.005, but a smaller p failed first (Holm-adjusted
+/// 0.012 > 0.01), …". Every verdict that rests on a p-value says the test, the level it had to
+/// meet and the correction this way.
+std::string significance_text(std::string_view test, double p_value, double adjusted_p, double level, double alpha,
+                              size_t family);
 
 /// Scale on which a timing metric's run values are compared: relative (log of the values, for
 /// percent thresholds) or absolute (the values themselves, for pp and absolute thresholds).
@@ -212,7 +234,13 @@ struct RunLevelEvidence {
   double t = 0;                 ///< change / standard error, on the comparison scale
   double p_value = 1;           ///< two-sided, from Student's t with noise.df degrees of freedom
   double adjusted_p = 1;        ///< Holm-adjusted across the timing metrics judged together
+  double level = 0;             ///< the level p_value had to meet in Holm's step-down (holm_levels)
+  double alpha = 0;             ///< the family-wise level
   size_t family = 1;            ///< timing metrics in that Holm family
+  /// 95 % interval of the change (t with noise.df degrees of freedom), threshold's terms; NaN
+  /// when the noise is unknown.
+  double ci_low = std::numeric_limits<double>::quiet_NaN();
+  double ci_high = std::numeric_limits<double>::quiet_NaN();
   size_t suggested_repeat = 0;  ///< runs a side that would decide it (inconclusive only; 0: none)
 };
 
@@ -246,21 +274,34 @@ struct SampledMetric {
   Statistic statistic = Statistic::median;  ///< value is treated as median
   std::vector<double> a;
   std::vector<double> b;
+  /// a[i] and b[i] are a pair (the same seed): judged by the paired t test on their differences
+  /// instead of Mann–Whitney. Both sides then have the same length.
+  bool paired = false;
 };
+
+/// Fewest pairs a paired test concludes from: two degrees of freedom. With one, a t of 64 is
+/// needed for p ≤ 0.01, and any two seeds that happen to agree would decide.
+inline constexpr size_t k_min_pairs = 3;
 
 /// How samples are judged.
 struct SampleOptions {
-  double alpha = 0.05;  ///< family-wise error rate across the metrics judged together
+  /// Family-wise error rate across the metrics judged together, two-sided: the timing metrics'
+  /// level (NoiseOptions), so one level answers every question and an unchanged configuration is
+  /// flagged in at most 1 % of comparisons.
+  double alpha = 0.01;
   size_t min_samples = k_min_samples_per_side;
+  size_t min_pairs = k_min_pairs;
   /// The seed is mixed with each metric's name: metrics draw independent resamples, and adding
   /// or reordering metrics never changes another metric's interval.
   BootstrapOptions bootstrap;
 };
 
-/// Judges several sampled metrics together. A metric with fewer than min_samples on a side is
-/// "too few samples" and takes no part in the correction. The others get a Mann–Whitney U test
-/// and a bootstrap interval of the ratio of their statistic; the deciding test (U for medians,
-/// the bootstrap for p95, see SignificanceTest) is Holm-adjusted across them. A regression needs
+/// Judges several sampled metrics together. A metric with fewer than min_samples on a side (or,
+/// paired, fewer than min_pairs pairs) is "too few samples" and takes no part in the correction.
+/// The others get a Mann–Whitney U test and a bootstrap interval of the ratio of their statistic,
+/// or, paired, the paired t test of the differences (log ratios for a percent threshold); the
+/// deciding test (U for medians, the bootstrap for p95, paired t for pairs, see SignificanceTest)
+/// is Holm-adjusted across them. A regression needs
 /// both: the statistic worse beyond the threshold, and an adjusted p ≤ alpha with the test's
 /// effect pointing the same way; an improvement likewise. Throws util::CompareError naming the
 /// metric when a sample is not finite.

@@ -26,10 +26,20 @@ std::string run_evidence_text(const compare::RunLevelEvidence& evidence, const c
   if (!evidence.noise.known()) {
     return "noise unknown (no configuration has two runs)";
   }
-  return fmt::format("noise ±{} a run, band ±{}, MDE {}, p={:.3g} (Holm {:.3g})",
-                     compare::size_text(evidence.noise_fraction, threshold),
+  return fmt::format("noise ±{} a run, band ±{}, MDE {}, {}", compare::size_text(evidence.noise_fraction, threshold),
                      compare::size_text(evidence.band, threshold), compare::size_text(evidence.mde, threshold),
-                     evidence.p_value, evidence.adjusted_p);
+                     compare::significance_text("t-test", evidence.p_value, evidence.adjusted_p, evidence.level,
+                                                evidence.alpha, evidence.family));
+}
+
+std::vector<std::string> change_lines(const compare::Comparison& comparison) {
+  std::vector<std::string> lines;
+  for (const auto& row : comparison.metrics) {
+    if (!row.change.empty()) {
+      lines.push_back(fmt::format("{}: {}", row.verdict.metric, row.change));
+    }
+  }
+  return lines;
 }
 
 std::string threshold_text(const compare::MetricRow& row) {
@@ -105,8 +115,11 @@ std::string evidence_text(const compare::Verdict& verdict) {
     return verdict.reason;
   }
   const auto& evidence = *verdict.evidence;
-  std::string text = fmt::format("{} p={:.3g} (Holm {:.3g})", compare::to_string(evidence.decided_by), evidence.p_value,
-                                 evidence.adjusted_p);
+  std::string text = compare::significance_text(compare::to_string(evidence.decided_by), evidence.p_value,
+                                                evidence.adjusted_p, evidence.level, evidence.alpha, evidence.family);
+  if (evidence.paired) {
+    return text;
+  }
   if (evidence.ratio) {
     text += fmt::format(", ratio {:.3f} [{:.3f}, {:.3f}]", evidence.ratio->estimate, evidence.ratio->low,
                         evidence.ratio->high);
@@ -118,7 +131,13 @@ std::string samples_text(const compare::MetricRow& row) {
   if (row.source == compare::MetricSource::value) {
     return "";
   }
-  const std::string text = fmt::format("{} n={}/{}", compare::to_string(row.source), row.n_a, row.n_b);
+  if (row.paired) {
+    return fmt::format("seed pairs n={}", row.n_a);
+  }
+  std::string text = fmt::format("{} n={}/{}", compare::to_string(row.source), row.n_a, row.n_b);
+  if (!row.exact && (row.n_a < row.runs_a || row.n_b < row.runs_b)) {
+    text += fmt::format(" (distinct, of {}/{} runs)", row.runs_a, row.runs_b);
+  }
   return row.history_runs == 0 ? text : fmt::format("{}, {} earlier", text, row.history_runs);
 }
 
@@ -171,7 +190,9 @@ std::vector<std::string> metric_cells(const compare::MetricRow& row) {
           threshold_text(row),
           std::string(compare::to_string(verdict.status)),
           samples_text(row),
-          verdict.run_evidence ? run_evidence_text(*verdict.run_evidence, row.threshold) : evidence_text(verdict)};
+          verdict.run_evidence ? run_evidence_text(*verdict.run_evidence, row.threshold)
+          : row.one_trajectory ? std::string("one trajectory per side: no test (vary the seed)")
+                               : evidence_text(verdict)};
 }
 
 }  // namespace expctl::report::detail

@@ -29,6 +29,10 @@ std::string threshold_text(const compare::MetricRow& row);
 /// "samples_per_sec: <reason>" for every row that is not plainly ok (regressions, improvements,
 /// inconclusive and too few samples), in table order.
 std::vector<std::string> verdict_notes(const compare::Comparison& comparison);
+
+/// "metric: B is 7.7% slower than A (95 % CI …)" for every metric with a value on both sides, in
+/// table order: what changed by how much, printed under the verdict.
+std::vector<std::string> change_lines(const compare::Comparison& comparison);
 /// The history line: "7 earlier runs of the same spec on the same environment: id, id, ..." or "none ...".
 std::string history_text(const compare::Comparison& comparison);
 /// The header and cells of the per-run table: side, run, each timing metric's run value, and the

@@ -115,7 +115,11 @@ json run_evidence_json(const compare::RunLevelEvidence& evidence) {
           {"mde", number_json(evidence.mde)},
           {"p_value", number_json(evidence.p_value)},
           {"adjusted_p", number_json(evidence.adjusted_p)},
+          {"level", number_json(evidence.level)},
+          {"alpha", evidence.alpha},
           {"family", evidence.family},
+          {"change_low", number_json(evidence.ci_low)},
+          {"change_high", number_json(evidence.ci_high)},
           {"suggested_repeat", evidence.suggested_repeat == 0 ? json(nullptr) : json(evidence.suggested_repeat)}};
 }
 
@@ -161,6 +165,11 @@ json metric_json(const compare::MetricRow& row) {
                {"source", compare::to_string(row.source)},
                {"n_a", row.n_a},
                {"n_b", row.n_b},
+               {"runs_a", row.runs_a},
+               {"runs_b", row.runs_b},
+               {"paired", row.paired},
+               {"one_trajectory", row.one_trajectory},
+               {"change", row.change},
                {"history_runs", row.history_runs},
                {"exact", row.exact},
                {"status", compare::to_string(verdict.status)},
@@ -181,9 +190,20 @@ json metric_json(const compare::MetricRow& row) {
     item["evidence"] = {{"test", compare::to_string(evidence.decided_by)},
                         {"p_value", evidence.p_value},
                         {"adjusted_p", evidence.adjusted_p},
-                        {"mann_whitney_p", evidence.test.p_value},
-                        {"rank_biserial", evidence.test.rank_biserial},
+                        {"level", evidence.level},
+                        {"alpha", evidence.alpha},
+                        {"family", evidence.family},
+                        {"mann_whitney_p", evidence.paired ? json(nullptr) : json(evidence.test.p_value)},
+                        {"rank_biserial", evidence.paired ? json(nullptr) : json(evidence.test.rank_biserial)},
                         {"ratio", ratio}};
+    if (evidence.paired) {
+      item["evidence"]["pairs"] = evidence.paired->pairs;
+      item["evidence"]["change"] = number_json(evidence.change);
+      item["evidence"]["change_low"] = number_json(evidence.change_low);
+      item["evidence"]["change_high"] = number_json(evidence.change_high);
+      item["evidence"]["t"] = number_json(evidence.paired->t);
+      item["evidence"]["df"] = evidence.paired->df;
+    }
   }
   return item;
 }
@@ -260,8 +280,11 @@ std::optional<Format> parse_format(std::string_view name) {
 }
 
 std::string render_text(const compare::Comparison& comparison, const TextOptions& options) {
-  std::string text = paint(comparison.verdict_line(), outcome_color(comparison.outcome), options) + "\n\n";
-  text += side_line("A", comparison.a) + side_line("B", comparison.b);
+  std::string text = paint(comparison.verdict_line(), outcome_color(comparison.outcome), options) + "\n";
+  for (const auto& line : detail::change_lines(comparison)) {
+    text += "  " + line + "\n";
+  }
+  text += "\n" + side_line("A", comparison.a) + side_line("B", comparison.b);
   const auto heading = [&](std::string_view title) { return "\n" + paint(title, k_bold, options) + "\n"; };
   text += heading(comparison.ignored.empty()
                       ? "Spec differences"
@@ -312,6 +335,10 @@ json to_json(const compare::Comparison& comparison) {
 
 std::string render_markdown(const compare::Comparison& comparison) {
   std::string text = fmt::format("### {} {}\n\n", md_icon(comparison.outcome), comparison.verdict_line());
+  for (const auto& line : detail::change_lines(comparison)) {
+    text += "- " + md_cell(line) + "\n";
+  }
+  text += detail::change_lines(comparison).empty() ? "" : "\n";
   text += fmt::format("**A** `{}` ({}) · **B** `{}` ({})\n", detail::ids_text(comparison.a), comparison.a.name,
                       detail::ids_text(comparison.b), comparison.b.name);
   std::vector<std::vector<std::string>> rows;

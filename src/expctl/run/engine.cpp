@@ -342,9 +342,13 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
     options.on_record = [&program_records](int rank, std::string_view line) { program_records.on_line(rank, line); };
   }
   if (!invocation.quiet) {
+    const std::string verb = !invocation.resume ? std::string("started")
+                             : invocation.resume_step
+                                 ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
+                                               *invocation.resume_step, *invocation.resume_step + 1)
+                                 : std::string("resumed from scratch at step 1 (--from-scratch: it had no checkpoint)");
     std::cerr << fmt::format("run {} {}: {} rank(s) on this node, world size {}, logs in {}\n", invocation.run.id,
-                             invocation.resume ? "resumed" : "started", plan.ranks.size(), plan.world_size,
-                             options.log_dir.string());
+                             verb, plan.ranks.size(), plan.world_size, options.log_dir.string());
   }
   Supervised result;
   try {
@@ -519,7 +523,7 @@ void check_resumable(const store::RunRecord& run) {
 
 // Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
 // on all of them (the ranks then pick that step collectively, across nodes too).
-void check_checkpoints(Invocation& invocation) {
+void check_checkpoints(Invocation& invocation, bool from_scratch) {
   std::vector<int> ranks;
   for (const auto& rank : plan_for(invocation).ranks) {
     ranks.push_back(rank.rank);
@@ -529,6 +533,13 @@ void check_checkpoints(Invocation& invocation) {
     throw util::UsageError(fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
                                        "so start a new run",
                                        invocation.run.id, point.refusal));
+  }
+  if (!point.step && !from_scratch) {
+    throw util::UsageError(fmt::format(
+        "run {} cannot be resumed: it has no checkpoint (it was killed before its first; train.checkpoint_every_s "
+        "and train.checkpoint_every write them); `expctl resume {} --from-scratch` starts it again from step 0 "
+        "under the same id",
+        invocation.run.id, invocation.run.id));
   }
   if (!point.note.empty() && !invocation.quiet) {
     std::cerr << fmt::format("note: run {}: {}\n", invocation.run.id, point.note);
@@ -615,7 +626,7 @@ RunResult resume_run(const ResumeRequest& request) {
     // The program keeps its own checkpoints in EXPCTL_CHECKPOINT_DIR and finds them on EXPCTL_RESUME=1.
     check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
   } else {
-    check_checkpoints(invocation);
+    check_checkpoints(invocation, request.from_scratch);
   }
   if (invocation.resolved.node.nnodes == 1) {
     invocation.resolved.node.master_port = 0;  // the old port may be taken by now

@@ -39,6 +39,9 @@ struct RunRequest {
 struct ResumeRequest {
   std::string selector;
   bool allow_drift = false;
+  /// Start again from step 0 under the same id when no checkpoint exists (refused otherwise:
+  /// a resume that silently restarts would look like one that continued).
+  bool from_scratch = false;
   OpenStore open_store;
   bool quiet = false;
 };

@@ -219,6 +219,9 @@ std::span<const Field> table() {
      ""},
     {"train.checkpoint_every", T::integer, "0", "", between(0, k_max_count), no_items(), H::excluded,
      "Write a checkpoint every this many optimizer steps; 0: only at the end.", ""},
+    {"train.checkpoint_every_s", T::floating, "600", "", between(0, k_max_count), no_items(), H::excluded,
+     "Also write a checkpoint once this many seconds of training have passed since the last one, so a killed run "
+     "loses at most that much (`expctl resume` continues from it); 0: off.", ""},
 
     {"program.command", T::string_list, "[]", "", any(), items(0, 256), H::hashed_unless_default,
      "Run this program on every rank instead of the built-in trainer: its argv (argv[0] is looked up in PATH, "

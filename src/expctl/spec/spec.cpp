@@ -1,5 +1,6 @@
 #include "expctl/spec/spec.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -28,6 +29,16 @@ namespace {
 // What a packaged dataset file that is not there joins the hash as: the spec still loads (its run
 // will fail naming the file), and it never shares a hash with the spec whose files are there.
 constexpr const char* k_absent = "absent";
+
+// A program rather than a spec (`expctl run train.py`): said plainly instead of a YAML error
+// about its first line.
+bool is_script(const fs::path& file) {
+  static constexpr std::string_view k_script_extensions[] = {".py", ".sh", ".bash", ".ipynb", ".pl", ".rb", ".js", ".jl"};
+  const std::string extension = file.extension().string();
+  return std::find(std::begin(k_script_extensions), std::end(k_script_extensions), extension) !=
+         std::end(k_script_extensions);
+}
+
 
 // A file with thousands of bad keys should not print thousands of caret blocks: the first ones
 // are enough to see the pattern.
@@ -119,8 +130,18 @@ class SpecBuilder {
 
   std::optional<std::string> read_spec() {
     std::error_code error;
+    const std::string name = m_file.filename().string();
     if (!fs::exists(m_file, error)) {
-      problem_without_position(m_name, "no such file: check the path");
+      const bool override_like = name.find('=') != std::string::npos && m_file.parent_path().empty();
+      problem_without_position(m_name, override_like ? fmt::format("no such file; it looks like an override: did you "
+                                                                   "mean `--set {}`?",
+                                                                   name)
+                                                     : std::string("no such file: check the path"));
+      return std::nullopt;
+    }
+    if (is_script(m_file)) {
+      problem_without_position(m_name, "expctl runs experiment specs (YAML); to run a script, use a `program:` spec "
+                                       "(docs/program.md; experiments/python-ddp/ has one)");
       return std::nullopt;
     }
     if (!fs::is_regular_file(m_file, error)) {

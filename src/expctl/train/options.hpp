@@ -268,6 +268,7 @@ struct TrainerConfig {
   std::int64_t eval_every = 0;  ///< 0: only at the end
   std::int64_t eval_batch_size = 1000;
   std::int64_t checkpoint_every = 0;  ///< 0: only at the end (and on interrupt)
+  double checkpoint_every_s = 0;      ///< also once this many seconds passed since the last one; 0: off
   DdpOptions ddp;
   /// Folder for this rank's checkpoints (train/checkpoint_files.hpp); empty: no checkpoints.
   std::filesystem::path checkpoint_dir;

@@ -24,6 +24,10 @@ namespace {
 using util::TrainError;
 using Clock = std::chrono::steady_clock;
 
+// Steps (after an invocation's first) whose pace turns train.checkpoint_every_s into a step interval:
+// past the first step's start-up costs, and early enough that a short run gets its interval too.
+constexpr std::int64_t k_checkpoint_pace_steps = 20;
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -343,8 +347,9 @@ class Trainer {
       enter(Phase::eval);
       result.final_eval = evaluate();
     }
-    if (m_config.checkpoint_every > 0 && m_position.step % m_config.checkpoint_every == 0 &&
-        m_position.step < m_total_steps) {
+    if ((m_config.checkpoint_every > 0 && m_position.step % m_config.checkpoint_every == 0 &&
+         m_position.step < m_total_steps) ||
+        checkpoint_due_by_time()) {
       enter(Phase::checkpoint);
       checkpoint();
     }
@@ -391,6 +396,31 @@ class Trainer {
     }
     m_sink.on_eval(metrics);
     return metrics;
+  }
+
+  // train.checkpoint_every_s: every rank must write at the same step, so the seconds become a step
+  // interval once, k_checkpoint_pace_steps steps into each invocation, from the slowest rank's pace
+  // so far (one scalar all-gather per invocation); a clock compared every few steps would cost a
+  // collective each time and block a rank whose peer died in it instead of in the all-reduce.
+  bool checkpoint_due_by_time() {
+    if (m_config.checkpoint_every_s <= 0 || m_config.checkpoint_dir.empty() || m_position.step >= m_total_steps) {
+      return false;
+    }
+    if (m_pace_from_step < 0) {
+      m_pace_from_step = m_position.step;
+      m_pace_from = Clock::now();
+    } else if (m_position.step == m_pace_from_step + k_checkpoint_pace_steps) {
+      double per_step = seconds_since(m_pace_from) / static_cast<double>(k_checkpoint_pace_steps);
+      if (m_comm.world_size() > 1) {
+        auto tensor = at::full({1}, per_step, at::kDouble).to(m_comm.device());
+        for (const auto& theirs : m_comm.allgather(tensor, "allgather of the ranks' step pace")) {
+          per_step = std::max(per_step, theirs.cpu().item<double>());
+        }
+      }
+      m_time_checkpoint_every =
+          std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(m_config.checkpoint_every_s / per_step)));
+    }
+    return m_time_checkpoint_every > 0 && m_position.step % m_time_checkpoint_every == 0;
   }
 
   void checkpoint() {
@@ -549,6 +579,10 @@ class Trainer {
   TrainingPosition m_position;
   std::vector<std::int64_t> m_indices;
   std::vector<StepMetrics> m_history;  // this invocation's steps, for report_remote_steps
+  // train.checkpoint_every_s as a step interval (0 until measured), and where its pace was measured from.
+  std::int64_t m_time_checkpoint_every = 0;
+  std::int64_t m_pace_from_step = -1;
+  Clock::time_point m_pace_from;
   bool m_nonfinite_now = false;           // the last step's loss was not finite on some rank
   std::int64_t m_consecutive_skips = 0;
 };

@@ -269,13 +269,17 @@ TEST_CASE("groups compare eval accuracy across runs as samples") {
   CHECK(throughput->n_a == 6);  // one value per run: the steps of a run are no replicates
 }
 
-TEST_CASE("groups of three repeats are too few samples for per-run values") {
+TEST_CASE("groups of three distinct trajectories are too few samples for per-run values") {
   Fixture f;
   std::vector<RunData> a;
   std::vector<RunData> b;
   for (int seed = 0; seed < 3; ++seed) {
-    a.push_back(f.add(timed_run(static_cast<uint64_t>(seed + 1), 1000.0)));
-    b.push_back(f.add(timed_run(static_cast<uint64_t>(seed + 11), 1000.0)));
+    FakeRun run_a = timed_run(static_cast<uint64_t>(seed + 1), 1000.0);
+    run_a.eval_accuracy = 0.85 + 0.001 * seed;
+    a.push_back(f.add(run_a));
+    FakeRun run_b = timed_run(static_cast<uint64_t>(seed + 11), 1000.0);
+    run_b.eval_accuracy = 0.84 + 0.001 * seed;
+    b.push_back(f.add(run_b));
   }
   const auto comparison = compare_runs(a, b, {});
   CHECK(row_of(comparison, "eval_accuracy")->verdict.status == Status::too_few_samples);

@@ -93,8 +93,8 @@ TEST_CASE("a drop beyond the threshold inside the noise of earlier runs is incon
   const Verdict verdict = judge_run_level(throughput({4000}, {3728}, {history}));
   CHECK(verdict.status == Status::inconclusive);
   CHECK_THAT(verdict.reason, Catch::StartsWith("-6.8% is inside the ±"));
-  CHECK_THAT(verdict.reason, Catch::Contains("run-to-run noise band of 7 earlier runs; rerun with `expctl ab … "
-                                             "--repeat "));
+  CHECK_THAT(verdict.reason, Catch::Contains("run-to-run noise band of 7 earlier runs (t-test p = 0.366 > 0.01, one "
+                                             "metric at level 0.01); rerun with `expctl ab … --repeat "));
   REQUIRE(verdict.run_evidence);
   CHECK(verdict.run_evidence->history_runs == 7);
   CHECK(verdict.run_evidence->noise_fraction == Approx(0.05).epsilon(0.5));
@@ -107,7 +107,8 @@ TEST_CASE("a large drop with five quiet runs a side is a regression and a small 
   const Verdict slower = judge_run_level(throughput(a, {3600, 3590, 3620, 3610, 3580}));
   CHECK(slower.status == Status::regression);
   CHECK_THAT(slower.reason, Catch::StartsWith("-10.0% is beyond threshold -5% and the ±"));
-  CHECK_THAT(slower.reason, Catch::Contains("noise band of 5+5 runs (p = "));
+  CHECK_THAT(slower.reason, Catch::Contains("noise band of 5+5 runs (t-test p = 1.32e-09 <= 0.01, one metric at "
+                                            "level 0.01)"));
   const Verdict same = judge_run_level(throughput(a, {3990, 4005, 3985, 4015, 3995}));
   CHECK(same.status == Status::ok);
   CHECK_THAT(same.reason, Catch::Contains("within threshold -5% (noise ±"));

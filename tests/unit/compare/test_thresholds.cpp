@@ -248,17 +248,24 @@ TEST_CASE("verdict on samples: beyond the threshold but noisy is not a regressio
 TEST_CASE("verdict on samples: Holm's correction across metrics changes the decision") {
   // U_B = 2 (6.5 beats 5 and 6): exact two-sided p = 2·P(U ≤ 2) = 0.0317 for 5 v 5.
   const SampledMetric borderline = throughput({5, 6, 7, 8, 9}, {1, 2, 3, 4, 6.5});
-  const Verdict alone = judge_samples(std::vector{borderline}, {}).at(0);
+  SampleOptions at_5_percent;
+  at_5_percent.alpha = 0.05;
+  const Verdict alone = judge_samples(std::vector{borderline}, at_5_percent).at(0);
   CHECK(alone.status == Status::regression);
   CHECK_THAT(alone.evidence->adjusted_p, WithinRel(8.0 / 252.0, 1e-12));
+  CHECK_THAT(alone.reason, Contains("mann-whitney p = 0.0317 <= 0.05, one metric at level 0.05"));
+  // At the default level, 0.01 (the timing metrics' too), the same evidence is not enough.
+  CHECK(judge_samples(std::vector{borderline}, {}).at(0).status == Status::ok);
 
   // With a second, unremarkable metric the adjusted p-value doubles past alpha.
   SampledMetric other = throughput({10, 11, 12, 13, 14}, {10.5, 11.5, 12.5, 13.5, 14.5});
   other.name = "step_time_ms_p50";
-  const std::vector<Verdict> together = judge_samples(std::vector{borderline, other}, {});
+  const std::vector<Verdict> together = judge_samples(std::vector{borderline, other}, at_5_percent);
   CHECK(together[0].status == Status::ok);
   CHECK_THAT(together[0].evidence->adjusted_p, WithinRel(16.0 / 252.0, 1e-12));
-  CHECK_THAT(together[0].reason, Contains("not significant"));
+  // The line says why a p of 0.03 is not significant: the level it had to meet after Holm.
+  CHECK_THAT(together[0].reason,
+             Contains("not significant (mann-whitney p = 0.0317 > 0.025, Holm over 2 metrics at level 0.05)"));
 }
 
 TEST_CASE("verdict on samples: a clear speed-up is an improvement") {

@@ -205,6 +205,7 @@ const std::map<std::string, std::string> k_unhashed_alternates = {
     {"distributed.master_port", "29500"},
     {"distributed.monitored_barrier_every", "5"},
     {"train.checkpoint_every", "50"},
+    {"train.checkpoint_every_s", "30"},
     {"train.nonfinite", "skip"},
     {"metrics.log_every", "1"},
     {"metrics.tensorboard", "/tmp/tb"},
