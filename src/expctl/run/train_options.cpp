@@ -97,7 +97,7 @@ void train_section(const json& train, train::TrainerConfig& config) {
   config.loss = train::parse_loss_kind(train.value("loss", std::string("cross_entropy")));
   config.eval_every = train.at("eval_every").get<std::int64_t>();
   config.checkpoint_every = train.at("checkpoint_every").get<std::int64_t>();
-  config.checkpoint_every_s = train.at("checkpoint_every_s").get<double>();
+  config.checkpoint_every_s = train.value("checkpoint_every_s", 0.0);  // absent from runs recorded before it
 }
 
 train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& placement, const json& inputs) {

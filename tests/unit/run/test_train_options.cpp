@@ -84,7 +84,7 @@ json alternate(const spec::Field& field, const json& current) {
 auto decided(const train::TrainerConfig& c) {
   return std::tie(c.seed, c.data, c.batch_size, c.shuffle, c.drop_last, c.model, c.loss, c.optim, c.schedule,
                   c.epochs, c.max_steps, c.grad_accum_steps, c.amp, c.amp_dtype, c.grad_clip_norm, c.nonfinite,
-                  c.eval_every, c.checkpoint_every);
+                  c.eval_every, c.checkpoint_every, c.checkpoint_every_s);
 }
 
 }  // namespace
