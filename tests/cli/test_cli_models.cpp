@@ -199,7 +199,7 @@ TEST_CASE("models: a model that computes its own loss, and a regression with mse
   CHECK(curve.back() < curve.front());  // it learns the linear map
 }
 
-TEST_CASE("models: one changed byte in the model or a data file changes the spec hash; their paths do not") {
+TEST_CASE("models: one changed byte in the model or a data file changes the spec hash, their paths do not") {
   test::TempDir dir;
   const fs::path fixtures = test::byo_fixtures();
   for (const char* name : {"cnn.pt", "fmnist-train-x.npy", "fmnist-train-y.npy", "fmnist-eval-x.npy",

@@ -98,7 +98,7 @@ TEST_CASE("program: the DDP script completes, every rank's steps are stored, and
   CHECK(view.at("ranks").at(1).at("step") == 64);
 }
 
-TEST_CASE("program: editing the script changes the spec hash; params and --set do too") {
+TEST_CASE("program: editing the script changes the spec hash, params and --set do too") {
   const DdpExperiment e;
   const auto hash = [&](std::vector<std::string> more = {}) {
     std::vector<std::string> args = {"validate", e.spec.string(), "--format", "json"};
@@ -139,7 +139,7 @@ TEST_CASE("program: a sweep over program.params.lr runs every point and reports"
   CHECK(document.at("best").contains("final_train_loss"));
 }
 
-TEST_CASE("program: a killed rank fails the run fast and is named; resume continues from the program's checkpoint") {
+TEST_CASE("program: a killed rank fails the run fast and is named, resume continues from the program's checkpoint") {
   const DdpExperiment e;
   const auto killed = e.run({"--set", "program.params.kill_rank1_at_step=40"});  // after the epoch-1 checkpoint
   INFO(killed.err);

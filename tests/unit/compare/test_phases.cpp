@@ -86,7 +86,7 @@ TEST_CASE("run_phases reads the summary's rows when it has them and the stored s
   CHECK(load_run(f.db, f.reread()).phases[1].shares.backward == Approx(0.25));
 }
 
-TEST_CASE("straggler_timeline: the worst rank per step, in step order; load_run reads it only when asked") {
+TEST_CASE("straggler_timeline: the worst rank per step, in step order, load_run reads it only when asked") {
   Fixture f;
   const auto timeline = straggler_timeline(f.db, f.run.id);
   REQUIRE(timeline.steps.size() == 10);

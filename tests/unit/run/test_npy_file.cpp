@@ -81,7 +81,7 @@ TEST_CASE("npy: what NumPy can write but expctl cannot read is named with the fi
   CHECK_THAT(error_of(whole.substr(0, 30)), Catch::Contains("truncated .npy header"));
 }
 
-TEST_CASE("npy: a mapped file's elements are the bytes after its header; errors name the file") {
+TEST_CASE("npy: a mapped file's elements are the bytes after its header, errors name the file") {
   test::TempDir dir;
   float values[3] = {1.5F, -2.0F, 3.25F};
   const auto path =

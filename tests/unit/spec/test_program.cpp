@@ -61,7 +61,7 @@ TEST_CASE("program: params keep their YAML types and --set adds or replaces one"
   CHECK(spec.program_files() == nlohmann::json{{"train.py", spec.program_files()["train.py"]}});
 }
 
-TEST_CASE("program: params, env and the script's content enter the hash; workdir does not") {
+TEST_CASE("program: params, env and the script's content enter the hash, workdir does not") {
   const Workspace ws;
   const std::string base = ws.hash(k_program);
   CHECK(ws.hash(k_program, {"program.params.lr=0.2"}) != base);
@@ -76,7 +76,7 @@ TEST_CASE("program: params, env and the script's content enter the hash; workdir
   CHECK(ws.hash(k_program) == base);  // content, not the file's time
 }
 
-TEST_CASE("program: program.files globs are hashed by content; a spec without a program keeps its old hash") {
+TEST_CASE("program: program.files globs are hashed by content, a spec without a program keeps its old hash") {
   const Workspace ws;
   ws.dir.write("lib/a.py", "a = 1\n");
   ws.dir.write("lib/b.py", "b = 1\n");
@@ -122,7 +122,7 @@ TEST_CASE("program: fields without a command, and missing files, are refused") {
         std::string::npos);
 }
 
-TEST_CASE("program: placeholders are substituted; literal braces survive") {
+TEST_CASE("program: placeholders are substituted, literal braces survive") {
   PlaceholderValues values;
   values.params = {{"lr", 0.1}, {"bs", 64}, {"name", "adam"}, {"big", 64.0}, {"list", {1, 2}}, {"on", true}};
   values.seed = 7;

@@ -42,7 +42,7 @@ std::string report_of(const std::function<void()>& action) {
 
 }  // namespace
 
-TEST_CASE("spec inputs: a packaged dataset's files join the hash by content; data.root does not") {
+TEST_CASE("spec inputs: a packaged dataset's files join the hash by content, data.root does not") {
   TempDir dir;
   const auto a = hash_with_root(dir, fake_root(dir, "a", "images v1"));
   CHECK(hash_with_root(dir, fake_root(dir, "b", "images v1")) == a);  // another folder, the same bytes

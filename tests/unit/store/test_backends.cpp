@@ -31,7 +31,7 @@ bool same_value(double a, double b) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("store contract: specs and environments round-trip; a known hash keeps its first record",
+TEMPLATE_TEST_CASE("store contract: specs and environments round-trip, a known hash keeps its first record",
                    "[store][backends]", test::OnSqlite, test::OnPostgres) {
   BackendStore where(TestType::kind);
   if (!where.available) return;
@@ -251,7 +251,7 @@ TEMPLATE_TEST_CASE("store contract: a store written by a newer expctl is refused
   CHECK(where.open(store::OpenMode::read_only).list_runs().size() == 1);
 }
 
-TEST_CASE("store locations: paths and sqlite: are SQLite; URLs and libpq keyword strings are PostgreSQL") {
+TEST_CASE("store locations: paths and sqlite: are SQLite, URLs and libpq keyword strings are PostgreSQL") {
   using store::StoreKind;
   CHECK(store::parse_store_location("results/expctl.db").kind == StoreKind::sqlite);
   CHECK(store::parse_store_location("sqlite:/tmp/x.db").target == "/tmp/x.db");

@@ -285,7 +285,7 @@ TEST_CASE("powersgd: at full rank the reconstruction is the plain average", "[tr
   }
 }
 
-TEST_CASE("powersgd: the error is input - approximation; vectors and votes arrive exact",
+TEST_CASE("powersgd: the error is input - approximation, vectors and votes arrive exact",
           "[train][powersgd][multiprocess]") {
   expctl::test::TempDir dir;
   expctl::test::run_ranks_successfully("powersgd_error_feedback", 2, dir.path());

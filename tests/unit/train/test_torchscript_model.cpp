@@ -13,7 +13,7 @@
 using namespace expctl;
 using namespace expctl::train;
 
-TEST_CASE("torchscript: parameters and buffers in registration order; state saved and loaded in place") {
+TEST_CASE("torchscript: parameters and buffers in registration order, state saved and loaded in place") {
   const auto fixtures = test::byo_fixtures();
   auto model = load_torchscript(fixtures / "bn_cnn.pt");
   const auto parameters = model->parameters();
@@ -51,7 +51,7 @@ TEST_CASE("torchscript: autocast from C++ reaches the operators of a scripted mo
   CHECK(model->forward(images).scalar_type() == at::kFloat);
 }
 
-TEST_CASE("torchscript: dropout follows train/eval; a traced or frozen module and a pickle are refused") {
+TEST_CASE("torchscript: dropout follows train/eval, a traced or frozen module and a pickle are refused") {
   const auto fixtures = test::byo_fixtures();
   auto model = load_torchscript(fixtures / "cnn_dropout.pt");
   const auto images = at::randn({4, 1, 28, 28});
@@ -68,7 +68,7 @@ TEST_CASE("torchscript: dropout follows train/eval; a traced or frozen module an
                     Catch::Contains("written by a newer PyTorch than this build's LibTorch"));
 }
 
-TEST_CASE("torchscript: the three losses; a model without its own loss says so") {
+TEST_CASE("torchscript: the three losses, a model without its own loss says so") {
   const auto fixtures = test::byo_fixtures();
   auto classifier = load_torchscript(fixtures / "cnn.pt");
   const auto data = load_npy(fixtures / "fmnist-eval-x.npy", fixtures / "fmnist-eval-y.npy");
@@ -98,7 +98,7 @@ TEST_CASE("torchscript: the three losses; a model without its own loss says so")
   CHECK(reg_sums.loss > 0.0);
 }
 
-TEST_CASE("npy: uint8 inputs are scaled to [0, 1] per batch; float16 and float64 become float32") {
+TEST_CASE("npy: uint8 inputs are scaled to [0, 1] per batch, float16 and float64 become float32") {
   const auto fixtures = test::byo_fixtures();
   const auto bytes = load_npy(fixtures / "fmnist-train-u8.npy", fixtures / "fmnist-train-y.npy");
   const auto floats = load_npy(fixtures / "fmnist-train-x.npy", fixtures / "fmnist-train-y.npy");

@@ -80,7 +80,7 @@ TEST_CASE("file_digest: a file written just now is hashed but not remembered") {
   CHECK(entries(dir / "cache") == 0);
 }
 
-TEST_CASE("file_digest: missing files and directories are errors naming the path; no cache still works") {
+TEST_CASE("file_digest: missing files and directories are errors naming the path, no cache still works") {
   expctl::test::TempDir dir;
   CacheDirOverride cache(fs::path("off"));
   const auto missing = file_digest(dir / "nope.npy");
