@@ -360,15 +360,18 @@ TEST_CASE("resume: a machine whose fingerprint differs from the run's exits 3 un
         std::string::npos);
   CHECK(d.open().find_run(run->id).status == store::RunStatus::failed);  // untouched
 
-  // The same stack resumes (and fails again on the missing data: exit 1), recording no drift.
-  const auto same = run_expctl({"--db", d.db.string(), "resume", run->id}, {{"OMP_NUM_THREADS", "1"}});
+  // The same stack resumes (from scratch: the run never wrote a checkpoint; and it fails again on
+  // the missing data: exit 1), recording no drift.
+  const auto same =
+      run_expctl({"--db", d.db.string(), "resume", run->id, "--from-scratch"}, {{"OMP_NUM_THREADS", "1"}});
   INFO(same.out << same.err);
   CHECK(same.exit_code == 1);
   const auto before = d.open().find_run(run->id).tags;
   CHECK(std::none_of(before.begin(), before.end(), [](const std::string& tag) { return tag.starts_with("drift:"); }));
 
   const auto allowed =
-      run_expctl({"--db", d.db.string(), "resume", run->id, "--allow-drift"}, {{"OMP_NUM_THREADS", "2"}});
+      run_expctl({"--db", d.db.string(), "resume", run->id, "--allow-drift", "--from-scratch"},
+                 {{"OMP_NUM_THREADS", "2"}});
   INFO(allowed.out << allowed.err);
   CHECK(allowed.exit_code == 1);
   const auto tags = d.open().find_run(run->id).tags;
