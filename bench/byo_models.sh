@@ -92,7 +92,7 @@ sps() { awk -v t="$1" -v b="$2" 'BEGIN { printf "%.1f", 2 * b / t }'; }
 summary() { tr ' ' '\n' | awk 'NF { s += $1; n++; if (min == "" || $1 < min) min = $1; if ($1 > max) max = $1 } END { printf "mean %.3f (%.3f .. %.3f, n=%d)", s / n, min, max, n }'; }
 
 print_blas
-echo "machine: $(nproc) cores; $(date -u +%FT%TZ)"
+echo "machine: $(nproc --all) cores; $(date -u +%FT%TZ)"
 
 pair_rows() {  # LABEL FIRST_FN SECOND_FN BATCH: rows "rep  a samples/s  b samples/s  a/b"
   local label="$1" a="$2" b="$3" batch="$4" r ta tb ratios=""
