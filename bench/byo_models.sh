@@ -2,9 +2,12 @@
 # Your own model and data (docs/models.md), measured. A benchmark, not a test: it prints figures
 # and ratios and asserts nothing.
 #
-#   bench/byo_models.sh [--expctl PATH] [--repeat R] [--only "torch builtin memory"]
+#   bench/byo_models.sh [--expctl PATH] [--repeat R] [--only "torch builtin memory"] [--torch-tuned]
 #
-#   torch     a scripted model trained by expctl (2 ranks x 1 thread, batch 32 per rank, .npy
+#   torch     (--torch-tuned: PyTorch with expctl's malloc settings, GLIBC_TUNABLES; without it PyTorch
+#             runs as shipped, and glibc's moving mmap threshold alone makes its steps up to 2.6x
+#             slower on these models: read both)
+#             a scripted model trained by expctl (2 ranks x 1 thread, batch 32 per rank, .npy
 #             arrays) against PyTorch's own DDP running the same .pt on the same arrays from
 #             Python (tests/tools/torch_ddp_reference.py, Debian's python3-torch): resnet18 on
 #             32x32 RGB (a short run) and expctl's built-in cnn written in PyTorch and scripted,
@@ -33,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --expctl) expctl="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
+    --torch-tuned) torch_tunables="$tuned"; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     *) echo "byo_models.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -83,7 +87,7 @@ PY
 }
 run_expctl() { "$expctl" --db "$db" run "$1" --format json > "$work/last.json" 2> "$work/last.err" || { cat "$work/last.err" >&2; exit 1; }; expctl_mean_step; }
 run_torch() {  # MODEL DATA STEPS BATCH
-  "$py" "$root/tests/tools/torch_ddp_reference.py" --timing --model "$fixtures/$1" --inputs "$fixtures/$2-train-x.npy" \
+  GLIBC_TUNABLES="${torch_tunables:-${GLIBC_TUNABLES:-}}" "$py" "$root/tests/tools/torch_ddp_reference.py" --timing --model "$fixtures/$1" --inputs "$fixtures/$2-train-x.npy" \
     --targets "$fixtures/$2-train-y.npy" --world 2 --batch "$4" --steps "$3" --seed 1 --lr 0.01 --momentum 0.9 \
     --store "$work/torch-store" | "$py" -c "import json,sys; t=json.load(sys.stdin)[0][10:]; print(sum(t)/len(t))"
 }
