@@ -142,22 +142,15 @@ void interrupt_and_resume(int ranks) {
                                            "distributed.nproc_per_node=" + std::to_string(ranks)};
   std::string interrupted_id;
   {
-    Background expctl(d.argv(run_args), d.dir / "interrupted");
-    std::optional<store::RunRecord> run;
-    REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
-    wait_for_training(*run);
-    REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
-    const int code = expctl.wait();
-    INFO(expctl.out() << expctl.err());
-    REQUIRE(code == 130);
-    interrupted_id = run->id;
-    const auto stopped = d.open().find_run(run->id);
+    const auto run = interrupt_when_training(d, run_args);
+    interrupted_id = run.id;
+    const auto stopped = d.open().find_run(run.id);
     CHECK(stopped.status == store::RunStatus::interrupted);
     CHECK(stopped.exit_code == 130);
     for (int rank = 0; rank < ranks; ++rank) {
-      CHECK(has_checkpoint(run->run_dir / "checkpoints", rank));
+      CHECK(has_checkpoint(run.run_dir / "checkpoints", rank));
     }
-    const auto steps = d.open().metrics(run->id, {.name = "loss", .rank = 0}).size();
+    const auto steps = d.open().metrics(run.id, {.name = "loss", .rank = 0}).size();
     WARN("interrupted after " << steps << " of 3000 steps");
     CHECK(steps < 3000);
   }
