@@ -11,6 +11,7 @@
 #include "expctl/env/probes.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/cache_dir.hpp"
+#include "expctl/util/find_executable.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/sha256.hpp"
 #include "expctl/util/strings.hpp"
@@ -54,13 +55,7 @@ std::optional<fs::path> find_in_path(const std::string& program, const fs::path&
     const fs::path file = fs::path(program).is_absolute() ? fs::path(program) : workdir / program;
     return fs::exists(file) ? std::optional(file.lexically_normal()) : std::nullopt;
   }
-  for (const std::string& dir : util::split(path, ':')) {
-    const fs::path file = fs::path(dir.empty() ? "." : dir) / program;
-    if (::access(file.c_str(), X_OK) == 0) {
-      return file;
-    }
-  }
-  return std::nullopt;
+  return util::find_executable(program, path);
 }
 
 std::string first_line(const fs::path& file) {

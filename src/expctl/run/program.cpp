@@ -14,6 +14,7 @@
 #include "expctl/run/program_protocol.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/util/atomic_file.hpp"
+#include "expctl/util/find_executable.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -44,16 +45,13 @@ bool executable_file(const fs::path& path) {
   return fs::is_regular_file(path, error) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// argv[0] found in `path` (program.env's PATH, else expctl's): execvpe would search expctl's
-// own PATH, so the rank is given the file this finds.
-std::optional<fs::path> find_in_path(const std::string& program, const std::string& path) {
-  for (const std::string& dir : util::split(path, ':')) {
-    const fs::path file = fs::path(dir.empty() ? "." : dir) / program;
-    if (executable_file(file)) {
-      return file;
-    }
-  }
-  return std::nullopt;
+// The values the command's placeholders take; {run_id} only once the run exists.
+spec::PlaceholderValues placeholders_of(const json& values, std::string run_id = {}) {
+  spec::PlaceholderValues placeholders;
+  placeholders.params = values.at("program").at("params");
+  placeholders.seed = values.at("seed").get<std::int64_t>();
+  placeholders.run_id = std::move(run_id);
+  return placeholders;
 }
 
 // What the rank will run for `program` started in `workdir`, or why nothing.
@@ -72,7 +70,7 @@ std::optional<std::string> program_problem(const std::string& program, const fs:
     }
     return std::nullopt;
   }
-  if (find_in_path(program, path)) {
+  if (util::find_executable(program, path)) {
     return std::nullopt;
   }
   return fmt::format("{} is not found in PATH ({}): install it, or give its full path", util::quoted(program), path);
@@ -102,10 +100,8 @@ void check_program_launchable(const json& values, const fs::path& spec_file) {
                                          spec_file.string(), name));
     }
   }
-  spec::PlaceholderValues placeholders;  // argv[0] may be a parameter itself ("{params.python}")
-  placeholders.params = values.at("program").at("params");
-  placeholders.seed = values.at("seed").get<std::int64_t>();
-  const std::string program = spec::substitute_placeholders(command_of(values).front(), placeholders);
+  // argv[0] may be a parameter itself ("{params.python}").
+  const std::string program = spec::substitute_placeholders(command_of(values).front(), placeholders_of(values));
   if (const auto problem = program_problem(program, workdir, path_variable(values))) {
     throw util::UsageError(
         fmt::format("{}: cannot run program.command[0]: {}; no rank was started", spec_file.string(), *problem));
@@ -129,16 +125,14 @@ std::vector<launch::RankSpec> program_rank_specs(const launch::LaunchPlan& plan,
       throw util::LaunchError(fmt::format("cannot write {}: {}", file.string(), written.error().message));
     }
   }
-  spec::PlaceholderValues placeholders;
-  placeholders.params = values.at("program").at("params");
-  placeholders.seed = values.at("seed").get<std::int64_t>();
-  placeholders.run_id = run_id;
+  const auto placeholders = placeholders_of(values, run_id);
   std::vector<std::string> argv;
   for (const std::string& argument : command_of(values)) {
     argv.push_back(spec::substitute_placeholders(argument, placeholders));
   }
+  // execvpe would search expctl's own PATH: the rank is given the file program.env's PATH finds.
   if (argv.front().find('/') == std::string::npos) {
-    if (const auto found = find_in_path(argv.front(), path_variable(values))) {
+    if (const auto found = util::find_executable(argv.front(), path_variable(values))) {
       argv.front() = found->string();
     }
   }
