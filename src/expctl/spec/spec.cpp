@@ -384,10 +384,11 @@ class SpecBuilder {
   // of a packaged dataset (util::file_digest remembers a digest until the file changes).
   void digest_inputs() {
     for (const Field& field : fields()) {
-      const std::string path = m_values.at(pointer_of(field.path)).is_string()
-                                   ? m_values.at(pointer_of(field.path)).get<std::string>()
-                                   : std::string();
-      if (field.hashing != Hashing::file_content || path.empty() || m_invalid.count(std::string(field.path)) > 0) {
+      if (field.hashing != Hashing::file_content || m_invalid.count(std::string(field.path)) > 0) {
+        continue;
+      }
+      const std::string path = m_values.at(pointer_of(field.path)).get<std::string>();
+      if (path.empty()) {
         continue;
       }
       auto digest = util::file_digest(path);
