@@ -77,6 +77,10 @@ TEST_CASE("models: a scripted CNN trains on .npy arrays on 2 ranks, reruns bitwi
 
   // The trained model is an artifact PyTorch loads; evaluated there it gives the recorded accuracy.
   const auto record = d.open().find_run(run.at("run").at("id").get<std::string>());
+  // The interpreter switches the trainer set are in the run's fingerprint (built-in runs have no jit group).
+  REQUIRE(record.environment_hash.has_value());
+  const json fingerprint = json::parse(d.open().environment(*record.environment_hash).value_or("{}"));
+  CHECK(fingerprint.at("fields").at("jit") == json{{"executor", "profiling"}, {"tensorexpr_fuser", true}});
   const fs::path artifact = record.run_dir / "model.pt";
   REQUIRE(fs::exists(artifact));
   const fs::path fixtures = test::byo_fixtures();

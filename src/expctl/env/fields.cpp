@@ -73,6 +73,9 @@ constexpr FieldSpec k_fields[] = {
     {"determinism.cublas_workspace_config", string, true, "CUBLAS_WORKSPACE_CONFIG, or none"},
     {"determinism.cudnn_deterministic", boolean, true, "cuDNN deterministic mode"},
     {"determinism.cudnn_benchmark", boolean, true, "cuDNN autotuner (benchmark mode)"},
+    // Only for runs of a TorchScript model (model.arch torchscript): other runs have no jit group.
+    {"jit.executor", string, true, "TorchScript executor the trainer sets: profiling or legacy"},
+    {"jit.tensorexpr_fuser", boolean, true, "NNC tensor-expression fusion (GPU only; off under AMP)"},
     {"env.vars", string_map, true, "allow-listed variables that shape the computation (secrets masked)"},
     {"env.launch_vars", string_map, false, "allow-listed per-job launcher variables (SLURM_*, MASTER_*, RANK...)"},
     // Only for runs of a user's program (spec program.command, docs/program.md): fingerprints of
@@ -88,7 +91,7 @@ constexpr FieldSpec k_fields[] = {
 };
 
 constexpr std::string_view k_groups[] = {"host", "gpu",         "software", "code",
-                                         "container", "determinism", "env",      "program"};
+                                         "container", "determinism", "jit", "env", "program"};
 
 }  // namespace
 

@@ -110,6 +110,7 @@ Fingerprint collect_fingerprint(const FingerprintOptions& options) {
   }
   probes::probe_container(fingerprint, options);
   probes::probe_determinism(fingerprint, options);
+  probes::probe_jit(fingerprint, options);
   probes::probe_env_vars(fingerprint, options);
   return fingerprint;
 }

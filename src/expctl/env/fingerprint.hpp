@@ -34,6 +34,13 @@ struct DeterminismSettings {
   bool cudnn_benchmark = false;
 };
 
+/// How the TorchScript interpreter runs a scripted model (train::JitPolicy, set by the trainer);
+/// recorded only for runs of a TorchScript model.
+struct JitSettings {
+  bool profiling_executor = true;
+  bool tensorexpr_fuser = true;
+};
+
 /// What the probes read. Every default reads the real machine.
 struct FingerprintOptions {
   /// Directory whose git state is recorded (the experiment directory).
@@ -41,6 +48,8 @@ struct FingerprintOptions {
   /// LibTorch facts; empty: every software.libtorch_* field is "none".
   TorchFieldsProvider torch_fields;
   DeterminismSettings determinism;
+  /// A TorchScript model's interpreter switches: the `jit` group; nullopt (built-in models): no such group.
+  std::optional<JitSettings> jit;
   /// Variables recorded in env.vars although the allow-list doesn't name them (a profile's pins).
   std::vector<std::string> extra_env_names;
   /// Environment to record; nullopt: this process's environment.

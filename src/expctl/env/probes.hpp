@@ -119,6 +119,8 @@ void probe_container(Fingerprint& fingerprint, const FingerprintOptions& options
 // ---- determinism and environment variables ----
 
 void probe_determinism(Fingerprint& fingerprint, const FingerprintOptions& options);
+/// jit.*: a TorchScript model's interpreter switches (nothing for other runs).
+void probe_jit(Fingerprint& fingerprint, const FingerprintOptions& options);
 
 void probe_env_vars(Fingerprint& fingerprint, const FingerprintOptions& options);
 

@@ -36,6 +36,14 @@ void probe_determinism(Fingerprint& fingerprint, const FingerprintOptions& optio
   fingerprint.set("determinism.cudnn_benchmark", settings.cudnn_benchmark);
 }
 
+void probe_jit(Fingerprint& fingerprint, const FingerprintOptions& options) {
+  if (!options.jit) {
+    return;
+  }
+  fingerprint.set("jit.executor", options.jit->profiling_executor ? "profiling" : "legacy");
+  fingerprint.set("jit.tensorexpr_fuser", options.jit->tensorexpr_fuser);
+}
+
 void probe_env_vars(Fingerprint& fingerprint, const FingerprintOptions& options) {
   const RecordedEnvVars recorded = record_env_vars(effective_environment(options), options.extra_env_names);
   const auto to_json = [](const std::map<std::string, std::string>& variables) {

@@ -10,6 +10,7 @@
 #include "expctl/run/program.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/spec/profile.hpp"
+#include "expctl/train/options.hpp"
 #include "expctl/train/plugin.hpp"
 
 namespace expctl::run {
@@ -25,6 +26,15 @@ env::FingerprintOptions fingerprint_options(const std::filesystem::path& spec_fi
   options.torch_fields = train::plugin::torch_build_fields;
   options.determinism.seed = spec.at("seed").get<std::int64_t>();
   options.determinism.deterministic_algorithms = spec.at("determinism").get<std::string>() == "strict";
+  if (!spec::has_program(spec)) {
+    // A TorchScript model's interpreter switches, as the trainer sets them (train::apply_jit_policy).
+    const auto& train = spec.at("train");
+    if (const auto jit = train::jit_policy(train::parse_model_kind(spec.at("model").at("arch").get<std::string>()),
+                                           train.at("amp").at("enabled").get<bool>())) {
+      options.jit = env::JitSettings{.profiling_executor = jit->profiling_executor,
+                                     .tensorexpr_fuser = jit->tensorexpr_fuser};
+    }
+  }
   if (spec::has_program(spec)) {
     // The interpreter a program's ranks run is part of its stack (python, packages, torch).
     options.program_command = spec.at("program").at("command").get<std::vector<std::string>>();

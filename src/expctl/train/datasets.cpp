@@ -113,7 +113,7 @@ fs::path find_idx(const fs::path& root, const std::string& name) {
 
 namespace {
 
-Dataset load_idx_files(const fs::path& images, const fs::path& labels, std::int64_t num_classes,
+TensorDataset load_idx_files(const fs::path& images, const fs::path& labels, std::int64_t num_classes,
                        const Normalization* normalization) {
   const auto image_bytes = read_decompressed(images);
   const auto image_dims = idx_dimensions(image_bytes, images, k_idx_images_magic, "images");
@@ -121,23 +121,21 @@ Dataset load_idx_files(const fs::path& images, const fs::path& labels, std::int6
   const auto label_dims = idx_dimensions(label_bytes, labels, k_idx_labels_magic, "labels");
   EXPCTL_CHECK(image_dims[0] == label_dims[0], TrainError, "{}: {} labels, but {} has {} images", labels.string(),
                label_dims[0], images.string(), image_dims[0]);
-  Dataset dataset;
-  dataset.pixels = wrap_bytes(image_bytes, 16, {image_dims[0], 1, image_dims[1], image_dims[2]});
-  dataset.lookup = pixel_lookup(normalization);
-  dataset.labels = bytes_to_tensor(label_bytes.data() + 8, {label_dims[0]}).to(at::kLong);
-  dataset.num_classes = num_classes;
+  TensorDataset dataset({}, bytes_to_tensor(label_bytes.data() + 8, {label_dims[0]}).to(at::kLong), num_classes,
+                        wrap_bytes(image_bytes, 16, {image_dims[0], 1, image_dims[1], image_dims[2]}),
+                        pixel_lookup(normalization));
   check_labels(dataset.labels, num_classes, labels);
   return dataset;
 }
 
 }  // namespace
 
-std::vector<std::int64_t> Dataset::sample_shape() const {
+std::vector<std::int64_t> TensorDataset::sample_shape() const {
   const auto& data = pixels.defined() ? pixels : images;
   return {data.sizes().begin() + 1, data.sizes().end()};
 }
 
-at::Tensor Dataset::rows(const at::Tensor& index) const {
+at::Tensor TensorDataset::rows(const at::Tensor& index) const {
   if (!pixels.defined()) {
     auto selected = images.index_select(0, index);
     // Mapped float16/float64 arrays are converted per batch, never whole.
@@ -150,26 +148,34 @@ at::Tensor Dataset::rows(const at::Tensor& index) const {
   return lookup.index_select(0, bytes.flatten().to(at::kLong)).view(bytes.sizes());
 }
 
-at::Tensor Dataset::all_images() const {
+at::Tensor TensorDataset::all_images() const {
   return pixels.defined() ? rows(at::arange(size(), at::TensorOptions().dtype(at::kLong).device(pixels.device())))
                           : images;
 }
 
-Dataset Dataset::to(const at::Device& device) const {
-  Dataset moved = *this;
-  for (auto* tensor : {&moved.images, &moved.labels, &moved.pixels, &moved.lookup}) {
+std::int64_t TensorDataset::largest_class() const {
+  return labels.numel() == 0 ? -1 : labels.max().item<std::int64_t>();
+}
+
+void TensorDataset::move_to(const at::Device& device) {
+  for (auto* tensor : {&images, &labels, &pixels, &lookup}) {
     if (tensor->defined()) {
       *tensor = tensor->to(device);
     }
   }
+}
+
+TensorDataset TensorDataset::to(const at::Device& device) const {
+  TensorDataset moved = *this;
+  moved.move_to(device);
   return moved;
 }
 
-Dataset load_idx(const fs::path& images, const fs::path& labels, std::int64_t num_classes) {
+TensorDataset load_idx(const fs::path& images, const fs::path& labels, std::int64_t num_classes) {
   return load_idx_files(images, labels, num_classes, nullptr);
 }
 
-Dataset load_cifar10(const fs::path& root, bool train) {
+TensorDataset load_cifar10(const fs::path& root, bool train) {
   const fs::path dir = fs::exists(root / "cifar-10-batches-bin") ? root / "cifar-10-batches-bin" : root;
   std::vector<fs::path> files;
   if (train) {
@@ -195,10 +201,10 @@ Dataset load_cifar10(const fs::path& root, bool train) {
                          .to(at::kFloat)
                          .div_(255.0));
   }
-  return Dataset{.images = at::cat(images), .labels = at::cat(labels), .num_classes = 10};
+  return {at::cat(images), at::cat(labels), 10};
 }
 
-Dataset make_synthetic(std::int64_t size, std::int64_t num_classes, const std::vector<std::int64_t>& shape,
+TensorDataset make_synthetic(std::int64_t size, std::int64_t num_classes, const std::vector<std::int64_t>& shape,
                        std::uint64_t seed, std::uint64_t stream) {
   EXPCTL_CHECK(size > 0 && num_classes > 1 && !shape.empty() && shape.size() <= 3, TrainError,
                "synthetic data needs size > 0, at least 2 classes and a [features] or [C, H, W] shape");
@@ -213,10 +219,10 @@ Dataset make_synthetic(std::int64_t size, std::int64_t num_classes, const std::v
   image_shape.insert(image_shape.end(), shape.begin(), shape.end());
   // Noise as strong as the signal keeps the task learnable but not trivial.
   auto images = prototypes.index_select(0, labels) + at::randn(image_shape, generator);
-  return Dataset{.images = images, .labels = labels, .num_classes = num_classes};
+  return {images, labels, num_classes};
 }
 
-void normalize(Dataset& dataset, const Normalization& normalization) {
+void normalize(TensorDataset& dataset, const Normalization& normalization) {
   const auto channels = dataset.images.size(1);
   EXPCTL_CHECK(static_cast<std::int64_t>(normalization.mean.size()) == channels &&
                    normalization.std.size() == normalization.mean.size(),
@@ -256,7 +262,7 @@ at::Tensor wrap_array(const NpyArray& array) {
 
 }  // namespace
 
-Dataset load_npy(const fs::path& inputs_file, const fs::path& targets_file) {
+TensorDataset load_npy(const fs::path& inputs_file, const fs::path& targets_file) {
   const NpyArray inputs = map_npy(inputs_file);
   const NpyArray targets = map_npy(targets_file);
   const auto& in = inputs.header;
@@ -274,7 +280,7 @@ Dataset load_npy(const fs::path& inputs_file, const fs::path& targets_file) {
   EXPCTL_CHECK(out.dtype != NpyDtype::uint8 && out.dtype != NpyDtype::float16, TrainError,
                "{}: targets of dtype {} are not supported: int64 or int32 class indices, or float32 values",
                targets_file.string(), npy_descr(out.dtype));
-  Dataset dataset;
+  TensorDataset dataset;
   const auto raw_inputs = wrap_array(inputs);
   if (in.dtype == NpyDtype::uint8) {
     dataset.pixels = raw_inputs;  // bytes scaled to [0, 1] per batch, as torchvision's ToTensor does
@@ -289,40 +295,43 @@ Dataset load_npy(const fs::path& inputs_file, const fs::path& targets_file) {
     const auto minimum = dataset.labels.min().item<std::int64_t>();
     EXPCTL_CHECK(minimum >= 0, TrainError, "{}: class index {} is negative: classes are 0 .. classes - 1",
                  targets_file.string(), minimum);
-    dataset.num_classes = dataset.labels.max().item<std::int64_t>() + 1;
+    dataset.classes = dataset.labels.max().item<std::int64_t>() + 1;
   } else {
-    dataset.num_classes = dataset.labels.numel() / dataset.labels.size(0);  // values per sample
+    dataset.classes = dataset.labels.numel() / dataset.labels.size(0);  // values per sample
   }
   return dataset;
 }
 
-Dataset load_dataset(const DatasetOptions& options) {
+std::unique_ptr<Dataset> load_dataset(const DatasetOptions& options) {
   const fs::path root = options.root.empty() ? default_dataset_root(options.kind) : options.root;
   const std::string split = options.train ? "train" : "t10k";
-  Dataset dataset;
   switch (options.kind) {
     case DatasetKind::fashion_mnist:
     case DatasetKind::mnist:
     {
       const auto normalization = default_normalization(options.kind);
-      return load_idx_files(find_idx(root, split + "-images-idx3-ubyte"), find_idx(root, split + "-labels-idx1-ubyte"),
-                            10, options.normalize ? &normalization : nullptr);
+      return std::make_unique<TensorDataset>(
+          load_idx_files(find_idx(root, split + "-images-idx3-ubyte"), find_idx(root, split + "-labels-idx1-ubyte"),
+                         10, options.normalize ? &normalization : nullptr));
     }
     case DatasetKind::cifar10:
-      dataset = load_cifar10(root, options.train);
-      break;
-    case DatasetKind::synthetic:
-      dataset = make_synthetic(options.synthetic_size, options.synthetic_classes, options.synthetic_shape,
-                               options.seed, options.train ? 0 : 1);
+    {
+      auto dataset = std::make_unique<TensorDataset>(load_cifar10(root, options.train));
+      if (options.normalize) {
+        normalize(*dataset, default_normalization(options.kind));
+      }
       return dataset;
+    }
+    case DatasetKind::synthetic:
+      return std::make_unique<TensorDataset>(make_synthetic(options.synthetic_size, options.synthetic_classes,
+                                                            options.synthetic_shape, options.seed,
+                                                            options.train ? 0 : 1));
     case DatasetKind::npy:
-      return options.train ? load_npy(options.train_inputs, options.train_targets)
-                           : load_npy(options.eval_inputs, options.eval_targets);
+      return std::make_unique<TensorDataset>(options.train ? load_npy(options.train_inputs, options.train_targets)
+                                                           : load_npy(options.eval_inputs, options.eval_targets));
   }
-  if (options.normalize) {
-    normalize(dataset, default_normalization(options.kind));
-  }
-  return dataset;
+  EXPCTL_ASSERT(false, "dataset kind {} has no loader", static_cast<int>(options.kind));
+  return nullptr;
 }
 
 std::pair<at::Tensor, at::Tensor> gather_batch(const Dataset& dataset, const std::vector<std::int64_t>& indices,
@@ -333,8 +342,8 @@ std::pair<at::Tensor, at::Tensor> gather_batch(const Dataset& dataset, const std
   // .to() is a no-op on the CPU and a copy of the indices, not a view of `indices`, on a GPU.
   const auto rows = at::from_blob(const_cast<std::int64_t*>(indices.data() + begin),
                                   {static_cast<std::int64_t>(count)}, at::kLong)
-                        .to(dataset.labels.device());
-  return {dataset.rows(rows), dataset.labels.index_select(0, rows)};
+                        .to(dataset.device());
+  return {dataset.inputs(rows), dataset.targets(rows)};
 }
 
 }  // namespace expctl::train

@@ -64,4 +64,9 @@ std::unique_ptr<Model> create_model(const ModelOptions& options, const ModelShap
 /// LibTorch (a file from a newer PyTorch names both versions). Throws TrainError otherwise.
 std::unique_ptr<Model> load_torchscript(const std::filesystem::path& file);
 
+/// Sets the TorchScript interpreter's process-wide switches to `policy` (before a module runs).
+void apply_jit_policy(const JitPolicy& policy);
+/// The switches as the interpreter has them now (what apply_jit_policy set, or LibTorch's defaults).
+JitPolicy current_jit_policy();
+
 }  // namespace expctl::train

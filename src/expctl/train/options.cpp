@@ -123,6 +123,13 @@ GradCompression parse_grad_compression(const std::string& text) {
   return GradCompression::powersgd;
 }
 
+std::optional<JitPolicy> jit_policy(ModelKind model, bool amp) {
+  if (model != ModelKind::torchscript) {
+    return std::nullopt;
+  }
+  return JitPolicy{.profiling_executor = true, .tensorexpr_fuser = !amp};
+}
+
 ModelKind parse_model_kind(const std::string& text) {
   if (const auto kind = kind_named(k_models, text)) {
     return *kind;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -224,6 +225,25 @@ struct DdpOptions {
 
 /// Autocast dtype (the spec's `train.amp.dtype`).
 enum class AmpDtype { bf16, fp16 };
+
+/// How the TorchScript interpreter runs a scripted model. expctl sets both switches itself before
+/// it loads a module, instead of inheriting LibTorch's defaults (which differ between versions and
+/// which `torch._C` calls or environment variables of other tools change), and records them in the
+/// run's fingerprint (`jit.*`), because both change what a step computes and how fast.
+struct JitPolicy {
+  /// The profiling executor (LibTorch's default since 1.7): the first forwards of each input shape
+  /// profile and specialise the graph, so they are slow (the benchmarks skip 10 warm-up steps).
+  bool profiling_executor = true;
+  /// Tensor-expression (NNC) fusion of elementwise chains; it fuses on a GPU only (expctl never
+  /// turns on fusion on the CPU). Off under AMP: autocast's casts inside a fusion group are what
+  /// the fusers get wrong (bring-your-own-model.md), and it changes the numerics of fp16 steps.
+  bool tensorexpr_fuser = true;
+
+  bool operator==(const JitPolicy&) const = default;
+};
+
+/// The JIT policy of a run: none for built-in models (they never run the TorchScript interpreter).
+std::optional<JitPolicy> jit_policy(ModelKind model, bool amp);
 
 /// What a step whose loss is not finite (NaN or Inf on any rank) does (the spec's
 /// `train.nonfinite`): `fail` ends the run as `diverged`; `skip` skips the optimizer step on every

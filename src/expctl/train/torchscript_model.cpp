@@ -1,6 +1,8 @@
 // TorchScript modules (`torch.jit.script(model).save(path)`) trained from C++: the research behind
 // each check is in ../shared/research/bring-your-own-model.md §1.
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/script.h>
 #include <torch/version.h>
@@ -215,6 +217,19 @@ std::unique_ptr<Model> load_torchscript(const std::filesystem::path& file) {
                "freezing it",
                file.string());
   return model;
+}
+
+void apply_jit_policy(const JitPolicy& policy) {
+  // getExecutorMode() picks the profiling executor over the legacy one, getProfilingMode() makes
+  // it profile: both must be on for the profiling executor (LibTorch 1.13 and 2.x alike).
+  torch::jit::getExecutorMode() = policy.profiling_executor;
+  torch::jit::getProfilingMode() = policy.profiling_executor;
+  torch::jit::setTensorExprFuserEnabled(policy.tensorexpr_fuser);
+}
+
+JitPolicy current_jit_policy() {
+  return JitPolicy{.profiling_executor = torch::jit::getExecutorMode() && torch::jit::getProfilingMode(),
+                   .tensorexpr_fuser = torch::jit::tensorExprFuserEnabled()};
 }
 
 }  // namespace expctl::train

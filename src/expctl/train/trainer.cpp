@@ -100,15 +100,16 @@ std::string model_error_line(const std::string& what) {
   return last;
 }
 
-Dataset load_split(const TrainerConfig& config, bool train, const at::Device& device) {
+std::unique_ptr<Dataset> load_split(const TrainerConfig& config, bool train, const at::Device& device) {
   if (train) {
     verify_inputs(config);  // before anything is read: the training split is loaded first
   }
   auto options = config.data;
   options.train = train;
-  auto dataset = load_dataset(options).to(device);
+  auto dataset = load_dataset(options);
+  dataset->move_to(device);
   if (config.loss == LossKind::cross_entropy) {
-    EXPCTL_CHECK(dataset.labels.scalar_type() == at::kLong, TrainError,
+    EXPCTL_CHECK(dataset->class_targets(), TrainError,
                  "train.loss cross_entropy needs integer class targets, but the {} targets are floats: use "
                  "train.loss mse for regression",
                  train ? "training" : "evaluation");
@@ -118,10 +119,13 @@ Dataset load_split(const TrainerConfig& config, bool train, const at::Device& de
 
 std::unique_ptr<Model> build_model(const TrainerConfig& config, const Dataset& train, const Dataset& test,
                                    const at::Device& device) {
+  if (const auto policy = jit_policy(config.model.kind, config.amp)) {
+    apply_jit_policy(*policy);  // what the fingerprint's jit.* fields say (run/stack.cpp)
+  }
   seed_everything(config.seed);  // identical initial weights everywhere (DDP broadcasts anyway)
   // Arrays may hold more classes in one split than in the other.
   const auto outputs =
-      config.loss == LossKind::cross_entropy ? std::max(train.num_classes, test.num_classes) : train.num_classes;
+      config.loss == LossKind::cross_entropy ? std::max(train.num_classes(), test.num_classes()) : train.num_classes();
   auto model = create_model(config.model, {train.sample_shape(), outputs});
   model->to(device);
   return model;
@@ -133,12 +137,12 @@ std::unique_ptr<Model> build_model(const TrainerConfig& config, const Dataset& t
 void probe(Model& model, const Dataset& train, const Dataset& test, LossKind loss) {
   at::NoGradGuard no_grad;
   const auto count = std::min<std::int64_t>(2, train.size());
-  const auto rows = at::arange(count, at::TensorOptions().dtype(at::kLong).device(train.labels.device()));
-  const auto inputs = train.rows(rows);
+  const auto rows = at::arange(count, at::TensorOptions().dtype(at::kLong).device(train.device()));
+  const auto inputs = train.inputs(rows);
   model.train(false);
   at::Tensor outputs;
   try {
-    outputs = loss == LossKind::model ? model.forward_loss(inputs, train.labels.index_select(0, rows))
+    outputs = loss == LossKind::model ? model.forward_loss(inputs, train.targets(rows))
                                       : model.forward(inputs);
   } catch (const util::Failure&) {
     model.train(true);
@@ -154,7 +158,7 @@ void probe(Model& model, const Dataset& train, const Dataset& test, LossKind los
     EXPCTL_CHECK(outputs.dim() == 2, TrainError,
                  "{} returns outputs of shape [{}]; train.loss cross_entropy needs logits [batch, classes]",
                  model.describe(), fmt::join(outputs.sizes(), ", "));
-    const auto top = std::max(train.labels.max().item<std::int64_t>(), test.labels.max().item<std::int64_t>());
+    const auto top = std::max(train.largest_class(), test.largest_class());
     EXPCTL_CHECK(top < outputs.size(1), TrainError,
                  "the targets name class {} but {} has {} outputs: the model needs one output per class (0 .. {})",
                  top, model.describe(), outputs.size(1), top);
@@ -170,18 +174,18 @@ class Trainer {
         m_comm((set_deterministic(config.strict_determinism), config.group)),
         m_train(load_split(config, true, m_comm.device())),
         m_test(load_split(config, false, m_comm.device())),
-        m_model(build_model(config, m_train, m_test, m_comm.device())),
+        m_model(build_model(config, *m_train, *m_test, m_comm.device())),
         m_task(config.loss),
         m_ddp(m_model->parameters(), m_model->buffers(), m_comm, config.ddp),
         m_optimizer(make_optimizer(m_ddp.parameters(), config.optim)),
         m_scaler(scaler_options()),
-        m_sampler(sampler_options(config, m_train.size(), m_comm.world_size(), m_comm.rank())),
-        m_steps_per_epoch(steps_per_epoch(config, m_train.size(), m_comm.world_size())),
+        m_sampler(sampler_options(config, m_train->size(), m_comm.world_size(), m_comm.rank())),
+        m_steps_per_epoch(steps_per_epoch(config, m_train->size(), m_comm.world_size())),
         m_total_steps(config.max_steps > 0 ? config.max_steps : config.epochs * m_steps_per_epoch) {
     m_schedule = config.schedule;
     m_schedule.total_steps = m_total_steps;
     m_ddp.set_beacon(config.beacon);
-    probe(*m_model, m_train, m_test, config.loss);
+    probe(*m_model, *m_train, *m_test, config.loss);
     m_sink.on_collectives(m_comm.allreduce_algorithm());
     // Dropout must differ between ranks (as with per-rank DataLoader workers), reproducibly.
     seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
@@ -199,6 +203,11 @@ class Trainer {
         m_sampler.set_epoch(m_position.epoch);
         m_indices = m_sampler.indices();
         loaded_epoch = m_position.epoch;
+        // The rest of this epoch's shard, in the order the steps draw it (a resume starts inside it).
+        const auto drawn = std::min(m_indices.size(), static_cast<std::size_t>((m_position.step % m_steps_per_epoch) *
+                                                                               m_config.grad_accum_steps *
+                                                                               m_config.batch_size));
+        m_train->upcoming({m_indices.begin() + static_cast<std::ptrdiff_t>(drawn), m_indices.end()});
       }
       const auto metrics = train_step(stop);
       if (m_nonfinite_now) {
@@ -259,7 +268,7 @@ class Trainer {
   at::Tensor micro_loss(std::int64_t micro, Stopwatch& watch, StepMetrics& phases) {
     const auto begin = static_cast<std::size_t>(micro * m_config.batch_size);
     const auto count = std::min<std::size_t>(static_cast<std::size_t>(m_config.batch_size), m_indices.size() - begin);
-    const auto [images, labels] = gather_batch(m_train, m_indices, begin, count);
+    const auto [images, labels] = gather_batch(*m_train, m_indices, begin, count);
     phases.data_wait_s += watch.lap();
     enter(Phase::forward);
     std::optional<AutocastGuard> autocast;
@@ -372,18 +381,18 @@ class Trainer {
     m_ddp.broadcast_buffers();
     at::NoGradGuard no_grad;
     m_model->train(false);
-    const auto size = m_test.size();
+    const auto size = m_test->size();
     const auto rows = at::arange(m_comm.rank(), size, m_comm.world_size(),
                                  at::TensorOptions().dtype(at::kLong).device(m_comm.device()));
     EvalSums sums;
     for (std::int64_t begin = 0; begin < rows.size(0); begin += m_config.eval_batch_size) {
       const auto chunk = rows.narrow(0, begin, std::min(m_config.eval_batch_size, rows.size(0) - begin));
-      const auto labels = m_test.labels.index_select(0, chunk);
+      const auto labels = m_test->targets(chunk);
       std::optional<AutocastGuard> autocast;
       if (m_config.amp) {
         autocast.emplace(m_comm.device().type(), amp_scalar_type());
       }
-      m_task.add_eval(*m_model, m_test.rows(chunk), labels, sums);
+      m_task.add_eval(*m_model, m_test->inputs(chunk), labels, sums);
     }
     m_model->train(true);
     auto totals = at::tensor({sums.loss, sums.correct.value_or(0.0)}, at::kDouble).to(m_comm.device());
@@ -485,7 +494,7 @@ class Trainer {
       for (const auto& parameter : m_model->parameters()) {
         const auto bytes = parameter.detach().cpu().contiguous();
         const auto* data = static_cast<const std::uint8_t*>(bytes.data_ptr());
-        for (std::int64_t i = 0; i < bytes.nbytes(); ++i) {
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(bytes.nbytes()); ++i) {
           hash = (hash ^ data[i]) * 1099511628211ULL;
         }
       }
@@ -565,8 +574,8 @@ class Trainer {
   const TrainerConfig& m_config;
   MetricSink& m_sink;
   Communicator m_comm;
-  Dataset m_train;
-  Dataset m_test;
+  std::unique_ptr<Dataset> m_train;
+  std::unique_ptr<Dataset> m_test;
   std::unique_ptr<Model> m_model;
   Task m_task;
   DistributedDataParallel m_ddp;
@@ -605,13 +614,13 @@ void check_training(const TrainerConfig& config) {
   const at::Device cpu(at::kCPU);
   const auto train = load_split(config, true, cpu);
   const auto test = load_split(config, false, cpu);
-  auto model = build_model(config, train, test, cpu);
-  probe(*model, train, test, config.loss);
+  auto model = build_model(config, *train, *test, cpu);
+  probe(*model, *train, *test, config.loss);
   // One backward on a tiny batch: a module whose graph cannot be differentiated fails here.
-  const auto count = std::min<std::int64_t>(2, train.size());
+  const auto count = std::min<std::int64_t>(2, train->size());
   const auto rows = at::arange(count, at::TensorOptions().dtype(at::kLong));
   try {
-    const auto loss = Task(config.loss).loss(*model, train.rows(rows), train.labels.index_select(0, rows));
+    const auto loss = Task(config.loss).loss(*model, train->inputs(rows), train->targets(rows));
     loss.backward();
   } catch (const util::Failure&) {
     throw;

@@ -57,19 +57,37 @@ TEST_CASE("fingerprint: the field table has unique names in known groups") {
 
 TEST_CASE("fingerprint: every field is present and has its type") {
   const Fingerprint fingerprint = collect_fingerprint(quiet_options());
-  std::size_t program_fields = 0;
+  std::size_t optional_fields = 0;
   for (const FieldSpec& field : fields()) {
     CAPTURE(field.name);
     const nlohmann::json* value = fingerprint.find(field.name);
-    if (group_of(field.name) == "program") {
-      CHECK(value == nullptr);  // only for runs of a user's program
-      ++program_fields;
+    if (group_of(field.name) == "program" || group_of(field.name) == "jit") {
+      CHECK(value == nullptr);  // only for runs of a user's program, or of a TorchScript model
+      ++optional_fields;
       continue;
     }
     REQUIRE(value != nullptr);
     CHECK(has_type(*value, field.type));
   }
-  CHECK(fingerprint.values().size() == fields().size() - program_fields);
+  CHECK(fingerprint.values().size() == fields().size() - optional_fields);
+}
+
+TEST_CASE("fingerprint: a TorchScript model's interpreter switches are hashed, and absent for other runs") {
+  const Fingerprint builtin = collect_fingerprint(quiet_options());
+  CHECK(builtin.find("jit.executor") == nullptr);
+  auto options = quiet_options();
+  options.jit = JitSettings{.profiling_executor = true, .tensorexpr_fuser = true};
+  const Fingerprint fused = collect_fingerprint(options);
+  REQUIRE(fused.find("jit.executor") != nullptr);
+  CHECK(*fused.find("jit.executor") == "profiling");
+  CHECK(*fused.find("jit.tensorexpr_fuser") == true);
+  CHECK(fused.hash() != builtin.hash());
+  options.jit->tensorexpr_fuser = false;  // AMP's setting: another stack, another hash
+  const Fingerprint unfused = collect_fingerprint(options);
+  CHECK(*unfused.find("jit.tensorexpr_fuser") == false);
+  CHECK(unfused.hash() != fused.hash());
+  options.jit->profiling_executor = false;
+  CHECK(*collect_fingerprint(options).find("jit.executor") == "legacy");
 }
 
 TEST_CASE("fingerprint: this machine's facts are plausible") {

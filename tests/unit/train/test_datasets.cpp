@@ -102,6 +102,11 @@ std::string read_all(const fs::path& path) {
 
 }  // namespace
 
+// Every sample's inputs, asked through the trainer's seam (in order).
+torch::Tensor every_sample(const Dataset& data) {
+  return data.inputs(torch::arange(data.size(), torch::TensorOptions().dtype(torch::kLong).device(data.device())));
+}
+
 TEST_CASE("datasets: gzip IDX files load as [N,1,H,W] floats in [0,1] with int64 labels", "[train][data]") {
   expctl::test::TempDir dir;
   const auto images = write_gzip(dir / "img.gz", idx_images());
@@ -184,7 +189,7 @@ TEST_CASE("datasets: synthetic data is seeded, and its splits share one task", "
   CHECK_FALSE(torch::equal(a.images, test.images));
   // Same prototypes: class means of the two splits are close; another seed's are not.
   const auto other = make_synthetic(64, 4, {1, 3, 3}, 12, 0);
-  const auto class_mean = [](const Dataset& d, int c) { return d.images.index({d.labels == c}).mean(0); };
+  const auto class_mean = [](const TensorDataset& d, int c) { return d.images.index({d.labels == c}).mean(0); };
   CHECK((class_mean(a, 0) - class_mean(test, 0)).abs().mean().item<float>() <
         (class_mean(a, 0) - class_mean(other, 0)).abs().mean().item<float>());
   CHECK(a.labels.max().item<std::int64_t>() < 4);
@@ -192,7 +197,7 @@ TEST_CASE("datasets: synthetic data is seeded, and its splits share one task", "
 }
 
 TEST_CASE("datasets: normalisation and batch gathering", "[train][data]") {
-  Dataset data{.images = torch::full({4, 1, 2, 2}, 0.5F), .labels = torch::tensor({0, 1, 2, 3}, torch::kLong), .num_classes = 4};
+  TensorDataset data(torch::full({4, 1, 2, 2}, 0.5F), torch::tensor({0, 1, 2, 3}, torch::kLong), 4);
   normalize(data, Normalization{{0.25F}, {0.5F}});
   CHECK(torch::allclose(data.images, torch::full({4, 1, 2, 2}, 0.5F)));
   CHECK_THROWS_WITH(normalize(data, default_normalization(DatasetKind::cifar10)),
@@ -215,10 +220,16 @@ TEST_CASE("datasets: Debian's Fashion-MNIST test split, when installed", "[train
     return;
   }
   const auto data = load_dataset(options);
-  CHECK(data.all_images().sizes() == torch::IntArrayRef{10000, 1, 28, 28});
-  CHECK(torch::equal(torch::bincount(data.labels), torch::full({10}, 1000, torch::kLong)));
-  CHECK(std::abs(data.all_images().mean().item<float>()) < 0.05F);   // normalised with 0.2860 / 0.3530
-  CHECK(std::abs(data.all_images().std().item<float>() - 1.0F) < 0.05F);
+  const auto every = every_sample(*data);
+  CHECK(data->size() == 10000);
+  CHECK(data->num_classes() == 10);
+  CHECK(data->class_targets());
+  CHECK(data->largest_class() == 9);
+  CHECK(every.sizes() == torch::IntArrayRef{10000, 1, 28, 28});
+  CHECK(torch::equal(torch::bincount(data->targets(torch::arange(10000, torch::kLong))),
+                     torch::full({10}, 1000, torch::kLong)));
+  CHECK(std::abs(every.mean().item<float>()) < 0.05F);   // normalised with 0.2860 / 0.3530
+  CHECK(std::abs(every.std().item<float>() - 1.0F) < 0.05F);
 }
 
 TEST_CASE("datasets: pixels are converted bit for bit as the general path does, for every byte value", "[train][data]") {
@@ -230,12 +241,12 @@ TEST_CASE("datasets: pixels are converted bit for bit as the general path does, 
     options.root = dir.path();
     const auto fast = load_dataset(options);
     // The general path: bytes -> float, / 255, then normalize() with the dataset's constants.
-    Dataset reference{.images = torch::arange(256, torch::kByte).view({256, 1, 1, 1}).to(torch::kFloat).div_(255.0),
-                      .labels = fast.labels, .num_classes = 10};
+    TensorDataset reference(torch::arange(256, torch::kByte).view({256, 1, 1, 1}).to(torch::kFloat).div_(255.0),
+                            fast->targets(torch::arange(256, torch::kLong)), 10);
     normalize(reference, default_normalization(kind));
-    CHECK(torch::equal(fast.all_images(), reference.images));
+    CHECK(torch::equal(every_sample(*fast), reference.images));
     options.normalize = false;
-    CHECK(torch::equal(load_dataset(options).all_images(),
+    CHECK(torch::equal(every_sample(*load_dataset(options)),
                        torch::arange(256, torch::kByte).view({256, 1, 1, 1}).to(torch::kFloat).div_(255.0)));
   }
 }

@@ -8,6 +8,7 @@
 #include "expctl/train/datasets.hpp"
 #include "expctl/train/model.hpp"
 #include "expctl/train/task.hpp"
+#include "expctl/train/trainer.hpp"
 #include "support/byo_fixtures.hpp"
 
 using namespace expctl;
@@ -51,6 +52,38 @@ TEST_CASE("torchscript: autocast from C++ reaches the operators of a scripted mo
   CHECK(model->forward(images).scalar_type() == at::kFloat);
 }
 
+TEST_CASE("torchscript: the trainer sets the interpreter's switches it records: fusion off under AMP, built-ins untouched") {
+  CHECK_FALSE(jit_policy(ModelKind::cnn, true).has_value());  // built-in models: no jit group in the fingerprint
+  CHECK(jit_policy(ModelKind::torchscript, false) == JitPolicy{.profiling_executor = true, .tensorexpr_fuser = true});
+  CHECK(jit_policy(ModelKind::torchscript, true) == JitPolicy{.profiling_executor = true, .tensorexpr_fuser = false});
+
+  const auto fixtures = test::byo_fixtures();
+  TrainerConfig config;
+  config.model.kind = ModelKind::torchscript;
+  config.model.file = fixtures / "cnn.pt";
+  config.data.kind = DatasetKind::npy;
+  config.data.train_inputs = fixtures / "fmnist-eval-x.npy";
+  config.data.train_targets = fixtures / "fmnist-eval-y.npy";
+  config.data.eval_inputs = config.data.train_inputs;
+  config.data.eval_targets = config.data.train_targets;
+  const auto before = current_jit_policy();
+  // Whatever the process had before (LibTorch's defaults, or another tool's torch._C calls), the
+  // preflight and the trainer leave what the policy says, each way round.
+  for (const bool amp : {true, false, true}) {
+    apply_jit_policy(JitPolicy{.profiling_executor = false, .tensorexpr_fuser = !amp});  // the opposite
+    config.amp = amp;
+    check_training(config);
+    CHECK(current_jit_policy() == *jit_policy(ModelKind::torchscript, amp));
+  }
+  // A built-in model leaves the switches as they were.
+  apply_jit_policy(before);
+  config.model = ModelOptions{};
+  config.model.kind = ModelKind::cnn;
+  config.amp = true;
+  check_training(config);
+  CHECK(current_jit_policy() == before);
+}
+
 TEST_CASE("torchscript: dropout follows train/eval, a traced or frozen module and a pickle are refused") {
   const auto fixtures = test::byo_fixtures();
   auto model = load_torchscript(fixtures / "cnn_dropout.pt");
@@ -72,7 +105,7 @@ TEST_CASE("torchscript: the three losses, a model without its own loss says so")
   const auto fixtures = test::byo_fixtures();
   auto classifier = load_torchscript(fixtures / "cnn.pt");
   const auto data = load_npy(fixtures / "fmnist-eval-x.npy", fixtures / "fmnist-eval-y.npy");
-  CHECK(data.num_classes == 10);
+  CHECK(data.num_classes() == 10);
   const auto rows = at::arange(8, at::kLong);
   const auto inputs = data.rows(rows);
   const auto targets = data.labels.index_select(0, rows);
