@@ -4,6 +4,7 @@
 // LibTorch with NCCL) and otherwise prints "SKIPPED, not passed: ..." through WARN, which ctest
 // reports as skipped (tests/CMakeLists.txt); these are the tests labelled `cuda`.
 // scripts/gpu-check.sh builds and runs them on a GPU machine (docs/gpu.md).
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -21,6 +22,7 @@
 #include "expctl/train/compat.hpp"
 #include "expctl/train/ddp.hpp"
 #include "expctl/train/determinism.hpp"
+#include "expctl/train/model.hpp"
 #include "expctl/train/process_group.hpp"
 #include "expctl/train/torch_info.hpp"
 #include "expctl/train/trainer.hpp"
@@ -135,6 +137,37 @@ TEST_CASE("cuda autocast: fp16 and bf16 where autocast lowers, fp32 where it kee
   CHECK_THROWS_WITH(AutocastGuard(c10::DeviceType::CUDA, at::kFloat),
                     "CUDA autocast supports fp16 and bf16, not Float");
   CHECK_FALSE(compat::autocast_enabled(c10::DeviceType::CUDA));
+}
+
+TEST_CASE("cuda autocast: reaches the operators of a scripted module (fp16 and bf16), with fusion off as AMP sets it",
+          "[cuda][amp]") {
+  if (skip_without_cuda()) {
+    return;
+  }
+  // A scripted module built and saved from C++ (no Python on a GPU machine), loaded the way a
+  // user's model.pt is: through load_torchscript and the Model interface.
+  expctl::test::TempDir dir;
+  {
+    torch::jit::Module module("Scripted");
+    module.register_parameter("weight", torch::randn({3, 8}), false);
+    module.define(R"(
+def forward(self, x):
+    return torch.relu(torch.nn.functional.linear(x, self.weight)) * 2.0 + 1.0
+)");
+    module.save((dir.path() / "scripted.pt").string());
+  }
+  auto model = expctl::train::load_torchscript(dir.path() / "scripted.pt");
+  model->to(k_gpu);
+  expctl::train::apply_jit_policy(*expctl::train::jit_policy(expctl::train::ModelKind::torchscript, true));
+  const auto x = torch::randn({4, 8}, k_gpu);
+  for (int round = 0; round < 3; ++round) {  // the profiling executor optimises after its first runs
+    CHECK(model->forward(x).scalar_type() == at::kFloat);
+    for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+      INFO("autocast dtype " << c10::toString(dtype) << ", round " << round);
+      AutocastGuard guard(c10::DeviceType::CUDA, dtype);
+      CHECK(model->forward(x).scalar_type() == dtype);
+    }
+  }
 }
 
 TEST_CASE("cuda grad scaler: fused unscale on the GPU, an inf skips the step and halves the scale",
