@@ -13,6 +13,13 @@ find_package(tl-expected REQUIRED)        # libexpected-dev
 find_package(ZLIB REQUIRED)               # zlib1g-dev: gzip-compressed IDX datasets (Fashion-MNIST)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)  # libpq-dev: the PostgreSQL store backend
+# libturbojpeg0-dev, libspng-dev: image folders' JPEG and PNG decoding (train/image_file.hpp)
+pkg_check_modules(TURBOJPEG IMPORTED_TARGET libturbojpeg)
+pkg_check_modules(SPNG IMPORTED_TARGET spng)
+if(NOT TURBOJPEG_FOUND OR NOT SPNG_FOUND)
+  message(WARNING "libturbojpeg or libspng not found: this expctl will not decode images "
+                  "(install libturbojpeg0-dev and libspng-dev, scripts/install-deps.sh)")
+endif()
 
 # yaml-cpp 0.7's config exports a target named "yaml-cpp" without a namespace.
 if(TARGET yaml-cpp AND NOT TARGET yaml-cpp::yaml-cpp)

@@ -12,6 +12,8 @@ packages=(
   libsqlitecpp-dev libsqlite3-dev libssl-dev zlib1g-dev
   # libpq: the PostgreSQL store backend; postgresql: the throwaway server the store tests run against
   libpq-dev postgresql
+  # JPEG and PNG decoding for image folders (libjpeg-turbo's TurboJPEG API, libspng)
+  libturbojpeg0-dev libspng-dev
   libcli11-dev nlohmann-json3-dev libexpected-dev
   catch2
   # LibTorch 1.13.1 (CPU) with c10d + Gloo; libgloo-dev provides the headers c10d includes
