@@ -247,7 +247,7 @@ launch::LaunchPlan plan_for(const Invocation& invocation) {
   return launch::make_launch_plan(request);
 }
 
-// A rank silent this long has stopped (its heartbeat thread beats every second even while a
+// A rank silent this long has stopped (its heartbeat thread beats every 250 ms even while a
 // collective waits): well inside the collective timeout, so the stopped rank is named rather
 // than the healthy peer whose collective timed out waiting for it.
 std::chrono::milliseconds heartbeat_timeout(const json& spec) {
