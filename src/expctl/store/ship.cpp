@@ -333,12 +333,13 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
   return report;
 }
 
-ShipLag ship_lag(Store& local, Store& server) {
+ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& run_id) {
   Connection& source = detail::sqlite_backend(local, "the shipping lag").connection();
   PgConnection& destination = detail::pg_backend(server, "the shipping lag").connection();
   ShipLag lag;
   const auto states = server_states(destination);
-  for (const LocalRun& run : local_runs(source, std::nullopt)) {
+  for (const LocalRun& run : local_runs(source, run_id)) {
+    ++lag.runs_local;
     if (shipped_whole(run, states)) {
       continue;
     }
@@ -360,6 +361,16 @@ ShipLag ship_lag(Store& local, Store& server) {
     }
   }
   return lag;
+}
+
+std::optional<ShippedRun> shipped_run(Store& server, const std::string& run_id) {
+  PgConnection& connection = detail::pg_backend(server, "a run's shipping state").connection();
+  const PgResult rows =
+      connection.exec("SELECT node, shipped_at, complete FROM ship_state WHERE run_id = $1", {run_id});
+  if (rows.rows() == 0) {
+    return std::nullopt;
+  }
+  return ShippedRun{rows.text(0, 0), rows.text(0, 1), rows.text(0, 2) == "t"};
 }
 
 namespace {
