@@ -43,6 +43,57 @@ std::vector<std::string> record_local(const fs::path& db_path) {
   return ids;
 }
 
+/// A node whose local store holds record_local's two runs.
+struct Node {
+  test::TempDir dir;
+  fs::path local = dir / "results" / "expctl.db";
+  std::vector<std::string> ids = record_local(local);
+};
+
+using Env = std::map<std::string, std::optional<std::string>>;
+
+/// list, show and compare read a node's two runs from the server `env` names.
+void check_reads(const Env& env, const std::vector<std::string>& ids) {
+  const auto list = run_expctl({"list", "--format", "json"}, env);
+  INFO(list.err);
+  REQUIRE(list.exit_code == 0);
+  CHECK(nlohmann::json::parse(list.out)["runs"].size() == 2);
+  const auto show = run_expctl({"show", ids[0]}, env);
+  INFO(show.err);
+  CHECK(show.exit_code == 0);
+  CHECK_THAT(show.out, Catch::Contains("baseline") && Catch::Contains("loss") && Catch::Contains("shipped"));
+  const auto compare = run_expctl({"compare", "tag:baseline", ids[1]}, env);
+  INFO(compare.err);
+  CHECK((compare.exit_code == 0 || compare.exit_code == 3));
+  CHECK_THAT(compare.out, Catch::Contains("step_time_ms"));
+}
+
+/// A run with `away` as --db (a server it cannot ship to) trains and records in its node's local
+/// store, saying once why it cannot ship (`why`); then `sync` to `server` ships it whole.
+void run_then_sync(const std::string& away, const std::string& why, const std::string& server) {
+  const test::TempDir node;
+  const fs::path local = node / "results" / "expctl.db";
+  const auto run = run_expctl({"--db", away, "--local-db", local.string(), "--runs-dir",
+                               (node / "results" / "runs").string(), "run", test::cli::tiny_spec(), "--set",
+                               "train.max_steps=5"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains("expctl: note: cannot ship to the team store now") && Catch::Contains(why) &&
+                          Catch::Contains("training goes on"));
+  auto db = store::Store::open(local.string(), store::OpenMode::read_only);
+  REQUIRE(db.list_runs().size() == 1);
+  CHECK(db.list_runs().front().status == store::RunStatus::completed);
+
+  const auto sync = run_expctl({"--db", server, "--local-db", local.string(), "sync"});
+  INFO(sync.err);
+  REQUIRE(sync.exit_code == 0);
+  CHECK_THAT(sync.out, Catch::Contains("is up to date with"));
+  const auto status = run_expctl({"--db", server, "--local-db", local.string(), "sync", "--status"});
+  CHECK_THAT(status.out, Catch::Contains("is up to date with"));
+  CHECK(store::testing::query_postgres(server, "SELECT count(*) FROM metrics") ==
+        std::to_string(db.metrics(db.list_runs().front().id).size()));
+}
+
 }  // namespace
 
 TEST_CASE("cli team store: sync ships a node's store once, list/show/compare read it, and sync or merge again "
@@ -50,10 +101,9 @@ TEST_CASE("cli team store: sync ships a node's store once, list/show/compare rea
           "[cli][postgres]") {
   test::BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
-  const test::TempDir node;
-  const fs::path local = node / "results" / "expctl.db";
-  const auto ids = record_local(local);
-  const std::map<std::string, std::optional<std::string>> env{{"EXPCTL_DB", server.location}};
+  const Node node;
+  const auto& [dir, local, ids] = node;
+  const Env env{{"EXPCTL_DB", server.location}};
 
   const auto first = run_expctl({"sync", "--from", local.string()}, env);
   INFO(first.err);
@@ -61,18 +111,9 @@ TEST_CASE("cli team store: sync ships a node's store once, list/show/compare rea
   CHECK_THAT(first.out, Catch::Contains("shipped 200 point(s) of 2 run(s) in 2 batch(es)") &&
                             Catch::Contains("is up to date with"));
 
-  const auto list = run_expctl({"list", "--format", "json"}, env);
-  REQUIRE(list.exit_code == 0);
-  const auto document = nlohmann::json::parse(list.out);
-  CHECK(document["runs"].size() == 2);
+  check_reads(env, ids);
+  const auto document = nlohmann::json::parse(run_expctl({"list", "--format", "json"}, env).out);
   CHECK(document["database"].get<std::string>().starts_with("postgresql://postgres@"));
-  const auto show = run_expctl({"show", ids[0]}, env);
-  REQUIRE(show.exit_code == 0);
-  CHECK_THAT(show.out, Catch::Contains("baseline") && Catch::Contains("loss"));
-  const auto compare = run_expctl({"compare", "tag:baseline", ids[1]}, env);
-  INFO(compare.err);
-  CHECK((compare.exit_code == 0 || compare.exit_code == 3));
-  CHECK_THAT(compare.out, Catch::Contains("step_time_ms"));
 
   const auto again = run_expctl({"sync", "--from", local.string()}, env);
   REQUIRE(again.exit_code == 0);
@@ -122,30 +163,9 @@ TEST_CASE("cli team store: with the server unreachable a run trains and records 
           "[cli][postgres]") {
   test::BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
-  const test::TempDir node;
-  const fs::path local = node / "results" / "expctl.db";
   const test::TempDir nowhere;
-  const std::string unreachable = "host=" + nowhere.path().string() + " dbname=team user=alice";
-  const auto run = run_expctl({"--db", unreachable, "--local-db", local.string(), "--runs-dir",
-                               (node / "results" / "runs").string(), "run", test::cli::tiny_spec(), "--set",
-                               "train.max_steps=5"});
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
-  CHECK_THAT(run.err, Catch::Contains("expctl: note: cannot ship to the team store now") &&
-                          Catch::Contains("training goes on"));
-  CHECK(std::count(run.err.begin(), run.err.end(), '\n') >= 1);
-  auto db = store::Store::open(local.string(), store::OpenMode::read_only);
-  REQUIRE(db.list_runs().size() == 1);
-  CHECK(db.list_runs().front().status == store::RunStatus::completed);
-
-  const auto sync = run_expctl({"--db", server.location, "--local-db", local.string(), "sync"});
-  INFO(sync.err);
-  REQUIRE(sync.exit_code == 0);
-  CHECK_THAT(sync.out, Catch::Contains("is up to date with"));
-  const auto status = run_expctl({"--db", server.location, "--local-db", local.string(), "sync", "--status"});
-  CHECK_THAT(status.out, Catch::Contains("is up to date with"));
-  CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics") ==
-        std::to_string(db.metrics(db.list_runs().front().id).size()));
+  run_then_sync("host=" + nowhere.path().string() + " dbname=team user=alice", "cannot connect to the PostgreSQL server",
+                server.location);
 }
 
 namespace {
@@ -196,26 +216,9 @@ TEST_CASE("cli team store: TLS required by the server, or by sslmode from a serv
                                               "EXPCTL_DB\n"));
   CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
 
-  const test::TempDir node;
-  const fs::path local = node / "results" / "expctl.db";
-  const auto run = run_expctl({"--db", plain, "--local-db", local.string(), "--runs-dir",
-                               (node / "results" / "runs").string(), "run", test::cli::tiny_spec(), "--set",
-                               "train.max_steps=5"});
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
-  CHECK_THAT(run.err, Catch::Contains("expctl: note: cannot ship to the team store now") &&
-                          Catch::Contains("only over TLS") && Catch::Contains("training goes on"));
-  auto db = store::Store::open(local.string(), store::OpenMode::read_only);
-  REQUIRE(db.list_runs().size() == 1);
-  CHECK(db.list_runs().front().status == store::RunStatus::completed);
-
-  // With sslmode=require the same server takes the login, and sync ships what the run left.
-  const auto sync = run_expctl({"--db", tls, "--local-db", local.string(), "sync"});
-  INFO(sync.err);
-  REQUIRE(sync.exit_code == 0);
-  CHECK_THAT(sync.out, Catch::Contains("is up to date with"));
-  CHECK(store::testing::query_postgres(tls, "SELECT count(*) FROM metrics") ==
-        std::to_string(db.metrics(db.list_runs().front().id).size()));
+  // A run meanwhile trains locally; with sslmode=require the same server takes the login, and
+  // sync ships what the run left, over TLS.
+  run_then_sync(plain, "only over TLS", tls);
   CHECK(store::testing::query_postgres(tls, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") == "t");
 
   // The other way round: sslmode=require against a server with TLS off.
@@ -232,9 +235,8 @@ TEST_CASE("cli team store: list says how far the server is behind this node, sho
           "[cli][postgres]") {
   test::BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
-  const test::TempDir node;
-  const fs::path local = node / "results" / "expctl.db";
-  const auto ids = record_local(local);
+  const Node node;
+  const auto& [dir, local, ids] = node;
   const std::vector<std::string> globals{"--db", server.location, "--local-db", local.string()};
   const auto with = [&](std::vector<std::string> args) {
     args.insert(args.begin(), globals.begin(), globals.end());
@@ -260,9 +262,9 @@ TEST_CASE("cli team store: list says how far the server is behind this node, sho
   REQUIRE(with({"sync"}).exit_code == 0);
   CHECK_THAT(with({"list"}).out, Catch::EndsWith(": every run of it is on the server\n"));
   // Another node (no local store): show still says who shipped the run; list adds no line.
-  const auto elsewhere = run_expctl({"--db", server.location, "--local-db", (node / "none.db").string(), "show", ids[1]});
+  const auto elsewhere = run_expctl({"--db", server.location, "--local-db", (dir / "none.db").string(), "show", ids[1]});
   CHECK_THAT(elsewhere.out, Catch::Contains("final state\n"));
-  CHECK(nlohmann::json::parse(run_expctl({"--db", server.location, "--local-db", (node / "none.db").string(), "list",
+  CHECK(nlohmann::json::parse(run_expctl({"--db", server.location, "--local-db", (dir / "none.db").string(), "list",
                                           "--format", "json"})
                                   .out)
             .at("node_lag")
@@ -276,10 +278,9 @@ TEST_CASE("cli team store: a role with SELECT only (a dashboard) runs list, show
           "[cli][postgres]") {
   test::BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
-  const test::TempDir node;
-  const fs::path local = node / "results" / "expctl.db";
-  const auto ids = record_local(local);
-  REQUIRE(run_expctl({"--db", server.location, "sync", "--from", local.string()}).exit_code == 0);
+  const Node node;
+  REQUIRE(run_expctl({"--db", server.location, "sync", "--from", node.local.string()}).exit_code == 0);
+  const auto& ids = node.ids;
 
   // As docs/store.md says: the writer grants SELECT on the tables (and here USAGE on the test's schema).
   const std::string schema = store::testing::query_postgres(server.location, "SELECT current_schema()");
@@ -297,20 +298,9 @@ TEST_CASE("cli team store: a role with SELECT only (a dashboard) runs list, show
       }
     }
   } drop{server.location, role};
-  const std::map<std::string, std::optional<std::string>> reader{{"EXPCTL_DB", server.location + " user=" + role}};
+  const Env reader{{"EXPCTL_DB", server.location + " user=" + role}};
 
-  const auto list = run_expctl({"list", "--format", "json"}, reader);
-  INFO(list.err);
-  REQUIRE(list.exit_code == 0);
-  CHECK(nlohmann::json::parse(list.out)["runs"].size() == 2);
-  const auto show = run_expctl({"show", ids[0]}, reader);
-  INFO(show.err);
-  CHECK(show.exit_code == 0);
-  CHECK_THAT(show.out, Catch::Contains("baseline") && Catch::Contains("shipped"));
-  const auto compare = run_expctl({"compare", "tag:baseline", ids[1]}, reader);
-  INFO(compare.err);
-  CHECK((compare.exit_code == 0 || compare.exit_code == 3));
-  CHECK_THAT(compare.out, Catch::Contains("step_time_ms"));
+  check_reads(reader, ids);
 
   const auto tag = run_expctl({"baseline", "set", ids[0]}, reader);
   CHECK(tag.exit_code == 2);
