@@ -46,6 +46,7 @@ struct ShipState {
 
 struct Series {
   std::string name;
+  std::int64_t local_key = 0;  ///< its metric_keys.id in the local store
   int rank = 0;
 };
 
@@ -173,23 +174,23 @@ void ship_header(Connection& local, PgConnection& server, const LocalRun& run) {
   });
 }
 
-/// Every (name, rank) series of a run, by seeking the primary key from one series to the next.
+/// Every (key, rank) series of a run, by seeking the primary key from one series to the next.
 std::vector<Series> local_series(Connection& local, const std::string& run_id) {
   return local.retry([&] {
     SQLite::Statement next(local.db(),
-                           "SELECT name, rank FROM metrics WHERE run_id = ?1 AND (name, rank) > (?2, ?3) "
-                           "ORDER BY name, rank LIMIT 1");
+                           "SELECT key_id, rank, (SELECT name FROM metric_keys WHERE id = key_id) FROM metrics "
+                           "WHERE run_id = ?1 AND (key_id, rank) > (?2, ?3) ORDER BY key_id, rank LIMIT 1");
     std::vector<Series> series;
-    Series last{"", -1};
+    Series last{"", -1, -1};
     while (true) {
       next.reset();
       next.bind(1, run_id);
-      next.bind(2, last.name);
+      next.bind(2, static_cast<int64_t>(last.local_key));
       next.bind(3, last.rank);
       if (!next.executeStep()) {
         return series;
       }
-      last = Series{next.getColumn(0).getString(), next.getColumn(1).getInt()};
+      last = Series{next.getColumn(2).getString(), next.getColumn(0).getInt64(), next.getColumn(1).getInt()};
       series.push_back(last);
     }
   });
@@ -243,10 +244,10 @@ class PointShipper {
     const std::size_t room = std::max<std::size_t>(1, m_options.batch_points - std::min(m_points, m_options.batch_points));
     return m_local.retry([&] {
       SQLite::Statement query(m_local.db(),
-                              "SELECT step, value FROM metrics WHERE run_id = ? AND name = ? AND rank = ? AND step > ? "
+                              "SELECT step, value FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ? "
                               "ORDER BY step LIMIT ?");
       query.bind(1, m_run.id());
-      query.bind(2, series.name);
+      query.bind(2, static_cast<int64_t>(series.local_key));
       query.bind(3, series.rank);
       query.bind(4, static_cast<int64_t>(after));
       query.bind(5, static_cast<int64_t>(room));
@@ -350,9 +351,9 @@ ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& 
       const std::int64_t after = found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second;
       lag.points_behind += source.retry([&] {
         SQLite::Statement count(source.db(),
-                                "SELECT count(*) FROM metrics WHERE run_id = ? AND name = ? AND rank = ? AND step > ?");
+                                "SELECT count(*) FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ?");
         count.bind(1, run.id());
-        count.bind(2, series.name);
+        count.bind(2, static_cast<int64_t>(series.local_key));
         count.bind(3, series.rank);
         count.bind(4, static_cast<int64_t>(after));
         count.executeStep();
