@@ -81,7 +81,7 @@ expctl_mean_step() {
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 run = db.execute("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1").fetchone()[0]
-v = [r[0] / 1000.0 for r in db.execute("SELECT value FROM metrics WHERE run_id=? AND name='step_time_ms' AND rank=0 AND step>10 ORDER BY step", (run,))]
+v = [r[0] / 1000.0 for r in db.execute("SELECT value FROM metrics WHERE run_id=? AND key_id=(SELECT id FROM metric_keys WHERE name='step_time_ms') AND rank=0 AND step>10 ORDER BY step", (run,))]
 print(sum(v) / len(v))
 PY
 }

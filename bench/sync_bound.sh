@@ -74,8 +74,9 @@ ceiling = sum(batch / t for t in free)
 pair = factors(column(f"{folder}/pair.0", 0), column(f"{folder}/pair.1", 0),
                [max(x, y) for x, y in zip(column(f"{folder}/pair.0", 1), column(f"{folder}/pair.1", 1))], free)
 with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as store:
-    rows = store.execute("SELECT name, rank, step, value FROM metrics WHERE run_id = ? AND name IN "
-                         "('step_time_ms', 'comm_wait_ms') ORDER BY step", (run_id,)).fetchall()
+    rows = store.execute("SELECT k.name, m.rank, m.step, m.value FROM metrics m JOIN metric_keys k ON k.id = m.key_id "
+                         "WHERE m.run_id = ? AND k.name IN ('step_time_ms', 'comm_wait_ms') ORDER BY m.step",
+                         (run_id,)).fetchall()
 series = {}
 for name, rank, step, value in rows:
     series.setdefault((name, rank), {})[step] = value / 1000.0

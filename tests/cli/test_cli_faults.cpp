@@ -15,6 +15,8 @@
 
 #include "cli/run_helpers.hpp"
 #include "expctl/run/forensics.hpp"
+#include "expctl/store/ship.hpp"
+#include "unit/store/backend_fixture.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -511,6 +513,45 @@ TEST_CASE("faults: a SIGKILLed rank fails the run and leaves no shared-memory se
     const std::string name = entry.path().filename().string();
     CHECK_FALSE((name.ends_with("-" + std::to_string(killed)) || name.ends_with("-" + std::to_string(peer))));
   }
+}
+
+TEST_CASE("faults: with a team server, a SIGKILLed rank fails the run and the server ends with exactly the node's "
+          "points",
+          "[postgres]") {
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  RunDir d;  // d.db: the node-local store the run writes and its shipper sends
+  Background expctl(with({test::expctl_binary(), "--db", server.location, "--local-db", d.db.string(), "--runs-dir",
+                          (d.dir / "results" / "runs").string()},
+                         long_run()),
+                    d.dir / "rank-killed");
+  const auto run = start_training(d);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // a few shipping passes while it trains
+  REQUIRE(::kill(rank_pid(run, 1), SIGKILL) == 0);
+  const int code = expctl.wait(std::chrono::seconds(60));
+  INFO(expctl.out() << expctl.err());
+  CHECK(code == 1);
+  auto local = d.open();
+  auto team = server.open(store::OpenMode::read_only);
+  CHECK(team.find_run(run.id).status == store::RunStatus::failed);
+  CHECK_THAT(team.find_run(run.id).root_cause, Catch::StartsWith("rank 1 was killed by SIGKILL"));
+  CHECK(store::ship_lag(local, team).runs_behind == 0);
+  const auto want = local.metric_series(run.id);
+  const auto have = team.metric_series(run.id);
+  REQUIRE(have.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(want[i].name);
+    CHECK(have[i].name == want[i].name);
+    CHECK(have[i].points == want[i].points);
+    CHECK(have[i].ranks == want[i].ranks);
+    CHECK(have[i].last_step == want[i].last_step);
+  }
+  // Per run, rank and metric, and no point twice (the primary key would refuse it; counted anyway).
+  const std::string counts = "SELECT count(*) || '|' || count(DISTINCT (key_id, rank, step)) FROM metrics WHERE run_id = '" +
+                             run.id + "'";
+  const auto total = static_cast<std::int64_t>(local.metrics(run.id).size());
+  CHECK(store::testing::query_postgres(server.location, counts) ==
+        std::to_string(total) + "|" + std::to_string(total));
 }
 
 TEST_CASE("faults: a rendezvous that never completes names the address, the port and the missing node") {

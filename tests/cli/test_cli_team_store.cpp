@@ -1,8 +1,15 @@
 // A team's PostgreSQL store through the real binary: reading commands against it, `sync` and
-// `merge --into` (idempotent), and the faults a user meets (unreachable server, wrong password),
-// each one line with exit 2, with a run recorded locally unaffected.
-#include <catch2/catch.hpp>
+// `merge --into` (idempotent), how far the server is behind a node (list, show), a SELECT-only
+// role, and the faults a user meets (unreachable server, wrong password, TLS required either way
+// round), each one line with exit 2, with a run recorded locally unaffected.
+#include <random>
 
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "expctl/util/subprocess.hpp"
 #include "run_helpers.hpp"
 #include "unit/store/backend_fixture.hpp"
 
@@ -36,6 +43,57 @@ std::vector<std::string> record_local(const fs::path& db_path) {
   return ids;
 }
 
+/// A node whose local store holds record_local's two runs.
+struct Node {
+  test::TempDir dir;
+  fs::path local = dir / "results" / "expctl.db";
+  std::vector<std::string> ids = record_local(local);
+};
+
+using Env = std::map<std::string, std::optional<std::string>>;
+
+/// list, show and compare read a node's two runs from the server `env` names.
+void check_reads(const Env& env, const std::vector<std::string>& ids) {
+  const auto list = run_expctl({"list", "--format", "json"}, env);
+  INFO(list.err);
+  REQUIRE(list.exit_code == 0);
+  CHECK(nlohmann::json::parse(list.out)["runs"].size() == 2);
+  const auto show = run_expctl({"show", ids[0]}, env);
+  INFO(show.err);
+  CHECK(show.exit_code == 0);
+  CHECK_THAT(show.out, Catch::Contains("baseline") && Catch::Contains("loss") && Catch::Contains("shipped"));
+  const auto compare = run_expctl({"compare", "tag:baseline", ids[1]}, env);
+  INFO(compare.err);
+  CHECK((compare.exit_code == 0 || compare.exit_code == 3));
+  CHECK_THAT(compare.out, Catch::Contains("step_time_ms"));
+}
+
+/// A run with `away` as --db (a server it cannot ship to) trains and records in its node's local
+/// store, saying once why it cannot ship (`why`); then `sync` to `server` ships it whole.
+void run_then_sync(const std::string& away, const std::string& why, const std::string& server) {
+  const test::TempDir node;
+  const fs::path local = node / "results" / "expctl.db";
+  const auto run = run_expctl({"--db", away, "--local-db", local.string(), "--runs-dir",
+                               (node / "results" / "runs").string(), "run", test::cli::tiny_spec(), "--set",
+                               "train.max_steps=5"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains("expctl: note: cannot ship to the team store now") && Catch::Contains(why) &&
+                          Catch::Contains("training goes on"));
+  auto db = store::Store::open(local.string(), store::OpenMode::read_only);
+  REQUIRE(db.list_runs().size() == 1);
+  CHECK(db.list_runs().front().status == store::RunStatus::completed);
+
+  const auto sync = run_expctl({"--db", server, "--local-db", local.string(), "sync"});
+  INFO(sync.err);
+  REQUIRE(sync.exit_code == 0);
+  CHECK_THAT(sync.out, Catch::Contains("is up to date with"));
+  const auto status = run_expctl({"--db", server, "--local-db", local.string(), "sync", "--status"});
+  CHECK_THAT(status.out, Catch::Contains("is up to date with"));
+  CHECK(store::testing::query_postgres(server, "SELECT count(*) FROM metrics") ==
+        std::to_string(db.metrics(db.list_runs().front().id).size()));
+}
+
 }  // namespace
 
 TEST_CASE("cli team store: sync ships a node's store once, list/show/compare read it, and sync or merge again "
@@ -43,10 +101,9 @@ TEST_CASE("cli team store: sync ships a node's store once, list/show/compare rea
           "[cli][postgres]") {
   test::BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
-  const test::TempDir node;
-  const fs::path local = node / "results" / "expctl.db";
-  const auto ids = record_local(local);
-  const std::map<std::string, std::optional<std::string>> env{{"EXPCTL_DB", server.location}};
+  const Node node;
+  const auto& [dir, local, ids] = node;
+  const Env env{{"EXPCTL_DB", server.location}};
 
   const auto first = run_expctl({"sync", "--from", local.string()}, env);
   INFO(first.err);
@@ -54,18 +111,9 @@ TEST_CASE("cli team store: sync ships a node's store once, list/show/compare rea
   CHECK_THAT(first.out, Catch::Contains("shipped 200 point(s) of 2 run(s) in 2 batch(es)") &&
                             Catch::Contains("is up to date with"));
 
-  const auto list = run_expctl({"list", "--format", "json"}, env);
-  REQUIRE(list.exit_code == 0);
-  const auto document = nlohmann::json::parse(list.out);
-  CHECK(document["runs"].size() == 2);
+  check_reads(env, ids);
+  const auto document = nlohmann::json::parse(run_expctl({"list", "--format", "json"}, env).out);
   CHECK(document["database"].get<std::string>().starts_with("postgresql://postgres@"));
-  const auto show = run_expctl({"show", ids[0]}, env);
-  REQUIRE(show.exit_code == 0);
-  CHECK_THAT(show.out, Catch::Contains("baseline") && Catch::Contains("loss"));
-  const auto compare = run_expctl({"compare", "tag:baseline", ids[1]}, env);
-  INFO(compare.err);
-  CHECK((compare.exit_code == 0 || compare.exit_code == 3));
-  CHECK_THAT(compare.out, Catch::Contains("step_time_ms"));
 
   const auto again = run_expctl({"sync", "--from", local.string()}, env);
   REQUIRE(again.exit_code == 0);
@@ -115,28 +163,148 @@ TEST_CASE("cli team store: with the server unreachable a run trains and records 
           "[cli][postgres]") {
   test::BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
-  const test::TempDir node;
-  const fs::path local = node / "results" / "expctl.db";
   const test::TempDir nowhere;
-  const std::string unreachable = "host=" + nowhere.path().string() + " dbname=team user=alice";
-  const auto run = run_expctl({"--db", unreachable, "--local-db", local.string(), "--runs-dir",
-                               (node / "results" / "runs").string(), "run", test::cli::tiny_spec(), "--set",
-                               "train.max_steps=5"});
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
-  CHECK_THAT(run.err, Catch::Contains("expctl: note: cannot ship to the team store now") &&
-                          Catch::Contains("training goes on"));
-  CHECK(std::count(run.err.begin(), run.err.end(), '\n') >= 1);
-  auto db = store::Store::open(local.string(), store::OpenMode::read_only);
-  REQUIRE(db.list_runs().size() == 1);
-  CHECK(db.list_runs().front().status == store::RunStatus::completed);
+  run_then_sync("host=" + nowhere.path().string() + " dbname=team user=alice", "cannot connect to the PostgreSQL server",
+                server.location);
+}
 
-  const auto sync = run_expctl({"--db", server.location, "--local-db", local.string(), "sync"});
-  INFO(sync.err);
-  REQUIRE(sync.exit_code == 0);
-  CHECK_THAT(sync.out, Catch::Contains("is up to date with"));
-  const auto status = run_expctl({"--db", server.location, "--local-db", local.string(), "sync", "--status"});
-  CHECK_THAT(status.out, Catch::Contains("is up to date with"));
-  CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics") ==
-        std::to_string(db.metrics(db.list_runs().front().id).size()));
+namespace {
+
+/// A throwaway server of its own (scripts/pg-throwaway.sh) that takes TCP logins on 127.0.0.1 only
+/// over TLS; stopped and deleted with the object.
+struct TlsServer {
+  std::string script = (test::source_dir() / "scripts" / "pg-throwaway.sh").string();
+  // Not inside a TempDir (mode 0700, root's): the server runs as the postgres user.
+  fs::path dir = fs::temp_directory_path() / fmt::format("expctl-pg-tls-{}-{}", ::getpid(), std::random_device{}());
+  std::string conninfo;
+
+  TlsServer() {
+    const int port = 20000 + static_cast<int>(std::random_device{}() % 30000);
+    auto started = util::run_capture({script, "start", dir.string()},
+                                     {.env = {{"EXPCTL_PG_TLS_PORT", std::to_string(port)}},
+                                      .timeout = std::chrono::minutes(2)});
+    REQUIRE(started.has_value());
+    INFO(started->err);
+    REQUIRE(started->exit_code == 0);
+    conninfo = started->out.substr(0, started->out.find('\n'));
+  }
+  ~TlsServer() { (void)util::run_capture({script, "stop", dir.string()}); }
+  /// Starts the server again with ssl `on` or `off`.
+  void restart(const char* ssl) const {
+    const auto restarted = util::run_capture({script, "pg_ctl", dir.string(), "-o", std::string("-c ssl=") + ssl,
+                                              "-l", (dir / "server.log").string(), "-w", "restart"});
+    REQUIRE(restarted.has_value());
+    REQUIRE(restarted->exit_code == 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cli team store: TLS required by the server, or by sslmode from a server without it, is one line with "
+          "exit 2, and a run meanwhile trains and records locally",
+          "[cli][postgres][fault]") {
+  if (!test::test_postgres()) return;  // the server programs come with the test server's package
+  const TlsServer server;
+  const std::string plain = server.conninfo + " sslmode=disable";
+  const std::string tls = server.conninfo + " sslmode=require";
+
+  const auto refused = run_expctl({"list"}, {{"EXPCTL_DB", plain}});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::StartsWith("expctl: error: postgresql://postgres@127.0.0.1:") &&
+                              Catch::Contains("the server takes this login only over TLS") &&
+                              Catch::EndsWith("add sslmode=require (or verify-full with sslrootcert) to --db / "
+                                              "EXPCTL_DB\n"));
+  CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
+
+  // A run meanwhile trains locally; with sslmode=require the same server takes the login, and
+  // sync ships what the run left, over TLS.
+  run_then_sync(plain, "only over TLS", tls);
+  CHECK(store::testing::query_postgres(tls, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") == "t");
+
+  // The other way round: sslmode=require against a server with TLS off.
+  server.restart("off");
+  const auto no_tls = run_expctl({"list"}, {{"EXPCTL_DB", tls}});
+  CHECK(no_tls.exit_code == 2);
+  CHECK_THAT(no_tls.err, Catch::Contains("the server offers no TLS but sslmode asks for it") &&
+                             Catch::EndsWith("turn ssl on at the server (docs/store.md) or lower sslmode in --db / "
+                                             "EXPCTL_DB\n"));
+  CHECK(std::count(no_tls.err.begin(), no_tls.err.end(), '\n') == 1);
+}
+
+TEST_CASE("cli team store: list says how far the server is behind this node, show says who shipped a run and when",
+          "[cli][postgres]") {
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  const Node node;
+  const auto& [dir, local, ids] = node;
+  const std::vector<std::string> globals{"--db", server.location, "--local-db", local.string()};
+  const auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), globals.begin(), globals.end());
+    return run_expctl(args);
+  };
+  REQUIRE(with({"sync", "--run", ids[0]}).exit_code == 0);
+
+  const auto behind = with({"list"});
+  INFO(behind.err);
+  REQUIRE(behind.exit_code == 0);
+  CHECK_THAT(behind.out, Catch::EndsWith("this node's store " + local.string() + ": 1 run(s) and 100 point(s) not on "
+                                         "the server yet ('expctl run' ships them while it trains, 'expctl sync' "
+                                         "ships the rest)\n"));
+  const auto lag = nlohmann::json::parse(with({"list", "--format", "json"}).out).at("node_lag");
+  CHECK(lag == nlohmann::json{{"local", local.string()}, {"runs_behind", 1}, {"points_behind", 100}});
+  const auto shown = with({"show", ids[0]});
+  CHECK_THAT(shown.out, Catch::Matches("(.|\n)*\nshipped      from [^ ]+ at [0-9-]+ [0-9:]+ UTC, final state; this "
+                                       "node has nothing more of it\n(.|\n)*"));
+  const auto shown_json = nlohmann::json::parse(with({"show", ids[0], "--format", "json"}).out).at("shipped");
+  CHECK(shown_json.at("complete") == true);
+  CHECK(shown_json.at("local_points_behind") == 0);
+
+  REQUIRE(with({"sync"}).exit_code == 0);
+  CHECK_THAT(with({"list"}).out, Catch::EndsWith(": every run of it is on the server\n"));
+  // Another node (no local store): show still says who shipped the run; list adds no line.
+  const auto elsewhere = run_expctl({"--db", server.location, "--local-db", (dir / "none.db").string(), "show", ids[1]});
+  CHECK_THAT(elsewhere.out, Catch::Contains("final state\n"));
+  CHECK(nlohmann::json::parse(run_expctl({"--db", server.location, "--local-db", (dir / "none.db").string(), "list",
+                                          "--format", "json"})
+                                  .out)
+            .at("node_lag")
+            .is_null());
+  // A SQLite store: no shipping field, no line.
+  CHECK(run_expctl({"--db", local.string(), "show", ids[0]}).out.find("shipped") == std::string::npos);
+}
+
+TEST_CASE("cli team store: a role with SELECT only (a dashboard) runs list, show and compare, and is refused "
+          "writing in one line",
+          "[cli][postgres]") {
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  const Node node;
+  REQUIRE(run_expctl({"--db", server.location, "sync", "--from", node.local.string()}).exit_code == 0);
+  const auto& ids = node.ids;
+
+  // As docs/store.md says: the writer grants SELECT on the tables (and here USAGE on the test's schema).
+  const std::string schema = store::testing::query_postgres(server.location, "SELECT current_schema()");
+  const std::string role = "reader_" + schema;
+  store::testing::execute_postgres_sql(server.location, "CREATE ROLE " + role + " LOGIN; GRANT USAGE ON SCHEMA " +
+                                                            schema + " TO " + role +
+                                                            "; GRANT SELECT ON ALL TABLES IN SCHEMA " + schema +
+                                                            " TO " + role);
+  struct DropRole {
+    std::string location, role;
+    ~DropRole() {
+      try {
+        store::testing::execute_postgres_sql(location, "DROP OWNED BY " + role + "; DROP ROLE " + role);
+      } catch (const std::exception&) {
+      }
+    }
+  } drop{server.location, role};
+  const Env reader{{"EXPCTL_DB", server.location + " user=" + role}};
+
+  check_reads(reader, ids);
+
+  const auto tag = run_expctl({"baseline", "set", ids[0]}, reader);
+  CHECK(tag.exit_code == 2);
+  CHECK_THAT(tag.err, Catch::Contains("permission denied: this role may only read"));
+  CHECK(std::count(tag.err.begin(), tag.err.end(), '\n') == 1);
+  CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM tags") == "1");
 }

@@ -51,6 +51,7 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   if (db) {
     runs = db->list_runs(make_filter(options));
   }
+  const std::optional<NodeLag> lag = db ? node_lag(globals, *db) : std::nullopt;
   if (options.format == "json") {
     nlohmann::json document = json_envelope("list");
     document["database"] = db ? (db->path().empty() ? db->location() : db->path().string()) : globals.db_path;
@@ -58,6 +59,7 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
     for (const store::RunRecord& run : runs) {
       document["runs"].push_back(run_json(run));
     }
+    document["node_lag"] = node_lag_json(lag);
     print_json(document);
     if (!db) {
       std::cerr << "expctl: note: " << missing_database_hint(globals) << '\n';
@@ -71,6 +73,9 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   } else {
     print_table(runs);
   }
+  if (lag) {
+    std::cout << node_lag_text(*lag) << '\n';
+  }
 }
 
 void setup_list(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
@@ -79,7 +84,8 @@ void setup_list(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       app.add_subcommand("list",
                          "List the recorded runs, newest first: id, status, name, spec hash (first 12 hex digits),\n"
                          "start time (UTC), duration and tags. Filters combine (all must match).\n"
-                         "A database that does not exist yet lists no runs (exit 0).\n"
+                         "A database that does not exist yet lists no runs (exit 0). With a team server as\n"
+                         "--db, a last line says how far the server is behind this node's store (--local-db).\n"
                          "Examples:\n"
                          "  expctl list\n"
                          "  expctl list --status failed --limit 5\n"

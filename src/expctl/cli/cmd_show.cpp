@@ -222,14 +222,52 @@ void print_tables(const RunDetails& details) {
   }
 }
 
+/// A run on a team server: which node shipped it last and when, whether its final state is there,
+/// and how many of this node's points of it are not (nullopt for a SQLite store). One field of
+/// `show`, kept apart from the rest of its output.
+std::optional<nlohmann::json> shipping_of(store::Store& db, const GlobalOptions& globals, const std::string& run_id) {
+  if (store_is_file(globals)) {
+    return std::nullopt;
+  }
+  const auto shipped = store::shipped_run(db, run_id);
+  const auto lag = node_lag(globals, db, run_id);
+  const bool local = lag && lag->lag.runs_local > 0;  // this node has the run
+  nlohmann::json field = {{"node", nullptr}, {"shipped_at", nullptr}, {"complete", nullptr},
+                          {"local_points_behind", local ? nlohmann::json(lag->lag.points_behind) : nullptr}};
+  if (shipped) {
+    field.update({{"node", shipped->node}, {"shipped_at", shipped->shipped_at}, {"complete", shipped->complete}});
+  }
+  return field;
+}
+
+std::string shipping_text(const nlohmann::json& field) {
+  std::string text = field["node"].is_null()
+                         ? "not by a shipper (written to the server directly)"
+                         : fmt::format("from {} at {} UTC, {}", field["node"].get<std::string>(),
+                                       short_time(field["shipped_at"].get<std::string>()),
+                                       field["complete"].get<bool>() ? "final state" : "while it ran");
+  if (!field["local_points_behind"].is_null()) {
+    const auto behind = field["local_points_behind"].get<std::int64_t>();
+    text += behind == 0 ? "; this node has nothing more of it"
+                        : fmt::format("; this node has {} point(s) more (expctl sync)", behind);
+  }
+  return text;
+}
+
 void run_show(const ShowOptions& options, const GlobalOptions& globals) {
-  const store::Store db = open_store(globals, store::OpenMode::read_only);
+  store::Store db = open_store(globals, store::OpenMode::read_only);
   const RunDetails details = read_details(db, options.selector);
+  const auto shipping = shipping_of(db, globals, details.run.id);
   if (options.format == "json") {
-    print_json(details_json(details));
+    nlohmann::json document = details_json(details);
+    document["shipped"] = shipping.value_or(nullptr);
+    print_json(document);
     return;
   }
   print_fields(details);
+  if (shipping) {
+    std::cout << fmt::format("{:<12} {}\n", "shipped", shipping_text(*shipping));
+  }
   print_tables(details);
 }
 

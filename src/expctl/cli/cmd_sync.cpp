@@ -17,6 +17,7 @@ namespace {
 
 struct SyncOptions {
   std::string from;
+  std::string run;
   bool follow = false;
   double interval_s = 2.0;
   bool status = false;
@@ -61,6 +62,8 @@ void check_server(const GlobalOptions& globals) {
 
 void run_sync(SyncOptions options, GlobalOptions& globals) {
   check_server(globals);
+  EXPCTL_CHECK(options.run.empty() || (!options.follow && !options.status), util::UsageError,
+               "sync --run ships one run once: leave out --follow and --status with it");
   if (options.from.empty()) {
     options.from = globals.local_db;
   }
@@ -73,7 +76,11 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
     return;
   }
   if (!options.follow) {
-    const store::ShipReport report = store::ship(local, server);
+    store::ShipOptions ship_options;
+    if (!options.run.empty()) {
+      ship_options.run_id = local.find_run(options.run).id;
+    }
+    const store::ShipReport report = store::ship(local, server, ship_options);
     print_report(options, report, store::ship_lag(local, server), server.location());
     return;
   }
@@ -124,6 +131,8 @@ void setup_sync(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "is away, until Ctrl-C (exit 130).\n"
       "Example: EXPCTL_DB=postgresql://alice@db.example/expctl expctl sync --from results/expctl.db");
   command->add_option("--from", options->from, "The node-local SQLite store to ship (default: --local-db)");
+  command->add_option("--run", options->run, "Ship only this run (an id or a unique prefix; not with --follow)")
+      ->option_text("RUN");
   command->add_flag("--follow", options->follow, "Keep shipping every --interval seconds until interrupted");
   command->add_option("--interval", options->interval_s, "Seconds between passes with --follow (default 2)")
       ->check(CLI::Range(0.05, 3600.0));

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "expctl/util/log.hpp"
+
 namespace expctl::cli {
 
 namespace {
@@ -41,6 +43,40 @@ std::string missing_database_hint(const GlobalOptions& globals) {
   return fmt::format(
       "no database at {} yet: runs are recorded there by 'expctl run' (pick another with --db PATH or EXPCTL_DB)",
       globals.db_path);
+}
+
+std::optional<NodeLag> node_lag(const GlobalOptions& globals, store::Store& server,
+                                const std::optional<std::string>& run_id) {
+  std::error_code ec;
+  if (store_is_file(globals) || !std::filesystem::exists(globals.local_db, ec)) {
+    return std::nullopt;
+  }
+  try {
+    GlobalOptions local_globals = globals;
+    local_globals.db_path = globals.local_db;
+    store::Store local = open_store(local_globals, store::OpenMode::read_only);
+    return NodeLag{globals.local_db, store::ship_lag(local, server, run_id)};
+  } catch (const std::exception& error) {
+    util::log::debug(fmt::format("cannot tell how far {} is behind {}: {}", server.location(), globals.local_db,
+                                 error.what()));
+    return std::nullopt;
+  }
+}
+
+std::string node_lag_text(const NodeLag& lag) {
+  if (lag.lag.runs_behind == 0) {
+    return fmt::format("this node's store {}: every run of it is on the server", lag.local);
+  }
+  return fmt::format("this node's store {}: {} run(s) and {} point(s) not on the server yet ('expctl run' ships "
+                     "them while it trains, 'expctl sync' ships the rest)",
+                     lag.local, lag.lag.runs_behind, lag.lag.points_behind);
+}
+
+nlohmann::json node_lag_json(const std::optional<NodeLag>& lag) {
+  if (!lag) {
+    return nullptr;
+  }
+  return {{"local", lag->local}, {"runs_behind", lag->lag.runs_behind}, {"points_behind", lag->lag.points_behind}};
 }
 
 nlohmann::json run_json(const store::RunRecord& run) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/store/ship.hpp"
 #include "expctl/store/store.hpp"
 
 namespace expctl::cli {
@@ -25,6 +26,23 @@ bool store_is_file(const GlobalOptions& globals);
 
 /// The hint printed when the database does not exist yet.
 std::string missing_database_hint(const GlobalOptions& globals);
+
+/// How far a server given as --db is behind this node's store (--local-db): nullopt when --db is a
+/// SQLite file, when this node has no local store, or when it cannot be read (a reading command
+/// never fails over it). `run_id`: that run only.
+struct NodeLag {
+  std::string local;  ///< the local store as given
+  store::ShipLag lag;
+};
+std::optional<NodeLag> node_lag(const GlobalOptions& globals, store::Store& server,
+                                const std::optional<std::string>& run_id = std::nullopt);
+
+/// `list`'s line: "this node's store results/expctl.db: 2 run(s) and 1200 point(s) not on the
+/// server yet (...)", or that everything is there.
+std::string node_lag_text(const NodeLag& lag);
+
+/// {"local": ..., "runs_behind": N, "points_behind": M}, or null.
+nlohmann::json node_lag_json(const std::optional<NodeLag>& lag);
 
 /// A run as a JSON object with a stable shape (documented in docs/store.md): id, name, status,
 /// spec_hash, environment_hash, started_at, ended_at, duration_s, exit_code, root_cause, run_dir,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include <sqlite3.h>
@@ -37,14 +38,18 @@ constexpr const char* k_content_columns[] = {"spec_hash", "environment_hash", "n
                                              "ended_at",  "exit_code",        "root_cause", "summary"};
 
 /// The child tables of a run, with the columns compared and copied (run_id first in each table).
+/// `rows` reads them from schema {0} (src or main): the metrics table holds a key per point, so
+/// its rows are compared by the metric's name (each store numbers its keys on its own).
 struct ChildTable {
   const char* name;
   const char* columns;
+  const char* rows;
 };
 constexpr ChildTable k_child_tables[] = {
-    {"ranks", "rank, host, pid, environment_hash, status, exit_code, signal"},
-    {"metrics", "name, rank, step, value"},
-    {"artifacts", "path, sha256, size_bytes"},
+    {"ranks", "rank, host, pid, environment_hash, status, exit_code, signal", "{0}.ranks"},
+    {"metrics", "name, rank, step, value",
+     "(SELECT m.run_id, k.name, m.rank, m.step, m.value FROM {0}.metrics m JOIN {0}.metric_keys k ON k.id = m.key_id)"},
+    {"artifacts", "path, sha256, size_bytes", "{0}.artifacts"},
 };
 
 constexpr const char* k_run_columns =
@@ -168,9 +173,10 @@ void run_column_conflicts(SQLite::Database& db, const std::string& source, std::
 void child_conflicts(SQLite::Database& db, const ChildTable& table, std::vector<Conflict>& out) {
   constexpr const char* k_shared = "run_id IN (SELECT id FROM src.runs INTERSECT SELECT id FROM main.runs)";
   for (const auto& [from, to] : {std::pair("src", "main"), std::pair("main", "src")}) {
-    SQLite::Statement query(db, fmt::format("SELECT DISTINCT run_id FROM (SELECT run_id, {0} FROM {1}.{2} WHERE {4} "
-                                            "EXCEPT SELECT run_id, {0} FROM {3}.{2} WHERE {4}) ORDER BY run_id",
-                                            table.columns, from, table.name, to, k_shared));
+    SQLite::Statement query(db, fmt::format("SELECT DISTINCT run_id FROM (SELECT run_id, {0} FROM {1} WHERE {3} "
+                                            "EXCEPT SELECT run_id, {0} FROM {2} WHERE {3}) ORDER BY run_id",
+                                            table.columns, fmt::format(fmt::runtime(table.rows), from),
+                                            fmt::format(fmt::runtime(table.rows), to), k_shared));
     for (const std::string& id : column_strings(query)) {
       out.push_back({id, fmt::format("its {} differ", table.name)});
     }
@@ -244,7 +250,14 @@ void copy_rows(SQLite::Database& db, MergeResult& result) {
   exec(db, fmt::format("INSERT INTO main.runs ({}) SELECT {} FROM src.runs WHERE id IN (SELECT id FROM "
                        "temp.merge_new) ORDER BY rowid",
                        k_run_columns, k_source_run_columns));
+  exec(db, "INSERT OR IGNORE INTO main.metric_keys (name) SELECT name FROM src.metric_keys ORDER BY id");
   for (const ChildTable& table : k_child_tables) {
+    if (std::string_view(table.name) == "metrics") {
+      exec(db, "INSERT INTO main.metrics (run_id, key_id, rank, step, value) SELECT m.run_id, d.id, m.rank, m.step, "
+               "m.value FROM src.metrics m JOIN src.metric_keys k ON k.id = m.key_id JOIN main.metric_keys d ON "
+               "d.name = k.name WHERE m.run_id IN (SELECT id FROM temp.merge_new)");
+      continue;
+    }
     exec(db, fmt::format("INSERT INTO main.{0} (run_id, {1}) SELECT run_id, {1} FROM src.{0} WHERE run_id IN "
                          "(SELECT id FROM temp.merge_new)",
                          table.name, table.columns));

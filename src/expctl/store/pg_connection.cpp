@@ -185,6 +185,21 @@ PgConnection::PgConnection(const std::string& conninfo, std::string display) : m
                             m_display, reason),
                 FailureKind::input, ExitCode::usage);
   }
+  // TLS either way round: the server takes this login only over TLS, or the client asks for TLS
+  // (sslmode=require or stricter) from a server that has none. Both are settings, not outages.
+  if (reason.find("no pg_hba.conf entry") != std::string::npos &&
+      reason.find("no encryption") != std::string::npos) {
+    throw Error(fmt::format("{}: the server takes this login only over TLS ({}): add sslmode=require (or "
+                            "verify-full with sslrootcert) to --db / EXPCTL_DB",
+                            m_display, reason),
+                FailureKind::input, ExitCode::usage);
+  }
+  if (reason.find("does not support SSL") != std::string::npos) {
+    throw Error(fmt::format("{}: the server offers no TLS but sslmode asks for it ({}): turn ssl on at the server "
+                            "(docs/store.md) or lower sslmode in --db / EXPCTL_DB",
+                            m_display, reason),
+                FailureKind::input, ExitCode::usage);
+  }
   throw Error(fmt::format("{}: cannot connect to the PostgreSQL server ({}): check the host, port, database and "
                           "sslmode in --db / EXPCTL_DB and that the server runs",
                           m_display, reason),

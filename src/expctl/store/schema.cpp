@@ -135,6 +135,29 @@ INSERT INTO ranks_v3 SELECT run_id, rank, host, pid, environment_hash, status, e
 DROP TABLE ranks;
 ALTER TABLE ranks_v3 RENAME TO ranks;
 )sql"},
+    // The big table holds an integer key per point instead of the metric's name (as the
+    // PostgreSQL schema does from its v1): 4 + 8 + 8 bytes of key and payload a point beside the
+    // run id, not a name of 10-30 bytes. Every run's points are carried over through the names.
+    {4, "integer metric keys in the metrics table (metric_keys holds the names)", R"sql(
+CREATE TABLE metric_keys (
+  id   INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE CHECK (name <> '')
+);
+INSERT INTO metric_keys (name) SELECT DISTINCT name FROM metrics ORDER BY name;
+CREATE TABLE metrics_v4 (
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key_id INTEGER NOT NULL REFERENCES metric_keys(id),
+  rank   INTEGER NOT NULL CHECK (rank >= 0),
+  step   INTEGER NOT NULL,
+  value  REAL,
+  PRIMARY KEY (run_id, key_id, rank, step)
+) WITHOUT ROWID;
+INSERT INTO metrics_v4 (run_id, key_id, rank, step, value)
+  SELECT m.run_id, k.id, m.rank, m.step, m.value FROM metrics m JOIN metric_keys k ON k.name = m.name
+  ORDER BY m.run_id, k.id, m.rank, m.step;
+DROP TABLE metrics;
+ALTER TABLE metrics_v4 RENAME TO metrics;
+)sql"},
 };
 
 constexpr int k_latest = static_cast<int>(std::size(k_migrations));
@@ -307,7 +330,7 @@ void upgrade(Connection& connection, int from_version, int target_version) {
 }  // namespace
 
 int schema_latest() {
-  static_assert(k_latest == 3, "add the new migration's test and docs/store.md entry, then bump this");
+  static_assert(k_latest == 4, "add the new migration's test and docs/store.md entry, then bump this");
   return k_latest;
 }
 

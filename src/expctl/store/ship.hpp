@@ -47,8 +47,20 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options = {});
 struct ShipLag {
   std::int64_t runs_behind = 0;
   std::int64_t points_behind = 0;
+  std::int64_t runs_local = 0;  ///< runs of `local` looked at (0: it does not have the run asked for)
 };
-ShipLag ship_lag(Store& local, Store& server);
+/// `run_id`: only that run's lag.
+ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& run_id = std::nullopt);
+
+/// What a server knows of how a run reached it: the node that shipped it last, when, and whether
+/// that pass had the run's final state (complete) or the run was still going.
+struct ShippedRun {
+  std::string node{};
+  std::string shipped_at{};  ///< format_utc
+  bool complete = false;
+};
+/// nullopt for a run the server did not get from a shipper (written there directly, or unknown).
+std::optional<ShippedRun> shipped_run(Store& server, const std::string& run_id);
 
 /// A shipper on a thread of its own (the one `expctl run` starts when --db names a server): a
 /// pass every `interval`, on its own connections. A failing server never reaches the caller:

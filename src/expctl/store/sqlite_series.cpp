@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+
+#include <fmt/format.h>
 
 #include "expctl/store/sqlite_backend.hpp"
 #include "expctl/store/store.hpp"
@@ -14,6 +17,31 @@ namespace {
 /// SQLite stores a NaN as NULL; read it back as NaN.
 double read_value(const SQLite::Column& column) {
   return column.isNull() ? std::numeric_limits<double>::quiet_NaN() : column.getDouble();
+}
+
+/// The metrics table holds a metric's key (metric_keys.id), not its name: the key of a name, as
+/// a scalar subquery SQLite evaluates once per statement (the primary key range scan stays).
+constexpr const char* k_key_of_name = "(SELECT id FROM metric_keys WHERE name = ?2)";
+
+/// The key of each name in `points`, made where missing, inside the caller's transaction (a key
+/// made by a transaction that rolls back goes with it, so none is cached across calls).
+std::map<std::string, std::int64_t> metric_keys(SQLite::Database& db, std::span<const MetricPoint> points) {
+  std::map<std::string, std::int64_t> keys;
+  SQLite::Statement make(db, "INSERT INTO metric_keys (name) VALUES (?) ON CONFLICT (name) DO NOTHING");
+  SQLite::Statement find(db, "SELECT id FROM metric_keys WHERE name = ?");
+  for (const MetricPoint& point : points) {
+    if (keys.contains(point.name)) {
+      continue;
+    }
+    make.bind(1, point.name);
+    make.exec();
+    make.reset();
+    find.bind(1, point.name);
+    EXPCTL_ASSERT(find.executeStep(), "metric key {} was just made", point.name);
+    keys.emplace(point.name, find.getColumn(0).getInt64());
+    find.reset();
+  }
+  return keys;
 }
 
 }  // namespace
@@ -60,13 +88,14 @@ void SqliteBackend::append_metrics(const std::string& run_id, std::span<const Me
   auto& connection = m_connection;
   connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
+    const auto keys = metric_keys(db, points);
     // One prepared statement for the whole batch inside one transaction: one fsync per batch.
     SQLite::Statement insert(db,
-                             "INSERT INTO metrics (run_id, name, rank, step, value) VALUES (?, ?, ?, ?, ?) "
-                             "ON CONFLICT (run_id, name, rank, step) DO UPDATE SET value = excluded.value");
+                             "INSERT INTO metrics (run_id, key_id, rank, step, value) VALUES (?, ?, ?, ?, ?) "
+                             "ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET value = excluded.value");
     insert.bind(1, run_id);
     for (const MetricPoint& point : points) {
-      insert.bind(2, point.name);
+      insert.bind(2, static_cast<int64_t>(keys.at(point.name)));
       insert.bind(3, point.rank);
       insert.bind(4, static_cast<int64_t>(point.step));
       insert.bind(5, point.value);  // NaN binds as NULL
@@ -127,10 +156,13 @@ bool SqliteBackend::remove_tag(const std::string& run_id, const std::string& tag
 std::vector<MetricPoint> SqliteBackend::metrics(const std::string& run_id, const MetricFilter& filter) {
   auto& connection = m_connection;
   return connection.retry([&] {
-    // NULL filters match everything, so one statement serves every combination.
+    // NULL filters match everything, so one statement serves every combination. CROSS JOIN keeps
+    // metric_keys the outer loop, read in name order from its UNIQUE index, and each key's points
+    // a primary key range: rows come in the order wanted with no sort.
     SQLite::Statement query(connection.db(),
-                            "SELECT name, rank, step, value FROM metrics WHERE run_id = ? "
-                            "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR rank = ?3) ORDER BY name, rank, step");
+                            "SELECT k.name, m.rank, m.step, m.value FROM metric_keys k CROSS JOIN metrics m "
+                            "ON m.run_id = ?1 AND m.key_id = k.id WHERE (?2 IS NULL OR k.name = ?2) "
+                            "AND (?3 IS NULL OR m.rank = ?3) ORDER BY k.name, m.rank, m.step");
     query.bind(1, run_id);
     detail::bind_optional(query, 2, filter.name);
     detail::bind_optional(query, 3, filter.rank);
@@ -148,8 +180,9 @@ std::vector<MetricPoint> SqliteBackend::recent_metrics(const std::string& run_id
   auto& connection = m_connection;
   return connection.retry([&] {
     SQLite::Statement query(connection.db(),
-                            "SELECT step, value FROM metrics WHERE run_id = ? AND name = ? AND rank = ? "
-                            "ORDER BY step DESC LIMIT ?");
+                            fmt::format("SELECT step, value FROM metrics WHERE run_id = ?1 AND key_id = {} AND "
+                                        "rank = ?3 ORDER BY step DESC LIMIT ?4",
+                                        k_key_of_name));
     query.bind(1, run_id);
     query.bind(2, name);
     query.bind(3, rank);
@@ -178,10 +211,11 @@ std::vector<SeriesColumns> SqliteBackend::series_columns(const std::string& run_
                                                  std::int64_t after_step) {
   auto& connection = m_connection;
   return connection.retry([&] {
-    // A range scan of the primary key (run_id, name, rank, step): already in the order wanted.
+    // A range scan of the primary key (run_id, key_id, rank, step): already in the order wanted.
     SQLite::Statement query(connection.db(),
-                            "SELECT rank, step, value FROM metrics WHERE run_id = ? AND name = ? AND step > ? "
-                            "ORDER BY rank, step");
+                            fmt::format("SELECT rank, step, value FROM metrics WHERE run_id = ?1 AND key_id = {} "
+                                        "AND step > ?3 ORDER BY rank, step",
+                                        k_key_of_name));
     bind_series(query, run_id, name, after_step);
     std::vector<SeriesColumns> ranks;
     while (query.executeStep()) {
@@ -201,9 +235,10 @@ std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string&
   auto& connection = m_connection;
   return connection.retry([&] {
     SQLite::Statement query(connection.db(),
-                            "SELECT rank, count(value), count(*) - count(value), total(value), min(value), "
-                            "max(value), min(step), max(step) FROM metrics "
-                            "WHERE run_id = ? AND name = ? AND step > ? GROUP BY rank ORDER BY rank");
+                            fmt::format("SELECT rank, count(value), count(*) - count(value), total(value), "
+                                        "min(value), max(value), min(step), max(step) FROM metrics "
+                                        "WHERE run_id = ?1 AND key_id = {} AND step > ?3 GROUP BY rank ORDER BY rank",
+                                        k_key_of_name));
     bind_series(query, run_id, name, after_step);
     std::vector<SeriesAggregate> ranks;
     while (query.executeStep()) {
@@ -223,11 +258,13 @@ std::vector<MetricSeriesInfo> SqliteBackend::metric_series(const std::string& ru
   return connection.retry([&] {
     // One row per (name, rank); the primary key index makes the first/last look-ups cheap.
     SQLite::Statement query(connection.db(), R"sql(
-SELECT name, rank, count(*), min(step), max(step),
-  (SELECT value FROM metrics f WHERE f.run_id = m.run_id AND f.name = m.name AND f.rank = m.rank ORDER BY step LIMIT 1),
-  (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.name = m.name AND l.rank = m.rank
+SELECT k.name, m.rank, count(*), min(m.step), max(m.step),
+  (SELECT value FROM metrics f WHERE f.run_id = m.run_id AND f.key_id = m.key_id AND f.rank = m.rank
+   ORDER BY step LIMIT 1),
+  (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.key_id = m.key_id AND l.rank = m.rank
    ORDER BY step DESC LIMIT 1)
-FROM metrics m WHERE run_id = ? GROUP BY name, rank ORDER BY name, rank)sql");
+FROM metric_keys k CROSS JOIN metrics m ON m.run_id = ? AND m.key_id = k.id
+GROUP BY k.name, m.rank ORDER BY k.name, m.rank)sql");
     query.bind(1, run_id);
     std::vector<MetricSeriesInfo> series;
     while (query.executeStep()) {

@@ -205,9 +205,9 @@ TEST_CASE("read-only storage: an older schema there is refused in one line, and 
     return;
   }
   const fs::path db_path = *view / "old.db";
-  const std::string expected = db_path.string() +
-                               ": written by an older expctl (schema v2, this one needs v3) and is on read-only "
-                               "storage: open it once where it is writable to upgrade it";
+  const std::string expected = db_path.string() + ": written by an older expctl (schema v2, this one needs v" +
+                               std::to_string(store::latest_schema_version()) +
+                               ") and is on read-only storage: open it once where it is writable to upgrade it";
   for (const auto mode : {OpenMode::read_only, OpenMode::read_write}) {
     try {
       store::Store::open(db_path, mode);
@@ -217,7 +217,7 @@ TEST_CASE("read-only storage: an older schema there is refused in one line, and 
       CHECK(error.exit_code() == util::ExitCode::run_failed);
     }
   }
-  CHECK(store::Store::open(*disk / "old.db", OpenMode::read_only).schema_version() == 3);
+  CHECK(store::Store::open(*disk / "old.db", OpenMode::read_only).schema_version() == store::latest_schema_version());
   CHECK(store::Store::open(db_path, OpenMode::read_only).list_runs().empty());
 }
 

@@ -1,6 +1,9 @@
 #include "store_fixture.hpp"
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "expctl/store/store.hpp"
 #include "expctl/store/testing.hpp"
 #include "expctl/util/atomic_file.hpp"
@@ -22,7 +25,9 @@ TEST_CASE("schema: a v1 database with data is migrated to the latest version, da
         db_path, "INSERT INTO runs (id, spec_hash, name, status, started_at, run_dir) VALUES ('" + run_id + "', '" +
                      hash + "', 'old run', 'running', '2025-01-01T00:00:00.000Z', 'runs/" + run_id + "')");
     v1.add_tag(run_id, "legacy");
-    v1.append_metrics(run_id, std::vector<store::MetricPoint>{{0, 1, "loss", 2.5}, {0, 2, "loss", 1.5}});
+    // Points as v1 wrote them (by name; append_metrics now writes metric keys, v4).
+    store::testing::execute_sql(db_path, "INSERT INTO metrics (run_id, name, rank, step, value) VALUES ('" + run_id +
+                                             "', 'loss', 0, 1, 2.5), ('" + run_id + "', 'loss', 0, 2, 1.5)");
     v1.finish_run(run_id, store::RunStatus::completed, 0, "");
   }
   // v1 has no summary column yet: the v2 step adds it.
@@ -168,7 +173,8 @@ TEST_CASE("schema: v3 rebuilds runs and ranks from v2 keeping every row, child r
     insert_v2_run(db_path, tied, hash, "failed", same_start);
     for (const auto& id : {first, done, tied}) {
       v2.add_rank(id, store::RankRecord{0, "node1", 100, std::string("env-v2"), store::RunStatus::running, {}, {}});
-      v2.append_metrics(id, std::vector<store::MetricPoint>{{0, 1, "loss", 2.0}, {0, 2, "loss", 1.0}});
+      store::testing::execute_sql(db_path, "INSERT INTO metrics (run_id, name, rank, step, value) VALUES ('" + id +
+                                               "', 'loss', 0, 1, 2.0), ('" + id + "', 'loss', 0, 2, 1.0)");
       v2.add_artifact(id, {"checkpoints/step-2.pt", std::string(64, 'c'), 10});
       v2.add_tag(id, "v2");
     }
@@ -176,7 +182,7 @@ TEST_CASE("schema: v3 rebuilds runs and ranks from v2 keeping every row, child r
   }
 
   auto db = store::Store::open(db_path);
-  CHECK(db.schema_version() == 3);
+  CHECK(db.schema_version() == store::latest_schema_version());
   std::vector<std::string> ids;
   for (const auto& run : db.list_runs()) {
     ids.push_back(run.id);
@@ -206,11 +212,67 @@ TEST_CASE("schema: v3 rebuilds runs and ranks from v2 keeping every row, child r
                     Catch::Contains("CHECK constraint failed"));
   CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "UPDATE runs SET owner_host = 'x' WHERE id = '" + done + "'"),
                     Catch::Contains("CHECK constraint failed"));
-  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "INSERT INTO metrics VALUES ('nosuchrun', 'loss', 0, 1, 1.0)"),
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "INSERT INTO metrics VALUES ('nosuchrun', 1, 0, 1, 1.0)"),
                     Catch::Contains("FOREIGN KEY constraint failed"));
   store::testing::execute_sql(db_path, "DELETE FROM runs WHERE id = '" + done + "'");
   CHECK(db.metrics(done).empty());
   CHECK(db.ranks(done).empty());
   CHECK(db.artifacts(done).empty());
   CHECK(db.metrics(first).size() == 2);
+}
+
+TEST_CASE("schema: v4 moves metric names out of the metrics table into metric_keys, every point (NaN too) readable "
+          "as before") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("v3");
+  const std::string a = "20250701-000000-00000a";
+  const std::string b = "20250701-000000-00000b";
+  {
+    auto v3 = store::testing::open_at_schema_version(db_path, 3);
+    v3.put_spec(hash, "{}", "v3 spec");
+    for (const auto& id : {a, b}) {
+      store::testing::execute_sql(db_path, "INSERT INTO runs (id, spec_hash, name, status, started_at, run_dir) "
+                                           "VALUES ('" + id + "', '" + hash + "', 'v3 run', 'completed', "
+                                           "'2025-07-01T00:00:00.000Z', 'runs/" + id + "')");
+    }
+    // As v3 wrote them: names in every row, a NaN as NULL, a Unicode name, two ranks.
+    store::testing::execute_sql(
+        db_path, "INSERT INTO metrics (run_id, name, rank, step, value) VALUES "
+                 "('" + a + "', 'loss', 0, 1, 2.0), ('" + a + "', 'loss', 0, 2, NULL), ('" + a + "', 'loss', 1, 1, 3.0), "
+                 "('" + a + "', 'λ_score', 0, 5, 0.5), ('" + a + "', 'accuracy', 0, 9223372036854775807, 0.25), "
+                 "('" + b + "', 'loss', 0, 1, 4.0)");
+  }
+  auto db = store::Store::open(db_path);
+  CHECK(db.schema_version() == 4);
+  const auto points = db.metrics(a);
+  REQUIRE(points.size() == 5);
+  // Ordered by name (byte order), rank, step, as before.
+  CHECK(points[0].name == "accuracy");
+  CHECK(points[0].step == std::numeric_limits<std::int64_t>::max());
+  CHECK(points[1].name == "loss");
+  CHECK(points[1].value == 2.0);
+  CHECK(std::isnan(points[2].value));
+  CHECK(points[3].rank == 1);
+  CHECK(points[4].name == "λ_score");
+  CHECK(db.metrics(b).size() == 1);
+  CHECK(db.metrics(a, {.name = "loss", .rank = 1}).size() == 1);
+  const auto series = db.metric_series(a);
+  REQUIRE(series.size() == 3);
+  CHECK(series[1].name == "loss");
+  CHECK(series[1].points == 3);
+  CHECK(series[1].ranks == 2);
+  CHECK(std::isnan(series[1].last_value));
+  const auto columns = db.series_columns(a, "loss");
+  REQUIRE(columns.size() == 2);
+  CHECK(columns[0].steps == std::vector<std::int64_t>{1, 2});
+  CHECK(db.series_aggregates(a, "loss").at(0).nan_count == 1);
+  CHECK(db.recent_metrics(a, "loss", 0, 1).at(0).step == 2);
+  // The big table holds keys, not names; new points reuse a name's key or make one.
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "SELECT name FROM metrics"), Catch::Contains("no such column"));
+  db.append_metrics(b, std::vector<store::MetricPoint>{{0, 2, "loss", 3.0}, {0, 1, "new", 1.0}});
+  CHECK(db.metrics(b).size() == 3);
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "INSERT INTO metric_keys (name) VALUES ('loss')"),
+                    Catch::Contains("UNIQUE constraint failed"));
+  CHECK(store::check_integrity(db) == "ok");
 }

@@ -120,6 +120,13 @@ TEST_CASE("ship: a store shipped twice, and a merged copy shipped by another nod
   CHECK(server_points(server) == 3 * 2 * 3 * 40);
   check_same(local, team);
 
+  // A server that lost its shipping progress (but not the points) is sent every point again: the
+  // direct COPY meets rows that are there, falls back to ON CONFLICT DO NOTHING, and nothing doubles.
+  server.execute("DELETE FROM ship_progress; DELETE FROM ship_state");
+  CHECK(store::ship(local, team, {.batch_points = 100}).points_shipped == 3 * 2 * 3 * 40);
+  CHECK(server_points(server) == 3 * 2 * 3 * 40);
+  check_same(local, team);
+
   // A tag added after the run ended is shipped by the next pass.
   local.add_tag(local.list_runs().front().id, "baseline");
   CHECK(store::ship_lag(local, team).runs_behind == 1);
