@@ -1,0 +1,48 @@
+#pragma once
+/// For the targets that feed a rank's lines to the supervisor's recorder (control-channel records,
+/// program metric lines): a store with one running run in the scratch folder, and a quiet
+/// console. The store is recreated every k_inputs_per_store inputs so it stays small.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "expctl/run/console.hpp"
+#include "expctl/run/recorder.hpp"
+#include "expctl/store/store.hpp"
+#include "fuzz_support.hpp"
+
+namespace expctl::fuzz {
+
+class RecorderFixture {
+ public:
+  static constexpr int k_inputs_per_store = 2000;
+
+  /// A fresh Recorder over the fixture's store, for one input.
+  std::unique_ptr<run::Recorder> recorder(int live_ranks) {
+    if (!m_store || ++m_inputs % k_inputs_per_store == 0) {
+      open_fresh();
+    }
+    return std::make_unique<run::Recorder>(*m_store, m_run_id, scratch() / "runs" / m_run_id, m_console,
+                                           std::chrono::steady_clock::now(), live_ranks);
+  }
+  run::Console& console() { return m_console; }
+
+ private:
+  void open_fresh() {
+    m_store.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch() / "recorder", ignored);
+    std::filesystem::create_directories(scratch() / "recorder");
+    m_store.emplace(store::Store::open((scratch() / "recorder" / "store.db").string()));
+    m_store->put_spec(std::string(64, 'a'), "{}", "fuzz");
+    m_run_id = m_store->create_run({std::string(64, 'a'), std::nullopt, "fuzz", std::nullopt}).id;
+  }
+
+  std::optional<store::Store> m_store;
+  std::string m_run_id;
+  run::Console m_console{true};
+  long m_inputs = 0;
+};
+
+}  // namespace expctl::fuzz
