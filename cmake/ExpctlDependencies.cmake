@@ -14,6 +14,17 @@ find_package(ZLIB REQUIRED)               # zlib1g-dev: gzip-compressed IDX data
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)  # libpq-dev: the PostgreSQL store backend
 
+# toml++ as expctl uses it: header-only (the parser compiled into expctl, not Debian's
+# libtomlplusplus.so) so that its nesting limit is ours. toml++ 3.3.0 (Debian 12) recurses once per
+# nested array or inline table up to TOML_MAX_NESTED_VALUES = 256 levels, which overflows the
+# stack of a sanitizer build (upstream lowered it to 128 after OSS-Fuzz crashes at ~190-310
+# levels, marzer/tomlplusplus#292). A profile is 2-3 levels deep; 64 leaves a wide margin.
+# Deep dotted keys (a.b.c...) have no knob in 3.3.0: the 1 MiB cap on profiles bounds them.
+add_library(expctl_toml INTERFACE)
+get_target_property(_expctl_toml_includes tomlplusplus::tomlplusplus INTERFACE_INCLUDE_DIRECTORIES)
+target_include_directories(expctl_toml SYSTEM INTERFACE ${_expctl_toml_includes})
+target_compile_definitions(expctl_toml INTERFACE TOML_HEADER_ONLY=1 TOML_MAX_NESTED_VALUES=64)
+
 # yaml-cpp 0.7's config exports a target named "yaml-cpp" without a namespace.
 if(TARGET yaml-cpp AND NOT TARGET yaml-cpp::yaml-cpp)
   add_library(yaml-cpp::yaml-cpp ALIAS yaml-cpp)
