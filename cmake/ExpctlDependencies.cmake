@@ -19,7 +19,7 @@ pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)  # libpq-dev: the Postgr
 # nested array or inline table up to TOML_MAX_NESTED_VALUES = 256 levels, which overflows the
 # stack of a sanitizer build (upstream lowered it to 128 after OSS-Fuzz crashes at ~190-310
 # levels, marzer/tomlplusplus#292). A profile is 2-3 levels deep; 64 leaves a wide margin.
-# Deep dotted keys (a.b.c...) have no knob in 3.3.0: the 1 MiB cap on profiles bounds them.
+# Deep dotted keys (a.b.c...) have no knob in 3.3.0: util/toml_depth.hpp refuses them first.
 add_library(expctl_toml INTERFACE)
 get_target_property(_expctl_toml_includes tomlplusplus::tomlplusplus INTERFACE_INCLUDE_DIRECTORIES)
 target_include_directories(expctl_toml SYSTEM INTERFACE ${_expctl_toml_includes})

@@ -9,6 +9,7 @@
 #include "expctl/env/probes.hpp"
 #include "expctl/util/diagnostic.hpp"
 #include "expctl/util/strings.hpp"
+#include "expctl/util/toml_depth.hpp"
 
 namespace expctl::env {
 
@@ -244,12 +245,15 @@ std::vector<std::string> Profile::env_names() const {
 }
 
 Profile parse_profile(std::string_view text, const std::string& file) {
-  // As for a spec's profile (spec/profile.cpp): a real profile is a few kilobytes, and the cap
-  // bounds what toml++'s nesting limit does not (deeply dotted keys).
+  // As for a spec's profile (spec/profile.cpp): a real profile is a few kilobytes and two or
+  // three levels deep.
   constexpr std::size_t k_max_profile_bytes = std::size_t{1024} * 1024;
   if (text.size() > k_max_profile_bytes) {
     throw util::DiagnosticError({util::Diagnostic{
         file, 0, 0, fmt::format("the profile is {} bytes, more than the 1 MiB limit", text.size()), ""}});
+  }
+  if (auto deep = util::toml_key_depth_problem(text); !deep.empty()) {
+    throw util::DiagnosticError({util::Diagnostic{file, 0, 0, std::move(deep), ""}});
   }
   toml::table root;
   try {

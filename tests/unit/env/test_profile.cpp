@@ -109,3 +109,18 @@ TEST_CASE("profile: docs/env.md lists every profile key with its field") {
     CHECK(text.find("| `" + std::string(key.key) + "` | `" + std::string(key.field) + "` |") != std::string::npos);
   }
 }
+
+TEST_CASE("profile: a profile over 1 MiB is refused before parsing - as a spec's env profile is") {
+  CHECK(report_of("# " + std::string(1024 * 1024, 'x') + "\n") ==
+        "expctl: error: envs/x.toml: the profile is 1048579 bytes, more than the 1 MiB limit");
+}
+
+TEST_CASE("profile: keys nested past 64 levels are refused before toml++ recurses over them") {
+  std::string key = "a";
+  for (int i = 0; i < 200000; ++i) {
+    key += ".a";
+  }
+  CHECK(report_of("[" + key + "]\n") ==
+        "expctl: error: envs/x.toml: keys nested more than 64 levels deep (a.b.c... or [a.b.c...]): a profile needs "
+        "two or three");
+}
