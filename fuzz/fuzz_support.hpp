@@ -55,6 +55,19 @@ inline std::string_view as_text(const std::uint8_t* data, std::size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }
 
+/// Calls `line(text)` for each line of `text` (without its '\n'), until it returns false.
+template <class Line>
+void for_each_line(std::string_view text, Line&& line) {
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    const bool more = line(text.substr(0, end));
+    if (!more || end == std::string_view::npos) {
+      return;
+    }
+    text.remove_prefix(end + 1);
+  }
+}
+
 /// Runs `body`: an error the product reports to the user (util::Failure: one clear line, a
 /// documented exit code) is the expected answer to bad input; an InternalError (a broken
 /// invariant) or any other exception escapes, and libFuzzer reports it as a crash.

@@ -28,6 +28,24 @@ class RecorderFixture {
   }
   run::Console& console() { return m_console; }
 
+  /// One input: its first byte picks the rank (0-3), the rest is lines, each handed to
+  /// `on_line(recorder, rank, line)`; then everything is written, and a store error is a finding
+  /// (the run would fail).
+  template <class OnLine>
+  void feed(const std::uint8_t* data, std::size_t size, int live_ranks, OnLine&& on_line) {
+    if (size == 0) {
+      return;
+    }
+    const int rank = data[0] % 4;
+    auto rec = recorder(live_ranks);
+    for_each_line(as_text(data + 1, size - 1), [&](std::string_view line) {
+      on_line(*rec, rank, line);
+      return true;
+    });
+    rec->drain();
+    rec->throw_if_fatal();
+  }
+
  private:
   void open_fresh() {
     m_store.reset();

@@ -1,7 +1,7 @@
 #pragma once
-/// The seed of the store targets: `EXPCTL_FUZZ_MAKE_STORE_SEED=FILE fuzz_store_read` (or the
-/// replay program) writes a small expctl store to FILE and exits, instead of fuzzing. It holds
-/// two runs with a spec, an environment, ranks, metric points (NaN included), artifacts and tags,
+/// The seed of the store targets, whose LLVMFuzzerInitialize this header defines:
+/// `EXPCTL_FUZZ_MAKE_STORE_SEED=FILE fuzz_store_read` (or the replay program) writes a small
+/// expctl store to FILE and exits, instead of fuzzing. It holds two runs with a spec, an environment, ranks, metric points (NaN included), artifacts and tags,
 /// so that mutations start from every table. fuzz/corpus/store_*/seed.db was made this way.
 
 #include <cmath>
@@ -44,3 +44,8 @@ inline void make_store_seed_if_asked() {
 }
 
 }  // namespace expctl::fuzz
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  expctl::fuzz::make_store_seed_if_asked();
+  return 0;
+}

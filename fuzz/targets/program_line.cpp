@@ -1,6 +1,8 @@
 // fuzz_program_line: the metric lines a user's program writes (docs/program.md), as a program
 // run turns them into stored steps (run::ProgramRecords::on_line -> decode_program_line ->
 // Recorder). The first byte picks the rank (0-3); the rest is lines.
+#include <optional>
+
 #include "expctl/run/program.hpp"
 #include "expctl/run/program_protocol.hpp"
 #include "recorder_fixture.hpp"
@@ -8,20 +10,12 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace expctl;
   static fuzz::RecorderFixture fixture;
-  if (size == 0) {
-    return 0;
-  }
-  const int rank = data[0] % 4;
-  std::string_view text = fuzz::as_text(data + 1, size - 1);
-  auto recorder = fixture.recorder(1);
-  run::ProgramRecords records(*recorder, fixture.console());
-  while (!text.empty()) {
-    const auto end = text.find('\n');
-    const std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-    records.on_line(rank, line);
-  }
-  recorder->drain();
-  recorder->throw_if_fatal();  // a store error here is a finding: the run would fail
+  std::optional<run::ProgramRecords> records;  // one per input, as one per run
+  fixture.feed(data, size, 1, [&](run::Recorder& recorder, int rank, std::string_view line) {
+    if (!records) {
+      records.emplace(recorder, fixture.console());
+    }
+    records->on_line(rank, line);
+  });
   return 0;
 }

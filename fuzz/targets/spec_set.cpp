@@ -1,6 +1,7 @@
 // fuzz_spec_set: `--set key=value` overrides, as `expctl run SPEC --set ...` applies them
 // (spec::load_spec with LoadOptions::overrides). The input is one override a line; after a line
 // "%%" comes the spec file itself, otherwise a small valid spec is used.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -31,19 +32,18 @@ train:
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace expctl;
-  std::string_view text = fuzz::as_text(data, size);
+  const std::string_view text = fuzz::as_text(data, size);
   std::string_view spec_text = k_valid_spec;
   spec::LoadOptions options;
-  while (!text.empty()) {
-    const auto end = text.find('\n');
-    const std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+  fuzz::for_each_line(text, [&](std::string_view line) {
     if (line == "%%") {
-      spec_text = text;
-      break;
+      const auto after = static_cast<std::size_t>(line.data() - text.data()) + line.size() + 1;
+      spec_text = text.substr(std::min(after, text.size()));
+      return false;
     }
     options.overrides.emplace_back(line);
-  }
+    return true;
+  });
   const auto file = fuzz::scratch() / "spec.yaml";
   fuzz::write_file(file, spec_text);
   fuzz::expect_only_user_errors([&] { (void)spec::load_spec(file, options); });

@@ -4,11 +4,6 @@
 #include "fuzz_support.hpp"
 #include "store_seed.hpp"
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  expctl::fuzz::make_store_seed_if_asked();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace expctl;
   const auto file = fuzz::scratch() / "store.db";
