@@ -4,11 +4,11 @@
 #include <sstream>
 #include <tuple>
 
-#include <toml++/toml.h>
 
 #include "expctl/env/probes.hpp"
 #include "expctl/util/diagnostic.hpp"
 #include "expctl/util/strings.hpp"
+#include "expctl/util/toml.hpp"
 #include "expctl/util/toml_depth.hpp"
 
 namespace expctl::env {

@@ -3,11 +3,11 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include "expctl/spec/yaml_tree.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/strings.hpp"
+#include "expctl/util/toml.hpp"
 #include "expctl/util/toml_depth.hpp"
 
 namespace expctl::spec {
