@@ -128,6 +128,6 @@ TEST_CASE("profile: keys nested past 64 levels are refused before toml++ recurse
 TEST_CASE("profile: a table header that starts with no key is a syntax error in every build type") {
   // toml++ 3.3.0 asserted here before reporting the error: builds without NDEBUG (asan, Debug)
   // aborted (found by fuzz_env_profile; util/toml.hpp turns its assertions off).
-  CHECK_THAT(report_of("[#x]\n"), Catch::Contains("envs/x.toml:1:2: TOML syntax error: expected bare key starting "
-                                                   "character or string delimiter, saw '#'"));
+  CHECK_THAT(report_of("[#x]\n"), Catch::Contains("envs/x.toml:1:") && Catch::Contains("TOML syntax error") &&
+                                      Catch::Contains("expected bare key starting character or string delimiter, saw '#'"));
 }
