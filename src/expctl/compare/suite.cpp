@@ -204,8 +204,8 @@ YAML::Node read_yaml(const std::filesystem::path& file) {
   if (!std::filesystem::is_regular_file(file)) {
     throw util::CompareError(fmt::format("{}: no such suite file", file.string()));
   }
-  std::error_code error;
-  if (const auto size = std::filesystem::file_size(file, error); !error && size > k_max_suite_bytes) {
+  std::error_code size_error;
+  if (const auto size = std::filesystem::file_size(file, size_error); !size_error && size > k_max_suite_bytes) {
     bad_suite(file, fmt::format("{} bytes, more than the 1 MiB limit", size));
   }
   try {

@@ -1,3 +1,6 @@
+#include <string>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include "expctl/run/resolved_run.hpp"
@@ -32,8 +35,8 @@ TEST_CASE("resolved run: a damaged resolved.json is one usage error naming the f
   // Found by fuzz_resolved_run (fuzz/regressions/resolved_run/): each of these threw nlohmann's
   // type_error or out_of_range out of resume/worker, or converted 1e300 to int.
   const std::string spec = R"("spec": {"distributed": {"nproc_per_node": 2}})";
-  for (const std::string& text :
-       {std::string(R"([1, 2])"), R"({"spec": {}, "launch": {}})", R"({"spec": 1, "launch": {}})",
+  for (const std::string& text : std::vector<std::string>{
+           R"([1, 2])", R"({"spec": {}, "launch": {}})", R"({"spec": 1, "launch": {}})",
         "{" + spec + R"(, "launch": 5})", "{" + spec + R"(, "launch": {"nnodes": "2"}})",
         "{" + spec + R"(, "launch": {"master_port": 1e300}})", "{" + spec + R"(, "launch": {"master_port": 70000}})",
         "{" + spec + R"(, "launch": {"nnodes": 2, "node_rank": 2}})",
