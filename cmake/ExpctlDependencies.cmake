@@ -21,6 +21,17 @@ if(NOT TURBOJPEG_FOUND OR NOT SPNG_FOUND)
                   "(install libturbojpeg0-dev and libspng-dev, scripts/install-deps.sh)")
 endif()
 
+# toml++ as expctl uses it: header-only (the parser compiled into expctl, not Debian's
+# libtomlplusplus.so) so that its nesting limit is ours. toml++ 3.3.0 (Debian 12) recurses once per
+# nested array or inline table up to TOML_MAX_NESTED_VALUES = 256 levels, which overflows the
+# stack of a sanitizer build (upstream lowered it to 128 after OSS-Fuzz crashes at ~190-310
+# levels, marzer/tomlplusplus#292). A profile is 2-3 levels deep; 64 leaves a wide margin.
+# Deep dotted keys (a.b.c...) have no knob in 3.3.0: util/toml_depth.hpp refuses them first.
+add_library(expctl_toml INTERFACE)
+get_target_property(_expctl_toml_includes tomlplusplus::tomlplusplus INTERFACE_INCLUDE_DIRECTORIES)
+target_include_directories(expctl_toml SYSTEM INTERFACE ${_expctl_toml_includes})
+target_compile_definitions(expctl_toml INTERFACE TOML_HEADER_ONLY=1 TOML_MAX_NESTED_VALUES=64)
+
 # yaml-cpp 0.7's config exports a target named "yaml-cpp" without a namespace.
 if(TARGET yaml-cpp AND NOT TARGET yaml-cpp::yaml-cpp)
   add_library(yaml-cpp::yaml-cpp ALIAS yaml-cpp)

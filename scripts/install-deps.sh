@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # toolchain
   cmake ninja-build g++ pkg-config git ca-certificates
+  # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)
+  clang-14 libclang-rt-14-dev
   # libraries (each found by CMake through its own config or pkg-config)
   libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libsqlitecpp-dev libsqlite3-dev libssl-dev zlib1g-dev

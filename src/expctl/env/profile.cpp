@@ -4,11 +4,12 @@
 #include <sstream>
 #include <tuple>
 
-#include <toml++/toml.h>
 
 #include "expctl/env/probes.hpp"
 #include "expctl/util/diagnostic.hpp"
 #include "expctl/util/strings.hpp"
+#include "expctl/util/toml.hpp"
+#include "expctl/util/toml_depth.hpp"
 
 namespace expctl::env {
 
@@ -244,6 +245,16 @@ std::vector<std::string> Profile::env_names() const {
 }
 
 Profile parse_profile(std::string_view text, const std::string& file) {
+  // As for a spec's profile (spec/profile.cpp): a real profile is a few kilobytes and two or
+  // three levels deep.
+  constexpr std::size_t k_max_profile_bytes = std::size_t{1024} * 1024;
+  if (text.size() > k_max_profile_bytes) {
+    throw util::DiagnosticError({util::Diagnostic{
+        file, 0, 0, fmt::format("the profile is {} bytes, more than the 1 MiB limit", text.size()), ""}});
+  }
+  if (auto deep = util::toml_key_depth_problem(text); !deep.empty()) {
+    throw util::DiagnosticError({util::Diagnostic{file, 0, 0, std::move(deep), ""}});
+  }
   toml::table root;
   try {
     root = toml::parse(text, file);

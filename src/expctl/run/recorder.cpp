@@ -19,6 +19,28 @@ constexpr std::size_t k_batch_points = 4096;
 constexpr auto k_batch_interval = std::chrono::milliseconds(500);
 constexpr auto k_busy_pause = std::chrono::milliseconds(500);
 
+// A record's field of the type the trainer writes, within [low, high]; nullopt for anything else
+// (a rank's records are decoded, never trusted: fuzz_control_record).
+std::optional<std::int64_t> integer_field(const json& record, const char* key, std::int64_t low, std::int64_t high) {
+  const auto found = record.find(key);
+  if (found == record.end() || !found->is_number_integer() ||
+      (found->is_number_unsigned() && found->get<std::uint64_t>() > static_cast<std::uint64_t>(high))) {
+    return std::nullopt;
+  }
+  const auto value = found->get<std::int64_t>();
+  return value >= low && value <= high ? std::optional(value) : std::nullopt;
+}
+
+std::optional<std::string> string_field(const json& record, const char* key) {
+  const auto found = record.find(key);
+  return found != record.end() && found->is_string() ? std::optional(found->get<std::string>()) : std::nullopt;
+}
+
+bool is_sha256_hex(const std::string& text) {
+  return text.size() == 64 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
@@ -89,8 +111,12 @@ void Recorder::throw_if_fatal() const {
   }
 }
 
+// Every field is read with its type checked: a record of another shape is dropped, never thrown
+// out of the supervisor's callback (nlohmann's type_error did, for a string "world_size" or a
+// numeric "path") and never handed to the store (a checkpoint record with a bad sha256 failed the
+// whole run as a fatal store error): found by fuzz_control_record.
 void Recorder::on_json(int rank, const json& record) {
-  const std::string kind = record.value("t", "");
+  const std::string kind = string_field(record, "t").value_or("");
   if (kind == "step") {
     if (const auto step = train::decode_step(record)) {
       on_step(rank, *step);
@@ -103,12 +129,15 @@ void Recorder::on_json(int rank, const json& record) {
     on_remote_steps(record);
   } else if (kind == "checkpoint") {
     on_checkpoint(record);
-  } else if (kind == "collectives" && rank == 0 && record.contains("allreduce")) {
-    std::lock_guard lock(m_mutex);
-    m_facts.allreduce = record.value("allreduce", std::string());
+  } else if (kind == "collectives" && rank == 0) {
+    if (auto allreduce = string_field(record, "allreduce")) {
+      std::lock_guard lock(m_mutex);
+      m_facts.allreduce = std::move(*allreduce);
+    }
   } else if (kind == "start" && rank == 0) {
-    m_console.set_world_size(record.value("world_size", 1));
-    m_console.set_total(record.value("total_steps", std::int64_t{0}));
+    m_console.set_world_size(static_cast<int>(
+        integer_field(record, "world_size", 1, std::numeric_limits<int>::max()).value_or(1)));
+    m_console.set_total(integer_field(record, "total_steps", 0, std::numeric_limits<std::int64_t>::max()).value_or(0));
   }
   enqueue_points();
   note_if_locked();
@@ -248,21 +277,26 @@ void Recorder::push_points_locked(int rank, const train::StepMetrics& step, std:
 }
 
 void Recorder::on_checkpoint(const json& record) {
-  const std::filesystem::path path = record.value("path", "");
+  const auto path_text = string_field(record, "path");
+  const auto sha256 = string_field(record, "sha256");
+  const auto size_bytes = integer_field(record, "size_bytes", 0, std::numeric_limits<std::int64_t>::max());
+  if (!path_text || path_text->empty() || !sha256 || !is_sha256_hex(*sha256) || !size_bytes) {
+    return;  // not a checkpoint record the trainer writes (the store would refuse it, failing the run)
+  }
+  const std::filesystem::path path = *path_text;
   const auto relative = path.lexically_relative(m_run_dir);
-  store::ArtifactRecord artifact{relative.empty() ? path.string() : relative.string(), record.value("sha256", ""),
-                                 record.value("size_bytes", std::int64_t{0})};
+  store::ArtifactRecord artifact{relative.empty() ? path.string() : relative.string(), *sha256, *size_bytes};
   post([artifact, id = m_run_id](store::Store& store) { store.add_artifact(id, artifact); });
 }
 
 void Recorder::on_remote_steps(const json& record) {
-  const int rank = record.value("rank", -1);
-  if (rank <= 0 || !record.contains("rows") || !record["rows"].is_array()) {
+  const auto rank = integer_field(record, "rank", 1, std::numeric_limits<int>::max());
+  if (!rank || !record.contains("rows") || !record["rows"].is_array()) {
     return;
   }
   for (const auto& row : record["rows"]) {
     if (const auto step = train::decode_row(row)) {
-      push_points(rank, *step);
+      push_points(static_cast<int>(*rank), *step);
     }
   }
 }

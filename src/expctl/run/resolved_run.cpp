@@ -1,5 +1,10 @@
 #include "expctl/run/resolved_run.hpp"
 
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "expctl/util/atomic_file.hpp"
@@ -26,6 +31,29 @@ void write_resolved_run(const std::filesystem::path& run_dir, const ResolvedRun&
   }
 }
 
+namespace {
+
+// An integer of the document in [low, high], or nullopt (absent: `fallback`).
+std::optional<int> int_field(const json& object, const char* key, int fallback, int low, int high) {
+  const auto found = object.find(key);
+  if (found == object.end()) {
+    return fallback;
+  }
+  if (!found->is_number_integer()) {
+    return std::nullopt;
+  }
+  if (found->is_number_unsigned() ? found->get<std::uint64_t>() > std::uint64_t(high)
+                                  : found->get<std::int64_t>() < low || found->get<std::int64_t>() > high) {
+    return std::nullopt;
+  }
+  return static_cast<int>(found->get<std::int64_t>());
+}
+
+}  // namespace
+
+// Every field is checked for the type and range expctl writes: a resolved.json edited by hand or
+// damaged threw nlohmann's type and out-of-range errors out of `resume` and `worker`, and a port of
+// 1e300 was converted to int (undefined behaviour) before (found by fuzz_resolved_run).
 ResolvedRun read_resolved_run(const std::filesystem::path& run_dir) {
   const auto path = run_dir / k_resolved_file;
   const auto text = util::read_file(path);
@@ -33,22 +61,58 @@ ResolvedRun read_resolved_run(const std::filesystem::path& run_dir) {
     throw util::UsageError(fmt::format("{}: cannot read the resolved spec ({}): is this a run folder?",
                                        path.string(), text.error().message));
   }
+  const auto refuse = [&path](std::string_view why) {
+    return util::UsageError(
+        fmt::format("{}: not a resolved spec written by expctl run ({}): run the spec again with expctl run",
+                    path.string(), why));
+  };
   const json document = json::parse(*text, nullptr, false);
-  if (document.is_discarded() || !document.contains("spec") || !document.contains("launch")) {
-    throw util::UsageError(fmt::format("{}: not a resolved spec written by expctl run", path.string()));
+  if (document.is_discarded() || !document.is_object()) {
+    throw refuse("not a JSON object");
+  }
+  const auto spec = document.find("spec");
+  const auto launch = document.find("launch");
+  if (spec == document.end() || !spec->is_object() || launch == document.end() || !launch->is_object()) {
+    throw refuse("\"spec\" and \"launch\" must be objects");
   }
   ResolvedRun run;
-  run.spec = document.at("spec");
-  run.inputs = document.value("inputs", json::object());
-  run.spec_file = document.value("spec_file", "");
-  const json& launch = document.at("launch");
-  run.node.nnodes = launch.value("nnodes", 1);
-  run.node.node_rank = launch.value("node_rank", 0);
-  run.node.master_addr = launch.value("master_addr", "");
-  run.node.master_port = launch.value("master_port", 0);
+  run.spec = *spec;
+  const auto distributed = run.spec.find("distributed");
+  if (distributed == run.spec.end() || !distributed->is_object() ||
+      !int_field(*distributed, "nproc_per_node", 0, 1, std::numeric_limits<int>::max()).value_or(0)) {
+    throw refuse("spec.distributed.nproc_per_node must be a whole number of at least 1");
+  }
+  if (const auto inputs = document.find("inputs"); inputs != document.end()) {
+    if (!inputs->is_object()) {
+      throw refuse("\"inputs\" must be an object");
+    }
+    run.inputs = *inputs;
+  }
+  if (const auto spec_file = document.find("spec_file"); spec_file != document.end()) {
+    if (!spec_file->is_string()) {
+      throw refuse("\"spec_file\" must be a string");
+    }
+    run.spec_file = spec_file->get<std::string>();
+  }
+  const auto nnodes = int_field(*launch, "nnodes", 1, 1, std::numeric_limits<int>::max());
+  const auto node_rank = int_field(*launch, "node_rank", 0, 0, std::numeric_limits<int>::max());
+  const auto master_port = int_field(*launch, "master_port", 0, 0, 65535);
+  if (!nnodes || !node_rank || !master_port || *node_rank >= *nnodes) {
+    throw refuse("launch.nnodes, node_rank and master_port must be whole numbers, node_rank below nnodes, the "
+                 "port at most 65535");
+  }
+  const auto master_addr = launch->find("master_addr");
+  if (master_addr != launch->end() && !master_addr->is_string()) {
+    throw refuse("launch.master_addr must be a string");
+  }
+  run.node.nnodes = *nnodes;
+  run.node.node_rank = *node_rank;
+  run.node.master_addr = master_addr == launch->end() ? "" : master_addr->get<std::string>();
+  run.node.master_port = *master_port;
   return run;
 }
 
+// read_resolved_run has checked nproc_per_node.
 launch::LaunchRequest node_request(const ResolvedRun& run) {
   auto request = run.node;
   request.nproc_per_node = static_cast<int>(run.spec.at("distributed").at("nproc_per_node").get<std::int64_t>());

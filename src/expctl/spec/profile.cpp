@@ -3,11 +3,12 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include "expctl/spec/yaml_tree.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/strings.hpp"
+#include "expctl/util/toml.hpp"
+#include "expctl/util/toml_depth.hpp"
 
 namespace expctl::spec {
 
@@ -28,6 +29,8 @@ std::string toml_text(const T& value) {
 
 nlohmann::json to_json(const toml::node& node);
 
+// Recursive, as deep as the profile: load_profile has bounded that (util/toml_depth.hpp and
+// TOML_MAX_NESTED_VALUES).
 nlohmann::json table_to_json(const toml::table& table) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [key, value] : table) {
@@ -106,6 +109,9 @@ tl::expected<nlohmann::json, util::Diagnostic> load_profile(const fs::path& path
   auto text = util::read_file(path);
   if (!text) {
     return tl::unexpected(problem(display_name, text.error().message));
+  }
+  if (auto deep = util::toml_key_depth_problem(*text); !deep.empty()) {
+    return tl::unexpected(problem(display_name, std::move(deep)));
   }
   try {
     const toml::table table = toml::parse(*text, display_name);

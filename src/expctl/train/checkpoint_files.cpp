@@ -1,6 +1,7 @@
 #include "expctl/train/checkpoint_files.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -21,6 +22,32 @@ std::filesystem::path index_path(const std::filesystem::path& checkpoint) {
   return path.replace_extension(".json");
 }
 
+// An index field: `fallback` when absent, nullopt when of another type than the index writes (a
+// string rank, a fractional or out-of-range step: found by fuzz_checkpoint_index, they threw
+// nlohmann's type errors out of a resume, or converted 1e300 to an integer, undefined behaviour).
+std::optional<std::int64_t> integer_field(const json& document, const char* key, std::int64_t fallback,
+                                          std::int64_t low, std::int64_t high) {
+  const auto found = document.find(key);
+  if (found == document.end()) {
+    return fallback;
+  }
+  if (!found->is_number_integer() || (found->is_number_unsigned() && found->get<std::uint64_t>() > std::uint64_t(high))) {
+    return std::nullopt;
+  }
+  const auto value = found->get<std::int64_t>();
+  return value >= low && value <= high ? std::optional(value) : std::nullopt;
+}
+
+std::optional<std::string> string_field(const json& document, const char* key) {
+  const auto found = document.find(key);
+  if (found == document.end()) {
+    return std::string();
+  }
+  return found->is_string() ? std::optional(found->get<std::string>()) : std::nullopt;
+}
+
+// The index of a checkpoint, or nullopt when it is missing, not JSON, or not shaped as
+// write_checkpoint_index writes it (then the checkpoint is treated as never written).
 std::optional<CheckpointFile> read_index(const std::filesystem::path& index) {
   const auto text = util::read_file(index);
   if (!text) {
@@ -30,12 +57,21 @@ std::optional<CheckpointFile> read_index(const std::filesystem::path& index) {
   if (!document.is_object() || !document.contains("step") || !document.contains("sha256")) {
     return std::nullopt;
   }
+  constexpr auto k_max = std::numeric_limits<std::int64_t>::max();
+  const auto rank = integer_field(document, "rank", -1, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+  const auto step = integer_field(document, "step", -1, std::numeric_limits<std::int64_t>::min(), k_max);
+  const auto size_bytes = integer_field(document, "size_bytes", -1, std::numeric_limits<std::int64_t>::min(), k_max);
+  auto sha256 = string_field(document, "sha256");
+  auto run_id = string_field(document, "run_id");
+  if (!rank || !step || !size_bytes || !sha256 || !run_id) {
+    return std::nullopt;
+  }
   CheckpointFile file;
-  file.rank = document.value("rank", -1);
-  file.step = document.value("step", std::int64_t{-1});
-  file.sha256 = document.value("sha256", "");
-  file.size_bytes = document.value("size_bytes", std::int64_t{-1});
-  file.run_id = document.value("run_id", "");
+  file.rank = static_cast<int>(*rank);
+  file.step = *step;
+  file.sha256 = std::move(*sha256);
+  file.size_bytes = *size_bytes;
+  file.run_id = std::move(*run_id);
   file.path = std::filesystem::path(index).replace_extension(".pt");
   return file;
 }

@@ -1,7 +1,9 @@
 #include "expctl/train/records.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 namespace expctl::train {
 namespace {
@@ -102,17 +104,33 @@ json encode_step(const StepMetrics& metrics) {
   return record;
 }
 
+namespace {
+
+// The step and the epoch (the first two fields) are whole numbers an int64 holds: converting
+// NaN or 1e300 to one is undefined behaviour (found by fuzz_control_record).
+bool counts_fit(std::span<const double> row) {
+  static_assert(std::string_view(k_step_fields[0].key) == "step" && std::string_view(k_step_fields[1].key) == "epoch");
+  return std::all_of(row.begin(), row.begin() + 2, [](double value) {
+    return std::isfinite(value) && std::trunc(value) == value && value >= -0x1p63 && value < 0x1p63;
+  });
+}
+
+}  // namespace
+
 std::optional<StepMetrics> decode_step(const json& record) {
-  StepMetrics metrics;
+  std::vector<double> values;
   for (const auto& field : k_step_fields) {
     const auto found = record.find(field.key);
     const auto value = found == record.end() ? std::nullopt : decode_number(*found);
     if (!value) {
       return std::nullopt;
     }
-    field.set(metrics, *value);
+    values.push_back(*value);
   }
-  return metrics;
+  if (!counts_fit(values)) {
+    return std::nullopt;
+  }
+  return step_from_row(values);
 }
 
 std::vector<double> step_row(const StepMetrics& metrics) {
@@ -151,6 +169,9 @@ std::optional<StepMetrics> decode_row(const json& row) {
       return std::nullopt;
     }
     values.push_back(*value);
+  }
+  if (!counts_fit(values)) {
+    return std::nullopt;
   }
   return step_from_row(values);
 }

@@ -278,3 +278,15 @@ TEST_CASE("thresholds the suite gave are labelled as the suite's") {
   CHECK(comparison.metrics[0].threshold_origin == "suite");
   CHECK(comparison.metrics[1].threshold_origin == "spec");
 }
+
+TEST_CASE("a list or mapping used as a key is a one-line suite error - not an escaped yaml-cpp exception") {
+  // Found by fuzz_suite (fuzz/regressions/suite/): yaml-cpp's "bad conversion" escaped load_suite.
+  CHECK_THAT(load_error("specs:\n  - spec: a.yaml\n    ? [x]\n    : 1\n"),
+             Catch::Contains("specs[0]: a key must be a plain name, not a list or a mapping"));
+  CHECK_THAT(load_error("specs:\n  - spec: a.yaml\n    thresholds: {[a]: -5%}\n"),
+             Catch::Contains("specs[0].thresholds: a key must be a plain name"));
+  CHECK_THAT(load_error("[a]: 1\nspecs:\n  - spec: a.yaml\n"),
+             Catch::Contains("a key must be a plain name, not a list or a mapping"));
+  CHECK_THAT(load_error("# " + std::string(1024 * 1024, 'x') + "\nspecs:\n  - spec: a.yaml\n"),
+             Catch::Contains("bytes, more than the 1 MiB limit"));
+}

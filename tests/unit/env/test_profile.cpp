@@ -109,3 +109,25 @@ TEST_CASE("profile: docs/env.md lists every profile key with its field") {
     CHECK(text.find("| `" + std::string(key.key) + "` | `" + std::string(key.field) + "` |") != std::string::npos);
   }
 }
+
+TEST_CASE("profile: a profile over 1 MiB is refused before parsing - as a spec's env profile is") {
+  CHECK(report_of("# " + std::string(1024 * 1024, 'x') + "\n") ==
+        "expctl: error: envs/x.toml: the profile is 1048579 bytes, more than the 1 MiB limit");
+}
+
+TEST_CASE("profile: keys nested past 64 levels are refused before toml++ recurses over them") {
+  std::string key = "a";
+  for (int i = 0; i < 200000; ++i) {
+    key += ".a";
+  }
+  CHECK(report_of("[" + key + "]\n") ==
+        "expctl: error: envs/x.toml: keys nested more than 64 levels deep (a.b.c... or [a.b.c...]): a profile needs "
+        "two or three");
+}
+
+TEST_CASE("profile: a table header that starts with no key is a syntax error in every build type") {
+  // toml++ 3.3.0 asserted here before reporting the error: builds without NDEBUG (asan, Debug)
+  // aborted (found by fuzz_env_profile; util/toml.hpp turns its assertions off).
+  CHECK_THAT(report_of("[#x]\n"), Catch::Contains("envs/x.toml:1:") && Catch::Contains("TOML syntax error") &&
+                                      Catch::Contains("expected bare key starting character or string delimiter, saw '#'"));
+}

@@ -264,3 +264,36 @@ TEST_CASE("recorder: waits on a store failure of kind busy, by its kind, never b
   CHECK_FALSE(run::is_store_busy(
       store::Error("postgresql://db/x: cannot connect", FailureKind::unreachable, util::ExitCode::usage)));
 }
+
+TEST_CASE("recorder: records of the wrong shape are dropped - never thrown at the supervisor, never failing the run",
+          "[run][recorder]") {
+  // Found by fuzz_control_record (fuzz/regressions/control_record/): a checkpoint record with a
+  // short sha256 reached the store, whose refusal failed the run as a fatal store error; a string
+  // "world_size" or a numeric "path" threw nlohmann's type_error out of on_record; a step of 1e300
+  // or "nan" was converted to an integer (undefined behaviour).
+  Fixture f;
+  {
+    run::Recorder recorder(f.db, f.run.id, f.run.run_dir, f.console, std::chrono::steady_clock::now());
+    auto huge_step = json::parse(step_record(1, 0.5));
+    huge_step["step"] = 1e300;
+    auto nan_epoch = json::parse(step_record(2, 0.5));
+    nan_epoch["epoch"] = "nan";
+    for (const json& record :
+         {json{{"t", "checkpoint"}, {"path", "x.pt"}, {"step", 3}, {"sha256", "00"}, {"size_bytes", 12}},
+          json{{"t", "checkpoint"}, {"path", 7}, {"sha256", std::string(64, 'b')}, {"size_bytes", 12}},
+          json{{"t", "checkpoint"}, {"path", "x.pt"}, {"sha256", std::string(64, 'b')}, {"size_bytes", -1}},
+          json{{"t", "start"}, {"world_size", "2"}, {"total_steps", 1e300}},
+          json{{"t", "collectives"}, {"allreduce", 5}}, json{{"t", "remote_steps"}, {"rank", "2"}, {"rows", json::array()}},
+          json{{"t", 5}}, huge_step, nan_epoch}) {
+      CAPTURE(record.dump());
+      CHECK_NOTHROW(recorder.on_record(0, record.dump()));
+    }
+    recorder.on_record(0, step_record(7, 0.25));
+    recorder.drain();
+    CHECK_FALSE(recorder.fatal_error().has_value());
+  }
+  CHECK(f.db.artifacts(f.run.id).empty());
+  const auto loss = f.db.metrics(f.run.id, {.name = "loss", .rank = 0});
+  REQUIRE(loss.size() == 1);
+  CHECK(loss[0].step == 7);
+}

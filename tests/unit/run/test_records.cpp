@@ -111,3 +111,29 @@ TEST_CASE("checkpoint files: the newest step intact on every rank is chosen, or 
   CHECK_THAT(point.refusal, Catch::Contains("rank0-step10.pt") && Catch::Contains("passed over") &&
                                 Catch::Contains("rank1-step20.pt"));
 }
+
+TEST_CASE("checkpoint files: an index of the wrong shape is no index - never a crash", "[run][checkpoints]") {
+  // Found by fuzz_checkpoint_index (fuzz/regressions/checkpoint_index/): a string rank or a
+  // numeric run id threw nlohmann's type_error out of resume; a step of 1e300 was converted to an
+  // integer (undefined behaviour).
+  test::TempDir dir;
+  write_checkpoint(dir.path(), 0, 10);
+  const auto index = train::checkpoint_path(dir.path(), 0, 20).replace_extension(".json");
+  std::ofstream(train::checkpoint_path(dir.path(), 0, 20)) << "x";
+  for (const char* text : {R"({"run_id":"run","rank":"0","step":20,"sha256":"00","size_bytes":1})",
+                           R"({"run_id":7,"rank":0,"step":20,"sha256":"00","size_bytes":1})",
+                           R"({"rank":0,"step":1e300,"sha256":"00","size_bytes":1})",
+                           R"({"rank":0,"step":20.5,"sha256":"00","size_bytes":1})",
+                           R"({"rank":0,"step":20,"sha256":["00"],"size_bytes":1})",
+                           R"({"rank":0,"step":20,"sha256":"00","size_bytes":18446744073709551615})"}) {
+    CAPTURE(text);
+    std::ofstream(index, std::ios::trunc) << text;
+    const auto files = train::list_checkpoints(dir.path(), 0);
+    REQUIRE(files.size() == 1);
+    CHECK(files[0].step == 10);
+    CHECK(train::resume_point(dir.path(), {0}).step == 10);
+  }
+  std::ofstream(index, std::ios::trunc) << R"({"rank":5,"step":20,"sha256":"00","size_bytes":1})";
+  CHECK(train::list_checkpoints(dir.path(), 0).size() == 2);  // read, then refused by verify_checkpoint
+  CHECK(train::resume_point(dir.path(), {0}).step == 10);
+}
