@@ -384,3 +384,29 @@ TEST_CASE("nightly end to end: a slowdown a busy process caused in the night's f
   CHECK_THAT(xml, Catch::Contains("<skipped message=\"warn: "));
   CHECK_THAT(read_text(n.summary), Catch::Contains("| tiny-synthetic | :warning: warn |"));
 }
+
+TEST_CASE("nightly end to end: a program spec plans, runs and grades, and its slower candidate fails at once") {
+  // A team's program (docs/program.md): one rank, a step every `delay` seconds, the same losses
+  // on both sides. The candidate sleeps 4x as long: samples_per_sec is a quarter.
+  RunDir d;
+  d.dir.write("prog.py", "import time, expctl\np = expctl.params()\nfor step in range(1, 21):\n"
+                         "    time.sleep(p['delay'])\n    expctl.log(step, loss=1.0 / step, samples=8)\n");
+  d.dir.write("prog.yaml", "name: prog\ndistributed:\n  nproc_per_node: 1\nprogram:\n"
+                           "  command: [/usr/bin/python3, prog.py]\n  params: {delay: 0.01}\n");
+  const auto suite = d.dir.write("suite.yaml", "suite: programs\nspecs:\n  - spec: prog.yaml\n    repeat: 3\n"
+                                               "    confirm_rounds: 0\n    set: [program.params.delay=0.04]\n"
+                                               "    thresholds: {samples_per_sec: -40%}\n"
+                                               "    baseline:\n      spec: prog.yaml\n");
+  const fs::path junit = d.dir / "nightly.xml";
+  const auto result = d.expctl({"nightly", suite.string(), "--date", "2026-12-01", "--junit", junit.string(),
+                                "--summary", (d.dir / "nightly.md").string()});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.out, Catch::Contains("prog: fail: regression in samples_per_sec"));
+  CHECK_THAT(read_text(junit), Catch::Contains("<failure message=\"samples_per_sec: "));
+  const auto runs = d.open().list_runs();
+  CHECK(runs.size() == 6);
+  for (const auto& run : runs) {
+    CHECK(run.status == store::RunStatus::completed);
+  }
+}

@@ -301,3 +301,30 @@ TEST_CASE("program: argv[0] is looked up in program.env's PATH, which the rank a
   REQUIRE(result.exit_code == 0);
   CHECK(summary_of(result).at("final_train_loss") == 0.25);
 }
+
+TEST_CASE("program: phases the program did not time show as not measured, never as 0 %") {
+  // The program logs its forward time only: the other phases and "other" are unknown.
+  const SmallProgram p("for s in 1 2 3; do echo \"{\\\"step\\\": $s, \\\"loss\\\": 1.0, \\\"forward_ms\\\": 2}\" >&3; "
+                       "sleep 0.05; done\n",
+                       1);
+  const auto result = p.run();
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const json summary = summary_of(result);
+  CHECK(summary.at("comm_wait_fraction").is_null());
+  const json& shares = summary.at("phases").at(0).at("shares");
+  CHECK(shares.at("forward").get<double>() > 0.0);
+  for (const char* phase : {"data", "backward", "comm", "optimizer", "other"}) {
+    INFO(phase);
+    CHECK(shares.at(phase).is_null());
+  }
+  const std::string id = parse_stdout(result).at("run").at("id");
+  const auto shown = p.d.expctl({"show", id});
+  REQUIRE(shown.exit_code == 0);
+  CHECK_THAT(shown.out, Catch::Contains("n/a") && !Catch::Contains(" 0.0%"));
+  const auto watched = p.d.expctl({"watch", id, "--format", "json"});
+  REQUIRE(watched.exit_code == 0);
+  const json view = json::parse(watched.out.substr(0, watched.out.find('\n')));
+  CHECK(view.at("ranks").at(0).at("phase_shares").at("comm").is_null());
+  CHECK(view.at("ranks").at(0).at("phase_shares").at("forward").get<double>() > 0.0);
+}

@@ -156,10 +156,13 @@ void print_section(const std::string& title, const util::TextTable& table) {
   std::cout << '\n' << title << '\n' << (table.rows() == 0 ? "  (none)\n" : indented(table.render()));
 }
 
-std::string share_text(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
+// "n/a" for a phase the run did not time (a program's run, unless the program logs it).
+std::string share_text(const std::optional<double>& share) {
+  return share ? fmt::format("{:.1f}%", 100.0 * *share) : "n/a";
+}
 
 // Per rank: where the step time went, and a bar of it (d data, f forward, b backward, c comm
-// wait, o optimizer, . other), 40 characters for the whole step.
+// wait, o optimizer, . other), 40 characters for the whole step; no bar without phase timers.
 util::TextTable phase_table(const std::vector<compare::RankPhases>& phases) {
   util::TextTable table({"rank", "step ms", "data", "fwd", "bwd", "comm", "opt", "other", "straggler mean/max",
                          "d f b c o ."});
@@ -171,13 +174,13 @@ util::TextTable phase_table(const std::vector<compare::RankPhases>& phases) {
     std::string bar;
     for (const auto& [share, mark] : {std::pair{s.data, 'd'}, {s.forward, 'f'}, {s.backward, 'b'}, {s.comm, 'c'},
                                       {s.optimizer, 'o'}, {row.other, '.'}}) {
-      bar.append(static_cast<std::size_t>(share * 40.0 + 0.5), mark);
+      bar.append(static_cast<std::size_t>(share.value_or(0.0) * 40.0 + 0.5), mark);
     }
     table.add_row({std::to_string(row.rank), fmt::format("{:.3f}", row.step_time_ms), share_text(s.data),
                    share_text(s.forward), share_text(s.backward), share_text(s.comm), share_text(s.optimizer),
                    share_text(row.other),
                    row.straggler_mean ? fmt::format("{:.2f}/{:.2f}", *row.straggler_mean, *row.straggler_max) : "-",
-                   bar});
+                   s.any() ? bar : "not measured"});
   }
   return table;
 }

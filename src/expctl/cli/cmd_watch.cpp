@@ -42,7 +42,10 @@ std::string run_id(const store::Store& db, const std::string& selector) {
   return runs.front().id;
 }
 
-std::string percent(double share) { return fmt::format("{:.0f}%", 100.0 * share); }
+// "n/a": the phase is not timed in this run (a program's, unless it logs it).
+std::string percent(const std::optional<double>& share) {
+  return share ? fmt::format("{:.0f}%", 100.0 * *share) : "n/a";
+}
 
 template <typename T>
 std::string or_dash(const std::optional<T>& value, const char* format) {
@@ -91,13 +94,13 @@ std::string headline(const run::WatchView& view) {
 }
 
 json rank_json(const run::RankView& rank) {
+  auto value = [](const auto& optional) { return optional ? json(*optional) : json(nullptr); };
   json phases = nullptr;
   if (rank.phases) {
-    phases = {{"data", rank.phases->data},         {"forward", rank.phases->forward},
-              {"backward", rank.phases->backward}, {"comm", rank.phases->comm},
-              {"optimizer", rank.phases->optimizer}};
+    phases = {{"data", value(rank.phases->data)},         {"forward", value(rank.phases->forward)},
+              {"backward", value(rank.phases->backward)}, {"comm", value(rank.phases->comm)},
+              {"optimizer", value(rank.phases->optimizer)}};
   }
-  auto value = [](const auto& optional) { return optional ? json(*optional) : json(nullptr); };
   return {{"rank", rank.rank},
           {"status", store::to_string(rank.status)},
           {"step", value(rank.step)},

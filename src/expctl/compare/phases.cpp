@@ -16,9 +16,13 @@ std::map<int, store::SeriesAggregate> aggregates(const store::Store& store, cons
   return by_rank;
 }
 
-double share_of(const std::map<int, store::SeriesAggregate>& series, int rank, double total) {
+// None when the rank stored no such series: not timed is not 0 %.
+std::optional<double> share_of(const std::map<int, store::SeriesAggregate>& series, int rank, double total) {
   const auto found = series.find(rank);
-  return found == series.end() || total <= 0.0 ? 0.0 : found->second.sum / total;
+  if (found == series.end() || found->second.count == 0) {
+    return std::nullopt;
+  }
+  return total <= 0.0 ? 0.0 : found->second.sum / total;
 }
 
 void set_straggler(RankPhases& row, const std::map<int, store::SeriesAggregate>& straggler) {
@@ -45,8 +49,9 @@ std::vector<RankPhases> phase_breakdown(const store::Store& store, const std::st
     row.step_time_ms = time.count > 0 ? time.sum / static_cast<double>(time.count) : 0.0;
     row.shares = {share_of(data, rank, time.sum), share_of(forward, rank, time.sum), share_of(backward, rank, time.sum),
                   share_of(comm, rank, time.sum), share_of(optimizer, rank, time.sum)};
-    const auto& s = row.shares;
-    row.other = std::max(0.0, 1.0 - s.data - s.forward - s.backward - s.comm - s.optimizer);
+    if (const auto& s = row.shares; s.data && s.forward && s.backward && s.comm && s.optimizer) {
+      row.other = std::max(0.0, 1.0 - *s.data - *s.forward - *s.backward - *s.comm - *s.optimizer);
+    }
     set_straggler(row, straggler);
     rows.push_back(row);
   }
@@ -61,12 +66,12 @@ nlohmann::json phases_json(const std::vector<RankPhases>& phases) {
                     {"steps", row.steps},
                     {"step_time_ms", row.step_time_ms},
                     {"shares",
-                     {{"data", row.shares.data},
-                      {"forward", row.shares.forward},
-                      {"backward", row.shares.backward},
-                      {"comm", row.shares.comm},
-                      {"optimizer", row.shares.optimizer},
-                      {"other", row.other}}},
+                     {{"data", or_null(row.shares.data)},
+                      {"forward", or_null(row.shares.forward)},
+                      {"backward", or_null(row.shares.backward)},
+                      {"comm", or_null(row.shares.comm)},
+                      {"optimizer", or_null(row.shares.optimizer)},
+                      {"other", or_null(row.other)}}},
                     {"straggler_mean", or_null(row.straggler_mean)},
                     {"straggler_max", or_null(row.straggler_max)}});
   }
@@ -86,10 +91,10 @@ RankPhases phase_row(const nlohmann::json& row) {
   phases.rank = row.at("rank").get<int>();
   phases.steps = row.at("steps").get<std::int64_t>();
   phases.step_time_ms = row.at("step_time_ms").get<double>();
-  phases.shares = {shares.at("data").get<double>(), shares.at("forward").get<double>(),
-                   shares.at("backward").get<double>(), shares.at("comm").get<double>(),
-                   shares.at("optimizer").get<double>()};
-  phases.other = shares.at("other").get<double>();
+  phases.shares = {optional_number(shares, "data"), optional_number(shares, "forward"),
+                   optional_number(shares, "backward"), optional_number(shares, "comm"),
+                   optional_number(shares, "optimizer")};
+  phases.other = optional_number(shares, "other");
   phases.straggler_mean = optional_number(row, "straggler_mean");
   phases.straggler_max = optional_number(row, "straggler_max");
   return phases;

@@ -17,13 +17,17 @@ namespace expctl::compare {
 /// The per-step metric of a rank's compute time over the median rank's (run/recorder.hpp).
 inline constexpr const char* k_straggler_series = "straggler_score";
 
-/// Shares of step time per phase.
+/// Shares of step time per phase; none for a phase the rank did not time (a program's run
+/// stores only what the program logs: its phases are not measured, which is not 0 %).
 struct PhaseShares {
-  double data = 0.0;
-  double forward = 0.0;
-  double backward = 0.0;
-  double comm = 0.0;  ///< exposed communication wait
-  double optimizer = 0.0;
+  std::optional<double> data;
+  std::optional<double> forward;
+  std::optional<double> backward;
+  std::optional<double> comm;  ///< exposed communication wait
+  std::optional<double> optimizer;
+
+  /// Whether any phase was timed.
+  bool any() const { return data || forward || backward || comm || optimizer; }
 };
 
 /// One rank over a whole run.
@@ -32,7 +36,8 @@ struct RankPhases {
   std::int64_t steps = 0;
   double step_time_ms = 0.0;  ///< mean
   PhaseShares shares;
-  double other = 0.0;  ///< the share no phase timer covers (bookkeeping; runs of older versions: all)
+  /// The share no phase timer covers (bookkeeping); known only when every phase was timed.
+  std::optional<double> other;
   std::optional<double> straggler_mean;
   std::optional<double> straggler_max;
 };
@@ -42,7 +47,8 @@ struct RankPhases {
 std::vector<RankPhases> phase_breakdown(const store::Store& store, const std::string& run_id);
 
 /// The rows as the JSON of summaries, `show --format json` and the compare reports:
-/// `[{rank, steps, step_time_ms, shares{data,forward,backward,comm,optimizer,other}, straggler_mean, straggler_max}]`.
+/// `[{rank, steps, step_time_ms, shares{data,forward,backward,comm,optimizer,other}, straggler_mean, straggler_max}]`;
+/// a share not measured is null.
 nlohmann::json phases_json(const std::vector<RankPhases>& phases);
 
 /// The rows a run's summary keeps (`phases`, written by run::compute_summary), or nullopt for a

@@ -148,4 +148,31 @@ LaunchPlan make_launch_plan(const LaunchRequest& request) {
   return plan;
 }
 
+LaunchPlan identity_plan(const RankIdentity& identity, std::optional<EnvMap> environment, int cores) {
+  LaunchPlan plan;
+  plan.nproc_per_node = identity.local_world_size;
+  plan.nnodes = std::max(1, identity.world_size / std::max(1, identity.local_world_size));
+  plan.node_rank = identity.node_rank;
+  plan.world_size = identity.world_size;
+  plan.master_addr = identity.master_addr;
+  plan.master_port = identity.master_port;
+  PlannedRank rank;
+  rank.rank = identity.rank;
+  rank.local_rank = identity.local_rank;
+  LaunchRequest request;
+  request.nproc_per_node = identity.local_world_size;
+  request.environment = std::move(environment);
+  request.cores = cores;
+  plan.omp_num_threads = omp_threads_for(request, rank.env);
+  rank.env["RANK"] = std::to_string(identity.rank);
+  rank.env["LOCAL_RANK"] = std::to_string(identity.local_rank);
+  rank.env["WORLD_SIZE"] = std::to_string(identity.world_size);
+  rank.env["LOCAL_WORLD_SIZE"] = std::to_string(identity.local_world_size);
+  rank.env["GROUP_RANK"] = std::to_string(identity.node_rank);
+  rank.env["MASTER_ADDR"] = identity.master_addr;
+  rank.env["MASTER_PORT"] = std::to_string(identity.master_port);
+  plan.ranks.push_back(std::move(rank));
+  return plan;
+}
+
 }  // namespace expctl::launch

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "expctl/launch/environment.hpp"
+#include "expctl/launch/rank_identity.hpp"
 
 namespace expctl::launch {
 
@@ -52,6 +53,14 @@ struct LaunchPlan {
   int omp_num_threads = 1;  ///< what the ranks get (the user's value when they set one)
   std::vector<PlannedRank> ranks;
 };
+
+/// The plan of the one rank this process is under an external launcher: torchrun's variables for
+/// `identity` (whichever launcher it came from), so a program started in this process's place
+/// sees torchrun's contract under mpirun, srun or Kubeflow too. OMP_NUM_THREADS as make_launch_plan
+/// sets it (the user's value, else the cores shared among the node's ranks).
+/// `environment` and `cores` as in LaunchRequest (tests pass them; nullopt/0: this process's).
+LaunchPlan identity_plan(const RankIdentity& identity, std::optional<EnvMap> environment = std::nullopt,
+                         int cores = 0);
 
 /// Validates `request` and builds the plan. Throws util::LaunchError (exit code "usage") naming
 /// the bad option; throws util::LaunchError (run failed) when no free port can be found.

@@ -199,7 +199,7 @@ constexpr PhaseColour k_phases[] = {{"data", "#8c564b"},  {"forward", "#2ca02c"}
 constexpr double k_bar = 18;
 constexpr double k_bar_gap = 6;
 
-std::vector<double> shares_of(const compare::RankPhases& row) {
+std::vector<std::optional<double>> shares_of(const compare::RankPhases& row) {
   const auto& s = row.shares;
   return {s.data, s.forward, s.backward, s.comm, s.optimizer, row.other};
 }
@@ -211,11 +211,14 @@ std::string phase_bar(const compare::RankPhases& row, std::string_view side, dou
   const double width = k_width - k_left - 20 - k_right;
   const auto shares = shares_of(row);
   for (std::size_t i = 0; i < shares.size(); ++i) {
-    const double w = std::max(0.0, shares[i]) * width;
+    if (!shares[i]) {
+      continue;  // not timed: no bar, rather than a false 0 %
+    }
+    const double w = std::max(0.0, *shares[i]) * width;
     svg += fmt::format(
         R"(<rect class="phase-{0}" x="{1:.2f}" y="{2:.1f}" width="{3:.2f}" height="{4}" fill="{5}">)"
         R"(<title>{6} rank {7}: {0} {8:.1f}% of {9:.3f} ms</title></rect>)",
-        k_phases[i].name, x, top, w, k_bar, k_phases[i].colour, side, row.rank, 100.0 * shares[i], row.step_time_ms);
+        k_phases[i].name, x, top, w, k_bar, k_phases[i].colour, side, row.rank, 100.0 * *shares[i], row.step_time_ms);
     x += w;
   }
   return svg;
@@ -236,8 +239,12 @@ std::string phase_legend(double top) {
 // Stacked bars per rank and side (first run of each): where the step time went.
 std::string phase_plot(const compare::Comparison& comparison) {
   const auto rows = comparison.phases_a.size() + comparison.phases_b.size();
-  if (rows == 0) {
-    return "<p>No phase timers in these runs (recorded by expctl from this version on).</p>\n";
+  const auto timed = [](const std::vector<compare::RankPhases>& phases) {
+    return std::any_of(phases.begin(), phases.end(), [](const auto& row) { return row.shares.any(); });
+  };
+  if (rows == 0 || (!timed(comparison.phases_a) && !timed(comparison.phases_b))) {
+    return "<p>No phase timers in these runs: the built-in trainer records them; a program's run has them only "
+           "when the program logs data_wait_ms, forward_ms, backward_ms, comm_wait_ms or optimizer_ms.</p>\n";
   }
   const double height = k_top + static_cast<double>(rows) * (k_bar + k_bar_gap) + 30;
   std::string svg = fmt::format(

@@ -3,6 +3,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -17,6 +21,7 @@
 #include "expctl/run/forensics.hpp"
 #include "expctl/run/outcome.hpp"
 #include "expctl/run/program.hpp"
+#include "expctl/run/program_gather.hpp"
 #include "expctl/run/recorder.hpp"
 #include "expctl/run/rendezvous.hpp"
 #include "expctl/run/preflight.hpp"
@@ -30,10 +35,12 @@
 #include "expctl/tensorboard/export.hpp"
 #include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/plugin.hpp"
+#include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/malloc_tuning.hpp"
 #include "expctl/util/sha256.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::run {
 namespace {
@@ -76,6 +83,20 @@ std::string host_name() {
   return ::gethostname(buffer, sizeof buffer - 1) == 0 ? std::string(buffer) : std::string("localhost");
 }
 
+/// A program run whose ranks several `expctl` processes supervise (program_gather.hpp): where the
+/// job's store is, which part this supervisor is, and how many there are.
+struct Handover {
+  std::string host;
+  std::uint16_t port = 0;
+  int index = 0;  ///< 0: this supervisor records the run and takes the others' parts
+  int parts = 1;
+  std::string noun = "node";  ///< what a part is: "node" (--nnodes) or "rank" (external launcher)
+  /// Before every key: a store torchrun's agent keeps across restarts of its workers holds each
+  /// attempt's keys apart ("attempt-N/").
+  std::string prefix;
+  std::chrono::seconds timeout{120};
+};
+
 /// Everything one invocation of a recorded run needs.
 struct Invocation {
   store::RunRecord run;
@@ -86,6 +107,12 @@ struct Invocation {
   bool quiet = false;
   std::optional<std::int64_t> resume_step;  ///< the checkpoint step a resume continues after
   bool program = false;  ///< the spec runs a user's program (program.command), not the built-in trainer
+  /// Program runs: who hosts the store the program's ranks meet in.
+  StoreHost store_host = StoreHost::rank0;
+  /// Program runs of several supervisors: this one's place in the handover at the end.
+  std::optional<Handover> handover;
+  /// Under an external launcher: the one rank this process supervises (else the node's plan).
+  std::optional<launch::LaunchPlan> plan;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -240,6 +267,9 @@ std::vector<std::string> worker_argv(const std::string& run_dir, bool resume) {
 }
 
 launch::LaunchPlan plan_for(const Invocation& invocation) {
+  if (invocation.plan) {
+    return *invocation.plan;
+  }
   auto request = node_request(invocation.resolved);
   if (invocation.rendezvous) {
     request.rendezvous_file = invocation.rendezvous->file.string();
@@ -321,12 +351,115 @@ struct Supervised {
 };
 
 // What a program run's summary says about its metrics (the built-in trainer always reports).
-json program_summary(const ProgramRecords& records) {
-  json program = {{"steps_logged", records.steps_logged()}, {"lines_skipped", records.lines_skipped()}};
-  if (records.steps_logged() == 0) {
+json program_summary(std::int64_t steps_logged, std::int64_t lines_skipped) {
+  json program = {{"steps_logged", steps_logged}, {"lines_skipped", lines_skipped}};
+  if (steps_logged == 0) {
     program["note"] = "the program logged no metrics (docs/program.md: expctl.log or the metrics protocol)";
   }
   return {{"program", program}};
+}
+
+// What this supervisor's program ranks did, to hand over to the one that records the run.
+ProgramPart part_of(int index, const ProgramRecords& records, const std::optional<launch::Outcome>& outcome,
+                    const Verdict& verdict) {
+  ProgramPart part;
+  part.index = index;
+  part.points = records.points();
+  part.steps_logged = records.steps_logged();
+  part.lines_skipped = records.lines_skipped();
+  part.root_cause = verdict.status == store::RunStatus::completed ? std::string() : verdict.root_cause;
+  for (const auto& exit : outcome ? outcome->ranks : std::vector<launch::RankExit>{}) {
+    part.ranks.push_back({exit.rank, rank_status(exit),
+                          exit.exit_code >= 0 ? std::optional<int>(exit.exit_code) : std::nullopt,
+                          exit.signal != 0 ? std::optional<int>(exit.signal) : std::nullopt, host_name(), exit.pid});
+  }
+  return part;
+}
+
+// A supervisor other than the recording one: its part goes to the job's store. Its own records
+// stay where they are (a node's own store), so a handover that fails costs a warning, not the run.
+void hand_over(const Handover& handover, const ProgramPart& part, Console& console) {
+  try {
+    train::plugin::StoreClient client(handover.host, handover.port, handover.timeout);
+    client.set(handover.prefix + part_key(handover.index), part_text(part));
+  } catch (const util::Failure& error) {
+    console.note(fmt::format("warning: cannot hand {} steps of this supervisor's ranks to the run of record: {}",
+                             part.steps_logged, error.what()),
+                 true);
+  }
+}
+
+// The recording supervisor takes every other part (waiting up to `timeout` in all) and stores it
+// as its ranks' own: the run of record then holds every rank's steps and how each rank ended. A
+// rank of another part that failed fails a run whose own ranks completed; a part that never came
+// is named in the summary.
+json take_parts(const Handover& handover, const store::RunRecord& run, Recorder& recorder, Verdict& verdict,
+                std::int64_t& steps, std::int64_t& skipped, std::chrono::seconds timeout) {
+  const std::string& run_id = run.id;
+  std::vector<std::string> missing;
+  std::vector<ProgramPart> parts;
+  if (handover.parts <= 1) {
+    return json::object();
+  }
+  std::optional<train::plugin::StoreClient> client;
+  try {
+    client.emplace(handover.host, handover.port, timeout);
+  } catch (const util::Failure&) {
+  }
+  const auto deadline = SteadyClock::now() + timeout;
+  for (int index = 1; index < handover.parts; ++index) {
+    const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                  deadline - SteadyClock::now()));
+    const auto text = client ? client->get(handover.prefix + part_key(index), left) : std::nullopt;
+    try {
+      if (text) {
+        parts.push_back(part_from_text(*text));
+        continue;
+      }
+    } catch (const json::exception&) {
+    }
+    missing.push_back(std::to_string(index));
+  }
+  for (const auto& part : parts) {
+    steps += part.steps_logged;
+    skipped += part.lines_skipped;
+    if (!part.log.empty()) {  // an external launcher's rank: its log joins the run's
+      (void)util::write_file_atomic(run.run_dir / "logs" / fmt::format("rank-{}.log", part.index), part.log);
+    }
+    for (std::size_t first = 0; first < part.points.size();) {
+      std::size_t last = first;
+      while (last < part.points.size() && part.points[last].rank == part.points[first].rank &&
+             part.points[last].step == part.points[first].step) {
+        ++last;
+      }
+      recorder.on_logged_step(part.points[first].rank, part.points[first].step,
+                              {part.points.begin() + static_cast<std::ptrdiff_t>(first),
+                               part.points.begin() + static_cast<std::ptrdiff_t>(last)});
+      first = last;
+    }
+    recorder.post([ranks = part.ranks, run_id](store::Store& store) {
+      std::map<int, bool> known;
+      for (const auto& rank : store.ranks(run_id)) {
+        known[rank.rank] = true;
+      }
+      for (const auto& rank : ranks) {
+        if (!known.contains(rank.rank)) {
+          store.add_rank(run_id, store::RankRecord{.rank = rank.rank, .host = rank.host, .pid = rank.pid});
+        }
+        store.update_rank(run_id, rank.rank, rank.status, rank.exit_code, rank.signal);
+      }
+    });
+    if (!part.root_cause.empty() && verdict.status == store::RunStatus::completed) {
+      verdict = {store::RunStatus::failed, util::ExitCode::run_failed, part.root_cause};
+    }
+  }
+  json summary = json::object();
+  if (!missing.empty()) {
+    summary["parts_missing"] = fmt::format("{}(s) {} handed over no steps within {} s{}", handover.noun,
+                                           util::join(missing, ", "), timeout.count(),
+                                           handover.noun == "node" ? " (they are in those nodes' own stores)" : "");
+  }
+  return summary;
 }
 
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console,
@@ -337,7 +470,8 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   export_tensorboard(recorder, store, invocation, plan.world_size);
   std::string stack_note;  // set when a rank stopped answering and its stack was (or was not) saved
   auto options = supervisor_options(invocation, console, recorder, stack_note);
-  ProgramRecords program_records(recorder, console);
+  const bool hands_over = invocation.handover && invocation.handover->index != 0;
+  ProgramRecords program_records(&recorder, console, /*keep=*/hands_over);
   if (invocation.program) {
     options.on_record = [&program_records](int rank, std::string_view line) { program_records.on_line(rank, line); };
   }
@@ -351,32 +485,52 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
                              verb, plan.ranks.size(), plan.world_size, options.log_dir.string());
   }
   Supervised result;
+  std::optional<launch::Outcome> outcome;
   try {
     launch::Supervisor supervisor(options);
     if (invocation.program) {
-      supervisor.start(program_rank_specs(plan, invocation.resolved.spec, invocation.resolved.spec_file,
-                                          invocation.run.id, invocation.run.run_dir, invocation.resume));
+      const ProgramLaunch where{invocation.run.id, invocation.run.run_dir, invocation.run.run_dir / "checkpoints",
+                                invocation.resume, invocation.store_host};
+      supervisor.start(program_rank_specs(plan, invocation.resolved.spec, invocation.resolved.spec_file, where));
     } else if (held) {
       supervisor.start(std::move(*held), invocation.run.run_dir.string());
     } else {
       supervisor.start(launch::rank_specs(plan, worker_argv(invocation.run.run_dir.string(), invocation.resume)));
     }
     record_ranks(recorder, invocation, plan, supervisor.pids());
-    const auto outcome = supervisor.wait();
-    result.verdict = verdict_of(outcome, recorder.divergence(), recorder.last_steps());
-    if (!stack_note.empty() && outcome.root_cause &&
-        outcome.root_cause->description.find("stopped answering") != std::string::npos) {
+    outcome = supervisor.wait();
+    result.verdict = verdict_of(*outcome, recorder.divergence(), recorder.last_steps());
+    if (!stack_note.empty() && outcome->root_cause &&
+        outcome->root_cause->description.find("stopped answering") != std::string::npos) {
       auto& cause = result.verdict.root_cause;
       cause.insert(std::min(cause.find('\n'), cause.size()), "; " + stack_note);  // before the rank's last lines
     }
   } catch (const util::Failure& error) {
     result.verdict = {store::RunStatus::failed, util::ExitCode::run_failed, error.what()};
   }
+  std::int64_t steps = program_records.steps_logged();
+  std::int64_t skipped = program_records.lines_skipped();
+  json handover_summary = json::object();
+  if (invocation.program && invocation.handover) {
+    const auto& handover = *invocation.handover;
+    if (hands_over) {
+      hand_over(handover, part_of(handover.index, program_records, outcome, result.verdict), console);
+    } else {
+      // An interrupted job's other parts come within moments (their launcher stops them too).
+      const auto timeout = result.verdict.status == store::RunStatus::interrupted ? std::chrono::seconds(10)
+                                                                                  : handover.timeout;
+      handover_summary = take_parts(handover, invocation.run, recorder, result.verdict, steps, skipped, timeout);
+    }
+  }
   console.finish();
   recorder.drain();
   result.facts = recorder.facts();
   if (invocation.program) {
-    result.summary = program_summary(program_records);
+    result.summary = program_summary(steps, skipped);
+    result.summary["program"].update(handover_summary);
+    if (invocation.plan) {
+      result.summary["world_size"] = plan.world_size;  // the launcher's, whatever the spec says
+    }
   }
   return result;  // the recorder's thread ends here, before anyone else uses the store
 }
@@ -476,6 +630,161 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
 }
 
 // ---------------------------------------------------------------------------------------------
+// A program's ranks when more than one `expctl` supervises them (program_gather.hpp).
+
+std::chrono::seconds timeout_of(const json& spec) {
+  return std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
+}
+
+// Several nodes started with --nnodes: node 0 hosts the store the program's ranks join (as for
+// built-in runs, so no rank races another to bind it), and every node hands its ranks' steps to
+// node 0 at the end. One node: the program's rank 0 hosts it, nothing is handed over.
+void prepare_program_nodes(Invocation& invocation) {
+  auto& node = invocation.resolved.node;
+  if (node.nnodes <= 1) {
+    return;
+  }
+  train::plugin::preload();  // the store's client and server live in the training plugin
+  invocation.rendezvous = host_rendezvous(node, invocation.resolved.spec);
+  invocation.store_host = StoreHost::expctl;
+  invocation.handover = Handover{node.master_addr, static_cast<std::uint16_t>(node.master_port), node.node_rank,
+                                 node.nnodes, "node", "", timeout_of(invocation.resolved.spec)};
+}
+
+// Under an external launcher every rank's `expctl run` starts the program as that rank. The store
+// the program's ranks meet in is torchrun's agent's when it hosts one (TORCHELASTIC_USE_AGENT_STORE),
+// else global rank 0's `expctl run` hosts it on MASTER_PORT, as torchrun's agent would. Rank 0
+// publishes the run's id there once it is recorded, and the others hand their steps over at the end.
+Invocation external_program_invocation(const RunRequest& request, const spec::Spec& spec,
+                                       const launch::RankIdentity& identity) {
+  Invocation invocation;
+  invocation.program = true;
+  invocation.quiet = request.quiet;
+  invocation.resolved.spec = resolved_values(spec);
+  invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
+  invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
+  invocation.resolved.node.node_rank = identity.node_rank;
+  invocation.resolved.node.master_addr = identity.master_addr;
+  invocation.resolved.node.master_port = identity.master_port;
+  invocation.plan = launch::identity_plan(identity);
+  invocation.store_host = identity.agent_store ? StoreHost::launcher : StoreHost::expctl;
+  const auto timeout = timeout_of(invocation.resolved.spec);
+  invocation.handover =
+      Handover{identity.master_addr, identity.master_port, identity.rank, identity.world_size, "rank", "", timeout};
+  if (identity.agent_store) {
+    const auto attempt = launch::lookup(launch::current_environment(), "TORCHELASTIC_RESTART_COUNT");
+    invocation.handover->prefix = fmt::format("attempt-{}/", attempt.value_or("0"));
+  }
+  train::plugin::preload();
+  if (identity.rank == 0 && !identity.agent_store) {
+    invocation.rendezvous = std::make_shared<Rendezvous>();
+    try {
+      invocation.rendezvous->server = std::make_unique<train::plugin::StoreServer>(identity.master_port, timeout);
+    } catch (const util::TrainError& error) {
+      throw util::UsageError(fmt::format("{} (MASTER_PORT from {})", error.what(), identity.launcher));
+    }
+  }
+  return invocation;
+}
+
+std::string tail_of(const std::filesystem::path& file, std::size_t bytes) {
+  std::ifstream in(file, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+// A rank other than 0: nothing is recorded here. The program's files and logs live in a temporary
+// folder (its lines also reach the launcher's output as `[rank N] ...`); its steps go to rank 0.
+RunResult run_program_as_other_rank(Invocation& invocation) {
+  const Handover& handover = *invocation.handover;
+  const int rank = handover.index;
+  std::optional<json> published;
+  try {
+    train::plugin::StoreClient client(handover.host, handover.port, handover.timeout);
+    if (const auto text = client.get(handover.prefix + k_program_run_key, handover.timeout)) {
+      published = json::parse(*text, nullptr, false);
+    }
+  } catch (const util::Failure&) {
+  }
+  RunResult result;
+  if (!published || !published->is_object()) {
+    std::cerr << fmt::format("expctl: error: rank {}: rank 0 did not publish its run at {}:{} within {} s: check "
+                             "that global rank 0 runs `expctl run` with the same spec and store (its own output "
+                             "says why it stopped); no program was started on this rank\n",
+                             rank, handover.host, handover.port, handover.timeout.count());
+    result.exit_code = util::ExitCode::run_failed;
+    return result;
+  }
+  std::string folder = (std::filesystem::temp_directory_path() / fmt::format("expctl-rank{}-XXXXXX", rank)).string();
+  if (::mkdtemp(folder.data()) == nullptr) {
+    throw util::UsageError(fmt::format("cannot create a temporary folder {}: {}; set TMPDIR to a writable directory",
+                                       folder, std::strerror(errno)));
+  }
+  const std::filesystem::path scratch = folder;
+  invocation.run.id = published->at("run_id").get<std::string>();
+  Console console(invocation.quiet);
+  ProgramRecords records(nullptr, console, /*keep=*/true);
+  launch::SupervisorOptions options;
+  options.log_dir = scratch / "logs";
+  options.grace_period = std::chrono::seconds(3);
+  options.heartbeat_timeout = handover.timeout;
+  options.silence_counts_after_first_line = true;
+  options.console = [&console](std::string_view line) { console.line(line); };
+  options.on_record = [&records](int from, std::string_view line) { records.on_line(from, line); };
+  options.on_unresponsive = [&console](int from, pid_t) { console.note(fmt::format("rank {} stopped answering", from), true); };
+  Verdict verdict;
+  std::optional<launch::Outcome> outcome;
+  try {
+    launch::Supervisor supervisor(options);
+    const ProgramLaunch where{invocation.run.id, scratch, published->at("checkpoint_dir").get<std::string>(), false,
+                              invocation.store_host};
+    supervisor.start(program_rank_specs(*invocation.plan, invocation.resolved.spec, invocation.resolved.spec_file,
+                                        where));
+    outcome = supervisor.wait();
+    verdict = verdict_of(*outcome, std::nullopt);
+  } catch (const util::Failure& error) {
+    verdict = {store::RunStatus::failed, util::ExitCode::run_failed, error.what()};
+  }
+  auto part = part_of(rank, records, outcome, verdict);
+  part.log = tail_of(scratch / "logs" / fmt::format("rank-{}.log", rank), k_part_log_bytes);
+  hand_over(handover, part, console);
+  console.finish();
+  std::error_code ignored;
+  std::filesystem::remove_all(scratch, ignored);
+  if (verdict.status != store::RunStatus::completed) {
+    std::cerr << fmt::format("expctl: rank {} of run {} {}: {}\n", rank, invocation.run.id,
+                             store::to_string(verdict.status), verdict.root_cause);
+  }
+  result.exit_code = verdict.exit_code;
+  return result;
+}
+
+RunResult run_program_as_external_rank(const RunRequest& request, const spec::Spec& spec, const StackCheck& stack,
+                                       const launch::RankIdentity& identity) {
+  Invocation invocation = external_program_invocation(request, spec, identity);
+  invocation.drift = stack.drifted();
+  if (identity.rank != 0) {
+    return run_program_as_other_rank(invocation);
+  }
+  store::Store store = request.open_store();
+  auto tags = request.tags;
+  tags.push_back("launcher:" + identity.launcher);
+  invocation.run = record_new_run(store, spec, stack, tags, invocation.resolved);
+  const auto& handover = *invocation.handover;
+  try {
+    train::plugin::StoreClient client(handover.host, handover.port, handover.timeout);
+    client.set(handover.prefix + k_program_run_key, json{{"run_id", invocation.run.id},
+                                       {"checkpoint_dir", (invocation.run.run_dir / "checkpoints").string()}}
+                                      .dump());
+  } catch (const util::Failure& error) {
+    const Verdict verdict{store::RunStatus::failed, util::ExitCode::run_failed,
+                          fmt::format("rank 0 cannot publish the run to the other ranks: {}", error.what())};
+    return conclude(store, invocation, verdict, RunFacts{});
+  }
+  return supervise(store, invocation);
+}
+
+// ---------------------------------------------------------------------------------------------
 
 spec::LoadOptions load_options(const RunRequest& request) {
   spec::LoadOptions load{request.overrides};
@@ -557,19 +866,14 @@ RunResult run_spec(const RunRequest& request) {
   Invocation invocation;
   invocation.program = spec::has_program(spec.values());
   if (invocation.program) {
-    if (identity) {
-      throw util::UsageError(fmt::format(
-          "{}: a spec with program.command is launched by `expctl run` itself, which starts the program on every "
-          "rank: run `expctl run {}` once per node instead of under {}",
-          request.spec_file.string(), request.spec_file.string(), identity->launcher));
-    }
     check_program_launchable(spec.values(), request.spec_file);  // exit 2 before any rank starts
   }
   std::optional<launch::HeldRanks> held;
   if (!identity && invocation.program) {
     invocation.resolved.spec = resolved_values(spec);
     invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
-    invocation.resolved.node = node_of(request, spec);  // rank 0 of the program hosts the rendezvous
+    invocation.resolved.node = node_of(request, spec);
+    prepare_program_nodes(invocation);  // several nodes: node 0 hosts the store (a port in use: exit 2)
   } else if (!identity) {
     invocation.resolved.spec = resolved_values(spec);
     invocation.resolved.inputs = spec.input_paths();
@@ -592,7 +896,8 @@ RunResult run_spec(const RunRequest& request) {
     return refused_for_pins(stack, request);
   }
   if (identity) {
-    return run_as_external_rank(request, spec, stack, *identity);
+    return invocation.program ? run_program_as_external_rank(request, spec, stack, *identity)
+                              : run_as_external_rank(request, spec, stack, *identity);
   }
   invocation.drift = stack.drifted();
   invocation.quiet = request.quiet;
@@ -623,6 +928,14 @@ RunResult resume_run(const ResumeRequest& request) {
   invocation.quiet = request.quiet;
   invocation.program = spec::has_program(invocation.resolved.spec);
   if (invocation.program) {
+    for (const auto& tag : invocation.run.tags) {
+      if (tag.starts_with("launcher:")) {
+        throw util::UsageError(fmt::format(
+            "run {} was started by {}, one `expctl run` per rank: it cannot be resumed by one process; start a new "
+            "run under the launcher (the program may read its checkpoints from {})",
+            invocation.run.id, tag.substr(9), (invocation.run.run_dir / "checkpoints").string()));
+      }
+    }
     // The program keeps its own checkpoints in EXPCTL_CHECKPOINT_DIR and finds them on EXPCTL_RESUME=1.
     check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
   } else {
@@ -631,7 +944,9 @@ RunResult resume_run(const ResumeRequest& request) {
   if (invocation.resolved.node.nnodes == 1) {
     invocation.resolved.node.master_port = 0;  // the old port may be taken by now
   }
-  if (!invocation.program) {
+  if (invocation.program) {
+    prepare_program_nodes(invocation);
+  } else {
     invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
   }
   invocation.resume = true;

@@ -109,12 +109,12 @@ void check_program_launchable(const json& values, const fs::path& spec_file) {
 }
 
 std::vector<launch::RankSpec> program_rank_specs(const launch::LaunchPlan& plan, const json& values,
-                                                 const fs::path& spec_file, const std::string& run_id,
-                                                 const fs::path& run_dir, bool resume) {
-  const fs::path program_dir = run_dir / "program";
+                                                 const fs::path& spec_file, const ProgramLaunch& where) {
+  const std::string& run_id = where.run_id;
+  const fs::path program_dir = where.run_dir / "program";
   const fs::path python_dir = program_dir / "python";
   const fs::path params_file = program_dir / "params.json";
-  const fs::path checkpoint_dir = run_dir / "checkpoints";
+  const fs::path& checkpoint_dir = where.checkpoint_dir;
   std::error_code error;
   fs::create_directories(python_dir / "expctl", error);
   fs::create_directories(checkpoint_dir, error);
@@ -152,10 +152,18 @@ std::vector<launch::RankSpec> program_rank_specs(const launch::LaunchPlan& plan,
   common["EXPCTL_CHECKPOINT_DIR"] = checkpoint_dir.string();
   common["EXPCTL_PARAMS_FILE"] = params_file.string();
   common[launch::k_metrics_fd_variable] = std::to_string(launch::k_control_fd);
-  common["EXPCTL_RESUME"] = resume ? std::optional<std::string>("1") : std::nullopt;
-  // No agent hosts the store: rank 0 does (torch's env:// rendezvous), and no FileStore either.
-  common["TORCHELASTIC_USE_AGENT_STORE"] = std::nullopt;
-  common["EXPCTL_RENDEZVOUS_FILE"] = std::nullopt;
+  common["EXPCTL_RESUME"] = where.resume ? std::optional<std::string>("1") : std::nullopt;
+  common["EXPCTL_RENDEZVOUS_FILE"] = std::nullopt;  // the built-in trainer's FileStore: not torch's
+  if (where.store == StoreHost::rank0) {
+    // One node: rank 0 hosts the store (torch's env:// rendezvous without an agent).
+    common["TORCHELASTIC_USE_AGENT_STORE"] = std::nullopt;
+    common["TORCHELASTIC_RESTART_COUNT"] = std::nullopt;
+  } else if (where.store == StoreHost::expctl) {
+    // expctl hosts it, as torchrun's agent does: torch then joins as a client under the prefix of
+    // this attempt (torch.distributed.rendezvous reads both).
+    common["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+    common["TORCHELASTIC_RESTART_COUNT"] = "0";
+  }
   const fs::path workdir = program_workdir(values, spec_file);
   std::vector<launch::RankSpec> ranks;
   for (const launch::PlannedRank& planned : plan.ranks) {
@@ -217,7 +225,12 @@ void ProgramRecords::on_line(int rank, std::string_view line) {
                                    previous == m_last_time.end() ? std::nullopt : std::optional(previous->second));
   m_last_time[rank] = time;
   ++m_steps;
-  m_recorder.on_logged_step(rank, decoded->step, std::move(points));
+  if (m_keep) {
+    m_points.insert(m_points.end(), points.begin(), points.end());
+  }
+  if (m_recorder != nullptr) {
+    m_recorder->on_logged_step(rank, decoded->step, std::move(points));
+  }
 }
 
 }  // namespace expctl::run

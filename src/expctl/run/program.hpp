@@ -27,6 +27,23 @@ inline constexpr std::string_view k_program_variables[] = {
     "EXPCTL_METRICS_FD",    "EXPCTL_RESUME",   "EXPCTL_CONTROL_FD",     "PYTHONHASHSEED",
     "TORCHELASTIC_RUN_ID",  "RANK",            "LOCAL_RANK",            "WORLD_SIZE",
     "LOCAL_WORLD_SIZE",     "GROUP_RANK",      "MASTER_ADDR",           "MASTER_PORT",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
+};
+
+/// Who hosts the rendezvous store the program's ranks meet in (torch's env:// rendezvous).
+enum class StoreHost {
+  rank0,     ///< the program's rank 0, as under torchrun without its agent (one node, started by expctl)
+  expctl,    ///< node 0's / rank 0's `expctl run` (several nodes, mpirun, srun, Kubeflow): ranks join as clients
+  launcher,  ///< torchrun's agent already does, and its variables are passed on as they are
+};
+
+/// Where one supervisor's program ranks run and what they are told.
+struct ProgramLaunch {
+  std::string run_id;
+  std::filesystem::path run_dir;         ///< program/ (parameters, the Python module) is written here
+  std::filesystem::path checkpoint_dir;  ///< EXPCTL_CHECKPOINT_DIR
+  bool resume = false;                   ///< EXPCTL_RESUME=1
+  StoreHost store = StoreHost::rank0;
 };
 
 /// The directory the ranks start in: program.workdir relative to the spec's directory (default:
@@ -38,13 +55,12 @@ std::filesystem::path program_workdir(const nlohmann::json& values, const std::f
 /// program is not found or not executable.
 void check_program_launchable(const nlohmann::json& values, const std::filesystem::path& spec_file);
 
-/// Writes the run's program files (the parameters as JSON, the `expctl` Python module) under
-/// `run_dir`/program and returns one RankSpec per planned rank: the substituted command in the
-/// workdir, torchrun's environment (rank 0 hosts the rendezvous store, as torchrun's own ranks do
-/// without its agent) plus expctl's variables. `resume`: EXPCTL_RESUME=1.
+/// Writes the program files (the parameters as JSON, the `expctl` Python module) under
+/// `where.run_dir`/program and returns one RankSpec per planned rank: the substituted command in
+/// the workdir, torchrun's environment (the store hosted as `where.store` says) plus expctl's
+/// variables.
 std::vector<launch::RankSpec> program_rank_specs(const launch::LaunchPlan& plan, const nlohmann::json& values,
-                                                 const std::filesystem::path& spec_file, const std::string& run_id,
-                                                 const std::filesystem::path& run_dir, bool resume);
+                                                 const std::filesystem::path& spec_file, const ProgramLaunch& where);
 
 /// The Python module `expctl` (stdlib only) that program ranks find on their PYTHONPATH.
 std::string_view python_module_source();
@@ -55,21 +71,28 @@ std::string_view python_module_source();
 /// all are counted). Called on the supervisor's thread.
 class ProgramRecords {
  public:
-  ProgramRecords(Recorder& recorder, Console& console) : m_recorder(recorder), m_console(console) {}
+  /// `recorder` null: nothing is stored here (an external launcher's rank other than 0, whose
+  /// records go to rank 0); `keep`: the points are also kept for handing over (points()).
+  ProgramRecords(Recorder* recorder, Console& console, bool keep = false)
+      : m_recorder(recorder), m_console(console), m_keep(keep) {}
 
   void on_line(int rank, std::string_view line);
 
   /// Lines stored as steps, and lines skipped, over every rank.
   std::int64_t steps_logged() const { return m_steps; }
   std::int64_t lines_skipped() const { return m_skipped; }
+  /// Every point of every logged step, when kept.
+  const std::vector<store::MetricPoint>& points() const { return m_points; }
 
  private:
-  Recorder& m_recorder;
+  Recorder* m_recorder;
   Console& m_console;
   std::map<int, double> m_last_time;  // rank -> time of its previous step line
   std::map<int, int> m_warnings;      // rank -> warnings printed
   std::int64_t m_steps = 0;
   std::int64_t m_skipped = 0;
+  bool m_keep = false;
+  std::vector<store::MetricPoint> m_points;
 };
 
 /// The metric points of one logged step of `rank` (pure; ProgramRecords' arithmetic):

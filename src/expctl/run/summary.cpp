@@ -26,7 +26,8 @@ std::vector<store::MetricPoint> series(const store::Store& store, const std::str
   return store.metrics(run_id, {.name = std::string(name), .rank = rank});
 }
 
-// Σ comm_wait_ms / Σ step_time_ms over every rank's steps after warm-up.
+// Σ comm_wait_ms / Σ step_time_ms over every rank's steps after warm-up; null when no rank timed
+// its communication wait (a program's run): not measured is not 0.
 json wait_fraction(const std::vector<store::MetricPoint>& waits, const std::vector<store::MetricPoint>& times,
                    std::int64_t warmup) {
   const auto total = [warmup](const std::vector<store::MetricPoint>& points) {
@@ -37,7 +38,7 @@ json wait_fraction(const std::vector<store::MetricPoint>& waits, const std::vect
     return sum;
   };
   const double time_total = total(times);
-  return time_total > 0.0 ? json(total(waits) / time_total) : json(nullptr);
+  return time_total > 0.0 && !waits.empty() ? json(total(waits) / time_total) : json(nullptr);
 }
 
 std::size_t ranks_of(const std::vector<store::MetricPoint>& points) {

@@ -37,7 +37,10 @@ std::optional<PhaseShares> phase_shares(const store::Store& store, const std::st
   if (time <= 0.0) {
     return std::nullopt;
   }
-  auto share = [&](const char* name) { return total(recent(store, run, name, rank, k_watch_window)) / time; };
+  auto share = [&](const char* name) -> std::optional<double> {
+    const auto points = recent(store, run, name, rank, k_watch_window);
+    return points.empty() ? std::nullopt : std::optional(total(points) / time);  // not timed: not 0 %
+  };
   return PhaseShares{share("data_wait_ms"), share("forward_ms"), share("backward_ms"), share("comm_wait_ms"),
                      share("optimizer_ms")};
 }

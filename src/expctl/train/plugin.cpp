@@ -222,4 +222,15 @@ StoreServer::~StoreServer() { api().close_store(m_handle); }
 
 std::uint16_t StoreServer::port() const { return api().store_port(m_handle); }
 
+StoreClient::StoreClient(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout)
+    : m_handle(api().connect_store(host, port, timeout)) {}
+
+StoreClient::~StoreClient() { api().disconnect_store(m_handle); }
+
+void StoreClient::set(const std::string& key, const std::string& value) { api().store_set(m_handle, key, value); }
+
+std::optional<std::string> StoreClient::get(const std::string& key, std::chrono::milliseconds timeout) {
+  return api().store_get(m_handle, key, timeout);
+}
+
 }  // namespace expctl::train::plugin

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "expctl/train/options.hpp"
@@ -58,6 +59,20 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
   std::uint16_t port() const;
+
+ private:
+  void* m_handle;
+};
+
+/// train::StoreClient (a client of the job's store: the side channel of program runs), inside the plugin.
+class StoreClient {
+ public:
+  StoreClient(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout);
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+  void set(const std::string& key, const std::string& value);
+  std::optional<std::string> get(const std::string& key, std::chrono::milliseconds timeout);
 
  private:
   void* m_handle;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "expctl/train/options.hpp"
@@ -31,6 +32,10 @@ struct Api {
   std::uint16_t (*store_port)(const void* store);
   void (*close_store)(void* store);
   void (*check_training)(const TrainerConfig&);
+  void* (*connect_store)(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout);
+  void (*store_set)(void* client, const std::string& key, const std::string& value);
+  std::optional<std::string> (*store_get)(void* client, const std::string& key, std::chrono::milliseconds timeout);
+  void (*disconnect_store)(void* client);
 };
 
 /// "<version> <commit> <compiler> <build type> torch <version>": equal on both sides of one build.

@@ -16,11 +16,26 @@ std::uint16_t store_port(const void* store) { return static_cast<const train::St
 
 void close_store(void* store) { delete static_cast<train::StoreServer*>(store); }
 
+void* connect_store(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {
+  return new train::StoreClient(host, port, timeout);
+}
+
+void store_set(void* client, const std::string& key, const std::string& value) {
+  static_cast<train::StoreClient*>(client)->set(key, value);
+}
+
+std::optional<std::string> store_get(void* client, const std::string& key, std::chrono::milliseconds timeout) {
+  return static_cast<train::StoreClient*>(client)->get(key, timeout);
+}
+
+void disconnect_store(void* client) { delete static_cast<train::StoreClient*>(client); }
+
 Api make_api() {
   static const std::string id = build_id();
-  return Api{id.c_str(),          sizeof(TrainerConfig),      sizeof(WorkerResult), set_log_level,
-             train::run_worker,   train::torch_build_fields,  open_store,           store_port,
-             close_store,         train::check_training};
+  return Api{id.c_str(),        sizeof(TrainerConfig),     sizeof(WorkerResult), set_log_level,
+             train::run_worker, train::torch_build_fields, open_store,           store_port,
+             close_store,       train::check_training,     connect_store,        store_set,
+             store_get,         disconnect_store};
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace expctl::train {
 
@@ -28,6 +30,28 @@ class StoreServer {
 
   /// The port the store listens on.
   std::uint16_t port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+/// A client of such a store (or of torchrun's agent store): the side channel over which the
+/// supervisors of one job's program ranks hand their ranks' records to the one that records the
+/// run (run/program_gather.hpp). Keys are expctl's own; the ranks' rendezvous keys live under
+/// torch's own prefix.
+class StoreClient {
+ public:
+  /// Connects to `host`:`port`, retrying until `timeout`; throws TrainError naming the address.
+  StoreClient(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout);
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  /// Throws TrainError when the store cannot be reached.
+  void set(const std::string& key, const std::string& value);
+  /// The key's value once it is set, or nullopt when `timeout` passed first (or the store went away).
+  std::optional<std::string> get(const std::string& key, std::chrono::milliseconds timeout);
 
  private:
   struct Impl;

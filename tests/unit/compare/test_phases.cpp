@@ -47,12 +47,40 @@ TEST_CASE("phase_breakdown: shares of step time per rank, the rest as other, str
   CHECK(rows[1].rank == 1);
   CHECK(rows[1].steps == 10);
   CHECK(rows[1].step_time_ms == Approx(10.0));
-  CHECK(rows[0].shares.backward == Approx(0.3));
-  CHECK(rows[1].shares.backward == Approx(0.6));
-  CHECK(rows[1].other == Approx(0.0).margin(1e-12));  // 0.1 + 0.2 + 0.6 + 0.05 + 0.1 > 1: clamped
-  CHECK(rows[0].other == Approx(1.0 - 0.1 - 0.2 - 0.3 - 0.05 - 0.1));
+  CHECK(rows[0].shares.backward.value() == Approx(0.3));
+  CHECK(rows[1].shares.backward.value() == Approx(0.6));
+  CHECK(rows[1].other.value() == Approx(0.0).margin(1e-12));  // 0.1 + 0.2 + 0.6 + 0.05 + 0.1 > 1: clamped
+  CHECK(rows[0].other.value() == Approx(1.0 - 0.1 - 0.2 - 0.3 - 0.05 - 0.1));
   CHECK(*rows[1].straggler_mean == Approx(1.55));
   CHECK(*rows[1].straggler_max == Approx(2.0));
+}
+
+TEST_CASE("phase_breakdown: a phase no rank timed is not measured (null), not 0 %, and other is unknown") {
+  // A program's run: step times from its timestamps, no phase timers unless it logs them.
+  test::TempDir dir;
+  auto db = store::Store::open(dir / "expctl.db");
+  const auto run = testing::write_run(db, {});
+  std::vector<store::MetricPoint> points;
+  for (int step = 1; step <= 5; ++step) {
+    points.push_back({0, step, "step_time_ms", 10.0});
+    points.push_back({0, step, "forward_ms", 4.0});  // the program logs one phase of its own
+    points.push_back({1, step, "step_time_ms", 10.0});
+  }
+  db.append_metrics(run.id, points);
+  const auto rows = phase_breakdown(db, run.id);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].shares.forward.value() == Approx(0.4));
+  CHECK_FALSE(rows[0].shares.backward);
+  CHECK_FALSE(rows[0].other);  // 60 % is not "other" when backward, comm, ... were never timed
+  CHECK(rows[0].shares.any());
+  CHECK_FALSE(rows[1].shares.any());
+  const json document = phases_json(rows);
+  CHECK(document[1].at("shares").at("comm").is_null());
+  CHECK(document[1].at("shares").at("other").is_null());
+  const auto back = phases_from_json(json{{"phases", document}});
+  REQUIRE(back);
+  CHECK_FALSE((*back)[1].shares.comm);
+  CHECK((*back)[0].shares.forward.value() == Approx(0.4));
 }
 
 TEST_CASE("phases_json and phases_from_json round-trip every field, a missing score stays missing") {
@@ -82,8 +110,8 @@ TEST_CASE("run_phases reads the summary's rows when it has them and the stored s
   json summary = json::parse(f.reread().summary_json);
   summary["phases"] = phases_json(rows);
   f.db.set_summary(f.run.id, summary.dump());
-  CHECK(run_phases(f.db, f.run.id, summary)[1].shares.backward == Approx(0.25));
-  CHECK(load_run(f.db, f.reread()).phases[1].shares.backward == Approx(0.25));
+  CHECK(run_phases(f.db, f.run.id, summary)[1].shares.backward.value() == Approx(0.25));
+  CHECK(load_run(f.db, f.reread()).phases[1].shares.backward.value() == Approx(0.25));
 }
 
 TEST_CASE("straggler_timeline: the worst rank per step, in step order, load_run reads it only when asked") {

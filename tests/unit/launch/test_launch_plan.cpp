@@ -86,6 +86,34 @@ TEST_CASE("launch plan: a single node's ranks can be pointed at a rendezvous fil
   CHECK(error_of(request) == "a rendezvous file only works for a single node (got --nnodes 2)");
 }
 
+TEST_CASE("launch plan: an external launcher's rank gets torchrun's variables for a program in its place",
+          "[launch][plan]") {
+  RankIdentity identity;  // rank 5 of 8 under mpirun, 4 per node
+  identity.rank = 5;
+  identity.world_size = 8;
+  identity.local_rank = 1;
+  identity.local_world_size = 4;
+  identity.node_rank = 1;
+  identity.master_addr = "node01";
+  identity.master_port = 29400;
+  identity.launcher = "mpirun";
+  const LaunchPlan plan = identity_plan(identity, EnvMap{}, 8);
+  CHECK(plan.world_size == 8);
+  CHECK(plan.nnodes == 2);
+  REQUIRE(plan.ranks.size() == 1);
+  const PlannedRank& rank = plan.ranks[0];
+  CHECK(rank.rank == 5);
+  CHECK(rank.local_rank == 1);
+  for (const auto& [name, value] : {std::pair{"RANK", "5"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"},
+                                    {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"}, {"MASTER_ADDR", "node01"},
+                                    {"MASTER_PORT", "29400"}, {"OMP_NUM_THREADS", "2"}}) {
+    CHECK(env_of(rank, name) == value);
+  }
+  // Who hosts the store is the program runner's choice (run/program.hpp), not the plan's.
+  CHECK(env_of(rank, "TORCHELASTIC_USE_AGENT_STORE") == "<unset>");
+  CHECK(env_of(identity_plan(identity, EnvMap{{"OMP_NUM_THREADS", "3"}}, 8).ranks[0], "OMP_NUM_THREADS") == "3");
+}
+
 TEST_CASE("launch plan: OMP_NUM_THREADS is at least 1 and a user's value is kept", "[launch][plan]") {
   LaunchRequest request;
   request.nproc_per_node = 4;

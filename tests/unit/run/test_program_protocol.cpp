@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "expctl/run/program.hpp"
+#include "expctl/run/program_gather.hpp"
 #include "expctl/run/program_protocol.hpp"
 
 using namespace expctl::run;
@@ -83,4 +84,43 @@ TEST_CASE("program protocol: a logged step becomes the built-in series (step tim
   const auto own = logged_step_points(0, 3, {{"step_time_ms", 7.0}}, 101.0, 100.5);
   REQUIRE(own.size() == 1);
   CHECK(own[0].value == 7.0);
+}
+
+TEST_CASE("program handover: a part survives its text, non-finite values and how each rank ended included") {
+  ProgramPart part;
+  part.index = 3;
+  part.points = {{3, 1, "loss", 0.5},
+                 {3, 2, "loss", std::nan("")},
+                 {3, 2, "g", INFINITY},
+                 {3, 2, "h", -INFINITY},
+                 {3, 2, "step_time_ms", 12.25}};
+  part.ranks = {{3, expctl::store::RunStatus::failed, 1, std::nullopt, "node-b", 4242},
+                {4, expctl::store::RunStatus::failed, std::nullopt, 9, "node-b", 4243}};
+  part.root_cause = "rank 3 exited with code 1\nlast lines of rank 3:\n  boom";
+  part.steps_logged = 2;
+  part.lines_skipped = 1;
+  part.log = "step 1\n\xff not UTF-8\n";
+  const ProgramPart back = part_from_text(part_text(part));
+  CHECK(back.index == 3);
+  REQUIRE(back.points.size() == 5);
+  CHECK(back.points[0].value == 0.5);
+  CHECK(std::isnan(back.points[1].value));
+  CHECK(back.points[2].value == INFINITY);
+  CHECK(back.points[3].value == -INFINITY);
+  CHECK(back.points[4].name == "step_time_ms");
+  CHECK(back.points[4].step == 2);
+  REQUIRE(back.ranks.size() == 2);
+  CHECK(back.ranks[0].exit_code == 1);
+  CHECK_FALSE(back.ranks[0].signal);
+  CHECK(back.ranks[1].signal == 9);
+  CHECK(back.ranks[1].status == expctl::store::RunStatus::failed);
+  CHECK(back.ranks[1].host == "node-b");
+  CHECK(back.ranks[1].pid == 4243);
+  CHECK(back.root_cause == part.root_cause);
+  CHECK(back.steps_logged == 2);
+  CHECK(back.lines_skipped == 1);
+  CHECK(back.log == "step 1\n\xef\xbf\xbd not UTF-8\n");  // U+FFFD for the stray byte
+  CHECK(part_key(3) == "expctl/program/part/3");
+  CHECK_THROWS_AS(part_from_text("{\"index\": 1}"), nlohmann::json::exception);
+  CHECK_THROWS_AS(part_from_text("not json"), nlohmann::json::exception);
 }

@@ -43,9 +43,9 @@ TEST_CASE("summary: throughput sums ranks, step time takes the slowest rank, war
   const auto phases = compare::phases_from_json(summary);
   REQUIRE(phases);
   REQUIRE(phases->size() == 2);
-  CHECK((*phases)[0].shares.backward == Approx(0.4));
-  CHECK((*phases)[1].shares.backward == Approx(0.5));
-  CHECK((*phases)[1].shares.comm == Approx(0.25));
+  CHECK((*phases)[0].shares.backward.value() == Approx(0.4));
+  CHECK((*phases)[1].shares.backward.value() == Approx(0.5));
+  CHECK((*phases)[1].shares.comm.value() == Approx(0.25));
   const auto again = run::compute_summary(db, run.id, summary, 2.0, std::nullopt);
   CHECK(again.at("invocations") == 2);
   CHECK(again.at("wall_time_s").get<double>() == Approx(5.0));
