@@ -539,3 +539,38 @@ TEST_CASE("run: -vv reaches the ranks, whose logs then hold their debug lines") 
   REQUIRE(plain.exit_code == 0);
   CHECK_THAT(read_text(logs_of(plain) / "rank-0.log"), !Catch::Contains("debug:"));
 }
+
+// Issue 41, observation 6: `show` did not show the run's hyperparameters, its text embedded a
+// 659-character raw JSON line, and the phase bar's letters were not explained.
+TEST_CASE("run: show lists the resolved hyperparameters by section with defaults marked, a phase-bar legend and no "
+          "raw JSON") {
+  RunDir d;
+  const auto ran = d.expctl({"run", tiny_spec(), "--set", "train.max_steps=20", "--set", "optim.lr=0.07"});
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  const auto shown = d.expctl({"show", "@latest"});
+  INFO(shown.out << shown.err);
+  REQUIRE(shown.exit_code == 0);
+  const std::string& out = shown.out;
+  CHECK_THAT(out, Catch::Contains("\nhyperparameters (as resolved; \"default\" marks a value the spec left as it "
+                                  "was)\n  general\n    name ") &&
+                      Catch::Contains("\n  optim\n    name "));
+  const auto line_of = [&](const std::string& start) {
+    const auto at = out.find(start);
+    REQUIRE(at != std::string::npos);
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  CHECK_THAT(line_of("    lr "), Catch::Contains("0.07") && !Catch::Contains("default"));
+  CHECK_THAT(line_of("    weight_decay "), Catch::EndsWith("default"));
+  CHECK_THAT(line_of("    hidden_sizes "), Catch::Contains("32") && !Catch::Contains("["));
+  CHECK_THAT(out, Catch::Contains("  bar: 40 characters = one step; d data wait, f forward, b backward, c communication "
+                                  "wait,\n       o optimizer, . other\n"));
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(line.size() < 200);
+    CHECK(line.find("{\"") == std::string::npos);  // no JSON object in text output
+  }
+  const auto json_shown = d.expctl({"show", "@latest", "--format", "json"});
+  CHECK(json::parse(json_shown.out).at("spec").at("values").at("optim").at("lr") == 0.07);
+}
