@@ -90,6 +90,19 @@ nlohmann::json validate_one(const std::string& file, const ValidateOptions& opti
     if (options.format == "text") {
       std::cerr << error.report() << '\n';
     }
+  } catch (const util::Failure& error) {
+    // What the spec asks of this machine (a backend it lacks) or of the user's model and data.
+    if (error.exit_code() != util::ExitCode::usage) {
+      throw;
+    }
+    all_valid = false;
+    entry.update({{"valid", false},
+                  {"hash", nullptr},
+                  {"values", nullptr},
+                  {"errors", nlohmann::json::array({{{"file", file}, {"line", 0}, {"column", 0}, {"message", error.what()}}})}});
+    if (options.format == "text") {
+      std::cerr << error.report() << '\n';
+    }
   }
   return entry;
 }
