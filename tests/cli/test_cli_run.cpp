@@ -574,3 +574,45 @@ TEST_CASE("run: show lists the resolved hyperparameters by section with defaults
   const auto json_shown = d.expctl({"show", "@latest", "--format", "json"});
   CHECK(json::parse(json_shown.out).at("spec").at("values").at("optim").at("lr") == 0.07);
 }
+
+// Issue 41, observation 9: docs/run.md's torchrun command failed with Debian 12's torchrun
+// (torch 1.13: --nproc-per-node and --no-python are unknown; its default --redirects 0 crashes
+// on Python 3.11). The command is read from the page and run with the torchrun the README
+// installs (python3-torch), on the CI spec.
+TEST_CASE("run: docs/run.md's torchrun command runs with Debian's torchrun and records one run of both ranks") {
+  const fs::path torchrun = "/usr/bin/torchrun";
+  REQUIRE(fs::exists(torchrun));  // scripts/install-deps.sh installs python3-torch, which has it
+  std::string command;
+  {
+    std::istringstream page(read_text(test::source_dir() / "docs" / "run.md"));
+    for (std::string line; std::getline(page, line);) {
+      if (line.starts_with("torchrun ")) {
+        command = line;
+        break;
+      }
+    }
+  }
+  REQUIRE_THAT(command, Catch::EndsWith(" --no_python expctl run experiments/quickstart.yaml"));
+  std::vector<std::string> argv;
+  {
+    std::istringstream words(command.substr(0, command.size() - std::string(" expctl run experiments/quickstart.yaml").size()));
+    for (std::string word; words >> word;) {
+      argv.push_back(word == "torchrun" ? torchrun.string() : word);
+    }
+  }
+  RunDir d;
+  const int port = 20000 + (::getpid() + 11) % 20000;
+  argv.insert(argv.begin() + 1, {"--master_port=" + std::to_string(port), "--log_dir=" + (d.dir / "torchrun-logs").string()});
+  for (const std::string& word : {test::expctl_binary(), std::string("--db"), d.db.string(), std::string("run"),
+                                  tiny_spec(), std::string("--set"), std::string("train.max_steps=10")}) {
+    argv.push_back(word);
+  }
+  Background job(argv, d.dir / "torchrun");
+  const int code = job.wait();
+  INFO(command << "\n" << job.out() << job.err());
+  REQUIRE(code == 0);
+  const auto runs = d.open().list_runs();
+  REQUIRE(runs.size() == 1);
+  CHECK(std::find(runs[0].tags.begin(), runs[0].tags.end(), "launcher:torchrun") != runs[0].tags.end());
+  CHECK(d.open().metrics(runs[0].id, {.name = "loss", .rank = 1}).size() == 10);
+}
