@@ -3,6 +3,8 @@
 // model, so the verdict does not hang on the machine's noise.
 #include <set>
 
+#include <sstream>
+
 #include "cli/run_helpers.hpp"
 
 using namespace expctl;
@@ -93,6 +95,23 @@ TEST_CASE("ab: without --vary-seed the same-seed repeats are one trajectory per 
       CHECK(metric.at("runs_a") == 2);
       CHECK(metric.at("evidence").is_null());
       CHECK_THAT(metric.at("reason").get<std::string>(), Catch::Contains("vary the seed to judge it"));
+    }
+  }
+  // Issue 41, observation 5: the A/B's groups are selected again by their tags, without pasting ids.
+  const std::string marker = "compare these groups again with: expctl compare ";
+  const auto at = result.err.find(marker);
+  REQUIRE(at != std::string::npos);
+  std::istringstream words(result.err.substr(at + marker.size(), result.err.find('\n', at) - at - marker.size()));
+  std::string side_a, side_b;
+  words >> side_a >> side_b;
+  CHECK_THAT(side_a, Catch::StartsWith("all:tag:ab:ab-") && Catch::EndsWith(":a"));
+  const auto again = d.expctl({"compare", side_a, side_b, "--format", "json"});
+  INFO(again.err);
+  REQUIRE(again.out.size() > 0);
+  for (const auto& metric : json::parse(again.out).at("metrics")) {
+    if (metric.at("metric") == "final_train_loss") {
+      CHECK(metric.at("runs_a") == 2);
+      CHECK(metric.at("runs_b") == 2);
     }
   }
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fstream>
 
 #include "support/test_support.hpp"
@@ -238,4 +239,96 @@ TEST_CASE("cli env diff: a run selector reads the fingerprint the store recorded
   const auto unknown = run_expctl({"--db", db, "env", "diff", data("node_a.json"), "no-such-run"});
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Catch::Contains("no-such-run"));
+}
+
+namespace {
+
+bool machine_has_nvidia_gpu() {
+  std::error_code error;
+  return std::filesystem::is_directory("/proc/driver/nvidia/gpus", error) &&
+         !std::filesystem::is_empty("/proc/driver/nvidia/gpus", error);
+}
+
+}  // namespace
+
+// Issue 41, observation 7: `backend: nccl` on a CPU machine passed validate and verify (the profile
+// even pinned nccl = none) and only then failed as a recorded run.
+TEST_CASE("cli validate: backend nccl against a profile that pins nccl none is refused by validate, verify and run "
+          "before anything is recorded") {
+  TempDir dir;
+  dir.write("envs/p.toml", "[nccl]\nversion = \"none\"\n");
+  const std::string spec = dir.write("exp.yaml", "name: nccl-test\nenv: envs/p.toml\ndistributed:\n  backend: nccl\n"
+                                                 "data:\n  dataset: synthetic\ntrain:\n  max_steps: 5\n")
+                               .string();
+  const std::string db = (dir.path() / "results/expctl.db").string();
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"validate", spec},
+                                               std::vector<std::string>{"verify", spec},
+                                               std::vector<std::string>{"--db", db, "run", spec}}) {
+    const auto result = run_expctl(args);
+    INFO(args.back() << ": " << result.out << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("distributed.backend nccl contradicts the spec's env profile ") &&
+                               Catch::Contains("which pins nccl.version = \"none\" (line 2): use distributed.backend "
+                                               "gloo (or auto) with this profile"));
+    CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+  }
+  CHECK_FALSE(std::filesystem::exists(db));
+}
+
+TEST_CASE("cli validate: backend nccl without a CUDA GPU is refused before anything is recorded, and passes where "
+          "there is one") {
+  TempDir dir;
+  const std::string spec =
+      dir.write("exp.yaml", "name: nccl-test\ndistributed:\n  backend: nccl\ndata:\n  dataset: synthetic\n").string();
+  const auto validated = run_expctl({"validate", spec});
+  INFO(validated.out << validated.err);
+  if (machine_has_nvidia_gpu()) {
+    CHECK(validated.exit_code == 0);
+    return;
+  }
+  const std::string refusal =
+      "expctl: error: distributed.backend nccl needs a CUDA GPU, and this machine has none (gpu.count 0 in `expctl "
+      "env`): use distributed.backend gloo, or auto (nccl where there are GPUs, gloo elsewhere)\n";
+  CHECK(validated.exit_code == 2);
+  CHECK(validated.err == refusal);
+  const std::string db = (dir.path() / "results/expctl.db").string();
+  const auto ran = run_expctl({"--db", db, "run", spec});
+  CHECK(ran.exit_code == 2);
+  CHECK(ran.err == refusal);
+  CHECK_FALSE(std::filesystem::exists(db));
+}
+
+// Issue 41, observation 7: `env diff FILE RUN` on the machine that made the run exited 3
+// "fingerprints differ" (the run's determinism flags and the git state of the spec's folder).
+TEST_CASE("cli env diff: a fingerprint of this machine and checkout against a run of it is equal (exit 0)") {
+  TempDir dir;
+  const auto repo = dir / "project";
+  std::filesystem::create_directories(repo / "experiments");
+  std::filesystem::copy_file(source_dir() / "experiments" / "tiny-synthetic.yaml", repo / "experiments" / "tiny.yaml");
+  const std::string git = "git -C '" + repo.string() + "' ";
+  REQUIRE(std::system((git + "init -q && " + git + "add experiments && " + git +
+                       "-c user.name=t -c user.email=t@example.com commit -q -m spec")
+                          .c_str()) == 0);
+  const std::string db = (repo / "results" / "expctl.db").string();
+  const auto ran = run_expctl({"--db", db, "run", "experiments/tiny.yaml", "--set", "train.max_steps=5"}, {},
+                              repo.string());
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  const auto taken = run_expctl({"env", "--format", "json"}, {}, repo.string());
+  REQUIRE(taken.exit_code == 0);
+  const auto file = dir.write("now.json", taken.out);
+  const auto same = run_expctl({"--db", db, "env", "diff", file.string(), "@latest"});
+  INFO(same.out << same.err);
+  CHECK(same.exit_code == 0);
+  CHECK_THAT(same.out, Catch::Contains("note: the fingerprint without a spec is compared with the determinism "
+                                       "settings run @latest set from its spec (determinism.deterministic_algorithms") &&
+                           Catch::Contains("fingerprints identical"));
+
+  // Taken outside the checkout: the code differs, and the note names the folder to take it in.
+  const auto elsewhere = run_expctl({"env", "--format", "json"}, {}, dir.path().string());
+  const auto outside = dir.write("outside.json", elsewhere.out);
+  const auto differ = run_expctl({"--db", db, "env", "diff", outside.string(), "@latest"});
+  CHECK(differ.exit_code == 3);
+  CHECK_THAT(differ.out, Catch::Contains("the run's in its spec's folder " + (repo / "experiments").string() +
+                                         ": compare a fingerprint taken there (expctl env --dir "));
 }

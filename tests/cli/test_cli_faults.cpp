@@ -665,3 +665,63 @@ TEST_CASE("faults: Ctrl-C prints `expctl resume ID` and the resume banner names 
   REQUIRE(::kill(resumed.pid(), SIGINT) == 0);
   CHECK(resumed.wait() == 130);
 }
+
+namespace {
+
+/// The steps at which every one of `ranks` ranks has written a checkpoint index in `dir` (the
+/// index is written after the checkpoint file is in place).
+std::vector<std::int64_t> steps_held_by_all(const fs::path& dir, int ranks) {
+  std::map<std::int64_t, int> holders;
+  if (!fs::is_directory(dir)) {
+    return {};
+  }
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(dir, ignored)) {
+    const std::string name = entry.path().filename().string();
+    const auto step_at = name.find("-step");
+    if (name.starts_with("rank") && name.ends_with(".json") && step_at != std::string::npos) {
+      ++holders[std::stoll(name.substr(step_at + 5))];
+    }
+  }
+  std::vector<std::int64_t> steps;
+  for (const auto& [step, count] : holders) {
+    if (count == ranks) {
+      steps.push_back(step);
+    }
+  }
+  return steps;
+}
+
+}  // namespace
+
+// Issue 41, item 3: with step-based checkpoints off, train.checkpoint_every_s alone writes one, so
+// a kill -9 loses at most that many seconds and resume continues from it. No timing race: the
+// supervisor is killed only once both ranks' indexes of one step are on disk.
+TEST_CASE("faults: train.checkpoint_every_s alone writes a checkpoint that resume continues from after kill -9") {
+  RunDir d;
+  Background expctl(d.argv(long_run({"--set", "train.checkpoint_every=0", "--set", "train.checkpoint_every_s=1"})),
+                    d.dir / "killed");
+  const auto run = start_training(d);
+  std::vector<std::int64_t> held;
+  REQUIRE(eventually([&] { return !(held = steps_held_by_all(run.run_dir / "checkpoints", 2)).empty(); }));
+  const pid_t rank0 = rank_pid(run, 0);
+  const pid_t rank1 = rank_pid(run, 1);
+  REQUIRE(::kill(expctl.pid(), SIGKILL) == 0);
+  CHECK(expctl.wait() == 128 + SIGKILL);
+  REQUIRE(eventually([&] { return process_gone(rank0) && process_gone(rank1); }, std::chrono::seconds(10)));
+  CHECK(run_json_of(d, run.id).at("status") == "lost");
+  INFO("held by both ranks when killed: " << held.front());
+  CHECK(held.front() > 0);
+
+  Background resumed(d.argv({"resume", run.id}), d.dir / "resumed");
+  REQUIRE(eventually([&] { return resumed.err().find("(continuing with step ") != std::string::npos; }));
+  const std::string banner = resumed.err();
+  const auto at = banner.find("resumed from its checkpoint at step ");
+  REQUIRE(at != std::string::npos);
+  const auto step = std::stoll(banner.substr(at + std::string("resumed from its checkpoint at step ").size()));
+  CHECK(step >= held.front());  // the ranks may have written a newer common step before they died
+  REQUIRE(::kill(resumed.pid(), SIGINT) == 0);
+  INFO(resumed.out() << resumed.err());
+  CHECK(resumed.wait() == 130);
+  CHECK_THAT(resumed.out(), Catch::Contains("continue with     expctl resume " + run.id + "\n"));
+}

@@ -539,3 +539,80 @@ TEST_CASE("run: -vv reaches the ranks, whose logs then hold their debug lines") 
   REQUIRE(plain.exit_code == 0);
   CHECK_THAT(read_text(logs_of(plain) / "rank-0.log"), !Catch::Contains("debug:"));
 }
+
+// Issue 41, observation 6: `show` did not show the run's hyperparameters, its text embedded a
+// 659-character raw JSON line, and the phase bar's letters were not explained.
+TEST_CASE("run: show lists the resolved hyperparameters by section with defaults marked, a phase-bar legend and no "
+          "raw JSON") {
+  RunDir d;
+  const auto ran = d.expctl({"run", tiny_spec(), "--set", "train.max_steps=20", "--set", "optim.lr=0.07"});
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  const auto shown = d.expctl({"show", "@latest"});
+  INFO(shown.out << shown.err);
+  REQUIRE(shown.exit_code == 0);
+  const std::string& out = shown.out;
+  CHECK_THAT(out, Catch::Contains("\nhyperparameters (as resolved; \"default\" marks a value the spec left as it "
+                                  "was)\n  general\n    name ") &&
+                      Catch::Contains("\n  optim\n    name "));
+  const auto line_of = [&](const std::string& start) {
+    const auto at = out.find(start);
+    REQUIRE(at != std::string::npos);
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  CHECK_THAT(line_of("    lr "), Catch::Contains("0.07") && !Catch::Contains("default"));
+  CHECK_THAT(line_of("    weight_decay "), Catch::EndsWith("default"));
+  CHECK_THAT(line_of("    hidden_sizes "), Catch::Contains("32") && !Catch::Contains("["));
+  CHECK_THAT(out, Catch::Contains("  bar: 40 characters = one step; d data wait, f forward, b backward, c communication "
+                                  "wait,\n       o optimizer, . other\n"));
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(line.size() < 200);
+    CHECK(line.find("{\"") == std::string::npos);  // no JSON object in text output
+  }
+  const auto json_shown = d.expctl({"show", "@latest", "--format", "json"});
+  CHECK(json::parse(json_shown.out).at("spec").at("values").at("optim").at("lr") == 0.07);
+}
+
+// Issue 41, observation 9: docs/run.md's torchrun command failed with Debian 12's torchrun
+// (torch 1.13: --nproc-per-node and --no-python are unknown; its default --redirects 0 crashes
+// on Python 3.11). The command is read from the page and run with the torchrun the README
+// installs (python3-torch), on the CI spec.
+TEST_CASE("run: docs/run.md's torchrun command runs with Debian's torchrun and records one run of both ranks") {
+  const fs::path torchrun = "/usr/bin/torchrun";
+  REQUIRE(fs::exists(torchrun));  // scripts/install-deps.sh installs python3-torch, which has it
+  std::string command;
+  {
+    std::istringstream page(read_text(test::source_dir() / "docs" / "run.md"));
+    for (std::string line; std::getline(page, line);) {
+      if (line.starts_with("torchrun ")) {
+        command = line;
+        break;
+      }
+    }
+  }
+  REQUIRE_THAT(command, Catch::EndsWith(" --no_python expctl run experiments/quickstart.yaml"));
+  std::vector<std::string> argv;
+  {
+    std::istringstream words(command.substr(0, command.size() - std::string(" expctl run experiments/quickstart.yaml").size()));
+    for (std::string word; words >> word;) {
+      argv.push_back(word == "torchrun" ? torchrun.string() : word);
+    }
+  }
+  RunDir d;
+  const int port = 20000 + (::getpid() + 11) % 20000;
+  argv.insert(argv.begin() + 1, {"--master_port=" + std::to_string(port), "--log_dir=" + (d.dir / "torchrun-logs").string()});
+  for (const std::string& word : {test::expctl_binary(), std::string("--db"), d.db.string(), std::string("run"),
+                                  tiny_spec(), std::string("--set"), std::string("train.max_steps=10")}) {
+    argv.push_back(word);
+  }
+  Background job(argv, d.dir / "torchrun");
+  const int code = job.wait();
+  INFO(command << "\n" << job.out() << job.err());
+  REQUIRE(code == 0);
+  const auto runs = d.open().list_runs();
+  REQUIRE(runs.size() == 1);
+  CHECK(std::find(runs[0].tags.begin(), runs[0].tags.end(), "launcher:torchrun") != runs[0].tags.end());
+  CHECK(d.open().metrics(runs[0].id, {.name = "loss", .rank = 1}).size() == 10);
+}

@@ -1,4 +1,6 @@
 // `expctl list` and `expctl show` against stores built through the store API.
+#include <fstream>
+
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -89,7 +91,7 @@ TEST_CASE("cli store: list filters by status, tag, spec prefix and limit") {
   CHECK_THAT(limited.out, !Catch::Contains(s.failed.id));
   const auto none = s.expctl({"list", "--tag", "nosuchtag"});
   CHECK(none.exit_code == 0);
-  CHECK(none.out == "no runs match\n");
+  CHECK_THAT(none.out, Catch::StartsWith("no runs match\nstore "));
   const auto bad_status = s.expctl({"list", "--status", "exploded"});
   CHECK(bad_status.exit_code == 2);
   const auto bad_prefix = s.expctl({"list", "--spec", "XYZ"});
@@ -231,4 +233,115 @@ TEST_CASE("cli store: a file that is not a database is refused by name and left 
   CHECK(result.err == "expctl: error: " + notes.string() +
                           ": not an expctl database (the file is not SQLite): check --db / EXPCTL_DB\n");
   CHECK(util::read_file(notes).value() == "just some notes, not SQLite at all\n");
+}
+
+// Issue 41, observation 5: `show` rejected @latest and tag: that compare accepts, with a misleading
+// "no run matches"; tag:X named only the newest run, so a group could not be selected again.
+TEST_CASE("cli store: show, compare and export share one selector grammar with all:tag: groups and near-miss hints") {
+  CliStore s;
+  {
+    auto db = store::Store::open(s.db_path);
+    db.add_tag(s.done.id, "ab:x:a");
+    db.add_tag(s.running.id, "ab:x:a");
+  }
+  const auto id_of = [&](const std::string& selector) {
+    const auto shown = s.expctl({"show", selector, "--format", "json"});
+    INFO(selector << ": " << shown.err);
+    REQUIRE(shown.exit_code == 0);
+    return nlohmann::json::parse(shown.out).at("run").at("id").get<std::string>();
+  };
+  CHECK(id_of("@latest") == s.running.id);
+  CHECK(id_of("@latest~2") == s.done.id);
+  CHECK(id_of("tag:baseline") == s.done.id);
+  CHECK(id_of("tag:ab:x:a") == s.running.id);  // tag:NAME is still the newest: baselines select what they did
+  CHECK(id_of("spec:" + s.other_hash.substr(0, 8)) == s.failed.id);
+
+  const auto group = s.expctl({"show", "all:tag:ab:x:a"});
+  CHECK(group.exit_code == 2);
+  CHECK(group.err == "expctl: error: 'all:tag:ab:x:a' names 2 runs, and show takes one: name one run (tag:NAME is "
+                     "the newest run with that tag, @latest the newest of all)\n");
+  const fs::path tb = s.dir / "tb";
+  const auto exported = s.expctl({"export", "tensorboard", "all:tag:ab:x:a", "-o", tb.string(), "--format", "json"});
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  std::vector<std::string> ids;
+  for (const auto& run : nlohmann::json::parse(exported.out).at("runs")) {
+    ids.push_back(run.at("id"));
+  }
+  CHECK(ids == std::vector<std::string>{s.running.id, s.done.id});  // every run with the tag, newest first
+
+  const auto typo = s.expctl({"show", "tag:basline"});
+  CHECK(typo.exit_code == 2);
+  CHECK(typo.err == "expctl: error: no run matches \"tag:basline\" in " + s.db_path.string() +
+                        ": no run has this tag; the closest tags: tag:baseline (see 'expctl list' for run ids)\n");
+  const auto near_id = s.expctl({"show", s.done.id.substr(0, 15) + "x"});
+  CHECK(near_id.exit_code == 2);
+  CHECK_THAT(near_id.err, Catch::Contains("; the closest run ids: ") && Catch::Contains(s.done.id));
+}
+
+// Issue 41, observation 8: no way to delete runs or reclaim space (`gc` answered "did you mean ab").
+TEST_CASE("cli store: rm deletes runs with their folders, gc reclaims checkpoints orphans and old runs, list shows the size") {
+  CliStore s;
+  {
+    auto db = store::Store::open(s.db_path);
+    db.add_tag(s.done.id, "baseline:quickstart");
+  }
+  const fs::path checkpoint = s.done.run_dir / "checkpoints" / "step-2.pt";
+  fs::create_directories(checkpoint.parent_path());
+  std::ofstream(checkpoint) << std::string(2048, 'c');
+  const fs::path orphan = s.done.run_dir.parent_path() / "20250101-000000-dead01";
+  fs::create_directories(orphan / "logs");
+  std::ofstream(orphan / "logs" / "rank-0.log") << std::string(1000, 'l');
+  fs::last_write_time(orphan, fs::file_time_type::clock::now() - std::chrono::hours(2));
+
+  const auto listed = s.expctl({"list"});
+  CHECK_THAT(listed.out, Catch::Contains("store " + fs::absolute(s.db_path).string() + ": database ") &&
+                             Catch::Contains(", run folders "));
+
+  // A dry run lists what would go, with bytes, and removes nothing.
+  const auto dry = s.expctl({"gc", "--older-than", "30d", "--dry-run"});
+  INFO(dry.out << dry.err);
+  CHECK(dry.exit_code == 0);
+  CHECK_THAT(dry.out, Catch::Contains("would remove run " + s.failed.id + " (cnn, failed, "));
+  CHECK_THAT(dry.out, Catch::Contains("would remove checkpoints of " + s.done.id + " (1 file(s), 2.0 KiB)"));
+  CHECK_THAT(dry.out, Catch::Contains("would remove orphaned folder " + orphan.string()));
+  CHECK_THAT(dry.out, Catch::Contains("(dry run: nothing was removed)"));
+  CHECK_THAT(dry.out, !Catch::Contains(s.running.id));  // running: never collected
+  CHECK_THAT(dry.out, !Catch::Contains("would remove run " + s.done.id));  // a baseline: protected
+  CHECK(fs::exists(checkpoint));
+  CHECK(fs::exists(orphan));
+
+  const auto gc = s.expctl({"gc", "--older-than", "30d", "--format", "json"});
+  INFO(gc.out << gc.err);
+  REQUIRE(gc.exit_code == 0);
+  const auto document = nlohmann::json::parse(gc.out);
+  CHECK(document.at("kind") == "gc");
+  CHECK(document.at("removed").size() == 3);
+  CHECK(document.at("bytes").get<std::int64_t>() >= 3048);
+  CHECK_FALSE(fs::exists(checkpoint));
+  CHECK_FALSE(fs::exists(orphan));
+  CHECK_FALSE(fs::exists(s.failed.run_dir));
+  {
+    const auto db = store::Store::open(s.db_path, store::OpenMode::read_only);
+    CHECK_FALSE(db.run(s.failed.id).has_value());
+    CHECK(db.run(s.done.id).has_value());
+    CHECK(db.artifacts(s.done.id).empty());  // the checkpoint's artifact row went with its file
+  }
+
+  // rm: a running run and a baseline are refused (nothing removed); --force removes the baseline.
+  const auto running = s.expctl({"rm", s.running.id, s.done.id});
+  CHECK(running.exit_code == 2);
+  CHECK_THAT(running.err, Catch::StartsWith("expctl: error: run " + s.running.id + " is running"));
+  const auto baseline = s.expctl({"rm", "tag:baseline:quickstart"});
+  CHECK(baseline.exit_code == 2);
+  CHECK_THAT(baseline.err, Catch::Contains("is a baseline (baseline:quickstart)") && Catch::Contains("--force"));
+  CHECK(fs::exists(s.done.run_dir));
+  const auto forced = s.expctl({"rm", "tag:baseline:quickstart", "--force"});
+  INFO(forced.out << forced.err);
+  CHECK(forced.exit_code == 0);
+  CHECK_THAT(forced.out, Catch::StartsWith("removed run " + s.done.id + " (quickstart, completed, "));
+  CHECK_FALSE(fs::exists(s.done.run_dir));
+  const auto unknown = s.expctl({"rm", s.done.id});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::StartsWith("expctl: error: no run matches"));
 }

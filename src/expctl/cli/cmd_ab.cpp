@@ -130,6 +130,9 @@ void run_ab(const AbOptions& options, GlobalOptions& globals) {
     return;
   }
   const auto code = compare_and_report(globals, group_of(sides.a), group_of(sides.b), options.report);
+  // The groups stay selectable by their tags, without pasting ids (docs/compare.md, Selecting runs).
+  std::cerr << fmt::format("expctl ab: compare these groups again with: expctl compare all:tag:ab:{0}:a all:tag:ab:{0}:b\n",
+                           name);
   globals.result = sides.interrupted ? util::ExitCode::interrupted : code;
 }
 

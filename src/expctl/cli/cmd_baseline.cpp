@@ -19,11 +19,7 @@ struct BaselineOptions {
 
 void run_baseline_set(const BaselineOptions& options, GlobalOptions& globals) {
   store::Store db = open_store(globals, store::OpenMode::read_write);
-  const auto selected = compare::resolve_group(db, options.run);
-  if (selected.size() != 1) {
-    throw util::CompareError(fmt::format("baseline set takes one run, not a group: '{}'", options.run));
-  }
-  const store::RunRecord& run = selected.front();
+  const store::RunRecord run = compare::resolve_one(db, options.run, "baseline set");
   if (run.status != store::RunStatus::completed) {
     throw util::CompareError(
         fmt::format("run {} is {}: only a completed run can be a baseline", run.id, store::to_string(run.status)));

@@ -7,11 +7,13 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/compare/selector.hpp"
 #include "expctl/env/diff.hpp"
 #include "expctl/env/fields.hpp"
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 
 #if defined(EXPCTL_WITH_TORCH_PROVIDER) 
 #include "expctl/train/plugin.hpp"
@@ -105,7 +107,7 @@ env::Fingerprint read_run_fingerprint(const std::string& selector, const GlobalO
                "expctl env --format json > FILE, or a run id with --db",
                selector, globals.db_path);
   const store::Store store = open_store(globals, store::OpenMode::read_only);
-  const store::RunRecord run = store.find_run(selector);
+  const store::RunRecord run = compare::resolve_one(store, selector, "env diff");
   EXPCTL_CHECK(run.environment_hash.has_value(), util::EnvError, "run {} has no recorded environment fingerprint",
                run.id);
   const std::optional<std::string> text = store.environment(*run.environment_hash);
@@ -121,9 +123,58 @@ env::Fingerprint read_fingerprint(const std::string& source, const GlobalOptions
   return std::filesystem::exists(source) ? read_fingerprint_file(source) : read_run_fingerprint(source, globals);
 }
 
+// A fingerprint that `expctl env` took has no spec behind it: its determinism group holds this
+// process's defaults (no seed), while a run's holds what its spec set. Against a run, such a
+// fingerprint is compared with the run's determinism settings, which are the spec's and not the
+// machine's, so that "is this the machine that run used?" gets its answer; the note says so.
+std::string adopt_run_determinism(env::Fingerprint& taken, const env::Fingerprint& run, const std::string& run_source) {
+  const nlohmann::json* seed = taken.find("determinism.seed");
+  const nlohmann::json* run_seed = run.find("determinism.seed");
+  if (seed == nullptr || *seed != "none" || run_seed == nullptr || *run_seed == "none") {
+    return "";
+  }
+  std::vector<std::string> adopted;
+  for (const auto& [name, value] : run.values()) {
+    if (name.starts_with("determinism.") && name != "determinism.seed") {
+      if (const nlohmann::json* own = taken.find(name); own == nullptr || *own != value) {
+        adopted.push_back(name);
+      }
+      taken.set(name, value);
+    }
+  }
+  return adopted.empty() ? ""
+                         : fmt::format("note: the fingerprint without a spec is compared with the determinism settings "
+                                       "run {} set from its spec ({})\n",
+                                       run_source, util::join(adopted, ", "));
+}
+
+// Where the two fingerprints recorded different folders' code state, say which folder to take
+// this machine's fingerprint in (the run records the git state of its spec's folder).
+std::string code_folder_hint(const env::Fingerprint& taken, const env::Fingerprint& run) {
+  const std::string folder = taken.text("code.directory");
+  const std::string run_folder = run.text("code.directory");
+  const bool code_differs = taken.text("code.git_commit") != run.text("code.git_commit") ||
+                            taken.text("code.dirty") != run.text("code.dirty") ||
+                            taken.text("code.diff_sha256") != run.text("code.diff_sha256");
+  if (!code_differs || folder == run_folder || run_folder == "none") {
+    return "";
+  }
+  return fmt::format("note: the code state was taken in {}, the run's in its spec's folder {}: compare a fingerprint "
+                     "taken there (expctl env --dir {} --format json)\n",
+                     folder, run_folder, run_folder);
+}
+
 void run_env_diff(const EnvDiffOptions& options, GlobalOptions& globals) {
-  const env::Fingerprint left = read_fingerprint(options.left, globals);
-  const env::Fingerprint right = read_fingerprint(options.right, globals);
+  const bool left_is_run = !std::filesystem::exists(options.left);
+  const bool right_is_run = !std::filesystem::exists(options.right);
+  env::Fingerprint left = read_fingerprint(options.left, globals);
+  env::Fingerprint right = read_fingerprint(options.right, globals);
+  std::string notes;
+  if (left_is_run != right_is_run) {
+    env::Fingerprint& taken = left_is_run ? right : left;
+    const env::Fingerprint& run = left_is_run ? left : right;
+    notes = adopt_run_determinism(taken, run, left_is_run ? options.left : options.right) + code_folder_hint(taken, run);
+  }
   const std::vector<env::DiffRow> rows = env::diff_fingerprints(left, right);
   const bool differ = env::any_hashed(rows);
   globals.result = differ ? util::ExitCode::mismatch : util::ExitCode::ok;
@@ -133,12 +184,14 @@ void run_env_diff(const EnvDiffOptions& options, GlobalOptions& globals) {
     document["b"] = {{"source", options.right}, {"hash", right.hash()}};
     document["identical"] = !differ;
     document["differences"] = env::diff_rows_json(rows);
+    document["notes"] = notes;
     print_json(document);
     return;
   }
   if (!rows.empty()) {
     std::cout << env::render_diff(rows, "A", "B");
   }
+  std::cout << notes;
   std::cout << fmt::format("A {}  {}\nB {}  {}\n", left.hash(), options.left, right.hash(), options.right);
   if (differ) {
     std::cout << "fingerprints differ\n";
@@ -164,7 +217,12 @@ void setup_env(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   CLI::App* diff =
       command->add_subcommand("diff",
                               "Show the fields that differ between two fingerprints, each a file saved with\n"
-                              "`expctl env --format json` or a run (id or unique id prefix) in the results store.\n"
+                              "`expctl env --format json` or a run in the results store (a run id or prefix, @latest,\n"
+                              "tag:NAME, spec:HASH: any selector that names one run).\n"
+                              "Against a run, a fingerprint taken without a spec (expctl env) is compared with the\n"
+                              "determinism settings the run's spec set, and a note names the folder whose code state\n"
+                              "the run recorded (its spec's) when the code differs: the same machine and checkout\n"
+                              "answer equal.\n"
                               "Exit 0 when every hashed field is equal, 3 when one differs.\n"
                               "Example: expctl env diff node3.json 20261129-223118");
   diff->add_option("a", diff_options->left, "First fingerprint: JSON file or run selector")->required();

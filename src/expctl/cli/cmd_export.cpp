@@ -95,7 +95,7 @@ constexpr const char* k_tensorboard_help =
     "                         comm_wait_fraction (sum of waits / sum of step times), loss (mean over ranks)\n"
     "Wall times are the run's start plus each rank's step times (the store keeps no per-step clock).\n"
     "RUN: a run id or unique prefix, tag:NAME, spec:HASHPREFIX, @latest, @latest~N, a spec file; A,B,C names\n"
-    "several runs. Event files already in a run's folder are refused unless --overwrite.\n"
+    "several runs, all:tag:NAME every run with the tag (an A/B side: all:tag:ab:<name>:a). Event files already in a run's folder are refused unless --overwrite.\n"
     "View them on a machine with TensorBoard (pip install tensorboard; Debian 12 does not package it):\n"
     "  tensorboard --logdir DIR          then open http://localhost:6006\n"
     "or import them: wandb sync DIR/<run id>/rank0 (W&B), aim convert tensorboard --logdir DIR (Aim).\n"

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/util/strings.hpp"
@@ -55,6 +57,9 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   if (options.format == "json") {
     nlohmann::json document = json_envelope("list");
     document["database"] = db ? (db->path().empty() ? db->location() : db->path().string()) : globals.db_path;
+    if (db) {
+      document["store_bytes"] = {{"database", db->database_bytes()}, {"run_folders", db->folders_bytes()}};
+    }
     document["runs"] = nlohmann::json::array();
     for (const store::RunRecord& run : runs) {
       document["runs"].push_back(run_json(run));
@@ -73,6 +78,12 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   } else {
     print_table(runs);
   }
+  if (db) {
+    // What the store costs on disk, and the command that reclaims it.
+    std::cout << fmt::format("store {}: database {}, run folders {} (expctl gc --dry-run lists what can go)\n",
+                             db->path().empty() ? db->location() : db->path().string(),
+                             bytes_text(db->database_bytes()), bytes_text(db->folders_bytes()));
+  }
   if (lag) {
     std::cout << node_lag_text(*lag) << '\n';
   }
@@ -84,8 +95,9 @@ void setup_list(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       app.add_subcommand("list",
                          "List the recorded runs, newest first: id, status, name, spec hash (first 12 hex digits),\n"
                          "start time (UTC), duration and tags. Filters combine (all must match).\n"
-                         "A database that does not exist yet lists no runs (exit 0). With a team server as\n"
-                         "--db, a last line says how far the server is behind this node's store (--local-db).\n"
+                         "A database that does not exist yet lists no runs (exit 0). The store's size on disk\n"
+                         "follows: the database and the run folders (reclaim space with expctl gc). With a team\n"
+                         "server as --db, a last line says how far the server is behind this node's store (--local-db).\n"
                          "Examples:\n"
                          "  expctl list\n"
                          "  expctl list --status failed --limit 5\n"

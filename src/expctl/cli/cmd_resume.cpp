@@ -33,8 +33,11 @@ void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
       "(the steps after the checkpoint are recorded again). The finished run equals an uninterrupted\n"
       "one: same metrics, same loss_curve_sha256. This machine's fingerprint must equal the one the run\n"
       "was recorded with (software, code, determinism...; exit 3 otherwise). Details: docs/run.md.\n"
-      "Example: expctl resume 20261129-223118");
-  command->add_option("run", options->request.selector, "Run id or a unique prefix of one")->required();
+      "RUN: a run id or unique prefix, @latest, @latest~N, tag:NAME (the newest run with the tag),\n"
+      "spec:HASHPREFIX or a spec file (the newest run of it); docs/compare.md, Selecting runs.\n"
+      "Examples: expctl resume 20261129-223118\n"
+      "          expctl resume @latest");
+  command->add_option("run", options->request.selector, "The run: any selector that names one run (see above)")->required()->option_text("RUN");
   command->add_flag("--allow-drift", options->request.allow_drift,
                     "Resume although this machine's fingerprint differs from the run's recorded one\n"
                     "(each differing field is recorded as a tag drift:<field>)");

@@ -1,5 +1,7 @@
 // `expctl show RUN`: everything the store knows about one run.
 
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -8,6 +10,9 @@
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/compare/phases.hpp"
+#include "expctl/compare/selector.hpp"
+#include "expctl/spec/convert.hpp"
+#include "expctl/spec/field_table.hpp"
 #include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
 
@@ -29,10 +34,31 @@ struct RunDetails {
   std::vector<store::ArtifactRecord> artifacts;
   std::vector<store::MetricSeriesInfo> metrics;
   std::vector<compare::RankPhases> phases;
+  nlohmann::json values;        ///< the spec's values: resolved.json's "spec", else the canonical form's
+  bool every_field = false;     ///< values holds every field (resolved.json), not only the hashed ones
 };
 
+/// The run's spec values as the run resolved them (run folder's resolved.json, every field with
+/// defaults filled in); for a run without its folder, the stored canonical form's hashed fields.
+void read_values(RunDetails& details) {
+  if (std::ifstream in(details.run.run_dir / "resolved.json"); in) {
+    const nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (document.is_object() && document.contains("spec") && document.at("spec").is_object()) {
+      details.values = document.at("spec");
+      details.every_field = true;
+      return;
+    }
+  }
+  if (details.spec) {
+    const nlohmann::json canonical = nlohmann::json::parse(details.spec->canonical, nullptr, false);
+    if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
+      details.values = canonical.at("spec");
+    }
+  }
+}
+
 RunDetails read_details(const store::Store& db, const std::string& selector) {
-  RunDetails details{db.find_run(selector), {}, {}, {}, {}, {}, {}};
+  RunDetails details{compare::resolve_one(db, selector, "show"), {}, {}, {}, {}, {}, {}, {}, false};
   const store::RunRecord& run = details.run;
   details.spec = db.spec(run.spec_hash);
   if (run.environment_hash) {
@@ -43,6 +69,7 @@ RunDetails read_details(const store::Store& db, const std::string& selector) {
   details.metrics = db.metric_series(run.id);
   details.phases =
       compare::run_phases(db, run.id, nlohmann::json::parse(run.summary_json, nullptr, /*allow_exceptions=*/false));
+  read_values(details);
   return details;
 }
 
@@ -66,18 +93,73 @@ std::string number_text(double value) {
   return fmt::format("{:.6g}", value);
 }
 
-/// Numbers to 6 significant digits, strings bare, anything else as compact JSON.
-std::string summary_value_text(const nlohmann::json& value) {
+/// A value as a person reads it: numbers to 6 significant digits, strings bare, lists of scalars
+/// joined with ", ", a mapping as "key=value" pairs; never raw JSON (a list of objects is counted:
+/// --format json has it).
+std::string value_text(const nlohmann::json& value) {
   if (value.is_number_float()) {
     return number_text(value.get<double>());
   }
-  return value.is_string() ? value.get<std::string>() : value.dump();
+  if (value.is_string()) {
+    return value.get<std::string>().empty() ? "\"\"" : value.get<std::string>();
+  }
+  if (value.is_array()) {
+    std::vector<std::string> items;
+    for (const auto& item : value) {
+      if (item.is_structured()) {
+        return fmt::format("{} entries (--format json lists them)", value.size());
+      }
+      items.push_back(value_text(item));
+    }
+    return items.empty() ? "(none)" : util::join(items, ", ");
+  }
+  if (value.is_object()) {
+    std::vector<std::string> items;
+    for (const auto& [key, item] : value.items()) {
+      if (item.is_structured()) {
+        return fmt::format("{} entries (--format json lists them)", value.size());
+      }
+      items.push_back(key + "=" + value_text(item));
+    }
+    return items.empty() ? "(none)" : util::join(items, ", ");
+  }
+  return value.is_null() ? "-" : value.dump();
+}
+
+/// Summary rows: nested objects become dotted keys, so no row carries a JSON document.
+void add_summary_rows(util::TextTable& table, const std::string& prefix, const nlohmann::json& object) {
+  for (const auto& [key, value] : object.items()) {
+    const std::string name = prefix.empty() ? key : prefix + "." + key;
+    if (value.is_object() && !value.empty()) {
+      add_summary_rows(table, name, value);
+    } else {
+      table.add_row({name, value_text(value)});
+    }
+  }
+}
+
+/// The value at a dotted path of a nested tree, or nullptr.
+const nlohmann::json* at_path(const nlohmann::json& tree, std::string_view path) {
+  const nlohmann::json* node = &tree;
+  while (!path.empty()) {
+    const size_t dot = path.find('.');
+    const std::string key(path.substr(0, dot));
+    if (!node->is_object() || !node->contains(key)) {
+      return nullptr;
+    }
+    node = &node->at(key);
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+  }
+  return node;
 }
 
 nlohmann::json details_json(const RunDetails& details) {
   nlohmann::json document = json_envelope("show");
   document["run"] = run_json(details.run);
   document["spec"] = {{"hash", details.run.spec_hash}, {"name", details.spec ? details.spec->name : ""}};
+  if (details.values.is_object()) {
+    document["spec"]["values"] = details.values;
+  }
   document["summary"] = parse_object(details.run.summary_json, nlohmann::json::object());
   document["environment"] = details.environment ? parse_object(*details.environment, nullptr) : nullptr;
   document["ranks"] = nlohmann::json::array();
@@ -161,6 +243,61 @@ std::string share_text(const std::optional<double>& share) {
   return share ? fmt::format("{:.1f}%", 100.0 * *share) : "n/a";
 }
 
+// The spec's fields in the field table's order under their section (the first part of the path),
+// each value with "default" beside it when it equals the field's default; one alignment for all.
+void print_hyperparameters(const RunDetails& details) {
+  if (!details.values.is_object() || details.values.empty()) {
+    std::cout << "\nhyperparameters\n  (not recorded for this run)\n";
+    return;
+  }
+  std::cout << (details.every_field
+                    ? "\nhyperparameters (as resolved; \"default\" marks a value the spec left as it was)\n"
+                    : "\nhyperparameters (the stored spec's hashed fields; the run folder's resolved.json is gone)\n");
+  struct Row {
+    std::string section, key, value;
+    bool is_default;
+  };
+  std::vector<Row> rows;
+  size_t key_width = 0;
+  size_t value_width = 0;
+  for (const spec::Field& field : spec::fields()) {
+    const nlohmann::json* value = at_path(details.values, field.path);
+    if (value == nullptr) {
+      continue;
+    }
+    const std::string_view path = field.path;
+    const size_t dot = path.find('.');
+    Row row{dot == std::string_view::npos ? "general" : std::string(path.substr(0, dot)),
+            std::string(dot == std::string_view::npos ? path : path.substr(dot + 1)), value_text(*value),
+            *value == spec::default_value(field)};
+    key_width = std::max(key_width, row.key.size());
+    value_width = std::max(value_width, std::min<size_t>(row.value.size(), 24));
+    rows.push_back(std::move(row));
+  }
+  // The top-level fields are apart in the table (container.image sits between name and seed):
+  // each section's rows together, sections in the order they first appear.
+  std::vector<std::string> order;
+  for (const Row& row : rows) {
+    if (std::find(order.begin(), order.end(), row.section) == order.end()) {
+      order.push_back(row.section);
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& x, const Row& y) {
+    return std::find(order.begin(), order.end(), x.section) < std::find(order.begin(), order.end(), y.section);
+  });
+  std::string section;
+  for (const Row& row : rows) {
+    if (row.section != section) {
+      section = row.section;
+      std::cout << "  " << section << '\n';
+    }
+    std::string line = fmt::format("    {:<{}}  {:<{}}  {}", row.key, key_width, row.value, value_width,
+                                   row.is_default ? "default" : "");
+    line.erase(line.find_last_not_of(' ') + 1);
+    std::cout << line << '\n';
+  }
+}
+
 // Per rank: where the step time went, and a bar of it (d data, f forward, b backward, c comm
 // wait, o optimizer, . other), 40 characters for the whole step; no bar without phase timers.
 util::TextTable phase_table(const std::vector<compare::RankPhases>& phases) {
@@ -194,6 +331,10 @@ void print_tables(const RunDetails& details) {
   print_section("ranks", ranks);
 
   print_section("phases (share of step time, whole run)", phase_table(details.phases));
+  if (!details.phases.empty()) {
+    std::cout << "  bar: 40 characters = one step; d data wait, f forward, b backward, c communication wait,\n"
+                 "       o optimizer, . other\n";
+  }
 
   util::TextTable artifacts({"path", "bytes", "sha256"});
   artifacts.set_align(1, util::TextTable::Align::right);
@@ -214,10 +355,7 @@ void print_tables(const RunDetails& details) {
   print_section("metrics", metrics);
 
   util::TextTable summary({"key", "value"});
-  const nlohmann::json values = parse_object(details.run.summary_json, nlohmann::json::object());
-  for (const auto& [key, value] : values.items()) {
-    summary.add_row({key, summary_value_text(value)});
-  }
+  add_summary_rows(summary, "", parse_object(details.run.summary_json, nlohmann::json::object()));
   if (summary.rows() == 0) {
     std::cout << "\nsummary\n  (none yet)\n";
   } else {
@@ -271,6 +409,7 @@ void run_show(const ShowOptions& options, const GlobalOptions& globals) {
   if (shipping) {
     std::cout << fmt::format("{:<12} {}\n", "shipped", shipping_text(*shipping));
   }
+  print_hyperparameters(details);
   print_tables(details);
 }
 
@@ -280,12 +419,15 @@ void setup_show(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       app.add_subcommand("show",
                          "Show everything recorded about one run: its fields, tags, ranks, artifacts, metrics\n"
                          "(points, first and last value) and the summary the runner wrote.\n"
-                         "RUN is a run id or any unique prefix of one (see 'expctl list').\n"
-                         "JSON output adds the environment fingerprint (\"environment\", null when none was taken).\n"
+                         "RUN: a run id or unique prefix (see 'expctl list'), @latest, @latest~N, tag:NAME (the\n"
+                         "newest run with the tag), spec:HASHPREFIX or a spec file (the newest run of it).\n"
+                         "Text output groups the resolved hyperparameters by section and marks defaults; JSON\n"
+                         "output adds the environment fingerprint (\"environment\", null when none was taken) and\n"
+                         "the spec's values (\"spec\".\"values\").\n"
                          "Examples:\n"
                          "  expctl show 20261129-223118-3fa9c2\n"
                          "  expctl show 20261129-2231 --format json");
-  command->add_option("run", options->selector, "Run id or unique prefix")->required()->option_text("RUN");
+  command->add_option("run", options->selector, "Any selector that names one run (see above)")->required()->option_text("RUN");
   add_format_option(command, options->format);
   command->callback([options, globals] { run_show(*options, *globals); });
 }

@@ -36,6 +36,20 @@ void print_points(const sweep::Sweep& sweep) {
   }
 }
 
+// A failure without a position in the file (a model preflight, a backend the machine lacks): one
+// error entry naming the file, and its line on stderr in text mode.
+void record_failure(nlohmann::json& entry, const std::string& file, const util::Failure& error,
+                    const ValidateOptions& options, bool& all_valid) {
+  all_valid = false;
+  entry.update({{"valid", false},
+                {"hash", nullptr},
+                {"values", nullptr},
+                {"errors", nlohmann::json::array({{{"file", file}, {"line", 0}, {"column", 0}, {"message", error.what()}}})}});
+  if (options.format == "text") {
+    std::cerr << error.report() << '\n';
+  }
+}
+
 // A sweep file: its hash and every point's, or every problem of the file, its base and its points.
 nlohmann::json validate_sweep(const std::string& file, const ValidateOptions& options, bool& all_valid) {
   nlohmann::json entry = {{"file", file}, {"kind", "sweep"}};
@@ -58,14 +72,7 @@ nlohmann::json validate_sweep(const std::string& file, const ValidateOptions& op
       std::cerr << error.report() << '\n';
     }
   } catch (const util::TrainError& error) {
-    all_valid = false;
-    entry.update({{"valid", false},
-                  {"hash", nullptr},
-                  {"values", nullptr},
-                  {"errors", nlohmann::json::array({{{"file", file}, {"line", 0}, {"column", 0}, {"message", error.what()}}})}});
-    if (options.format == "text") {
-      std::cerr << error.report() << '\n';
-    }
+    record_failure(entry, file, error, options, all_valid);
   }
   return entry;
 }
@@ -90,6 +97,12 @@ nlohmann::json validate_one(const std::string& file, const ValidateOptions& opti
     if (options.format == "text") {
       std::cerr << error.report() << '\n';
     }
+  } catch (const util::Failure& error) {
+    // What the spec asks of this machine (a backend it lacks) or of the user's model and data.
+    if (error.exit_code() != util::ExitCode::usage) {
+      throw;
+    }
+    record_failure(entry, file, error, options, all_valid);
   }
   return entry;
 }

@@ -8,6 +8,7 @@
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/env/profile.hpp"
 #include "expctl/env/verify.hpp"
+#include "expctl/run/preflight.hpp"
 #include "expctl/spec/profile.hpp"
 #include "expctl/spec/spec.hpp"
 
@@ -64,6 +65,7 @@ void print_text(const VerifyOptions& options, const std::optional<env::Profile>&
 void run_verify(const VerifyOptions& options, GlobalOptions& globals) {
   // An invalid spec or profile throws util::DiagnosticError: cli::run prints it and exits 2.
   const spec::Spec spec = spec::load_spec(options.spec, spec::LoadOptions{options.overrides});
+  run::check_backend(spec);  // backend nccl without a GPU, or against the spec's own profile: exit 2
   std::optional<env::Profile> profile;
   if (const auto& path = spec.env_profile_path()) {
     profile = env::load_profile(*path, spec::display_path(*path));

@@ -9,6 +9,7 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/compare/selector.hpp"
 #include "expctl/run/watch.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/text_table.hpp"
@@ -26,13 +27,12 @@ struct WatchOptions {
   bool once = false;
 };
 
-// Without RUN: the newest running run, else the newest run; "@latest": the newest run.
+// Without RUN: the newest running run, else the newest run; otherwise any selector that names one run.
 std::string run_id(const store::Store& db, const std::string& selector) {
-  if (!selector.empty() && selector != "@latest") {
-    return db.find_run(selector).id;
+  if (!selector.empty()) {
+    return compare::resolve_one(db, selector, "watch").id;
   }
-  auto runs = selector.empty() ? db.list_runs({.status = store::RunStatus::running, .limit = 1})
-                               : std::vector<store::RunRecord>{};
+  auto runs = db.list_runs({.status = store::RunStatus::running, .limit = 1});
   if (runs.empty()) {
     runs = db.list_runs({.limit = 1});
   }
@@ -178,12 +178,13 @@ void setup_watch(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "communication wait, optimizer), the straggler score (the rank's compute time over the\n"
       "median rank's; '*' from 1.2) and how long its step has not changed ('quiet'). Reads the\n"
       "store read-only, so it works from another terminal or host while `expctl run` writes, and\n"
-      "ends by itself when the run ends. RUN defaults to the newest running run, else the newest.\n"
+      "ends by itself when the run ends. RUN defaults to the newest running run, else the newest;\n"
+      "otherwise any selector that names one run: an id or prefix, @latest, @latest~N, tag:NAME, spec:HASH.\n"
       "--format json prints one JSON object per refresh, one per line.\n"
       "Examples:\n"
       "  expctl watch\n"
       "  expctl watch 20261201-1207 --format json | jq -c '.ranks[] | [.rank, .step, .straggler_score]'");
-  command->add_option("run", options->selector, "Run id, unique prefix or @latest (default: see above)")
+  command->add_option("run", options->selector, "Any selector that names one run (default: see above)")
       ->option_text("[RUN]");
   add_format_option(command, options->format);
   command->add_option("--interval", options->interval_s, "Seconds between refreshes (default 1)")

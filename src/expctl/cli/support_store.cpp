@@ -124,4 +124,18 @@ std::string short_time(const std::string& utc) {
   return utc.substr(0, 10) + " " + utc.substr(11, 8);
 }
 
+std::string bytes_text(std::int64_t bytes) {
+  constexpr const char* k_units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    return fmt::format("{} B", bytes);
+  }
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1024.0 && unit < 3) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return value < 100.0 ? fmt::format("{:.1f} {}", value, k_units[unit]) : fmt::format("{:.0f} {}", value, k_units[unit]);
+}
+
 }  // namespace expctl::cli

@@ -55,4 +55,7 @@ std::string duration_text(std::optional<double> seconds);
 /// "2026-11-29T22:31:18.042Z" -> "2026-11-29 22:31:18" (UTC, to the second).
 std::string short_time(const std::string& utc);
 
+/// A size for people: "812 B", "4.0 KiB", "12.3 MiB", "1.20 GiB".
+std::string bytes_text(std::int64_t bytes);
+
 }  // namespace expctl::cli

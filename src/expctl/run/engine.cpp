@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/compare/selector.hpp"
 #include "expctl/launch/launch_plan.hpp"
 #include "expctl/launch/rank_identity.hpp"
 #include "expctl/launch/supervisor.hpp"
@@ -910,7 +911,7 @@ RunResult resume_run(const ResumeRequest& request) {
   train::plugin::preload();
   store::Store store = request.open_store();
   Invocation invocation;
-  invocation.run = store.find_run(request.selector);
+  invocation.run = compare::resolve_one(store, request.selector, "resume");
   check_resumable(invocation.run);
   invocation.resolved = read_resolved_run(invocation.run.run_dir);
   // A resumed run continues bit for bit only on the stack it started on.

@@ -5,6 +5,8 @@
 /// PyTorch, inputs the model rejects, targets beyond its outputs: each is an input error (exit 2)
 /// with the model's own words, before a rank starts or the run is recorded.
 
+#include <optional>
+
 #include "expctl/spec/spec.hpp"
 
 namespace expctl::run {
@@ -14,7 +16,13 @@ namespace expctl::run {
 bool needs_preflight(const spec::Spec& spec);
 
 /// Checks the spec's model and data as described above; throws util::TrainError with exit code 2.
-/// Does nothing when needs_preflight() is false.
+/// Starts with check_backend(spec); the model and data are checked only when needs_preflight().
 void preflight_training(const spec::Spec& spec);
+
+/// `distributed.backend: nccl` needs a CUDA GPU: refused (util::UsageError, exit 2, one line with
+/// the fix) on a machine without one, and when the spec's own env profile pins NCCL, the CUDA
+/// runtime or LibTorch's CUDA to `none`, before anything is recorded. `gpu_count`: the machine's
+/// (probed when nullopt). Specs that run a program choose their own backend and are not checked.
+void check_backend(const spec::Spec& spec, std::optional<int> gpu_count = std::nullopt);
 
 }  // namespace expctl::run

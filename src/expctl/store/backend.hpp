@@ -80,6 +80,19 @@ class Backend {
   virtual std::vector<ArtifactRecord> artifacts(const std::string& run_id) = 0;
   /// Ordered by rank, statuses as stored.
   virtual std::vector<RankRecord> ranks(const std::string& run_id) = 0;
+
+  // Cleaning the store (expctl rm, expctl gc).
+  /// Deletes the run's row and every row that hangs off it (ranks, metrics, artifacts, tags) in
+  /// one transaction; false when there is no such run. Specs and environments stay.
+  virtual bool delete_run(const std::string& run_id) = 0;
+  /// Bytes the database occupies: SQLite, the file with its -wal; PostgreSQL, expctl's tables.
+  virtual std::int64_t database_bytes() = 0;
+  /// Bytes compact() would give back to the file system (SQLite: its free pages; PostgreSQL: 0,
+  /// the server's autovacuum makes deleted rows' space reusable and VACUUM gives none back).
+  virtual std::int64_t reclaimable_bytes() = 0;
+  /// Gives free space back: SQLite VACUUM and a WAL truncation; PostgreSQL VACUUM ANALYZE of
+  /// expctl's tables.
+  virtual void compact() = 0;
 };
 
 }  // namespace expctl::store

@@ -50,6 +50,10 @@ class PgBackend final : public Backend {
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) override;
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) override;
   std::vector<RankRecord> ranks(const std::string& run_id) override;
+  bool delete_run(const std::string& run_id) override;
+  std::int64_t database_bytes() override;
+  std::int64_t reclaimable_bytes() override;
+  void compact() override;
 
   /// The integer key of each metric name, created where missing (each in its own committed
   /// statement, so a key id is never cached from a transaction that was rolled back).

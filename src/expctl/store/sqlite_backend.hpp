@@ -53,6 +53,10 @@ class SqliteBackend final : public Backend {
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) override;
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) override;
   std::vector<RankRecord> ranks(const std::string& run_id) override;
+  bool delete_run(const std::string& run_id) override;
+  std::int64_t database_bytes() override;
+  std::int64_t reclaimable_bytes() override;
+  void compact() override;
 
  private:
   detail::Connection m_connection;

@@ -10,6 +10,7 @@
 #include "expctl/store/pg_schema.hpp"
 #include "expctl/store/run_folder.hpp"
 #include "expctl/store/schema.hpp"
+#include "expctl/store/selector.hpp"
 #include "expctl/store/sqlite_backend.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -258,8 +259,13 @@ RunRecord Store::find_run(const std::string& selector) const {
     return *exact;
   }
   const auto [count, candidates] = m_backend->runs_with_prefix(selector, k_max_candidates);
-  EXPCTL_CHECK(count > 0, util::StoreError, "no run matches {} in {} (see 'expctl list' for run ids)",
-               util::quoted(selector), location());
+  if (count == 0) {
+    std::vector<std::string> ids;
+    for (const RunRecord& known : m_backend->list_runs({})) {
+      ids.push_back(known.id);
+    }
+    throw util::StoreError(no_match_text(selector, location(), "", "run ids", closest_names(ids, selector)));
+  }
   if (count == 1) {
     return with_folder(candidates.front());
   }

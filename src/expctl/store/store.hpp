@@ -197,6 +197,23 @@ class Store {
   /// the disk was full, the supervisor was killed) reads as `lost`.
   std::vector<RankRecord> ranks(const std::string& run_id) const;
 
+  // Cleaning the store: expctl rm and expctl gc (store/cleanup.cpp).
+  /// Deletes the run's row with everything that hangs off it, then its folder; returns the bytes
+  /// the folder held. Throws StoreError for an unknown run (the folder is left alone then).
+  std::int64_t remove_run(const std::string& run_id);
+  /// Folders under runs_dir() older than `min_age` whose run the database does not hold (a
+  /// crash between removing a row and its folder, a database replaced by hand). Hidden folders
+  /// (a run being created) and young ones (a row not yet committed) are never listed.
+  std::vector<std::filesystem::path> orphaned_folders(std::chrono::seconds min_age = std::chrono::hours(1)) const;
+  /// Bytes of the database (Backend::database_bytes) and of every run folder together.
+  std::int64_t database_bytes() const;
+  std::int64_t folders_bytes() const;
+  /// Bytes compact() would give back, and the compaction itself (Backend::compact).
+  std::int64_t reclaimable_bytes() const;
+  void compact();
+  /// Bytes under `path` (a file or a folder tree; 0 when missing).
+  static std::int64_t bytes_under(const std::filesystem::path& path);
+
  private:
   Store(std::unique_ptr<Backend> backend, std::filesystem::path runs_root, std::filesystem::path file);
   RunRecord with_folder(RunRecord run) const;

@@ -30,6 +30,42 @@ TEST_CASE("selector grammar: malformed selectors name themselves") {
   CHECK_THROWS_AS(parse_selector(""), util::CompareError);
 }
 
+TEST_CASE("selector grammar: all: makes a group of a tag, a spec hash or a spec file") {
+  CHECK(parse_selector("all:tag:ab:x:a") == Selector{SelectorKind::tag, "ab:x:a", 0, "all:tag:ab:x:a", true});
+  CHECK(parse_selector("all:spec:3fa9") == Selector{SelectorKind::spec_hash, "3fa9", 0, "all:spec:3fa9", true});
+  CHECK(parse_selector("all:experiments/tiny.yaml").every);
+  CHECK_FALSE(parse_selector("tag:ab:x:a").every);  // tag:NAME stays the newest run: baselines keep their meaning
+  CHECK_THROWS_WITH(parse_selector("all:"), Catch::Contains("all: needs tag:NAME"));
+  CHECK_THROWS_WITH(parse_selector("all:@latest"), Catch::Contains("which name several runs"));
+  CHECK_THROWS_WITH(parse_selector("all:20261129"), Catch::Contains("which name several runs"));
+  CHECK_THROWS_WITH(parse_selector("all:tag:"), Catch::StartsWith("bad run selector 'all:tag:': tag: needs a tag name"));
+}
+
+TEST_CASE("selector grammar: the parser is total over arbitrary bytes (returns or throws CompareError)") {
+  std::uint32_t state = 12345;
+  const std::string alphabet = "al:tgspec@ltes~0123456789abcdef/.yml,\0\xff ";
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    const int length = static_cast<int>((state = state * 1664525u + 1013904223u) >> 28);
+    for (int j = 0; j < length; ++j) {
+      text += alphabet[((state = state * 1664525u + 1013904223u) >> 16) % alphabet.size()];
+    }
+    try {
+      (void)store::parse_selectors(text);
+    } catch (const util::CompareError&) {
+    }
+  }
+}
+
+TEST_CASE("closest_names: prefixes and typos find their names, unrelated text finds none") {
+  const std::vector<std::string> ids{"20261205-101500-aa01", "20261205-101501-bb02", "20251105-090000-cc03"};
+  CHECK(store::closest_names(ids, "20261205-10150x") ==
+        std::vector<std::string>{"20261205-101500-aa01", "20261205-101501-bb02"});
+  CHECK(store::closest_names(ids, "nosuchrun").empty());
+  CHECK(store::closest_names({"baseline:quickstart", "ab:x"}, "baseline:quikstart") ==
+        std::vector<std::string>{"baseline:quickstart"});
+}
+
 TEST_CASE("a comma-separated list is a group") {
   const auto group = parse_group("a1,tag:x,@latest~1");
   REQUIRE(group.size() == 3);
@@ -70,6 +106,21 @@ TEST_CASE("selectors resolve to runs in the store") {
   CHECK(group[1].id == f.runs[1].id);
 }
 
+TEST_CASE("all:tag:NAME is every run with the tag, tag:NAME the newest, and one-run commands refuse a group") {
+  Fixture f;
+  f.db.add_tag(f.runs[2].id, "baseline:tiny");
+  CHECK(resolve_selector(f.db, parse_selector("tag:baseline:tiny")).id == f.runs[2].id);
+  const auto every = resolve_group(f.db, "all:tag:baseline:tiny");
+  REQUIRE(every.size() == 2);
+  CHECK(every[0].id == f.runs[2].id);
+  CHECK(every[1].id == f.runs[1].id);
+  CHECK(resolve_one(f.db, "tag:baseline:tiny", "show").id == f.runs[2].id);
+  CHECK_THROWS_WITH(resolve_one(f.db, "all:tag:baseline:tiny", "show"),
+                    Catch::Contains("names 2 runs, and show takes one"));
+  CHECK_THROWS_WITH(resolve_group(f.db, "tag:baseline:tny"),
+                    Catch::Contains("no run has this tag; the closest tags: tag:baseline:tiny"));
+}
+
 TEST_CASE("selectors that match nothing are input errors naming the selector") {
   Fixture f;
   const auto exit_code_of = [&](const std::string& text) {
@@ -83,9 +134,10 @@ TEST_CASE("selectors that match nothing are input errors naming the selector") {
   const auto [missing_code, missing] = exit_code_of("nosuchrun");
   CHECK(missing_code == util::ExitCode::usage);
   CHECK_THAT(missing, Catch::Contains("nosuchrun"));
-  CHECK_THAT(exit_code_of("@latest~3").second, Catch::Contains("'@latest~3': the store holds 3 run(s)"));
-  CHECK_THAT(exit_code_of("tag:nope").second, Catch::Contains("'tag:nope': no run has this tag"));
-  CHECK_THAT(exit_code_of("spec:ffffffff").second, Catch::Contains("'spec:ffffffff'"));
+  CHECK_THAT(exit_code_of("@latest~3").second, Catch::Contains("\"@latest~3\" in ") &&
+                                                   Catch::Contains(": the store holds 3 run(s)"));
+  CHECK_THAT(exit_code_of("tag:nope").second, Catch::Contains("\"tag:nope\" in ") && Catch::Contains(": no run has this tag"));
+  CHECK_THAT(exit_code_of("spec:ffffffff").second, Catch::Contains("\"spec:ffffffff\""));
   CHECK_THAT(exit_code_of("missing/spec.yaml").second, Catch::Contains("no such spec file"));
   CHECK_THAT(exit_code_of(f.runs[0].id + "," + f.runs[0].id).second, Catch::Contains("named twice"));
 }

@@ -1,6 +1,7 @@
 // The store's contract, written once and run against every backend (backend_fixture.hpp).
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <thread>
@@ -314,4 +315,65 @@ TEMPLATE_TEST_CASE("store contract: a wrong password is refused in one line nami
   CHECK(store::Store::open(where.location + " user=expctl_pw password=right", store::OpenMode::read_write,
                           {.runs_root = where.dir / "runs"})
             .schema_version() >= 1);
+}
+
+TEMPLATE_TEST_CASE("store contract: remove_run deletes the row with its ranks, metrics, artifacts and tags, then its "
+                   "folder, and the store's size is measured",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  auto db = where.open();
+  const auto kept = new_run(db, "kept");
+  const auto gone = new_run(db, "gone");
+  for (const auto& run : {kept, gone}) {
+    db.add_rank(run.id, {0, "node1", 100, std::nullopt, RunStatus::running, std::nullopt, std::nullopt});
+    std::vector<MetricPoint> points;
+    for (int step = 1; step <= 2000; ++step) {
+      points.push_back({0, step, "loss", 1.0 / step});
+    }
+    db.append_metrics(run.id, points);
+    db.add_artifact(run.id, {"checkpoints/rank0-step2.pt", std::string(64, 'c'), 4096});
+    db.add_tag(run.id, "ab:x");
+    db.finish_run(run.id, RunStatus::completed, 0, "");
+  }
+  fs::create_directories(gone.run_dir / "checkpoints");
+  std::ofstream(gone.run_dir / "checkpoints" / "rank0-step2.pt") << std::string(4096, 'x');
+  const std::int64_t database_before = db.database_bytes();
+  CHECK(database_before > 0);
+  CHECK(db.folders_bytes() >= 4096);
+
+  CHECK(db.remove_run(gone.id) >= 4096);
+  CHECK_FALSE(fs::exists(gone.run_dir));
+  CHECK_FALSE(db.run(gone.id).has_value());
+  CHECK(db.metrics(gone.id, {}).empty());
+  CHECK(db.artifacts(gone.id).empty());
+  CHECK(db.ranks(gone.id).empty());
+  CHECK(db.list_runs({.tag = "ab:x"}).size() == 1);
+  CHECK(db.metrics(kept.id, {}).size() == 2000);  // the other run is untouched
+  CHECK(fs::exists(kept.run_dir / "spec.json"));
+  CHECK_THROWS_WITH(db.remove_run(gone.id), Catch::Contains("no run \"" + gone.id + "\""));
+
+  CHECK(db.reclaimable_bytes() >= 0);
+  db.compact();
+  CHECK(db.database_bytes() > 0);
+  CHECK(db.run(kept.id).has_value());
+}
+
+TEMPLATE_TEST_CASE("store contract: orphaned_folders lists old run folders without a row, never a young or hidden one",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  auto db = where.open();
+  const auto run = new_run(db);
+  const fs::path old_orphan = db.runs_dir() / "20250101-000000-dead01";
+  const fs::path young_orphan = db.runs_dir() / "20250101-000000-dead02";
+  const fs::path hidden = db.runs_dir() / ".staging-x";
+  for (const auto& folder : {old_orphan, young_orphan, hidden}) {
+    fs::create_directories(folder);
+  }
+  const auto two_hours_ago = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(old_orphan, two_hours_ago);
+  fs::last_write_time(hidden, two_hours_ago);
+  fs::last_write_time(run.run_dir, two_hours_ago);
+  CHECK(db.orphaned_folders() == std::vector<fs::path>{old_orphan});
 }

@@ -1,0 +1,87 @@
+// Store members for cleaning the store (expctl rm, expctl gc): rows through the backend, then
+// the run folders, which live beside the database and not in it.
+#include <algorithm>
+#include <set>
+
+#include "expctl/store/store.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
+
+namespace expctl::store {
+
+std::int64_t Store::bytes_under(const std::filesystem::path& path) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(path, error)) {
+    const auto size = std::filesystem::file_size(path, error);
+    return error ? 0 : static_cast<std::int64_t>(size);
+  }
+  std::int64_t bytes = 0;
+  for (std::filesystem::recursive_directory_iterator it(path, std::filesystem::directory_options::skip_permission_denied,
+                                                        error),
+       end;
+       !error && it != end; it.increment(error)) {
+    std::error_code ignored;
+    if (it->is_regular_file(ignored) && !it->is_symlink(ignored)) {
+      const auto size = it->file_size(ignored);
+      bytes += ignored ? 0 : static_cast<std::int64_t>(size);
+    }
+  }
+  return bytes;
+}
+
+std::int64_t Store::remove_run(const std::string& run_id) {
+  // The row first: a folder without its row is an orphan that gc finds; a row without its folder
+  // would be a run whose logs and checkpoints are gone.
+  EXPCTL_CHECK(m_backend->delete_run(run_id), util::StoreError, "no run {} in {} (see 'expctl list')",
+               util::quoted(run_id), location());
+  const std::filesystem::path folder = m_runs_root / run_id;
+  const std::int64_t bytes = bytes_under(folder);
+  std::error_code error;
+  std::filesystem::remove_all(folder, error);
+  EXPCTL_CHECK(!error, util::StoreError,
+               "run {} is removed from {}, but its folder {} could not be deleted ({}): delete it by hand or run "
+               "`expctl gc` later",
+               run_id, location(), folder.string(), error.message());
+  return bytes;
+}
+
+std::vector<std::filesystem::path> Store::orphaned_folders(std::chrono::seconds min_age) const {
+  std::set<std::string> known;
+  for (const RunRecord& run : m_backend->list_runs({})) {
+    known.insert(run.id);
+  }
+  std::vector<std::filesystem::path> orphans;
+  std::error_code error;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(m_runs_root, error)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code ignored;
+    if (name.starts_with(".") || !entry.is_directory(ignored) || known.contains(name)) {
+      continue;
+    }
+    const auto modified = entry.last_write_time(ignored);
+    if (!ignored && now - modified >= min_age) {
+      orphans.push_back(entry.path());
+    }
+  }
+  std::sort(orphans.begin(), orphans.end());
+  return orphans;
+}
+
+std::int64_t Store::database_bytes() const {
+  return m_backend->database_bytes();
+}
+
+std::int64_t Store::folders_bytes() const {
+  return bytes_under(m_runs_root);
+}
+
+std::int64_t Store::reclaimable_bytes() const {
+  return m_backend->reclaimable_bytes();
+}
+
+void Store::compact() {
+  m_backend->compact();
+}
+
+}  // namespace expctl::store
