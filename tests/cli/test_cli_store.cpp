@@ -264,8 +264,9 @@ TEST_CASE("cli store: show, compare and export share one selector grammar with a
   const auto exported = s.expctl({"export", "tensorboard", "all:tag:ab:x:a", "-o", tb.string(), "--format", "json"});
   INFO(exported.err);
   REQUIRE(exported.exit_code == 0);
+  const auto document = nlohmann::json::parse(exported.out);  // named: a range-for over a temporary's member dangles
   std::vector<std::string> ids;
-  for (const auto& run : nlohmann::json::parse(exported.out).at("runs")) {
+  for (const auto& run : document.at("runs")) {
     ids.push_back(run.at("id"));
   }
   CHECK(ids == std::vector<std::string>{s.running.id, s.done.id});  // every run with the tag, newest first
