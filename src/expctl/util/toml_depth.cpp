@@ -1,13 +1,18 @@
 #include "expctl/util/toml_depth.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <string>
 
 namespace expctl::util {
 
-std::size_t toml_key_dots(std::string_view text) {
+namespace {
+
+// The scan of toml_key_dots; also notes the first byte over 0x7F outside strings and comments.
+std::size_t scan(std::string_view text, std::size_t* first_non_ascii) {
   std::size_t most = 0;
   std::size_t dots = 0;
-  std::size_t i = 0;
+  std::size_t i = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a byte order mark
   const auto skip_string = [&](char quote) {
     const bool multi_line = text.substr(i, 3) == std::string_view(quote == '"' ? "\"\"\"" : "'''");
     i += multi_line ? 3 : 1;
@@ -38,6 +43,9 @@ std::size_t toml_key_dots(std::string_view text) {
       }
       continue;
     }
+    if (static_cast<unsigned char>(c) > 0x7F && first_non_ascii != nullptr && *first_non_ascii == std::string_view::npos) {
+      *first_non_ascii = i;
+    }
     if (c == '.') {
       most = std::max(most, ++dots);
     } else if (c == '=' || c == ',' || c == '[' || c == ']' || c == '{' || c == '}' || c == '\n') {
@@ -48,11 +56,23 @@ std::size_t toml_key_dots(std::string_view text) {
   return most;
 }
 
+}  // namespace
+
+std::size_t toml_key_dots(std::string_view text) {
+  return scan(text, nullptr);
+}
+
 std::string toml_key_depth_problem(std::string_view text) {
-  if (toml_key_dots(text) < k_max_toml_key_depth) {
-    return {};
+  std::size_t non_ascii = std::string_view::npos;
+  if (scan(text, &non_ascii) >= k_max_toml_key_depth) {
+    return "keys nested more than 64 levels deep (a.b.c... or [a.b.c...]): a profile needs two or three";
   }
-  return "keys nested more than 64 levels deep (a.b.c... or [a.b.c...]): a profile needs two or three";
+  if (non_ascii != std::string_view::npos) {
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(non_ascii), '\n');
+    return "line " + std::to_string(line) +
+           ": a non-ASCII character outside a string or comment (TOML allows them only there: quote the key or value)";
+  }
+  return {};
 }
 
 }  // namespace expctl::util

@@ -22,7 +22,10 @@ inline constexpr std::size_t k_max_toml_key_depth = 64;
 /// key's depth minus one, or more. Never fails, even for text that is not TOML.
 std::size_t toml_key_dots(std::string_view text);
 
-/// The message for text whose keys are nested deeper than k_max_toml_key_depth, or empty.
+/// The message for text whose keys are nested deeper than k_max_toml_key_depth, or that has a
+/// byte over 0x7F outside strings and comments (never valid TOML 1.0; toml++ 3.3.0 reached
+/// undefined behaviour classifying some of them, e.g. U+0360 after `[""`: found by
+/// fuzz_env_profile); empty when neither.
 std::string toml_key_depth_problem(std::string_view text);
 
 }  // namespace expctl::util

@@ -131,3 +131,13 @@ TEST_CASE("profile: a table header that starts with no key is a syntax error in 
   CHECK_THAT(report_of("[#x]\n"), Catch::Contains("envs/x.toml:1:") && Catch::Contains("TOML syntax error") &&
                                       Catch::Contains("expected bare key starting character or string delimiter, saw '#'"));
 }
+
+TEST_CASE("profile: a non-ASCII character outside strings and comments is refused before toml++ sees it") {
+  // `[""` then U+0360 took toml++ 3.3.0 to an unreachable point of its Unicode tables (undefined
+  // behaviour in every build; found by fuzz_env_profile). TOML allows non-ASCII only in strings
+  // and comments, which stay fine.
+  CHECK(report_of("a = 1\n[\"\"\xCD\xA0\n") ==
+        "expctl: error: envs/x.toml: line 2: a non-ASCII character outside a string or comment (TOML allows them only "
+        "there: quote the key or value)");
+  CHECK_NOTHROW(parse_profile("\xEF\xBB\xBF# caf\xC3\xA9\n[os]\nid = \"d\xC3\xA9""bian\"\n", "envs/x.toml"));
+}
