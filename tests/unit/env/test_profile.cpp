@@ -132,12 +132,16 @@ TEST_CASE("profile: a table header that starts with no key is a syntax error in 
                                       Catch::Contains("expected bare key starting character or string delimiter, saw '#'"));
 }
 
-TEST_CASE("profile: a non-ASCII character outside strings and comments is refused before toml++ sees it") {
-  // `[""` then U+0360 took toml++ 3.3.0 to an unreachable point of its Unicode tables (undefined
-  // behaviour in every build; found by fuzz_env_profile). TOML allows non-ASCII only in strings
-  // and comments, which stay fine.
-  CHECK(report_of("a = 1\n[\"\"\xCD\xA0\n") ==
-        "expctl: error: envs/x.toml: line 2: a non-ASCII character outside a string or comment (TOML allows them only "
-        "there: quote the key or value)");
-  CHECK_NOTHROW(parse_profile("\xEF\xBB\xBF# caf\xC3\xA9\n[os]\nid = \"d\xC3\xA9""bian\"\n", "envs/x.toml"));
+TEST_CASE("profile: a non-ASCII character outside a whole-line comment is refused before toml++ sees it") {
+  // `[""` then U+0360, and `07:32"` then U+0268, took toml++ 3.3.0 to an unreachable point of its
+  // Unicode tables (undefined behaviour in every build; found by fuzz_env_profile). Where toml++'s
+  // strings start cannot be told without its grammar, so only whole-line comments may hold them.
+  const std::string refused =
+      "a non-ASCII character: a profile is ASCII except in whole-line # comments (toml++ 3.3.0, which reads it, "
+      "mishandles some characters elsewhere): spell the value in ASCII";
+  CHECK(report_of("a = 1\n[\"\"\xCD\xA0\n") == "expctl: error: envs/x.toml: line 2: " + refused);
+  CHECK(report_of("y = {t= 07:32\":0\xC9\xA8}\n") == "expctl: error: envs/x.toml: line 1: " + refused);
+  CHECK(report_of("[os]\nid = \"d\xC3\xA9""bian\"\n") == "expctl: error: envs/x.toml: line 2: " + refused);
+  CHECK(report_of("a = 1 # caf\xC3\xA9\n") == "expctl: error: envs/x.toml: line 1: " + refused);
+  CHECK_NOTHROW(parse_profile("\xEF\xBB\xBF# caf\xC3\xA9\n  # \xC3\xA9t\xC3\xA9\n[os]\nid = \"debian\"\n", "envs/x.toml"));
 }
