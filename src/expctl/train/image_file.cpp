@@ -17,23 +17,24 @@ namespace {
 
 constexpr std::array<std::uint8_t, 8> k_png_signature = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
-util::Expected<void> check_size(std::string_view format, std::uint64_t width, std::uint64_t height) {
+util::Expected<void> check_size(std::string_view format, std::uint64_t width, std::uint64_t height,
+                                const ImageLimits& limits) {
   if (width == 0 || height == 0) {
     return util::make_error(fmt::format("not a readable {} (its header says {} x {} pixels): the file is corrupt or "
                                         "truncated",
                                         format, width, height));
   }
-  if (width > k_max_image_side || height > k_max_image_side || width * height > k_max_image_pixels) {
+  if (width > limits.max_side || height > limits.max_side || width * height > limits.max_pixels) {
     return util::make_error(fmt::format(
         "{} x {} pixels is more than expctl decodes (at most {} per side and {} Mi pixels): resize it", width,
-        height, k_max_image_side, k_max_image_pixels / (1024 * 1024)));
+        height, limits.max_side, limits.max_pixels / (1024 * 1024)));
   }
   return {};
 }
 
 #if EXPCTL_HAVE_IMAGE_LIBRARIES
 
-util::Expected<RgbImage> decode_jpeg(std::span<const std::uint8_t> bytes) {
+util::Expected<RgbImage> decode_jpeg(std::span<const std::uint8_t> bytes, const ImageLimits& limits) {
   const std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
   if (!handle) {
     return util::make_error("libjpeg-turbo could not start a decompressor (out of memory?)");
@@ -51,7 +52,8 @@ util::Expected<RgbImage> decode_jpeg(std::span<const std::uint8_t> bytes) {
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     return util::make_error("a CMYK JPEG has no agreed RGB: convert it to RGB (e.g. PIL's convert(\"RGB\"))");
   }
-  if (auto ok = check_size("JPEG", static_cast<std::uint64_t>(width), static_cast<std::uint64_t>(height)); !ok) {
+  if (auto ok = check_size("JPEG", static_cast<std::uint64_t>(width), static_cast<std::uint64_t>(height), limits);
+      !ok) {
     return tl::unexpected(ok.error());
   }
   RgbImage image{static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(height), {}};
@@ -71,7 +73,7 @@ util::Expected<RgbImage> decode_jpeg(std::span<const std::uint8_t> bytes) {
   return image;
 }
 
-util::Expected<RgbImage> decode_png(std::span<const std::uint8_t> bytes) {
+util::Expected<RgbImage> decode_png(std::span<const std::uint8_t> bytes, const ImageLimits& limits) {
   const std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> context(spng_ctx_new(0), spng_ctx_free);
   if (!context) {
     return util::make_error("libspng could not start a decoder (out of memory?)");
@@ -80,7 +82,7 @@ util::Expected<RgbImage> decode_png(std::span<const std::uint8_t> bytes) {
     return util::make_error(
         fmt::format("not a readable PNG ({}): the file is corrupt or truncated", spng_strerror(code)));
   };
-  spng_set_image_limits(context.get(), k_max_image_side, k_max_image_side);
+  spng_set_image_limits(context.get(), limits.max_side, limits.max_side);
   spng_set_chunk_limits(context.get(), 16U << 20U, 64U << 20U);  // text and metadata chunks
   if (const int code = spng_set_png_buffer(context.get(), bytes.data(), bytes.size()); code != 0) {
     return failed(code);
@@ -89,7 +91,7 @@ util::Expected<RgbImage> decode_png(std::span<const std::uint8_t> bytes) {
   if (const int code = spng_get_ihdr(context.get(), &header); code != 0) {
     if (code == SPNG_EWIDTH || code == SPNG_EHEIGHT || code == SPNG_EUSER_WIDTH || code == SPNG_EUSER_HEIGHT) {
       return util::make_error(fmt::format("it is wider or taller than expctl decodes (at most {} per side): resize it",
-                                          k_max_image_side));
+                                          limits.max_side));
     }
     return failed(code);
   }
@@ -98,7 +100,7 @@ util::Expected<RgbImage> decode_png(std::span<const std::uint8_t> bytes) {
         "a 16-bit PNG has no agreed 8-bit RGB (PIL, which torchvision uses, does not rescale it): save it with 8 bits "
         "per channel");
   }
-  if (auto ok = check_size("PNG", header.width, header.height); !ok) {
+  if (auto ok = check_size("PNG", header.width, header.height, limits); !ok) {
     return tl::unexpected(ok.error());
   }
   std::size_t length = 0;
@@ -145,15 +147,16 @@ bool image_decoding_available() {
   return EXPCTL_HAVE_IMAGE_LIBRARIES != 0;
 }
 
-util::Expected<RgbImage> decode_image(std::span<const std::uint8_t> bytes) {
+util::Expected<RgbImage> decode_image(std::span<const std::uint8_t> bytes, const ImageLimits& limits) {
   const ImageFormat format = sniff_image_format(bytes);
   if (format == ImageFormat::unknown) {
     return util::make_error("not a JPEG or PNG image (its first bytes say neither): convert it, or move it out of "
                             "the folder");
   }
 #if EXPCTL_HAVE_IMAGE_LIBRARIES
-  return format == ImageFormat::jpeg ? decode_jpeg(bytes) : decode_png(bytes);
+  return format == ImageFormat::jpeg ? decode_jpeg(bytes, limits) : decode_png(bytes, limits);
 #else
+  (void)limits;
   return util::make_error("this expctl was built without libturbojpeg and libspng: install libturbojpeg0-dev and "
                           "libspng-dev (scripts/install-deps.sh) and rebuild");
 #endif

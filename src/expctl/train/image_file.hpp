@@ -26,6 +26,13 @@ std::string_view image_format_name(ImageFormat format);
 inline constexpr std::uint32_t k_max_image_side = 16384;
 inline constexpr std::uint64_t k_max_image_pixels = std::uint64_t{40} * 1024 * 1024;
 
+/// How large an image decode_image accepts (the fuzzer passes smaller ones, so that a tiny file
+/// promising a huge image stays inside its 1 s; the product uses the defaults).
+struct ImageLimits {
+  std::uint32_t max_side = k_max_image_side;
+  std::uint64_t max_pixels = k_max_image_pixels;
+};
+
 /// An image as rows of RGB pixels: height x width x 3 bytes.
 struct RgbImage {
   std::uint32_t width = 0;
@@ -35,9 +42,9 @@ struct RgbImage {
 
 /// Decodes a whole JPEG or PNG file. The error (without the file's name: the caller adds it) says
 /// what is wrong and what to do: not a JPEG or PNG, corrupt or truncated, a CMYK JPEG or a 16-bit
-/// PNG (no single agreed 8-bit RGB for them: convert them), larger than the limits above.
-/// False when this build has no image libraries (the error says which to install).
-util::Expected<RgbImage> decode_image(std::span<const std::uint8_t> bytes);
+/// PNG (no single agreed 8-bit RGB for them: convert them), larger than `limits` (refused from the
+/// header, before memory is taken). A build without the image libraries says which to install.
+util::Expected<RgbImage> decode_image(std::span<const std::uint8_t> bytes, const ImageLimits& limits = {});
 
 /// True when this build decodes images (it was built with libturbojpeg and libspng).
 bool image_decoding_available();
