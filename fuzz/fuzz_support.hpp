@@ -23,7 +23,9 @@ namespace expctl::fuzz {
 /// A folder of this process only (under /dev/shm when it exists: files are written every
 /// execution), removed when the process exits normally.
 inline const std::filesystem::path& scratch() {
-  static const std::filesystem::path folder = [] {
+  // Never destroyed: the atexit handler below runs after the destructors of statics constructed
+  // after its registration, this one included, and removed nothing (a folder per run was left).
+  static const std::filesystem::path& folder = *new std::filesystem::path([] {
     std::error_code error;
     const std::filesystem::path base =
         std::filesystem::is_directory("/dev/shm", error) ? std::filesystem::path("/dev/shm")
@@ -37,7 +39,7 @@ inline const std::filesystem::path& scratch() {
       std::filesystem::remove_all(scratch(), ignored);
     });
     return std::filesystem::path(pattern);
-  }();
+  }());
   return folder;
 }
 
