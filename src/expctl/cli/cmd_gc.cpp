@@ -176,14 +176,7 @@ void run_gc(const GcOptions& options, const GlobalOptions& globals) {
     removals.push_back(std::move(removal));
   }
   const bool json = options.format == "json";
-  nlohmann::json document = json_envelope("gc");
-  print_removals(removals, options.dry_run, "gc", document, json);
-  const std::string compacted = compact_if_it_pays(db, options.dry_run, document);
-  if (json) {
-    print_json(document);
-  } else if (!compacted.empty()) {
-    std::cout << "gc: " << compacted << '\n';
-  }
+  report_removals(db, removals, options.dry_run, "gc", json);
 }
 
 void setup_gc(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

@@ -53,15 +53,8 @@ void run_rm(const RmOptions& options, const GlobalOptions& globals) {
   store::Store db = open_store(globals, options.dry_run ? store::OpenMode::read_only : store::OpenMode::read_write);
   const auto runs = runs_to_remove(db, options);
   const bool json = options.format == "json";
-  nlohmann::json document = json_envelope("rm");
   const auto removals = remove_runs(db, runs, options.dry_run);
-  print_removals(removals, options.dry_run, "rm", document, json);
-  const std::string compacted = compact_if_it_pays(db, options.dry_run, document);
-  if (json) {
-    print_json(document);
-  } else if (!compacted.empty()) {
-    std::cout << "rm: " << compacted << '\n';
-  }
+  report_removals(db, removals, options.dry_run, "rm", json);
 }
 
 void setup_rm(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
 
 namespace expctl::cli {
@@ -34,6 +35,8 @@ std::vector<Removal> remove_runs(store::Store& db, const std::vector<store::RunR
   }
   return removals;
 }
+
+namespace {
 
 std::string compact_if_it_pays(store::Store& db, bool dry_run, nlohmann::json& document) {
   const std::int64_t before = db.database_bytes();
@@ -74,6 +77,20 @@ void print_removals(const std::vector<Removal>& removals, bool dry_run, const st
                                                  dry_run ? "would remove" : "removed", removals.size(),
                                                  bytes_text(total),
                                                  dry_run ? " (dry run: nothing was removed)" : " freed"));
+  }
+}
+
+}  // namespace
+
+void report_removals(store::Store& db, const std::vector<Removal>& removals, bool dry_run, const std::string& command,
+                     bool json) {
+  nlohmann::json document = json_envelope(command);
+  print_removals(removals, dry_run, command, document, json);
+  const std::string compacted = compact_if_it_pays(db, dry_run, document);
+  if (json) {
+    print_json(document);
+  } else if (!compacted.empty()) {
+    std::cout << command << ": " << compacted << '\n';
   }
 }
 

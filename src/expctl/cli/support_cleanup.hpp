@@ -25,12 +25,10 @@ struct Removal {
 /// Removes `runs` (rows, then folders), filling each Removal's bytes; nothing in a dry run.
 std::vector<Removal> remove_runs(store::Store& db, const std::vector<store::RunRecord>& runs, bool dry_run);
 
-/// Compacts the database when that pays (at least 4 MiB back, or a quarter of the file); returns
-/// what it did as one line ("" when it did nothing). A dry run says what it would do.
-std::string compact_if_it_pays(store::Store& db, bool dry_run, nlohmann::json& document);
-
-/// Prints the removals (text) or puts them into document["removed"] (json), then the total.
-void print_removals(const std::vector<Removal>& removals, bool dry_run, const std::string& command,
-                    nlohmann::json& document, bool json);
+/// What `rm` and `gc` end with: the removals (text lines, or document["removed"] in JSON) and
+/// their total, then a compaction of the database when that pays (at least 4 MiB back, or a
+/// quarter of the file; a dry run says what it would do), under the JSON envelope of `command`.
+void report_removals(store::Store& db, const std::vector<Removal>& removals, bool dry_run, const std::string& command,
+                     bool json);
 
 }  // namespace expctl::cli
