@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything expctl needs to build, test and run, from Debian 12 packages only.
-# Usage: sudo scripts/install-deps.sh
+# Usage: sudo scripts/install-deps.sh [--build-only]
+#   --build-only   only what compiling expctl needs (toolchain, -dev libraries, LibTorch): the
+#                  container image's build stage, which runs no test (containers/debian12-cpu)
 # Rocky Linux / CentOS Stream 9 users: see "Other distributions" in README.md.
 set -euo pipefail
 
-packages=(
+build_packages=(
   # toolchain
   cmake ninja-build g++ pkg-config git ca-certificates
-  # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)
-  clang-14 libclang-rt-14-dev
   # libraries (each found by CMake through its own config or pkg-config)
   libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libsqlitecpp-dev libsqlite3-dev libssl-dev zlib1g-dev
@@ -20,6 +20,10 @@ packages=(
   catch2
   # LibTorch 1.13.1 (CPU) with c10d + Gloo; libgloo-dev provides the headers c10d includes
   libtorch-dev libgloo-dev
+)
+test_packages=(
+  # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)
+  clang-14 libclang-rt-14-dev
   # real data for the quick start: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
   dataset-fashion-mnist
   # iproute2: the two-node test builds network namespaces joined by a veth pair
@@ -35,6 +39,13 @@ packages=(
   # (bench/ uses python3-torch too). expctl itself never runs Python.
   python3-torch python3-torchvision python3-numpy
 )
+
+packages=("${build_packages[@]}" "${test_packages[@]}")
+case "${1:-}" in
+  --build-only) packages=("${build_packages[@]}") ;;
+  "") ;;
+  *) echo "install-deps.sh: unknown option $1 (usage: install-deps.sh [--build-only])" >&2; exit 2 ;;
+esac
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "install-deps.sh: run as root (sudo scripts/install-deps.sh)" >&2

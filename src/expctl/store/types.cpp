@@ -55,6 +55,13 @@ std::optional<Clock::time_point> parse_utc(std::string_view text) {
   if (rest != "Z") {
     return std::nullopt;
   }
+  // Fields out of range (month 13, second 99) would be normalised by timegm into another time, and a
+  // year past 2262 overflows the clock's nanoseconds: both are a damaged record, not a time.
+  if (utc.tm_year < 1970 || utc.tm_year > 2200 || utc.tm_mon < 1 || utc.tm_mon > 12 || utc.tm_mday < 1 ||
+      utc.tm_mday > 31 || utc.tm_hour > 23 || utc.tm_min > 59 || utc.tm_sec > 60 || utc.tm_hour < 0 ||
+      utc.tm_min < 0 || utc.tm_sec < 0 || millis < 0) {
+    return std::nullopt;
+  }
   utc.tm_year -= 1900;
   utc.tm_mon -= 1;
   const std::time_t whole = ::timegm(&utc);

@@ -387,6 +387,13 @@ TEST_CASE("store: UTC timestamps format and parse to the millisecond") {
   CHECK(store::parse_utc("2025-11-29T22:31:18Z") == time - std::chrono::milliseconds(42));
   CHECK_FALSE(store::parse_utc("2025-11-29 22:31:18").has_value());
   CHECK_FALSE(store::parse_utc("yesterday").has_value());
+  // A damaged record is no time: fields timegm would normalise into another date, and a year whose
+  // nanoseconds overflow the clock (the fuzzer's store_read finding: 2426 overflowed in chrono).
+  CHECK_FALSE(store::parse_utc("2025-13-01T00:00:00Z").has_value());
+  CHECK_FALSE(store::parse_utc("2025-11-29T22:31:99Z").has_value());
+  CHECK_FALSE(store::parse_utc("2426-11-29T22:31:18Z").has_value());
+  CHECK_FALSE(store::parse_utc("9999-12-31T23:59:59.999Z").has_value());
+  CHECK(store::parse_utc("2200-12-31T23:59:59.999Z").has_value());
 }
 
 TEST_CASE("store: a full database is reported in one line, the failed batch leaves nothing, finish_run still works") {
