@@ -1,7 +1,8 @@
 #pragma once
-// The "bring your own model and data" test material (tests/tools/byo_fixtures.py): scripted
-// models and Fashion-MNIST as .npy, made by Debian's python3-torch once per build folder and
-// version of the script, under a lock so that tests running in parallel make it once.
+// The "bring your own model and data" test material (tests/tools/byo_fixtures.py: scripted models
+// and Fashion-MNIST as .npy; tests/tools/image_folders.py: image folders), made by Debian's
+// python3 packages once per build folder and version of the script, under a lock so that tests
+// running in parallel make it once.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -21,18 +22,20 @@ namespace expctl::test {
 /// Absolute path of the build folder (support/test_support.cpp).
 std::filesystem::path build_dir();
 
-inline std::filesystem::path byo_fixtures() {
+/// The folder that tests/tools/`script` (a python3 script taking its output folder) writes, made
+/// once per build folder and version of the script, under a lock.
+inline std::filesystem::path made_fixtures(const std::string& script_name) {
   namespace fs = std::filesystem;
-  const fs::path script = test::source_dir() / "tests" / "tools" / "byo_fixtures.py";
+  const fs::path script = test::source_dir() / "tests" / "tools" / script_name;
   const auto version = util::sha256_file(script);
   REQUIRE(version.has_value());
   const fs::path root = test::build_dir() / "test-fixtures";
-  const fs::path dir = root / ("byo-" + version->substr(0, 16));
+  const fs::path dir = root / (fs::path(script_name).stem().string() + "-" + version->substr(0, 16));
   if (fs::exists(dir / "complete")) {
     return dir;
   }
   fs::create_directories(root);
-  const int lock = ::open((root / "byo.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int lock = ::open((root / "fixtures.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   REQUIRE(lock >= 0);
   ::flock(lock, LOCK_EX);
   if (!fs::exists(dir / "complete")) {
@@ -51,5 +54,12 @@ inline std::filesystem::path byo_fixtures() {
   ::close(lock);
   return dir;
 }
+
+/// Scripted models and Fashion-MNIST as .npy (tests/tools/byo_fixtures.py).
+inline std::filesystem::path byo_fixtures() { return made_fixtures("byo_fixtures.py"); }
+
+/// Fashion-MNIST as image folders, PNG and JPEG, grey 28x28 and RGB 32x32, with bad files
+/// (tests/tools/image_folders.py).
+inline std::filesystem::path image_folder_fixtures() { return made_fixtures("image_folders.py"); }
 
 }  // namespace expctl::test

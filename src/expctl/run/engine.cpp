@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -203,6 +204,31 @@ void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
   }
 }
 
+// Image files passed over (data.on_bad_image skip): listed in the run folder, one per line, those
+// of earlier invocations kept; their count is the summary's. Only image-folder runs have the key.
+void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, json& summary) {
+  const auto list = run.run_dir / "skipped-images.txt";
+  std::set<std::string> files = facts.skipped_images;
+  std::error_code error;
+  if (std::filesystem::exists(list, error)) {
+    std::ifstream in(list);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) {
+        files.insert(line);
+      }
+    }
+  }
+  if (files.empty()) {
+    return;
+  }
+  std::string text;
+  for (const auto& file : files) {
+    text += file + "\n";
+  }
+  (void)util::write_file_atomic(list, text);
+  summary["skipped_images"] = files.size();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Concluding: artifacts, summary, then status and root cause, last: a store that cannot take
 // all of it (the disk is still full) leaves the row `running` with no owner alive, so it reads as
@@ -232,6 +258,7 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
     if (!invocation.drift.empty()) {
       result.summary["drift"] = env::verify_rows_json(invocation.drift);
     }
+    record_skipped_images(run, facts, result.summary);
     result.summary.update(extra_summary);
     store.set_summary(run.id, result.summary.dump());
     store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);

@@ -134,6 +134,15 @@ void Recorder::on_json(int rank, const json& record) {
       std::lock_guard lock(m_mutex);
       m_facts.allreduce = std::move(*allreduce);
     }
+  } else if (kind == "skipped_images") {
+    if (const auto files = record.find("files"); files != record.end() && files->is_array()) {
+      std::lock_guard lock(m_mutex);
+      for (const auto& file : *files) {
+        if (file.is_string()) {
+          m_facts.skipped_images.insert(file.get<std::string>());
+        }
+      }
+    }
   } else if (kind == "start" && rank == 0) {
     m_console.set_world_size(static_cast<int>(
         integer_field(record, "world_size", 1, std::numeric_limits<int>::max()).value_or(1)));

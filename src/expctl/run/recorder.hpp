@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -64,6 +65,7 @@ std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& 
 struct RunFacts {
   std::optional<double> time_to_first_step;  ///< seconds from process start to rank 0's first optimizer step
   std::optional<std::string> allreduce;      ///< the all-reduce rank 0 ran ("shm", "hierarchical", "gloo", "nccl")
+  std::set<std::string> skipped_images;      ///< image files any rank passed over (data.on_bad_image skip)
 };
 
 class Recorder {

@@ -26,6 +26,37 @@ train::DatasetOptions dataset_options(const json& spec) {
   options.train_targets = data.value("train_targets", std::string());
   options.eval_inputs = data.value("eval_inputs", std::string());
   options.eval_targets = data.value("eval_targets", std::string());
+  // Image folders (absent before they existed, like every field below).
+  options.train_dir = data.value("train_dir", std::string());
+  options.eval_dir = data.value("eval_dir", std::string());
+  if (const auto size = data.find("image_size"); size != data.end()) {
+    const auto sides = int_list(*size);
+    options.image.height = static_cast<std::uint32_t>(sides.at(0));
+    options.image.width = static_cast<std::uint32_t>(sides.at(1));
+  }
+  const auto per_channel = [&](const char* key, const std::vector<float>& fallback) {
+    auto values = data.value(key, std::vector<float>());
+    if (values.empty()) {
+      values = fallback;
+    }
+    return values.size() == 1 ? std::vector<float>(3, values.front()) : values;
+  };
+  const auto defaults = train::default_normalization(options.kind);
+  options.image.mean = per_channel("mean", defaults.mean);
+  options.image.std = per_channel("std", defaults.std);
+  if (!options.normalize) {
+    options.image.mean = {0.0F, 0.0F, 0.0F};
+    options.image.std = {1.0F, 1.0F, 1.0F};
+  }
+  if (const auto augment = data.find("augment"); augment != data.end()) {
+    options.image.random_resized_crop = augment->value("random_resized_crop", false);
+    options.image.crop_padding = augment->value("random_crop_padding", std::uint32_t{0});
+    options.image.hflip = augment->value("hflip", false);
+  }
+  options.on_bad_image = train::parse_bad_image_policy(data.value("on_bad_image", std::string("fail")));
+  options.loader_threads = data.value("loader_threads", 0);
+  options.prefetch_batches = data.value("prefetch_batches", std::int64_t{4});
+  options.batch_size = data.at("batch_size").get<std::int64_t>();
   return options;
 }
 

@@ -34,6 +34,9 @@ constexpr DatasetInfo k_datasets[] = {
     {"npy", DataSource::arrays, "", {},
      "Your own arrays: NumPy `.npy` files named by `train_inputs`, `train_targets`, `eval_inputs`, `eval_targets` "
      "(docs/models.md)."},
+    {"imagefolder", DataSource::folders, "", {},
+     "Your own images: folders of JPEG and PNG files with one sub-folder per class (`train_dir`, `eval_dir`), "
+     "decoded and augmented by loader threads (docs/data.md)."},
 };
 
 constexpr ModelInfo k_models[] = {

@@ -18,6 +18,7 @@ enum class DataSource {
   packaged,   ///< files under `data.root` with fixed names (Debian's dataset-* packages)
   synthetic,  ///< generated from the seed; no files
   arrays,     ///< NumPy `.npy` files named by `data.train_inputs` ... `data.eval_targets`
+  folders,    ///< folders of JPEG and PNG files, one sub-folder per class (`data.train_dir`, `data.eval_dir`)
 };
 
 struct DatasetInfo {

@@ -118,7 +118,8 @@ std::span<const Field> table() {
 
     {"data.dataset", T::choice, "fashion-mnist", dataset_choices(), any(), no_items(), H::hashed,
      "Training and evaluation data: `fashion-mnist`, `mnist`, `cifar10` (packaged files under `root`), `synthetic` "
-     "(generated) or `npy` (your own NumPy arrays, docs/models.md).",
+     "(generated), `npy` (your own NumPy arrays, docs/models.md) or `imagefolder` (folders of JPEG and PNG "
+     "files, docs/data.md).",
      ""},
     {"data.root", T::string, "\"\"", "", any(), no_items(), H::excluded,
      "Directory holding a packaged dataset's files; a location, so not hashed: the files' content is (each file's "
@@ -136,6 +137,47 @@ std::span<const Field> table() {
      "npy: the evaluation inputs, shaped like the training inputs. Content hashed.", ""},
     {"data.eval_targets", T::string, "\"\"", "", any(), no_items(), H::file_content,
      "npy: the evaluation targets. Content hashed.", ""},
+    {"data.train_dir", T::string, "\"\"", "", any(), no_items(), H::folder_content,
+     "imagefolder: the training images, one sub-folder per class (classes sorted by name, as torchvision's "
+     "ImageFolder), JPEG and PNG files. A path relative to the spec's folder; the digest of its class names, "
+     "file names, sizes and contents is hashed, not its path.",
+     ""},
+    {"data.eval_dir", T::string, "\"\"", "", any(), no_items(), H::folder_content,
+     "imagefolder: the evaluation images, laid out as train_dir with the same classes. Content hashed.", ""},
+    {"data.image_size", T::integer_list, "[32, 32]", "", between(1, 4096), items(2, 2), H::hashed_unless_default,
+     "imagefolder: `[height, width]` of the model's inputs: each image is resized (bilinear, aspect kept) until "
+     "it covers that size, then centre-cropped to it (torchvision's Resize + CenterCrop).",
+     ""},
+    {"data.mean", T::float_list, "[]", "", between(-1e6, 1e6), items(0, 3), H::hashed_unless_default,
+     "imagefolder: per-channel (R, G, B) mean subtracted from pixels scaled to [0, 1]; empty: ImageNet's "
+     "(0.485, 0.456, 0.406).",
+     ""},
+    {"data.std", T::float_list, "[]", "", above(0, 1e6), items(0, 3), H::hashed_unless_default,
+     "imagefolder: per-channel standard deviation the centred pixels are divided by; empty: ImageNet's "
+     "(0.229, 0.224, 0.225).",
+     ""},
+    {"data.augment.random_resized_crop", T::boolean, "false", "", any(), no_items(), H::hashed_unless_default,
+     "imagefolder, training only: a random region (8-100 % of the area, aspect 3/4-4/3) resized to image_size "
+     "(torchvision's RandomResizedCrop) instead of the centre crop. Every random choice is a function of "
+     "(seed, epoch, sample): reruns are bitwise equal with any number of loader threads.",
+     ""},
+    {"data.augment.random_crop_padding", T::integer, "0", "", between(0, 1024), no_items(), H::hashed_unless_default,
+     "imagefolder, training only: pad this many zero pixels on each side and crop image_size at a random "
+     "offset (torchvision's RandomCrop(size, padding)); 0: off.",
+     ""},
+    {"data.augment.hflip", T::boolean, "false", "", any(), no_items(), H::hashed_unless_default,
+     "imagefolder, training only: mirror each sample with probability 0.5 (RandomHorizontalFlip).", ""},
+    {"data.on_bad_image", T::choice, "fail", "fail|skip", any(), no_items(), H::hashed_unless_default,
+     "imagefolder: a file that does not decode (corrupt, truncated, not an image): `fail` stops the run naming "
+     "it; `skip` trains on the next good sample of the set in its place and lists the file in the run folder's "
+     "skipped-images.txt (their count is the summary's `skipped_images`).",
+     ""},
+    {"data.loader_threads", T::integer, "0", "", between(0, 256), no_items(), H::excluded,
+     "imagefolder: threads per rank that decode and augment ahead of training; 0: the rank's share of the "
+     "machine's cores, less one for training (at least 1). Results do not depend on it.",
+     ""},
+    {"data.prefetch_batches", T::integer, "4", "", between(1, 1024), no_items(), H::excluded,
+     "imagefolder: batches the loader threads may decode ahead of the one training uses.", ""},
     {"data.batch_size", T::integer, "64", "", between(1, 65536), no_items(), H::hashed,
      "Samples per rank per micro-batch; the global batch is batch_size * world size * grad_accum_steps.", ""},
     {"data.shuffle", T::boolean, "true", "", any(), no_items(), H::hashed,
@@ -361,6 +403,7 @@ std::string_view hashing_text(Hashing hashing) {
       return "no";
     case H::profile_content:
     case H::file_content:
+    case H::folder_content:
       return "content";
     case H::hashed_unless_default:
       return "unless default";

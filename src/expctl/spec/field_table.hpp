@@ -43,6 +43,10 @@ enum class Hashing {
   /// A list of paths (globs): the content of the files they name is hashed, not the paths
   /// (program.files); only for specs that run a program.
   files_content,
+  /// The value is a folder's path (relative to the spec's folder; made absolute when loaded): the
+  /// digest of the image folder it holds (classes, file names, sizes, contents:
+  /// util::image_folder_digest) is hashed instead, under the field's name (Spec::inputs()).
+  folder_content,
 };
 
 /// Closed or open bounds for numbers (list elements included).

@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "expctl/spec/convert.hpp"
+#include "expctl/spec/field_table.hpp"
+
 namespace expctl::spec {
 
 namespace {
@@ -116,6 +119,49 @@ std::optional<std::string> npy_needs_arrays(const Values& v) {
   return std::nullopt;
 }
 
+// The image-folder fields that configure nothing for other data: set there, they are refused
+// rather than silently ignored (mean and std, loader threads, the bad-image policy included).
+constexpr std::string_view k_image_fields[] = {
+    "data.train_dir", "data.eval_dir", "data.image_size", "data.mean", "data.std",
+    "data.augment.random_resized_crop", "data.augment.random_crop_padding", "data.augment.hflip",
+    "data.on_bad_image", "data.loader_threads", "data.prefetch_batches"};
+
+std::optional<std::string> imagefolder_needs_folders(const Values& v) {
+  const bool folders = v.text("data.dataset") == "imagefolder";
+  if (folders) {
+    std::vector<std::string> missing;
+    for (const std::string_view field : {"data.train_dir", "data.eval_dir"}) {
+      if (v.text(field).empty()) {
+        missing.emplace_back(field);
+      }
+    }
+    if (!missing.empty()) {
+      return fmt::format("data.dataset imagefolder needs {}: folders with one sub-folder of JPEG or PNG files per "
+                         "class (docs/data.md)",
+                         fmt::join(missing, " and "));
+    }
+    for (const std::string_view field : {"data.mean", "data.std"}) {
+      const auto count = v.at(field).size();
+      if (count != 0 && count != 1 && count != 3) {
+        return fmt::format("{} has {} values: give one per channel (R, G, B), or one for all three", field, count);
+      }
+    }
+    return std::nullopt;
+  }
+  std::vector<std::string> stray;
+  for (const std::string_view field : k_image_fields) {
+    if (v.at(field) != default_value(*find_field(field))) {
+      stray.emplace_back(field);
+    }
+  }
+  if (!stray.empty()) {
+    return fmt::format("{} set but data.dataset is {}: these configure image folders only (set data.dataset "
+                       "imagefolder, or remove them)",
+                       fmt::join(stray, ", "), v.text("data.dataset"));
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> model_loss_needs_torchscript(const Values& v) {
   if (v.text("train.loss") == "model" && v.text("model.arch") != "torchscript") {
     return fmt::format("train.loss model needs a torchscript model whose forward(inputs, targets) returns the loss; "
@@ -136,6 +182,10 @@ const Rule k_rules[] = {
     {{"schedule.min_lr", "optim.lr", "schedule.name"}, min_lr_below_lr},
     {{"schedule.warmup_steps", "train.max_steps"}, warmup_within_steps},
     {{"model.arch", "data.input_shape", "data.dataset"}, cnn_needs_image_shape},
+    {{"data.dataset", "data.train_dir", "data.eval_dir", "data.image_size", "data.mean", "data.std",
+      "data.augment.random_resized_crop", "data.augment.random_crop_padding", "data.augment.hflip",
+      "data.on_bad_image", "data.loader_threads", "data.prefetch_batches"},
+     imagefolder_needs_folders},
 };
 
 }  // namespace

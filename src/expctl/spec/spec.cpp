@@ -17,6 +17,7 @@
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/diagnostic.hpp"
 #include "expctl/util/file_digest.hpp"
+#include "expctl/util/image_folder.hpp"
 #include "expctl/util/sha256.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -367,7 +368,7 @@ class SpecBuilder {
   void resolve_file_paths() {
     const fs::path base = m_file.parent_path();
     for (const Field& field : fields()) {
-      if (field.hashing != Hashing::file_content) {
+      if (field.hashing != Hashing::file_content && field.hashing != Hashing::folder_content) {
         continue;
       }
       auto& value = m_values[pointer_of(field.path)];
@@ -384,11 +385,16 @@ class SpecBuilder {
   // of a packaged dataset (util::file_digest remembers a digest until the file changes).
   void digest_inputs() {
     for (const Field& field : fields()) {
-      if (field.hashing != Hashing::file_content || m_invalid.count(std::string(field.path)) > 0) {
+      const bool folder = field.hashing == Hashing::folder_content;
+      if ((field.hashing != Hashing::file_content && !folder) || m_invalid.count(std::string(field.path)) > 0) {
         continue;
       }
       const std::string path = m_values.at(pointer_of(field.path)).get<std::string>();
       if (path.empty()) {
+        continue;
+      }
+      if (folder) {
+        digest_folder(field, path);
         continue;
       }
       auto digest = util::file_digest(path);
@@ -409,6 +415,35 @@ class SpecBuilder {
         auto digest = file.exists ? util::file_digest(file.path) : util::Expected<std::string>(k_absent);
         m_inputs.push_back({"data.root/" + file.name, file.path, digest ? std::move(*digest) : k_absent});
       }
+    }
+  }
+
+  // An image folder joins the hash by its content: listed as torchvision's ImageFolder lists it,
+  // so what cannot train (no class, an empty class, BMP files) is found here, before a run starts.
+  void digest_folder(const Field& field, const std::string& path) {
+    const Origin origin =
+        m_origins.count(std::string(field.path)) > 0 ? m_origins.at(std::string(field.path)) : Origin{m_name, {}};
+    auto index = util::index_image_folder(path);
+    if (!index) {
+      problem_at(origin, origin.mark, fmt::format("{}: {}", field.path, index.error().message));
+      return;
+    }
+    auto digest = util::image_folder_digest(*index);
+    if (!digest) {
+      problem_at(origin, origin.mark, fmt::format("{}: {}", field.path, digest.error().message));
+      return;
+    }
+    m_inputs.push_back({std::string(field.path), path, std::move(*digest)});
+    // A class is its position among the sorted names: evaluation must see the same names, or its
+    // labels mean other classes.
+    if (field.path == "data.eval_dir" && m_train_classes && *m_train_classes != index->classes) {
+      problem_at(origin, origin.mark,
+                 fmt::format("data.eval_dir has classes [{}] but data.train_dir has [{}]: a label is a class's "
+                             "position among the names, so both folders need the same class sub-folders",
+                             fmt::join(index->classes, ", "), fmt::join(*m_train_classes, ", ")));
+    }
+    if (field.path == "data.train_dir") {
+      m_train_classes = index->classes;
     }
   }
 
@@ -534,6 +569,7 @@ class SpecBuilder {
   std::optional<fs::path> m_env_profile_path;
   nlohmann::json m_env_profile;
   std::vector<InputFile> m_inputs;
+  std::optional<std::vector<std::string>> m_train_classes;  // data.train_dir's, to check eval_dir's against
   std::vector<util::Diagnostic> m_diagnostics;
 };
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "expctl/train/decoded_file.hpp"
+#include "expctl/train/image_folder_dataset.hpp"
 #include "expctl/train/npy_file.hpp"
 #include <fmt/ranges.h>
 #include "expctl/util/error.hpp"
@@ -329,6 +330,8 @@ std::unique_ptr<Dataset> load_dataset(const DatasetOptions& options) {
     case DatasetKind::npy:
       return std::make_unique<TensorDataset>(options.train ? load_npy(options.train_inputs, options.train_targets)
                                                            : load_npy(options.eval_inputs, options.eval_targets));
+    case DatasetKind::imagefolder:
+      return load_image_folder(options);
   }
   EXPCTL_ASSERT(false, "dataset kind {} has no loader", static_cast<int>(options.kind));
   return nullptr;

@@ -53,9 +53,12 @@ class Dataset {
   virtual at::Device device() const = 0;
   /// Moves the set to `device`.
   virtual void move_to(const at::Device& device) = 0;
-  /// The trainer's next samples in the order it will ask for them (an epoch's shard): a set that
-  /// decodes ahead may start on them. The in-memory sets have nothing to do.
-  virtual void upcoming(const std::vector<std::int64_t>& /*indices*/) {}
+  /// The trainer's next samples of `epoch` in the order it will ask for them (the rest of the
+  /// epoch's shard): a set that decodes ahead may start on them, and a set that augments draws
+  /// the epoch's random numbers. The in-memory sets have nothing to do.
+  virtual void upcoming(std::int64_t /*epoch*/, const std::vector<std::int64_t>& /*indices*/) {}
+  /// Files passed over so far because they do not decode (data.on_bad_image skip).
+  virtual std::vector<std::string> skipped() const { return {}; }
 };
 
 /// A set held in memory (or mapped), its images as normalised float32 or as bytes decoded per batch.

@@ -28,6 +28,8 @@ const std::vector<DatasetEntry>& dataset_table() {
        {{0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}}},
       {DatasetKind::synthetic, "synthetic", "", {{0.0F}, {1.0F}}},
       {DatasetKind::npy, "npy", "", {{0.0F}, {1.0F}}},
+      // ImageNet's, as torchvision's model zoo and most recipes use them; the spec's data.mean/std override.
+      {DatasetKind::imagefolder, "imagefolder", "", {{0.485F, 0.456F, 0.406F}, {0.229F, 0.224F, 0.225F}}},
   };
   return table;
 }
@@ -100,7 +102,14 @@ DatasetKind parse_dataset_kind(const std::string& text) {
       return entry.kind;
     }
   }
-  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic or npy", text));
+  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic, npy or imagefolder", text));
+}
+
+BadImagePolicy parse_bad_image_policy(const std::string& text) {
+  if (text == "fail" || text == "skip") {
+    return text == "fail" ? BadImagePolicy::fail : BadImagePolicy::skip;
+  }
+  throw TrainError(fmt::format("unknown data.on_bad_image \"{}\": use fail or skip", text));
 }
 
 const char* dataset_name(DatasetKind kind) {

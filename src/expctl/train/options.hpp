@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "expctl/launch/rank_identity.hpp"
+#include "expctl/train/image_transform.hpp"
 #include "expctl/train/records.hpp"
 #include "expctl/util/error.hpp"
 
@@ -22,9 +23,10 @@ namespace expctl::train {
 // Data
 
 /// The spec's `data.dataset` (names: spec/catalog.cpp; a test ties the two).
-enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic, npy };
+enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic, npy, imagefolder };
 
-/// Parses "fashion-mnist", "mnist", "cifar10", "synthetic" or "npy"; throws TrainError otherwise.
+/// Parses "fashion-mnist", "mnist", "cifar10", "synthetic", "npy" or "imagefolder"; throws TrainError
+/// otherwise.
 DatasetKind parse_dataset_kind(const std::string& text);
 /// The spec spelling of `kind`.
 const char* dataset_name(DatasetKind kind);
@@ -38,6 +40,14 @@ struct Normalization {
 
 /// The usual constants (e.g. Fashion-MNIST 0.2860/0.3530); synthetic data is left as is (0/1).
 Normalization default_normalization(DatasetKind kind);
+
+/// The spec's `data.on_bad_image`: what an image that does not decode does to the run.
+enum class BadImagePolicy {
+  fail,  ///< the run fails, naming the file
+  skip,  ///< the next good sample of the set takes its place; the file is reported
+};
+/// Parses "fail" or "skip"; throws TrainError otherwise.
+BadImagePolicy parse_bad_image_policy(const std::string& text);
 
 /// Where a dataset is looked for when the spec gives no root (Debian's dataset-fashion-mnist
 /// installs /usr/share/datasets/fashion-mnist).
@@ -59,6 +69,16 @@ struct DatasetOptions {
   std::filesystem::path train_targets;
   std::filesystem::path eval_inputs;
   std::filesystem::path eval_targets;
+  // imagefolder only (train/image_folder_dataset.hpp): the folders of each split, what a sample
+  // goes through (its normalisation included: `normalize` false leaves mean 0 and std 1), what a
+  // bad file does, and the loader threads.
+  std::filesystem::path train_dir;
+  std::filesystem::path eval_dir;
+  ImageTransform image;
+  BadImagePolicy on_bad_image = BadImagePolicy::fail;
+  int loader_threads = 0;            ///< 0: the rank's share of the cores, less one (at least 1)
+  std::int64_t prefetch_batches = 4;
+  std::int64_t batch_size = 64;      ///< how far ahead prefetch_batches reaches, in samples
 
   bool operator==(const DatasetOptions&) const = default;
 };

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "expctl/train/npy_file.hpp"
+#include "expctl/util/image_folder.hpp"
 #include "expctl/train/worker.hpp"
 
 // The torch-free part of worker.hpp: the launcher sizes a run and words its ETA without
@@ -20,6 +21,10 @@ std::int64_t training_set_size(const DatasetOptions& data) {
     case DatasetKind::npy: {
       const auto inputs = map_npy(data.train_inputs);  // the header only is read: the rest stays mapped
       return inputs.header.shape.empty() ? 0 : inputs.header.shape[0];
+    }
+    case DatasetKind::imagefolder: {
+      const auto index = util::index_image_folder(data.train_dir);  // listed, not read
+      return index ? static_cast<std::int64_t>(index->samples.size()) : 0;
     }
   }
   return 0;

@@ -7,6 +7,7 @@
 ///   {"t":"start","rank","world_size","total_steps","steps_per_epoch","resumed_from"}
 ///   {"t":"step", <every step field>}
 ///   {"t":"collectives","rank","allreduce"}   once the process group is up
+///   {"t":"skipped_images","rank","files"}   image files passed over (data.on_bad_image skip), at the end
 ///   {"t":"eval","step","loss","accuracy"}
 ///   {"t":"checkpoint","path","step","sha256","size_bytes"}
 ///   {"t":"remote_steps","rank","rows":[[<step fields in table order>],...]}  rank 0, at the end

@@ -10,6 +10,7 @@
 #include "expctl/train/checkpoint.hpp"
 #include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/determinism.hpp"
+#include "expctl/train/image_folder_dataset.hpp"
 #include "expctl/train/sampler.hpp"
 #include "expctl/train/task.hpp"
 #include "expctl/util/error.hpp"
@@ -67,7 +68,11 @@ std::int64_t micro_batches(std::int64_t samples, std::int64_t batch, bool drop_l
 // train something else under the same spec hash.
 void verify_inputs(const TrainerConfig& config) {
   for (const auto& [path, expected] : config.input_digests) {
-    const auto actual = util::file_digest(path);
+    // An image folder's digest covers its listing and every file (remembered by path, size, mtime
+    // and inode: an unchanged folder costs a stat per file).
+    const auto actual = std::filesystem::is_directory(path) ? util::index_image_folder(path).and_then(
+                                                                  util::image_folder_digest)
+                                                            : util::file_digest(path);
     EXPCTL_CHECK(actual.has_value(), TrainError, "{}", actual.has_value() ? "" : actual.error().message);
     EXPCTL_CHECK(*actual == expected, TrainError,
                  "{} changed since the run was recorded (SHA-256 {}... then, {}... now): restore the file, or "
@@ -106,6 +111,7 @@ std::unique_ptr<Dataset> load_split(const TrainerConfig& config, bool train, con
   }
   auto options = config.data;
   options.train = train;
+  options.loader_threads = loader_threads_for(options, config.group.placement.local_world_size);
   auto dataset = load_dataset(options);
   dataset->move_to(device);
   if (config.loss == LossKind::cross_entropy) {
@@ -207,7 +213,7 @@ class Trainer {
         const auto drawn = std::min(m_indices.size(), static_cast<std::size_t>((m_position.step % m_steps_per_epoch) *
                                                                                m_config.grad_accum_steps *
                                                                                m_config.batch_size));
-        m_train->upcoming({m_indices.begin() + static_cast<std::ptrdiff_t>(drawn), m_indices.end()});
+        m_train->upcoming(m_position.epoch, {m_indices.begin() + static_cast<std::ptrdiff_t>(drawn), m_indices.end()});
       }
       const auto metrics = train_step(stop);
       if (m_nonfinite_now) {
@@ -228,6 +234,7 @@ class Trainer {
       }
     }
     report_remote_steps();
+    report_skipped();
     if (!result.interrupted && (!result.final_eval || result.final_eval->step != m_position.step)) {
       enter(Phase::eval);
       result.final_eval = evaluate();
@@ -256,6 +263,16 @@ class Trainer {
       }
     }
     m_model->save_artifact(m_config.artifact_dir / "model.pt", metadata.dump());
+  }
+
+  // Files passed over by data.on_bad_image skip, both splits: the run folder lists them.
+  void report_skipped() {
+    auto files = m_train->skipped();
+    const auto eval_files = m_test->skipped();
+    files.insert(files.end(), eval_files.begin(), eval_files.end());
+    if (!files.empty()) {
+      m_sink.on_skipped_images(files);
+    }
   }
 
   GradScalerOptions scaler_options() const {

@@ -35,6 +35,9 @@ class MetricSink {
   /// Once, when the process group is up: which all-reduce algorithm runs
   /// (Communicator::allreduce_algorithm).
   virtual void on_collectives(const std::string& /*allreduce*/) {}
+  /// Before the final evaluation: the image files this rank passed over because they do not
+  /// decode (data.on_bad_image skip); not called when there are none.
+  virtual void on_skipped_images(const std::vector<std::string>& /*files*/) {}
 };
 
 /// How training ended on this rank.

@@ -55,6 +55,10 @@ class RecordingSink final : public MetricSink {
     m_on_record(json{{"t", "collectives"}, {"rank", m_rank}, {"allreduce", allreduce}});
   }
 
+  void on_skipped_images(const std::vector<std::string>& files) override {
+    m_on_record(json{{"t", "skipped_images"}, {"rank", m_rank}, {"files", files}});
+  }
+
   void on_checkpoint(const CheckpointFile& file) override {
     m_on_record(json{{"t", "checkpoint"},
                      {"path", file.path.string()},

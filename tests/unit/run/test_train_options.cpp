@@ -70,7 +70,7 @@ json alternate(const spec::Field& field, const json& current) {
     }
     case T::float_list: {
       auto list = current.get<std::vector<double>>();
-      list[0] = other_number(field.range, list[0]);
+      list.empty() ? list.push_back(other_number(field.range, 1.0)) : void(list[0] = other_number(field.range, list[0]));
       return list;
     }
     default:

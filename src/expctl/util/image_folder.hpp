@@ -13,7 +13,7 @@
 
 #include "expctl/util/error.hpp"
 
-namespace expctl::train {
+namespace expctl::util {
 
 struct ImageFolderIndex {
   std::filesystem::path root;
@@ -37,4 +37,4 @@ util::Expected<ImageFolderIndex> index_image_folder(const std::filesystem::path&
 /// class differ here; the same files copied elsewhere do not.
 util::Expected<std::string> image_folder_digest(const ImageFolderIndex& index);
 
-}  // namespace expctl::train
+}  // namespace expctl::util

@@ -1,4 +1,4 @@
-// Image folders listed in torchvision's ImageFolder order (train/image_folder_index.hpp): checked
+// Image folders listed in torchvision's ImageFolder order (util/image_folder.hpp): checked
 // against Debian's python3-torchvision on the same tree (nested folders, a non-ASCII class,
 // upper-case extensions, files torchvision passes over), every folder error, and the digest that
 // joins the spec hash.
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "expctl/train/image_folder_index.hpp"
+#include "expctl/util/image_folder.hpp"
 #include "expctl/util/subprocess.hpp"
 #include "support/test_support.hpp"
 
@@ -37,7 +37,7 @@ fs::path make_tree(const fs::path& root) {
 TEST_CASE("image folders: classes and files in torchvision's ImageFolder order, checked against torchvision") {
   test::TempDir dir;
   const fs::path root = make_tree(dir.path() / "train");
-  const auto index = train::index_image_folder(root);
+  const auto index = util::index_image_folder(root);
   REQUIRE(index.has_value());
   CHECK(index->passed_over == 2);
   const auto python = util::run_capture(
@@ -64,7 +64,7 @@ TEST_CASE("image folders: classes and files in torchvision's ImageFolder order, 
 TEST_CASE("image folders: what cannot be a training set is refused naming the folder and the fix") {
   test::TempDir dir;
   const auto error_of = [](const fs::path& root) {
-    const auto index = train::index_image_folder(root);
+    const auto index = util::index_image_folder(root);
     REQUIRE_FALSE(index.has_value());
     return index.error().message;
   };
@@ -89,9 +89,9 @@ TEST_CASE("image folders: what cannot be a training set is refused naming the fo
 TEST_CASE("image folders: the digest follows content, names and classes, not where the folder is") {
   test::TempDir dir;
   const auto digest_of = [](const fs::path& root) {
-    const auto index = train::index_image_folder(root);
+    const auto index = util::index_image_folder(root);
     REQUIRE(index.has_value());
-    const auto digest = train::image_folder_digest(*index);
+    const auto digest = util::image_folder_digest(*index);
     REQUIRE(digest.has_value());
     return *digest;
   };

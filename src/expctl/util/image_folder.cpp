@@ -1,4 +1,4 @@
-#include "expctl/train/image_folder_index.hpp"
+#include "expctl/util/image_folder.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "expctl/util/file_digest.hpp"
 #include "expctl/util/sha256.hpp"
 
-namespace expctl::train {
+namespace expctl::util {
 namespace {
 
 namespace fs = std::filesystem;
@@ -131,4 +131,4 @@ util::Expected<std::string> image_folder_digest(const ImageFolderIndex& index) {
   return util::sha256_hex(text);
 }
 
-}  // namespace expctl::train
+}  // namespace expctl::util
