@@ -9,12 +9,12 @@
 #  3. peak memory (VmHWM) per rank of that run against the same images as a uint8 NumPy array.
 # Folders are made from Debian's Fashion-MNIST by tests/tools/image_folders.py (kept in
 # build/bench-images). Usage: bench/image_pipeline.sh [--reps N] [--images N] [--workers N]
-#                                                      [--expctl PATH] [--loader PATH]
+#                                                      [--expctl PATH] [--loader PATH] [--parts 123]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 source "$here/common.sh"
-reps=3 images=10000 workers=1 expctl="" loader=""
+reps=3 images=10000 workers=1 expctl="" loader="" parts=123
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --reps) reps="$2"; shift ;;
@@ -22,6 +22,7 @@ while [[ $# -gt 0 ]]; do
     --workers) workers="$2"; shift ;;
     --expctl) expctl="$2"; shift ;;
     --loader) loader="$2"; shift ;;
+    --parts) parts="$2"; shift ;;  # which figures, e.g. 13
     -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "image_pipeline.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -58,6 +59,7 @@ pair() {
   cat "$work/0.json" "$work/1.json" | python3 -c "import json,sys; print(sum(json.loads(l)['images_per_s'] for l in sys.stdin))"
 }
 
+if [[ $parts == *1* ]]; then
 echo "== 1. input pipeline alone: 2 ranks x $workers loader thread(s) / DataLoader worker(s), batch 64, $images images"
 for spec in "fmnist-png 28 " "fmnist-jpeg 28 " "rgb32 32 1"; do
   read -r set size augment <<< "$spec"
@@ -71,6 +73,7 @@ for spec in "fmnist-png 28 " "fmnist-jpeg 28 " "rgb32 32 1"; do
   done
   echo "   $set${augment:+ +aug}: expctl / PyTorch images/s, median of $reps: $(printf '%s\n' "${ratios[@]}" | median)"
 done
+fi
 
 # A run of the CNN on the RGB folder (or on the same images as arrays); prints its summary JSON
 # and the peak VmHWM (kB) of each rank, polled while it runs.
@@ -107,13 +110,14 @@ YAML
   echo "$work/spec.yaml"
 }
 
+folder_peaks=() array_peaks=()
+if [[ $parts == *2* || $parts == *3* ]]; then
 echo "== 2. data share of a small CNN's step on the 32x32 RGB folder (default loader settings, 2 ranks)"
 folder_spec=$(spec_of "  dataset: imagefolder
   train_dir: $data/rgb32/train
   eval_dir: $data/rgb32/eval
   image_size: [32, 32]
   augment: {random_crop_padding: 4, hflip: true}")
-folder_peaks=() array_peaks=()
 for rep in $(seq "$reps"); do
   folder_peaks+=("$(run_and_watch "$folder_spec")")
   python3 -c "
@@ -122,6 +126,8 @@ rows = json.load(open('$work/run.json'))['summary']['phases']
 print('   rep $rep: data share of step time per rank:', ', '.join(f\"rank {r['rank']} {100 * r['shares']['data']:.1f} %\" for r in rows),
       '| step', ', '.join(f\"{r['step_time_ms']:.1f} ms\" for r in rows))"
 done
+fi
+[[ $parts == *3* ]] || exit 0
 
 echo "== 3. peak memory per rank: image folder vs the same images as a uint8 .npy array"
 /usr/bin/python3 - "$data/rgb32" "$work" << 'PY'
@@ -132,7 +138,8 @@ from torchvision import datasets
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
 for split in ("train", "eval"):
     ds = datasets.ImageFolder(str(src / split))
-    x = np.stack([np.asarray(ds.loader(p)).transpose(2, 0, 1) for p, _ in ds.samples]).astype(np.uint8)
+    # The few odd images of the set (a grey one, a 10x10 one) brought to 32x32 RGB like the rest.
+    x = np.stack([np.asarray(ds.loader(p).resize((32, 32))).transpose(2, 0, 1) for p, _ in ds.samples])
     np.save(out / f"{split}-x.npy", x)
     np.save(out / f"{split}-y.npy", np.array([y for _, y in ds.samples], np.int64))
 PY
