@@ -208,7 +208,7 @@ TEST_CASE("datasets: normalisation and batch gathering", "[train][data]") {
   CHECK(torch::equal(y, torch::tensor({1, 0}, torch::kLong)));
   CHECK(parse_dataset_kind("fashion-mnist") == DatasetKind::fashion_mnist);
   CHECK_THROWS_WITH(parse_dataset_kind("imagenet"),
-                    "unknown dataset \"imagenet\": use fashion-mnist, mnist, cifar10, synthetic or npy");
+                    "unknown dataset \"imagenet\": use fashion-mnist, mnist, cifar10, synthetic, npy or imagefolder");
 }
 
 TEST_CASE("datasets: Debian's Fashion-MNIST test split, when installed", "[train][data]") {
