@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Renders an `expctl compare --format html` report in headless Chromium and checks that the
-# browser's DOM has both plots with their data (the loss curves' polylines and the throughput
-# histogram's bars) and the spec and environment tables.
-# Usage: scripts/render_html_check.sh REPORT.html
+# Renders an HTML report in headless Chromium and checks that the browser's DOM has its plots with
+# their data. compare (`expctl compare --format html`): the loss curves' polylines, the
+# throughput histogram's bars, the verdict and the spec and environment tables. sweep (`expctl
+# sweep --report --format html`): a plot per metric and axis with each run, each median and a
+# spread bar, the configuration table and the notes.
+# Usage: scripts/render_html_check.sh [compare|sweep] REPORT.html     (default: compare)
 # Exit 0 when the plots are there, 1 when not, 77 (ctest SKIP) when no chromium is installed.
 set -euo pipefail
-report="${1:?usage: render_html_check.sh REPORT.html}"
+kind=compare
+if [[ "${1:-}" == compare || "${1:-}" == sweep ]]; then
+  kind="$1"
+  shift
+fi
+report="${1:?usage: render_html_check.sh [compare|sweep] REPORT.html}"
 browser="$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)"
 if [[ -z "$browser" ]]; then
   echo "SKIP: no chromium installed (apt-get install chromium), so the HTML report was not rendered" >&2
@@ -29,16 +36,25 @@ expect() {
     failed=1
   fi
 }
-expect '<svg id="loss-curves"' "loss-curve plot"
-expect '<polyline class="curve-a"[^>]* points="[0-9]' "loss curve of A with points"
-expect '<polyline class="curve-b"[^>]* points="[0-9]' "loss curve of B with points"
-expect '<svg id="throughput"' "throughput plot"
-expect '<rect class="bar-a"' "throughput bars of A"
-expect '<rect class="bar-b"' "throughput bars of B"
-expect '<h1 id="verdict"' "verdict heading"
-expect '<h2>Spec differences</h2>' "spec diff section"
-expect '<h2>Environment differences</h2>' "environment diff section"
+if [[ "$kind" == compare ]]; then
+  expect '<svg id="loss-curves"' "loss-curve plot"
+  expect '<polyline class="curve-a"[^>]* points="[0-9]' "loss curve of A with points"
+  expect '<polyline class="curve-b"[^>]* points="[0-9]' "loss curve of B with points"
+  expect '<svg id="throughput"' "throughput plot"
+  expect '<rect class="bar-a"' "throughput bars of A"
+  expect '<rect class="bar-b"' "throughput bars of B"
+  expect '<h1 id="verdict"' "verdict heading"
+  expect '<h2>Spec differences</h2>' "spec diff section"
+  expect '<h2>Environment differences</h2>' "environment diff section"
+else
+  expect '<svg id="plot-[^"]*"' "plot of a metric against an axis"
+  expect '<circle class="run" cx="[0-9]' "run marks with positions"
+  expect '<circle class="median" cx="[0-9]' "median marks with positions"
+  expect '<line class="spread"' "run-to-run spread bar"
+  expect '<table id="configurations"' "configuration table"
+  expect '<ul id="notes"' "notes"
+fi
 if [[ "$failed" -ne 0 ]]; then
   exit 1
 fi
-echo "ok: $report renders in $("$browser" --version 2>/dev/null | head -1) with both plots"
+echo "ok: $kind report $report renders in $("$browser" --version 2>/dev/null | head -1) with its plots"

@@ -10,6 +10,7 @@
 #include <gnu/libc-version.h>
 
 #include "expctl/env/probes.hpp"
+#include "expctl/util/process_identity.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::env::probes {
@@ -52,14 +53,6 @@ std::vector<std::string> interesting_flags(std::string_view flags_line) {
 std::string os_release_value(const std::map<std::string, std::string>& fields, const std::string& key) {
   const auto it = fields.find(key);
   return it == fields.end() || it->second.empty() ? "none" : it->second;
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  if (::gethostname(buffer, sizeof(buffer) - 1) != 0) {
-    return "unknown";
-  }
-  return buffer;
 }
 
 }  // namespace
@@ -169,7 +162,7 @@ void probe_host(Fingerprint& fingerprint, const FingerprintOptions& options) {
   fingerprint.set("host.memory_available_mib", meminfo_kib(meminfo, "MemAvailable").value_or(0) / 1024);
 
   fingerprint.set("host.libc", std::string("glibc ") + ::gnu_get_libc_version());
-  fingerprint.set("host.hostname", valid_utf8(host_name()));
+  fingerprint.set("host.hostname", valid_utf8(util::host_name()));
   const std::string uptime = read_file_text(under_root(options.root, "/proc/uptime")).value_or("0");
   fingerprint.set("host.uptime_s", static_cast<int64_t>(std::atof(uptime.c_str())));
 }

@@ -7,16 +7,15 @@
 #include <optional>
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/write_all.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/spawn.hpp"
 
 namespace expctl::launch::detail {
 
@@ -27,67 +26,7 @@ namespace {
 // cut record is worse than a missing one.
 constexpr size_t k_max_line_bytes = 1 << 20;
 constexpr size_t k_read_chunk_bytes = 1 << 16;
-// Descriptors are moved above this before being placed at 0..3, so none of them is clobbered.
-constexpr int k_high_fd = 10;
-constexpr int k_exec_failed_exit = 127;
-
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-struct ChildFds {
-  int stdin_fd;
-  int stdout_fd;
-  int stderr_fd;
-  int control_fd;
-  int exec_status_fd;  // close-on-exec: EOF in the parent means exec succeeded
-};
-
-void report_exec_error(int fd) {
-  const int error = errno;
-  [[maybe_unused]] const ssize_t ignored = ::write(fd, &error, sizeof(error));
-  ::_exit(k_exec_failed_exit);
-}
-
-// After fork only async-signal-safe calls: everything was prepared by the parent.
-[[noreturn]] void run_child(ChildFds fds, char* const* argv, char* const* envp, pid_t parent, const char* workdir) {
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) {
-    ::_exit(k_exec_failed_exit);  // the parent died before PR_SET_PDEATHSIG took hold
-  }
-  // Ignored signals and the signal mask survive exec; a rank must start with the defaults.
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
-    ::sigaction(signal, &default_action, nullptr);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-
-  std::array<int, 5> moved = {fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, fds.control_fd, fds.exec_status_fd};
-  for (int& fd : moved) {
-    fd = ::fcntl(fd, F_DUPFD_CLOEXEC, k_high_fd);
-  }
-  const int status_fd = moved[4];
-  for (int target = 0; target <= k_control_fd; ++target) {
-    if (moved[static_cast<size_t>(target)] < 0 || ::dup2(moved[static_cast<size_t>(target)], target) < 0) {
-      report_exec_error(status_fd);
-    }
-  }
-  ::close_range(k_control_fd + 1, ~0U, CLOSE_RANGE_CLOEXEC);  // foreign inherited fds stay out of the rank
-  if (workdir != nullptr && ::chdir(workdir) != 0) {
-    report_exec_error(status_fd);
-  }
-  ::execvpe(argv[0], argv, envp);
-  report_exec_error(status_fd);
-  ::_exit(k_exec_failed_exit);
-}
+static_assert(k_control_fd == 3, "a rank's descriptors are stdin, stdout, stderr and the control channel");
 
 void close_fd(int& fd) {
   if (fd >= 0) {
@@ -158,7 +97,7 @@ void RankProcess::spawn(const std::vector<std::string>& environment, bool hold) 
   if (m_spec.argv.empty()) {
     throw util::LaunchError(fmt::format("cannot start rank {}: empty command line", m_spec.rank));
   }
-  PipePair out, err, control, exec_status;
+  PipePair out, err, control;
   std::optional<PipePair> input;
   int stdin_fd = -1;
   if (hold) {
@@ -170,50 +109,33 @@ void RankProcess::spawn(const std::vector<std::string>& environment, bool hold) 
       throw util::LaunchError(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
     }
   }
-  std::vector<std::string> args = m_spec.argv;
-  std::vector<std::string> env = environment;
-  const std::vector<char*> c_args = c_strings(args);
-  const std::vector<char*> c_env = c_strings(env);
-  const std::string workdir = m_spec.workdir.string();
-  const pid_t parent = ::getpid();
-  // Signals stay blocked until the child has reset its handlers: a SIGTERM arriving in between
-  // would otherwise run the supervisor's handler inside the child (a false "interrupt").
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    run_child({stdin_fd, out.write, err.write, control.write, exec_status.write}, c_args.data(), c_env.data(), parent,
-              workdir.empty() ? nullptr : workdir.c_str());
-  }
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  auto started = util::ChildProcess::spawn({.argv = m_spec.argv,
+                                            .environment = environment,
+                                            .fds = {stdin_fd, out.write, err.write, control.write},
+                                            .working_directory = m_spec.workdir,
+                                            .death_signal = SIGKILL});
   if (input) {
     close_fd(input->read);
     m_stdin_fd = std::exchange(input->write, -1);
   } else {
     ::close(stdin_fd);
   }
-  if (pid < 0) {
-    throw util::LaunchError(fmt::format("cannot start rank {}: fork failed: {}", m_spec.rank, std::strerror(errno)));
+  if (!started) {
+    const util::SpawnError& error = started.error();
+    if (error.call == "exec") {
+      throw util::LaunchError(
+          fmt::format("cannot start rank {}: \"{}\": {}", m_spec.rank, m_spec.argv[0], std::strerror(error.error)));
+    }
+    throw util::LaunchError(
+        fmt::format("cannot start rank {}: {} failed: {}", m_spec.rank, error.call, std::strerror(error.error)));
   }
-  ::setpgid(pid, pid);  // also here, so the group exists before the first kill(-pid)
-  m_exit.pid = pid;
+  m_process = std::move(*started);
+  m_exit.pid = m_process.pid();
   m_running = true;
   m_last_alive = Clock::now();
-  close_fd(exec_status.write);
   close_fd(out.write);
   close_fd(err.write);
   close_fd(control.write);
-  int exec_errno = 0;
-  ssize_t n = 0;
-  while ((n = ::read(exec_status.read, &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR) {
-  }
-  if (n > 0) {
-    kill_and_reap();
-    throw util::LaunchError(
-        fmt::format("cannot start rank {}: \"{}\": {}", m_spec.rank, m_spec.argv[0], std::strerror(exec_errno)));
-  }
   m_out.fd = out.release_read();
   m_err.fd = err.release_read();
   m_control.fd = control.release_read();
@@ -350,18 +272,18 @@ bool RankProcess::try_reap() {
   if (!m_running) {
     return false;
   }
-  int status = 0;
-  if (::waitpid(m_exit.pid, &status, WNOHANG) != m_exit.pid) {
+  const auto status = m_process.try_wait();
+  if (!status) {
     return false;
   }
-  record_status(status);
+  record_status(*status);
   return true;
 }
 
 void RankProcess::signal_group(int signal) {
   if (m_running) {
     m_exit.stopped_by_supervisor = true;
-    ::kill(-m_exit.pid, signal);
+    m_process.signal_group(signal);
   }
 }
 
@@ -369,18 +291,10 @@ void RankProcess::kill_and_reap() {
   if (m_exit.pid <= 0) {
     return;
   }
-  ::kill(-m_exit.pid, SIGKILL);  // also any grandchild left in the group
+  m_process.kill_group_and_reap();  // also any grandchild left in the group
   if (m_running) {
     m_exit.stopped_by_supervisor = true;
-    int status = 0;
-    pid_t reaped = 0;
-    while ((reaped = ::waitpid(m_exit.pid, &status, 0)) < 0 && errno == EINTR) {
-    }
-    if (reaped == m_exit.pid) {
-      record_status(status);
-    } else {
-      m_running = false;
-    }
+    record_status(m_process.wait());
   }
   for (const Channel channel : {Channel::out, Channel::err, Channel::control}) {
     close_stream(channel);

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "expctl/launch/supervisor.hpp"
+#include "expctl/util/spawn.hpp"
 
 namespace expctl::launch::detail {
 
@@ -84,6 +85,7 @@ class RankProcess {
 
   RankSpec m_spec;
   RankSinks m_sinks;
+  util::ChildProcess m_process;
   int m_log_fd = -1;
   int m_stdin_fd = -1;  ///< a held rank's standard input, until release()
   Stream m_out;

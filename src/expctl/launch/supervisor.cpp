@@ -12,8 +12,8 @@
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/rank_process.hpp"
 #include "expctl/launch/shm_segments.hpp"
-#include "expctl/launch/signal_pipe.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 
 namespace expctl::launch {
 
@@ -63,7 +63,7 @@ struct Supervisor::State {
   bool killed = false;
   // Installed by start(), before the first rank exists, so an early Ctrl-C is not lost (nor
   // kills the supervisor with the default action); removed when wait() returns.
-  std::optional<detail::InterruptSignals> signals;
+  std::optional<util::InterruptSignals> signals;
 
   // The log folder, the signal handlers and the clock: what every start has in common.
   detail::RankSinks prepare_start() {

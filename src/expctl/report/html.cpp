@@ -3,80 +3,35 @@
 
 #include <fmt/format.h>
 
+#include "expctl/report/chart.hpp"
 #include "expctl/report/format.hpp"
 #include "expctl/report/report.hpp"
 
 namespace expctl::report {
 namespace {
 
-// Plot geometry (SVG user units): a fixed view box that the browser scales to the page width.
-constexpr double k_width = 640;
-constexpr double k_height = 260;
-constexpr double k_left = 60;
-constexpr double k_right = 20;
-constexpr double k_top = 20;
-constexpr double k_bottom = 40;
-constexpr size_t k_bins = 30;
-constexpr std::string_view k_color_a = "#1f77b4";
-constexpr std::string_view k_color_b = "#d62728";
+using chart::k_height;
+using chart::k_left;
+using chart::k_right;
+using chart::k_top;
+using chart::k_width;
+using chart::Range;
+using chart::Scale;
 
-constexpr std::string_view k_style = R"(body{font-family:sans-serif;margin:2em;color:#222}
-h1{font-size:1.4em}h1.no_regression{color:#1a7f37}h1.regression{color:#cf222e}h1.not_comparable{color:#9a6700}
-h1.inconclusive{color:#9a6700}tr.inconclusive td{background:#fff8c5}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}
-td.num{text-align:right;font-variant-numeric:tabular-nums}tr.regression td{background:#ffebe9}
-tr.improvement td{background:#dafbe1}svg{max-width:760px;border:1px solid #ddd;background:#fff}
+using chart::k_bottom;
+constexpr size_t k_bins = 30;
+constexpr std::string_view k_color_a = chart::k_blue;
+constexpr std::string_view k_color_b = chart::k_red;
+
+// Compare's own rules, after the shared style (chart.hpp).
+constexpr std::string_view k_style = R"(h1.no_regression{color:#1a7f37}h1.regression{color:#cf222e}
+h1.not_comparable{color:#9a6700}h1.inconclusive{color:#9a6700}tr.inconclusive td{background:#fff8c5}
+tr.regression td{background:#ffebe9}tr.improvement td{background:#dafbe1}
 .a{color:#1f77b4}.b{color:#d62728}code{background:#f6f8fa}
 )";
 
-struct Range {
-  double low = 0;
-  double high = 1;
-};
-
-Range range_of(const std::vector<double>& first, const std::vector<double>& second) {
-  double low = INFINITY;
-  double high = -INFINITY;
-  for (const auto* values : {&first, &second}) {
-    for (const double value : *values) {
-      if (std::isfinite(value)) {
-        low = std::min(low, value);
-        high = std::max(high, value);
-      }
-    }
-  }
-  if (!std::isfinite(low)) {
-    return {};
-  }
-  if (high <= low) {
-    const double pad = low == 0 ? 1 : std::abs(low) * 0.05;
-    return {low - pad, high + pad};
-  }
-  return {low, high};
-}
-
-double scale(double value, Range range, double out_low, double out_high) {
-  return out_low + (value - range.low) / (range.high - range.low) * (out_high - out_low);
-}
-
-std::string axes(Range x, Range y, std::string_view x_label, std::string_view y_label) {
-  std::string svg = fmt::format(
-      R"(<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="#444"/><line x1="{0}" y1="{3}" x2="{0}" y2="{1}" stroke="#444"/>)",
-      k_left, k_height - k_bottom, k_width - k_right, k_top);
-  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="start">{}</text>)", k_left,
-                     k_height - k_bottom + 14, detail::number(x.low));
-  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>)", k_width - k_right,
-                     k_height - k_bottom + 14, detail::number(x.high));
-  svg += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text>)", (k_left + k_width) / 2,
-                     k_height - 6, xml_escape(x_label));
-  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>)", k_left - 4,
-                     k_height - k_bottom, detail::number(y.low));
-  svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>)", k_left - 4, k_top + 10,
-                     detail::number(y.high));
-  svg += fmt::format(
-      R"~(<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>)~",
-      (k_top + k_height - k_bottom) / 2, (k_top + k_height - k_bottom) / 2, xml_escape(y_label));
-  return svg;
+Scale range_of(const std::vector<double>& first, const std::vector<double>& second) {
+  return chart::scale_of({first, second});
 }
 
 std::string legend() {
@@ -93,14 +48,15 @@ struct Column {
   double high = -INFINITY;
 };
 
-std::vector<Column> envelope(const std::vector<std::int64_t>& steps, const std::vector<double>& values, Range x) {
+std::vector<Column> envelope(const std::vector<std::int64_t>& steps, const std::vector<double>& values,
+                             const Scale& x) {
   const auto columns = static_cast<size_t>(k_width - k_left - k_right);
   std::vector<Column> envelope(columns + 1);
   for (size_t i = 0; i < values.size() && i < steps.size(); ++i) {
     if (!std::isfinite(values[i])) {
       continue;
     }
-    const double position = scale(static_cast<double>(steps[i]), x, 0, static_cast<double>(columns));
+    const double position = x.at(static_cast<double>(steps[i]), 0, static_cast<double>(columns));
     Column& column = envelope[std::min(columns, static_cast<size_t>(std::max(0.0, std::round(position))))];
     column.low = std::min(column.low, values[i]);
     column.high = std::max(column.high, values[i]);
@@ -108,8 +64,8 @@ std::vector<Column> envelope(const std::vector<std::int64_t>& steps, const std::
   return envelope;
 }
 
-std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<double>& values, Range x, Range y,
-                     std::string_view color, std::string_view side) {
+std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<double>& values, const Scale& x,
+                     const Scale& y, std::string_view color, std::string_view side) {
   std::string points;
   const auto columns = envelope(steps, values, x);
   for (size_t i = 0; i < columns.size(); ++i) {
@@ -117,9 +73,9 @@ std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<d
       continue;
     }
     const double px = k_left + static_cast<double>(i);
-    points += fmt::format("{:.2f},{:.2f} ", px, scale(columns[i].high, y, k_height - k_bottom, k_top));
+    points += fmt::format("{:.2f},{:.2f} ", px, y.y(columns[i].high));
     if (columns[i].low < columns[i].high) {
-      points += fmt::format("{:.2f},{:.2f} ", px, scale(columns[i].low, y, k_height - k_bottom, k_top));
+      points += fmt::format("{:.2f},{:.2f} ", px, y.y(columns[i].low));
     }
   }
   if (!points.empty()) {
@@ -129,13 +85,7 @@ std::string polyline(const std::vector<std::int64_t>& steps, const std::vector<d
                      color, points);
 }
 
-std::string svg_open(std::string_view id, std::string_view title) {
-  return fmt::format(
-      R"(<svg id="{}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" role="img"><title>{}</title>)", id,
-      k_width, k_height, xml_escape(title));
-}
-
-Range step_range(const compare::Comparison& comparison) {
+Scale step_range(const compare::Comparison& comparison) {
   std::vector<double> ends;
   for (const auto* side : {&comparison.loss_steps_a, &comparison.loss_steps_b}) {
     if (!side->empty()) {
@@ -147,9 +97,10 @@ Range step_range(const compare::Comparison& comparison) {
 }
 
 std::string loss_plot(const compare::Comparison& comparison) {
-  const Range x = step_range(comparison);
-  const Range y = range_of(comparison.loss_a, comparison.loss_b);
-  std::string svg = svg_open("loss-curves", "training loss per step, A and B") + axes(x, y, "step", "loss") + legend();
+  const Scale x = step_range(comparison);
+  const Scale y = range_of(comparison.loss_a, comparison.loss_b);
+  std::string svg =
+      chart::svg_open("loss-curves", "training loss per step, A and B") + chart::axes(x, y, "step", "loss") + legend();
   svg += polyline(comparison.loss_steps_a, comparison.loss_a, x, y, k_color_a, "a");
   svg += polyline(comparison.loss_steps_b, comparison.loss_b, x, y, k_color_b, "b");
   return svg + "</svg>\n";
@@ -165,14 +116,14 @@ std::vector<size_t> histogram(const std::vector<double>& values, Range range) {
 }
 
 std::string throughput_plot(const compare::Comparison& comparison) {
-  const Range x = range_of(comparison.throughput_a, comparison.throughput_b);
-  const auto counts_a = histogram(comparison.throughput_a, x);
-  const auto counts_b = histogram(comparison.throughput_b, x);
+  const Scale x = range_of(comparison.throughput_a, comparison.throughput_b);
+  const auto counts_a = histogram(comparison.throughput_a, x.range);
+  const auto counts_b = histogram(comparison.throughput_b, x.range);
   const size_t peak = std::max<size_t>(1, std::max(*std::max_element(counts_a.begin(), counts_a.end()),
                                                    *std::max_element(counts_b.begin(), counts_b.end())));
-  const Range y{0, static_cast<double>(peak)};
-  std::string svg = svg_open("throughput", "distribution of per-step throughput, A and B") +
-                    axes(x, y, "samples/s per step", "steps") + legend();
+  const Scale y{{0, static_cast<double>(peak)}};
+  std::string svg = chart::svg_open("throughput", "distribution of per-step throughput, A and B") +
+                    chart::axes(x, y, "samples/s per step", "steps") + legend();
   const double bin_width = (k_width - k_left - k_right) / static_cast<double>(k_bins);
   for (const auto& [counts, color, side] :
        {std::tuple{&counts_a, k_color_a, "a"}, std::tuple{&counts_b, k_color_b, "b"}}) {
@@ -180,7 +131,7 @@ std::string throughput_plot(const compare::Comparison& comparison) {
       if ((*counts)[bin] == 0) {
         continue;
       }
-      const double top = scale(static_cast<double>((*counts)[bin]), y, k_height - k_bottom, k_top);
+      const double top = y.y(static_cast<double>((*counts)[bin]));
       svg += fmt::format(
           R"(<rect class="bar-{}" x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}" fill-opacity="0.5"/>)",
           side, k_left + bin_width * static_cast<double>(bin), top, bin_width, k_height - k_bottom - top, color);
@@ -275,30 +226,14 @@ std::string straggler_plot(const compare::Comparison& comparison) {
       ends.push_back(static_cast<double>(side->steps.back()));
     }
   }
-  const Range x = range_of(ends, {});
-  const Range y = range_of(a.scores, b.scores);
-  std::string svg = svg_open("straggler", "straggler score per step (slowest rank's compute time over the median's)") +
-                    axes(x, y, "step", "straggler score") + legend();
+  const Scale x = range_of(ends, {});
+  const Scale y = range_of(a.scores, b.scores);
+  std::string svg =
+      chart::svg_open("straggler", "straggler score per step (slowest rank's compute time over the median's)") +
+      chart::axes(x, y, "step", "straggler score") + legend();
   svg += polyline(a.steps, a.scores, x, y, k_color_a, "a");
   svg += polyline(b.steps, b.scores, x, y, k_color_b, "b");
   return svg + "</svg>\n";
-}
-
-std::string html_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
-                       const std::vector<std::string>& row_classes = {}) {
-  std::string html = "<table><tr>";
-  for (const auto& cell : header) {
-    html += "<th>" + xml_escape(cell) + "</th>";
-  }
-  html += "</tr>\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    html += i < row_classes.size() ? "<tr class=\"" + row_classes[i] + "\">" : std::string("<tr>");
-    for (const auto& cell : rows[i]) {
-      html += "<td>" + xml_escape(cell) + "</td>";
-    }
-    html += "</tr>\n";
-  }
-  return html + "</table>\n";
 }
 
 std::string metrics_table(const compare::Comparison& comparison) {
@@ -313,20 +248,13 @@ std::string metrics_table(const compare::Comparison& comparison) {
   if (rows.empty()) {
     return "<p>No metrics on either side.</p>\n";
   }
-  std::string html = html_table(detail::metric_header(), rows, classes);
+  std::string html = chart::table(detail::metric_header(), rows, {.row_classes = classes});
   const auto notes = detail::verdict_notes(comparison);
-  if (!notes.empty()) {
-    html += "<ul id=\"verdict-notes\">\n";
-    for (const auto& note : notes) {
-      html += "<li>" + xml_escape(note) + "</li>\n";
-    }
-    html += "</ul>\n";
-  }
-  return html;
+  return notes.empty() ? html : html + chart::list("verdict-notes", notes);
 }
 
 std::string runs_table(const compare::Comparison& comparison) {
-  return html_table(detail::run_header(comparison), detail::run_rows(comparison)) +
+  return chart::table(detail::run_header(comparison), detail::run_rows(comparison)) +
          "<p>History: " + xml_escape(detail::history_text(comparison)) + "</p>\n";
 }
 
@@ -336,7 +264,7 @@ std::string spec_table(const compare::Comparison& comparison) {
     rows.push_back({change.path, detail::value_text(change.old_value), detail::value_text(change.new_value),
                     change.hashed ? "yes" : "no"});
   }
-  return rows.empty() ? "<p>No differences.</p>\n" : html_table({"key", "A", "B", "hashed"}, rows);
+  return rows.empty() ? "<p>No differences.</p>\n" : chart::table({"key", "A", "B", "hashed"}, rows);
 }
 
 std::string env_table(const compare::Comparison& comparison) {
@@ -347,15 +275,13 @@ std::string env_table(const compare::Comparison& comparison) {
   for (const auto& row : comparison.env_changes) {
     rows.push_back({row.group, row.field, row.left, row.right, row.hashed ? "yes" : "no"});
   }
-  return rows.empty() ? "<p>No differences.</p>\n" : html_table({"group", "field", "A", "B", "hashed"}, rows);
+  return rows.empty() ? "<p>No differences.</p>\n" : chart::table({"group", "field", "A", "B", "hashed"}, rows);
 }
 
 }  // namespace
 
 std::string render_html(const compare::Comparison& comparison) {
-  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
-  html += "<title>expctl compare: " + xml_escape(comparison.verdict_line()) + "</title>\n<style>" +
-          std::string(k_style) + "</style></head>\n<body>\n";
+  std::string html = chart::page_open("expctl compare: " + comparison.verdict_line(), k_style);
   html += fmt::format("<h1 id=\"verdict\" class=\"{}\">{}</h1>\n", compare::to_string(comparison.outcome),
                       xml_escape(comparison.verdict_line()));
   html += fmt::format("<p><b class=\"a\">A</b> <code>{}</code> ({}, spec <code>{}</code>, started {})<br>\n",
@@ -376,7 +302,7 @@ std::string render_html(const compare::Comparison& comparison) {
   html += "<h2>Straggler timeline</h2>\n" + straggler_plot(comparison);
   html += "<h2>Spec differences</h2>\n" + spec_table(comparison);
   html += "<h2>Environment differences</h2>\n" + env_table(comparison);
-  return html + "</body></html>\n";
+  return html + chart::page_close();
 }
 
 }  // namespace expctl::report

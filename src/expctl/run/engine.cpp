@@ -1,17 +1,15 @@
 #include "expctl/run/engine.hpp"
 
-#include <time.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -22,11 +20,11 @@
 #include "expctl/run/console.hpp"
 #include "expctl/run/forensics.hpp"
 #include "expctl/run/outcome.hpp"
+#include "expctl/run/preflight.hpp"
 #include "expctl/run/program.hpp"
 #include "expctl/run/program_gather.hpp"
 #include "expctl/run/recorder.hpp"
 #include "expctl/run/rendezvous.hpp"
-#include "expctl/run/preflight.hpp"
 #include "expctl/run/resolved_run.hpp"
 #include "expctl/run/signals.hpp"
 #include "expctl/run/stack.hpp"
@@ -41,6 +39,7 @@
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/malloc_tuning.hpp"
+#include "expctl/util/process_identity.hpp"
 #include "expctl/util/sha256.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -52,37 +51,15 @@ using SteadyClock = std::chrono::steady_clock;
 
 // Time since this process started (not since main): loading LibTorch's shared libraries is part
 // of what a user waits for before the first step, so it is counted.
-double seconds_since_process_start() {
-  std::ifstream stat("/proc/self/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // Field 22 (starttime, clock ticks after boot) comes after the parenthesised command name.
-  const auto close = text.rfind(')');
-  timespec now{};
-  if (close == std::string::npos || clock_gettime(CLOCK_BOOTTIME, &now) != 0) {
-    return 0.0;
-  }
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  for (int index = 3; index <= 22 && fields >> field; ++index) {
-  }
-  const double started = std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  return std::max(0.0, static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9 - started);
-}
-
 SteadyClock::time_point process_start() {
   static const SteadyClock::time_point start =
       SteadyClock::now() - std::chrono::duration_cast<SteadyClock::duration>(
-                               std::chrono::duration<double>(seconds_since_process_start()));
+                               std::chrono::duration<double>(util::seconds_since_process_start().value_or(0.0)));
   return start;
 }
 
 double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  return ::gethostname(buffer, sizeof buffer - 1) == 0 ? std::string(buffer) : std::string("localhost");
 }
 
 /// A program run whose ranks several `expctl` processes supervise (program_gather.hpp): where the
@@ -315,7 +292,7 @@ std::chrono::milliseconds heartbeat_timeout(const json& spec) {
 
 void record_ranks(Recorder& recorder, const Invocation& invocation, const launch::LaunchPlan& plan,
                   const std::vector<pid_t>& pids) {
-  recorder.post([id = invocation.run.id, plan, pids, host = host_name()](store::Store& store) {
+  recorder.post([id = invocation.run.id, plan, pids, host = util::host_name()](store::Store& store) {
     std::map<int, bool> known;
     for (const auto& rank : store.ranks(id)) {
       known[rank.rank] = true;
@@ -397,9 +374,9 @@ ProgramPart part_of(int index, const ProgramRecords& records, const std::optiona
   part.lines_skipped = records.lines_skipped();
   part.root_cause = verdict.status == store::RunStatus::completed ? std::string() : verdict.root_cause;
   for (const auto& exit : outcome ? outcome->ranks : std::vector<launch::RankExit>{}) {
-    part.ranks.push_back({exit.rank, rank_status(exit),
-                          exit.exit_code >= 0 ? std::optional<int>(exit.exit_code) : std::nullopt,
-                          exit.signal != 0 ? std::optional<int>(exit.signal) : std::nullopt, host_name(), exit.pid});
+    part.ranks.push_back(
+        {exit.rank, rank_status(exit), exit.exit_code >= 0 ? std::optional<int>(exit.exit_code) : std::nullopt,
+         exit.signal != 0 ? std::optional<int>(exit.signal) : std::nullopt, util::host_name(), exit.pid});
   }
   return part;
 }
@@ -640,7 +617,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   auto tags = request.tags;
   tags.push_back("launcher:" + identity.launcher);
   invocation.run = record_new_run(store, spec, stack, tags, invocation.resolved);
-  store.add_rank(invocation.run.id, store::RankRecord{.rank = 0, .host = host_name(), .pid = ::getpid()});
+  store.add_rank(invocation.run.id, store::RankRecord{.rank = 0, .host = util::host_name(), .pid = ::getpid()});
   config.checkpoint_dir = invocation.run.run_dir / "checkpoints";
   Console console(request.quiet);
   Verdict verdict;

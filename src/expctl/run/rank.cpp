@@ -25,12 +25,12 @@
 namespace expctl::run {
 namespace {
 
-/// Beats once a second until destroyed, so a frozen rank (not a slow step, nor one waiting in a
-/// collective) is what the supervisor's heartbeat timeout catches.
 // Four heartbeats a second: each says where the training thread is, and a rank that is stopped
 // (SIGSTOP, a debugger) is reported as it was at most this long before.
 constexpr auto k_heartbeat_every = std::chrono::milliseconds(250);
 
+/// Beats every k_heartbeat_every until destroyed, so a frozen rank (not a slow step, nor one
+/// waiting in a collective) is what the supervisor's heartbeat timeout catches.
 class HeartbeatThread {
  public:
   HeartbeatThread(launch::RankChannel& channel, const train::Beacon& beacon)

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "expctl/compare/comparison.hpp"
+#include "expctl/compare/statistics.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::run {
@@ -45,12 +46,6 @@ double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
-
 }  // namespace
 
 std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& ranks, int expected) {
@@ -62,7 +57,7 @@ std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& 
   if (ranks.size() < 2 || ranks.size() < static_cast<std::size_t>(expected)) {
     return scores;
   }
-  const double middle = median(compute);
+  const double middle = compare::median(compute);
   for (const auto& [rank, step] : ranks) {
     if (middle > 0.0 && std::isfinite(middle)) {
       scores[rank] = train::compute_seconds(step) / middle;

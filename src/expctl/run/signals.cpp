@@ -2,9 +2,8 @@
 
 #include <unistd.h>
 
-#include <csignal>
-
 #include "expctl/launch/supervisor.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 
 namespace expctl::run {
 
@@ -35,12 +34,10 @@ void mark_training_started(const nlohmann::json& record) {
 }
 
 void install_stop_handlers() {
-  struct sigaction action {};
-  action.sa_handler = set_stop_flag;
-  sigemptyset(&action.sa_mask);
-  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
-    sigaction(signal, &action, nullptr);
-  }
+  // For the rest of the process, never destroyed (a signal during exit still finds the hook): a
+  // rank never supervises, so nothing else owns these signals.
+  static const auto* const handlers = new util::InterruptSignals(set_stop_flag);
+  (void)handlers;
 }
 
 }  // namespace expctl::run

@@ -15,7 +15,8 @@ std::atomic<bool>& stop_requested();
 std::atomic<bool>& training_started();
 /// Sets training_started() when `record` is a step record.
 void mark_training_started(const nlohmann::json& record);
-/// Installs the handlers for SIGINT/SIGTERM/SIGHUP.
+/// Installs the handlers for SIGINT/SIGTERM/SIGHUP (util::InterruptSignals with the stop flag as
+/// its hook), once per process.
 void install_stop_handlers();
 
 }  // namespace expctl::run

@@ -1,15 +1,18 @@
 #pragma once
-/// Internal to the sweep module: one point's `expctl run` (or `resume`) as a child process. It
-/// leads its own process group (so a terminal's Ctrl-C reaches only the sweep, which forwards it
-/// once), runs with its slot's CPU affinity, gets SIGTERM when the sweep dies (so a killed sweep
-/// leaves interrupted runs, never orphans), reads /dev/null and writes its output to files.
-
-#include <sys/types.h>
+/// Internal to the sweep module: one point's `expctl run` (or `resume`) as a child process
+/// (util::ChildProcess). It leads its own process group (so a terminal's Ctrl-C reaches only the
+/// sweep, which forwards it once), runs with its slot's CPU affinity, gets SIGTERM when the sweep
+/// dies (so a killed sweep leaves interrupted runs, never orphans), reads /dev/null and writes its
+/// output to files.
 
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
+
+#include "expctl/util/spawn.hpp"
 
 namespace expctl::sweep::detail {
 
@@ -26,24 +29,18 @@ class Child {
   /// Starts the process; throws util::Failure (exit 1) naming the program when it cannot be
   /// executed or its output files cannot be opened.
   explicit Child(const ChildSpec& spec);
-  /// SIGKILLs the process group and reaps the process if it is still running.
-  ~Child();
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
+  // Destroying one that still runs SIGKILLs its process group and reaps it.
 
-  pid_t pid() const { return m_pid; }
+  pid_t pid() const { return m_process.pid(); }
+  /// Readable once the process has ended (-1 on kernels without pidfds).
+  int pidfd() const { return m_process.pidfd(); }
   /// The exit code once it has ended (128 + signal when a signal killed it); nullopt while it runs.
   std::optional<int> poll();
   /// Sends `signal` to its process group (nothing once it has been reaped).
   void signal(int signal) const;
 
  private:
-  pid_t m_pid = -1;
-  std::optional<int> m_exit;
+  util::ChildProcess m_process;
 };
-
-/// The signal mask a child starts with: every signal unblocked (the sweep blocks the ones it
-/// reads through a signalfd, and a blocked mask survives exec).
-void unblock_all_signals();
 
 }  // namespace expctl::sweep::detail

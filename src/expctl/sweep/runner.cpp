@@ -1,12 +1,8 @@
 #include "expctl/sweep/runner.hpp"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -15,12 +11,16 @@
 #include <optional>
 #include <sstream>
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/types.hpp"
 #include "expctl/sweep/child.hpp"
 #include "expctl/util/atomic_file.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::sweep {
@@ -38,45 +38,6 @@ bool stops_sweep(int exit_code) {
 double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
-
-// SIGINT, SIGTERM, SIGHUP and SIGCHLD read through a signalfd while the sweep runs; the previous
-// mask comes back afterwards.
-class SignalReader {
- public:
-  SignalReader() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
-      sigaddset(&set, signal);
-    }
-    ::sigprocmask(SIG_BLOCK, &set, &m_previous);
-    m_fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  }
-  ~SignalReader() {
-    if (m_fd >= 0) {
-      ::close(m_fd);
-    }
-    ::sigprocmask(SIG_SETMASK, &m_previous, nullptr);
-  }
-  SignalReader(const SignalReader&) = delete;
-  SignalReader& operator=(const SignalReader&) = delete;
-
-  /// Waits up to `timeout` for a signal; returns those that arrived (SIGCHLD included).
-  std::vector<int> wait(std::chrono::milliseconds timeout) const {
-    pollfd entry{m_fd, POLLIN, 0};
-    ::poll(&entry, 1, static_cast<int>(timeout.count()));
-    std::vector<int> signals;
-    signalfd_siginfo info{};
-    while (::read(m_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      signals.push_back(static_cast<int>(info.ssi_signo));
-    }
-    return signals;
-  }
-
- private:
-  int m_fd = -1;
-  sigset_t m_previous{};
-};
 
 std::string last_line(const fs::path& log) {
   std::ifstream file(log);
@@ -131,11 +92,12 @@ class Runner {
       : m_sweep(sweep), m_jobs(jobs), m_options(options), m_active(options.slots.size()) {}
 
   RunnerResult run() {
-    const SignalReader signals;
+    util::InterruptSignals signals;
     m_start = SteadyClock::now();
     while ((queued() > 0 && !m_stopping) || running() > 0) {
       fill_slots();
-      on_signals(signals.wait(m_options.redraw_every));
+      wait(signals);
+      on_signals(signals.take());
       reap();
       redraw();
     }
@@ -195,11 +157,19 @@ class Runner {
     m_active[slot] = std::move(active);
   }
 
+  // Until a signal arrives, a point ends (its pidfd turns readable) or the progress line is due.
+  void wait(const util::InterruptSignals& signals) const {
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    for (const auto& active : m_active) {
+      if (active && active->child->pidfd() >= 0) {
+        fds.push_back({active->child->pidfd(), POLLIN, 0});
+      }
+    }
+    ::poll(fds.data(), fds.size(), static_cast<int>(m_options.redraw_every.count()));
+  }
+
   void on_signals(const std::vector<int>& signals) {
     for (const int signal : signals) {
-      if (signal == SIGCHLD) {
-        continue;
-      }
       if (!m_stopping) {
         event(fmt::format("sweep: {} received: no new point starts; the running ones checkpoint and stop (run the "
                           "sweep again to resume them)",

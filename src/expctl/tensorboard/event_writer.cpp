@@ -1,32 +1,27 @@
 #include "expctl/tensorboard/event_writer.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <system_error>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
+
+#include "expctl/util/process_identity.hpp"
 
 namespace expctl::tensorboard {
 namespace {
 
 constexpr int k_name_attempts = 100;
 
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
-    return "localhost";
-  }
-  return name;
-}
-
 /// events.out.tfevents.<unix seconds>.<hostname>.<pid>.<suffix>, with "-<n>" after the suffix
 /// for the n-th attempt when a file of the plain name exists already.
 std::string file_name(std::string_view suffix, int attempt) {
-  std::string name = fmt::format("events.out.tfevents.{}.{}.{}.{}", std::time(nullptr), host_name(), ::getpid(), suffix);
+  std::string name =
+      fmt::format("events.out.tfevents.{}.{}.{}.{}", std::time(nullptr), util::host_name(), ::getpid(), suffix);
   return attempt == 0 ? name : fmt::format("{}-{}", name, attempt);
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-/// Process exit codes: one enum, shown in every `--help` and in docs/cli.md.
+/// Process exit codes: one enum, shown in every `--help` footer and in the README.
 
 #include <string_view>
 

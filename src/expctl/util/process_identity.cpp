@@ -1,7 +1,9 @@
 #include "expctl/util/process_identity.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
+#include <ctime>
 #include <fstream>
 
 #include <sys/stat.h>
@@ -24,14 +26,6 @@ std::string first_line(const std::string& path) {
   return line;
 }
 
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) {
-    return {};
-  }
-  return name;
-}
-
 /// The next space-separated field of `text` (advanced past it), or "" at the end.
 std::string_view next_field(std::string_view& text) {
   const size_t begin = text.find_first_not_of(' ');
@@ -52,6 +46,25 @@ const ProcessIdentity& this_machine() {
 }
 
 }  // namespace
+
+const std::string& host_name() {
+  static const std::string name = [] {
+    char text[HOST_NAME_MAX + 1] = {};
+    return ::gethostname(text, sizeof text - 1) == 0 && text[0] != '\0' ? std::string(text) : std::string("localhost");
+  }();
+  return name;
+}
+
+std::optional<double> seconds_since_process_start() {
+  const auto stat = read_proc_stat(::getpid());
+  timespec now{};
+  const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  if (!stat || ticks_per_second <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &now) != 0) {
+    return std::nullopt;
+  }
+  const double started = static_cast<double>(stat->start_ticks) / static_cast<double>(ticks_per_second);
+  return std::max(0.0, static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9 - started);
+}
 
 std::optional<ProcStat> parse_proc_stat(std::string_view line) {
   const size_t paren = line.rfind(')');

@@ -18,7 +18,7 @@ enum class Liveness {
 };
 
 struct ProcessIdentity {
-  std::string host{};            ///< gethostname()
+  std::string host{};            ///< host_name()
   std::int64_t pid = 0;          ///< getpid()
   std::string boot_id{};         ///< /proc/sys/kernel/random/boot_id: changes at every boot
   std::int64_t start_ticks = 0;  ///< field 22 of /proc/<pid>/stat: clock ticks after boot
@@ -34,6 +34,14 @@ struct ProcessIdentity {
   /// "host:pid", for display.
   std::string display() const;
 };
+
+/// This machine's host name (gethostname, read once per process); "localhost" when it cannot be
+/// read (Linux's gethostname fails only for a buffer too small, and ours holds HOST_NAME_MAX).
+const std::string& host_name();
+
+/// Seconds since the calling process started (its exec, not main: loading shared libraries
+/// counts), from field 22 of /proc/self/stat and CLOCK_BOOTTIME; nullopt when they cannot be read.
+std::optional<double> seconds_since_process_start();
 
 /// What ProcessIdentity needs of one /proc/<pid>/stat line.
 struct ProcStat {

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "expctl/util/spawn.hpp"
+
 extern char** environ;
 
 namespace expctl::util {
@@ -57,15 +59,6 @@ std::vector<std::string> build_environment(const SubprocessOptions& options) {
   return out;
 }
 
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) {
-    out.push_back(s.data());
-  }
-  out.push_back(nullptr);
-  return out;
-}
-
 }  // namespace
 
 Expected<SubprocessResult> run_capture(const std::vector<std::string>& argv, const SubprocessOptions& options) {
@@ -76,29 +69,21 @@ Expected<SubprocessResult> run_capture(const std::vector<std::string>& argv, con
   if (::pipe2(in.fd, O_CLOEXEC) != 0 || ::pipe2(out.fd, O_CLOEXEC) != 0 || ::pipe2(err.fd, O_CLOEXEC) != 0) {
     return make_error(fmt::format("cannot create pipes: {}", std::strerror(errno)));
   }
-  std::vector<std::string> args = argv;
-  std::vector<std::string> env = build_environment(options);
-  std::vector<char*> c_args = c_strings(args);
-  std::vector<char*> c_env = c_strings(env);
-
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    return make_error(fmt::format("cannot start \"{}\": {}", argv[0], std::strerror(errno)));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(in.fd[0], STDIN_FILENO);
-    ::dup2(out.fd[1], STDOUT_FILENO);
-    ::dup2(err.fd[1], STDERR_FILENO);
-    if (!options.working_directory.empty() && ::chdir(options.working_directory.c_str()) != 0) {
-      ::_exit(127);
+  auto child = ChildProcess::spawn({.argv = argv,
+                                    .environment = build_environment(options),
+                                    .fds = {in.fd[0], out.fd[1], err.fd[1]},
+                                    .working_directory = options.working_directory});
+  if (!child) {
+    if (child.error().call != "exec") {
+      return make_error(
+          fmt::format("cannot start \"{}\": {}: {}", argv[0], child.error().call, std::strerror(child.error().error)));
     }
-    ::execvpe(c_args[0], c_args.data(), c_env.data());
-    const char message[] = "run_capture: exec failed\n";
-    [[maybe_unused]] const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
-    ::_exit(127);
+    // As a shell reports a program it cannot run.
+    SubprocessResult result;
+    result.exit_code = 127;
+    result.err = fmt::format("run_capture: exec failed: {}\n", std::strerror(child.error().error));
+    return result;
   }
-  ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill below
   in.close_end(0);
   out.close_end(1);
   err.close_end(1);
@@ -120,7 +105,7 @@ Expected<SubprocessResult> run_capture(const std::vector<std::string>& argv, con
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
-      ::kill(-pid, SIGKILL);
+      child->signal_group(SIGKILL);
       break;
     }
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left.count(), 1000)));
@@ -146,11 +131,9 @@ Expected<SubprocessResult> run_capture(const std::vector<std::string>& argv, con
       }
     }
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = child->wait();
   // The child may have left grandchildren in its group: they are ours to clean up.
-  ::kill(-pid, SIGKILL);
+  child->kill_group_and_reap();
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

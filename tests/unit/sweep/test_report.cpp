@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
+#include "sweep_test_helpers.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/compare/statistics.hpp"
 #include "expctl/sweep/report.hpp"
-#include "sweep_test_helpers.hpp"
+#include "expctl/util/atomic_file.hpp"
 
 using namespace expctl;
 using nlohmann::json;
@@ -105,4 +106,20 @@ TEST_CASE("report: the HTML has one plot per metric and numeric axis, with every
   }
   CHECK(runs == 6);  // 3 runs, 2 plots
   CHECK_THAT(html, Catch::Contains("class=\"spread\""));
+}
+
+// The whole page against a golden file (its plots are checked in a browser too:
+// scripts/render_html_check.sh sweep, tests/unit/report/CMakeLists.txt). After an intended change:
+//   EXPCTL_UPDATE_GOLDEN=1 build/<dir>/tests/unit/sweep/test_sweep "report: the HTML page*"
+TEST_CASE("report: the HTML page equals its golden file") {
+  const Fixture fixture;
+  const std::string html = sweep::render_html(sweep::build_report(fixture.sweep, fixture.runs, {}));
+  const std::string path = test::sweep_test::data("report.html");
+  if (std::getenv("EXPCTL_UPDATE_GOLDEN") != nullptr) {
+    REQUIRE(util::write_file_atomic(path, html));
+  }
+  const auto golden = util::read_file(path);
+  REQUIRE(golden);
+  INFO("golden file " << path << " (EXPCTL_UPDATE_GOLDEN=1 regenerates it)");
+  CHECK(html == *golden);
 }

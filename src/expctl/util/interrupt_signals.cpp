@@ -1,26 +1,26 @@
-#include "expctl/launch/signal_pipe.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 
-#include <array>
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include "expctl/util/error.hpp"
 
-namespace expctl::launch::detail {
+namespace expctl::util {
 
 namespace {
 
-constexpr std::array<int, 3> k_interrupt_signals = {SIGINT, SIGTERM, SIGHUP};
-
 std::atomic<int> g_write_fd{-1};
+std::atomic<InterruptSignals::Hook> g_hook{nullptr};
 std::array<struct sigaction, k_interrupt_signals.size()> g_previous{};
 
 extern "C" void on_interrupt_signal(int signal) {
   const int saved_errno = errno;
+  if (const InterruptSignals::Hook hook = g_hook.load()) {
+    hook(signal);
+  }
   const int fd = g_write_fd.load();
   if (fd >= 0) {
     const auto byte = static_cast<unsigned char>(signal);
@@ -31,16 +31,17 @@ extern "C" void on_interrupt_signal(int signal) {
 
 }  // namespace
 
-InterruptSignals::InterruptSignals() {
+InterruptSignals::InterruptSignals(Hook hook) {
   int fds[2];
   EXPCTL_ASSERT(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0, "cannot create the signal pipe");
   int expected = -1;
   if (!g_write_fd.compare_exchange_strong(expected, fds[1])) {
     ::close(fds[0]);
     ::close(fds[1]);
-    EXPCTL_ASSERT(false, "two supervisors handle signals at once");
+    EXPCTL_ASSERT(false, "two owners of the interrupt signals at once");
   }
   m_read_fd = fds[0];
+  g_hook.store(hook);
   struct sigaction action {};
   action.sa_handler = on_interrupt_signal;
   sigemptyset(&action.sa_mask);
@@ -54,6 +55,7 @@ InterruptSignals::~InterruptSignals() {
   for (size_t i = 0; i < k_interrupt_signals.size(); ++i) {
     ::sigaction(k_interrupt_signals[i], &g_previous[i], nullptr);
   }
+  g_hook.store(nullptr);
   ::close(g_write_fd.exchange(-1));
   ::close(m_read_fd);
 }
@@ -67,4 +69,4 @@ std::vector<int> InterruptSignals::take() {
   return signals;
 }
 
-}  // namespace expctl::launch::detail
+}  // namespace expctl::util

@@ -1,0 +1,36 @@
+#pragma once
+/// The map against the build: ARCHITECTURE.md's dependency diagram and module table, and README's
+/// layout, held against module-deps.txt (what each module may include, from the build). Pure
+/// functions over texts, so the checker's own tests can feed it a diagram that is wrong.
+
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "layering.hpp"
+
+namespace expctl::test::layering {
+
+/// The diagram: each module and the modules it links directly. Read from the first fenced block
+/// after "## Dependency direction"; a line is `a, b -> c, d   (a comment)` (a and b link c and
+/// d); names with a '.' (main.cpp) are not modules. Throws std::runtime_error naming the line
+/// when one has no "->", or when there is no such block.
+ModuleDeps parse_diagram(std::string_view architecture_md);
+
+/// Every module the diagram reaches from each module, following its arrows.
+ModuleDeps reachable(const ModuleDeps& diagram);
+
+/// The first column of ARCHITECTURE.md's module table (| `module` | owns |).
+std::set<std::string> table_modules(std::string_view architecture_md);
+
+/// One line per difference between what the diagram lets each module reach and what the build
+/// lets it include (module-deps.txt), each naming the fix; modules of the diagram this build has
+/// no target for are skipped. Empty when they agree.
+std::vector<std::string> diagram_problems(const ModuleDeps& diagram, const ModuleDeps& build);
+
+/// The modules README's layout names on its `src/expctl/` line.
+std::set<std::string> readme_layout_modules(std::string_view readme_md);
+
+}  // namespace expctl::test::layering
