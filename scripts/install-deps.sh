@@ -26,6 +26,9 @@ packages=(
   iproute2
   # chromium: the test that renders compare's HTML report headless and checks its plots
   chromium
+  # expctl serve: the HTTP server library and the charting library it embeds at build time;
+  # node and npm drive Chromium through the dashboard's pages in the test suite (tests/browser)
+  libcpp-httplib-dev libjs-chart.js nodejs npm
   # the independent reader of the TensorBoard event-file tests (protoc-generated classes, CRC-32C)
   protobuf-compiler python3-protobuf python3-crc32c
   # elfutils: eu-stack, which saves a stuck rank's native stack (run/forensics.hpp; a fault test checks it)
@@ -43,3 +46,13 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends "${packages[@]}"
+
+# The browser test's driver, puppeteer-core, pinned with its lock file (tests/browser): from the
+# npm registry, installed as the user who ran sudo so the build tree stays theirs. It drives
+# Debian's chromium and downloads no browser.
+browser_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if [[ -n "${SUDO_USER:-}" && "$SUDO_USER" != root ]]; then
+  sudo -u "$SUDO_USER" npm ci --prefix "$browser_tests" --no-audit --no-fund --ignore-scripts
+else
+  npm ci --prefix "$browser_tests" --no-audit --no-fund --ignore-scripts
+fi

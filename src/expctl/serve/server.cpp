@@ -430,9 +430,10 @@ Server::Server(StoreOpener open, ServeOptions options) : m_impl(std::make_unique
   }
   impl.http.set_default_headers(headers);
   // One request per connection. cpp-httplib 0.11.4 keeps a connection open after a refused
-  // request whatever the response says, and would parse the unread body that follows as the
-  // next request (smuggling); closing after every answer rules that out, and costs a loopback
-  // connect per request. The live pages poll once a second, so nothing is lost.
+  // request whatever the response says, and then skips the body it did not read: a chunked one
+  // until its last chunk, however long that takes (the unbounded read of CVE-2025-53629).
+  // Closing after every answer ends that at once, and costs a loopback connect per request; the
+  // live pages poll once a second, so nothing is lost.
   impl.http.set_keep_alive_max_count(1);
   impl.http.set_keep_alive_timeout(impl.options.keep_alive_s);
   impl.http.set_read_timeout(5);

@@ -193,9 +193,14 @@ TEST_CASE("serve: only GET and HEAD are answered, and no body is ever read", "[s
   CHECK(chunked.status == 413);
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(4));
 
-  // What follows a refused body is never taken for a second request (no smuggling).
-  const std::string smuggled = request(port, "/api/runs", bearer() + "Content-Length: 60\r\n");
+  // A refused body is never taken for a second request (no smuggling): the body here is a whole
+  // request, which a server that refuses without reading would answer next. (cpp-httplib 0.11.4
+  // skips a Content-Length body it did not read, so this holds with keep-alive too; a chunked
+  // body it skips until its end, which is why the connection closes after every answer: the
+  // check above fails, 5 s instead of at once, without that.)
   const std::string inner = request(port, "/api/runs", bearer());
+  const std::string smuggled =
+      request(port, "/api/runs", bearer() + "Content-Length: " + std::to_string(inner.size()) + "\r\n");
   const std::string both = smuggled.substr(0, smuggled.find("Connection: close")) + "\r\n" + inner;
   const int fd2 = connect_to(port);
   ::send(fd2, both.data(), both.size(), MSG_NOSIGNAL);
