@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 #include "expctl/util/atomic_file.hpp"
 
 namespace expctl::serve {
@@ -20,15 +21,6 @@ std::string lower(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
-}
-
-std::string trim(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) {
-    return {};
-  }
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return std::string(text.substr(first, last - first + 1));
 }
 
 bool token_character(char c) {
@@ -64,7 +56,7 @@ std::string read_token_file(const std::string& path) {
     throw util::UsageError(fmt::format("--token-file {}: cannot read it ({}): write the token into it first",
                                        path, text.error().message));
   }
-  std::string token = trim(*text);
+  std::string token(util::trim(*text));
   if (token.size() < 16 || !std::all_of(token.begin(), token.end(), token_character)) {
     throw util::UsageError(fmt::format(
         "--token-file {}: the token must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (e.g. the output of "
@@ -127,7 +119,7 @@ bool origin_allowed(std::string_view origin, const std::vector<std::string>& all
 std::optional<std::string> cookie_value(std::string_view header, std::string_view name) {
   while (!header.empty()) {
     const auto end = header.find(';');
-    const std::string pair = trim(header.substr(0, end));
+    const std::string pair(util::trim(header.substr(0, end)));
     const auto equals = pair.find('=');
     if (equals != std::string::npos && std::string_view(pair).substr(0, equals) == name) {
       return pair.substr(equals + 1);
@@ -145,7 +137,7 @@ Verdict check_request(const RequestFacts& request, const std::vector<std::string
     return {405, "this server is read-only: only GET and HEAD are answered"};
   }
   if (request.has_transfer_encoding ||
-      (request.content_length && trim(*request.content_length) != "0")) {
+      (request.content_length && util::trim(*request.content_length) != "0")) {
     return {413, "requests carry no body here"};
   }
   if (request.target.size() > k_max_target_bytes) {

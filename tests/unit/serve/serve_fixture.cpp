@@ -143,6 +143,9 @@ int big_run(const std::string& path, std::int64_t steps) {
   store::Store db = store::Store::open(path);
   const std::string spec = add_spec(db, "big", static_cast<int>(steps));
   const auto run = db.create_run({spec, std::nullopt, "big", std::nullopt});
+  for (int rank = 0; rank < 2; ++rank) {
+    db.add_rank(run.id, {.rank = rank, .host = "node-a", .pid = 300 + rank});
+  }
   std::vector<store::MetricPoint> points;
   const std::int64_t chunk = 100'000;
   for (std::int64_t from = 1; from <= steps; from += chunk) {

@@ -215,6 +215,20 @@ async function runPage() {
   const id = q.get('id') || '';
   const state = { id, x: q.get('x') === 'wall' ? 'wall' : 'step', log: q.get('log') === '1', smooth: Number(q.get('smooth') || 0), rank: Number(q.get('rank') || 0) };
   const save = () => setQuery({ id: state.id, x: state.x === 'step' ? '' : state.x, log: state.log ? '1' : '', smooth: state.smooth || '', rank: state.rank || '' });
+  // The charts first: their series are asked for at once, beside the run's document (which
+  // counts every point of every metric, the slow part for a long run).
+  const chartsBox = el('div', { class: 'charts' });
+  const charts = runCharts;
+  const chartState = {};
+  for (const [metric, label] of charts) {
+    const canvas = el('canvas', { id: 'chart-' + metric, 'data-metric': metric });
+    const csv = el('a', { class: 'csv', text: 'CSV' });
+    const box = el('div', { class: 'chart' }, el('h3', {}, el('span', { text: label }), csv), el('div', {}, canvas));
+    chartState[metric] = { canvas, csv, box, raw: [], seq: null };
+    chartsBox.append(box);
+  }
+  show(el('h1', {}, el('span', { class: 'muted mono', text: id })), chartsBox);
+  const firstDraw = drawAll();
   let doc;
   try {
     doc = await api('/api/run', { id });
@@ -236,16 +250,6 @@ async function runPage() {
   const smoothInput = el('input', { type: 'range', id: 'smooth', min: 0, max: 0.99, step: 0.01, value: state.smooth,
     onchange: (e) => { state.smooth = Number(e.target.value); save(); redrawSmoothing(); } });
   const liveNote = el('span', { id: 'live', class: 'muted' });
-  const chartsBox = el('div', { class: 'charts' });
-  const present = new Set((doc.metrics || []).map((m) => m.name));
-  const charts = runCharts.filter(([metric]) => present.has(metric));
-  const chartState = {};
-  for (const [metric, label] of charts) {
-    const canvas = el('canvas', { id: 'chart-' + metric, 'data-metric': metric });
-    const csv = el('a', { class: 'csv', text: 'CSV' });
-    chartState[metric] = { canvas, csv, raw: [], seq: null };
-    chartsBox.append(el('div', { class: 'chart' }, el('h3', {}, el('span', { text: label }), csv), el('div', { style: undefined }, canvas)));
-  }
   const ranksTable = el('table', { id: 'ranks' },
     el('thead', {}, el('tr', {}, ['rank', 'host', 'status', 'exit', 'step ms', 'where the step went', 'straggler mean/max'].map((t) => el('th', { text: t })))),
     el('tbody', {}, (doc.ranks || []).map((rank) => {
@@ -291,12 +295,13 @@ async function runPage() {
   }
   async function drawOne(metric) {
     const st = chartState[metric];
-    const params = { id: run.id, metric, x: state.x };
+    const params = { id, metric, x: state.x };
     st.csv.setAttribute('href', '/api/series.csv?' + new URLSearchParams(params));
     st.csv.setAttribute('download', 'series.csv');
     const series = await api('/api/series', params);
     st.raw = series.ranks.map((rank) => ({ rank: rank.rank, points: seriesPoints(rank) }));
     st.seq = series.seq;
+    st.box.hidden = series.ranks.length === 0;  // a metric this run did not record
     const chart = makeChart(st.canvas, metric, state.x === 'wall' ? 'seconds of step time' : 'step', state.log);
     chart.data.datasets = datasets(metric);
     chart.update('none');
@@ -304,11 +309,10 @@ async function runPage() {
   }
   async function drawAll() {
     try {
-      await Promise.all(charts.map(([metric]) => drawOne(metric)));
+      for (const [metric] of charts) await drawOne(metric);  // loss first: the first chart is the one awaited
     } catch (error) {
       chartsBox.append(failure(error));
     }
-    expctl.ready = true;
   }
   async function loadLog() {
     try {
@@ -345,7 +349,8 @@ async function runPage() {
       setTimeout(poll, 5000);
     }
   }
-  await drawAll();
+  await firstDraw;
+  expctl.ready = true;
   loadLog();
   if (run.status === 'running') setTimeout(poll, 1000);
 }
