@@ -131,6 +131,18 @@ class StorePool {
   std::condition_variable m_ready;
 };
 
+/// cpp-httplib with a listen backlog fit for many clients: Debian's build listens with a backlog
+/// of 5 (CPPHTTPLIB_LISTEN_BACKLOG), so a burst of connections beyond that waited in SYN
+/// retries (seconds). Linux lets listen() be called again on the bound socket to change it.
+class HttpServer : public httplib::Server {
+ public:
+  void widen_backlog() {
+    if (svr_sock_ != INVALID_SOCKET) {
+      ::listen(svr_sock_, SOMAXCONN);
+    }
+  }
+};
+
 /// A request's problem with its status (400 bad parameter, 404 no such run).
 struct HttpError {
   int status;
@@ -266,7 +278,7 @@ struct Server::Impl {
 
   ServeOptions options;
   StorePool stores;
-  httplib::Server http;
+  HttpServer http;
   std::vector<std::string> allowed;
   std::string cookie_name;
   std::atomic<std::size_t> answered{0};
@@ -472,6 +484,7 @@ int Server::bind() {
                                     impl.options.host, impl.options.port),
                         util::ExitCode::run_failed);
   }
+  impl.http.widen_backlog();
   impl.port = port;
   impl.allowed = allowed_hosts(impl.options.host, port, impl.options.allow_hosts);
   impl.cookie_name = fmt::format("expctl_token_{}", port);
