@@ -253,7 +253,8 @@ if [[ -n "$deps_prefix" ]]; then
 elif command -v dpkg-query >/dev/null; then
   absent=()
   for package in libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev libsqlitecpp-dev libsqlite3-dev libpq-dev \
-                 libssl-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libexpected-dev catch2; do
+                 libssl-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libexpected-dev catch2 \
+                 libturbojpeg0-dev libspng-dev libcpp-httplib-dev libjs-chart.js; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || absent+=("$package")
   done
   [[ ${#absent[@]} -eq 0 ]] || missing "Debian packages ${absent[*]} (apt-get install ${absent[*]})"
@@ -333,6 +334,10 @@ configure=(cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release 
            "-DCMAKE_PREFIX_PATH=$prefix_path" "-DCUDAToolkit_ROOT=$cuda_root")
 if [[ "$nccl_include" != /usr/include ]]; then
   configure+=("-DCMAKE_CXX_FLAGS=-isystem $nccl_include")
+fi
+# expctl serve embeds Chart.js from libjs-chart.js: unpacked under the prefix, not in /usr.
+if [[ -n "$deps_prefix" ]]; then
+  configure+=("-DEXPCTL_CHARTJS=$deps_prefix/usr/share/javascript/chart.js/chart.min.js")
 fi
 step configure "${configure[@]}"
 step configure-has-nccl require_nccl

@@ -29,6 +29,7 @@ packages=(
   libyaml-cpp-dev libyaml-cpp0.7 libtomlplusplus-dev libtomlplusplus3 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libsqlitecpp-dev libsqlite3-dev libsqlite3-0 libssl-dev libssl3 zlib1g-dev zlib1g libpq-dev libpq5
   libturbojpeg0-dev libturbojpeg0 libspng-dev libspng0
+  libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1 libjs-chart.js
   libcli11-dev nlohmann-json3-dev libexpected-dev catch2 libgloo-dev
 )
 

@@ -12,16 +12,20 @@ build_packages=(
   # libraries (each found by CMake through its own config or pkg-config)
   libyaml-cpp-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libsqlitecpp-dev libsqlite3-dev libssl-dev zlib1g-dev
-  # libpq: the PostgreSQL store backend; postgresql: the throwaway server the store tests run against
-  libpq-dev postgresql
+  # libpq: the PostgreSQL store backend
+  libpq-dev
   # JPEG and PNG decoding for image folders (libjpeg-turbo's TurboJPEG API, libspng)
   libturbojpeg0-dev libspng-dev
   libcli11-dev nlohmann-json3-dev libexpected-dev
   catch2
+  # expctl serve: the HTTP server library and the charting library it embeds at build time
+  libcpp-httplib-dev libjs-chart.js
   # LibTorch 1.13.1 (CPU) with c10d + Gloo; libgloo-dev provides the headers c10d includes
   libtorch-dev libgloo-dev
 )
 test_packages=(
+  # postgresql: the throwaway server the store tests run against
+  postgresql
   # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)
   clang-14 libclang-rt-14-dev
   # real data for the quick start: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
@@ -30,6 +34,8 @@ test_packages=(
   iproute2
   # chromium: the test that renders compare's HTML report headless and checks its plots
   chromium
+  # node and npm drive Chromium through expctl serve's pages in the test suite (tests/browser)
+  nodejs npm
   # the independent reader of the TensorBoard event-file tests (protoc-generated classes, CRC-32C)
   protobuf-compiler python3-protobuf python3-crc32c
   # elfutils: eu-stack, which saves a stuck rank's native stack (run/forensics.hpp; a fault test checks it)
@@ -54,3 +60,15 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends "${packages[@]}"
+
+[[ "${1:-}" == --build-only ]] && exit 0
+
+# The browser test's driver, puppeteer-core, pinned with its lock file (tests/browser): from the
+# npm registry, installed as the user who ran sudo so the build tree stays theirs. It drives
+# Debian's chromium and downloads no browser.
+browser_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if [[ -n "${SUDO_USER:-}" && "$SUDO_USER" != root ]]; then
+  sudo -u "$SUDO_USER" npm ci --prefix "$browser_tests" --no-audit --no-fund --ignore-scripts
+else
+  npm ci --prefix "$browser_tests" --no-audit --no-fund --ignore-scripts
+fi

@@ -55,15 +55,7 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   }
   const std::optional<NodeLag> lag = db ? node_lag(globals, *db) : std::nullopt;
   if (options.format == "json") {
-    nlohmann::json document = json_envelope("list");
-    document["database"] = db ? (db->path().empty() ? db->location() : db->path().string()) : globals.db_path;
-    if (db) {
-      document["store_bytes"] = {{"database", db->database_bytes()}, {"run_folders", db->folders_bytes()}};
-    }
-    document["runs"] = nlohmann::json::array();
-    for (const store::RunRecord& run : runs) {
-      document["runs"].push_back(run_json(run));
-    }
+    nlohmann::json document = api::list_document(db ? &*db : nullptr, globals.db_path, runs);
     document["node_lag"] = node_lag_json(lag);
     print_json(document);
     if (!db) {
@@ -81,7 +73,7 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   if (db) {
     // What the store costs on disk, and the command that reclaims it.
     std::cout << fmt::format("store {}: database {}, run folders {} (expctl gc --dry-run lists what can go)\n",
-                             db->path().empty() ? db->location() : db->path().string(),
+                             api::store_label(*db),
                              bytes_text(db->database_bytes()), bytes_text(db->folders_bytes()));
   }
   if (lag) {

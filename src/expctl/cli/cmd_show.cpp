@@ -1,7 +1,6 @@
 // `expctl show RUN`: everything the store knows about one run.
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -9,8 +8,8 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/api/runs.hpp"
 #include "expctl/compare/phases.hpp"
-#include "expctl/compare/selector.hpp"
 #include "expctl/spec/convert.hpp"
 #include "expctl/spec/field_table.hpp"
 #include "expctl/util/strings.hpp"
@@ -20,69 +19,12 @@ namespace expctl::cli {
 
 namespace {
 
+using api::RunDetails;
+
 struct ShowOptions {
   std::string selector;
   std::string format = "text";
 };
-
-/// Everything `show` prints, read once.
-struct RunDetails {
-  store::RunRecord run;
-  std::optional<store::SpecRecord> spec;
-  std::optional<std::string> environment;
-  std::vector<store::RankRecord> ranks;
-  std::vector<store::ArtifactRecord> artifacts;
-  std::vector<store::MetricSeriesInfo> metrics;
-  std::vector<compare::RankPhases> phases;
-  nlohmann::json values;        ///< the spec's values: resolved.json's "spec", else the canonical form's
-  bool every_field = false;     ///< values holds every field (resolved.json), not only the hashed ones
-};
-
-/// The run's spec values as the run resolved them (run folder's resolved.json, every field with
-/// defaults filled in); for a run without its folder, the stored canonical form's hashed fields.
-void read_values(RunDetails& details) {
-  if (std::ifstream in(details.run.run_dir / "resolved.json"); in) {
-    const nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (document.is_object() && document.contains("spec") && document.at("spec").is_object()) {
-      details.values = document.at("spec");
-      details.every_field = true;
-      return;
-    }
-  }
-  if (details.spec) {
-    const nlohmann::json canonical = nlohmann::json::parse(details.spec->canonical, nullptr, false);
-    if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
-      details.values = canonical.at("spec");
-    }
-  }
-}
-
-RunDetails read_details(const store::Store& db, const std::string& selector) {
-  RunDetails details{compare::resolve_one(db, selector, "show"), {}, {}, {}, {}, {}, {}, {}, false};
-  const store::RunRecord& run = details.run;
-  details.spec = db.spec(run.spec_hash);
-  if (run.environment_hash) {
-    details.environment = db.environment(*run.environment_hash);
-  }
-  details.ranks = db.ranks(run.id);
-  details.artifacts = db.artifacts(run.id);
-  details.metrics = db.metric_series(run.id);
-  details.phases =
-      compare::run_phases(db, run.id, nlohmann::json::parse(run.summary_json, nullptr, /*allow_exceptions=*/false));
-  read_values(details);
-  return details;
-}
-
-/// A stored JSON object, or `fallback` if the text is not one (the store only accepts objects).
-nlohmann::json parse_object(const std::string& text, nlohmann::json fallback) {
-  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return parsed.is_object() ? parsed : fallback;
-}
-
-template <typename T>
-nlohmann::json or_null(const std::optional<T>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
 
 template <typename T>
 std::string or_dash(const std::optional<T>& value) {
@@ -136,61 +78,6 @@ void add_summary_rows(util::TextTable& table, const std::string& prefix, const n
       table.add_row({name, value_text(value)});
     }
   }
-}
-
-/// The value at a dotted path of a nested tree, or nullptr.
-const nlohmann::json* at_path(const nlohmann::json& tree, std::string_view path) {
-  const nlohmann::json* node = &tree;
-  while (!path.empty()) {
-    const size_t dot = path.find('.');
-    const std::string key(path.substr(0, dot));
-    if (!node->is_object() || !node->contains(key)) {
-      return nullptr;
-    }
-    node = &node->at(key);
-    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
-  }
-  return node;
-}
-
-nlohmann::json details_json(const RunDetails& details) {
-  nlohmann::json document = json_envelope("show");
-  document["run"] = run_json(details.run);
-  document["spec"] = {{"hash", details.run.spec_hash}, {"name", details.spec ? details.spec->name : ""}};
-  if (details.values.is_object()) {
-    document["spec"]["values"] = details.values;
-  }
-  document["summary"] = parse_object(details.run.summary_json, nlohmann::json::object());
-  document["environment"] = details.environment ? parse_object(*details.environment, nullptr) : nullptr;
-  document["ranks"] = nlohmann::json::array();
-  for (const store::RankRecord& rank : details.ranks) {
-    document["ranks"].push_back({{"rank", rank.rank},
-                                 {"host", rank.host},
-                                 {"pid", or_null(rank.pid)},
-                                 {"environment_hash", or_null(rank.environment_hash)},
-                                 {"status", store::to_string(rank.status)},
-                                 {"exit_code", or_null(rank.exit_code)},
-                                 {"signal", or_null(rank.signal)}});
-  }
-  document["phases"] = compare::phases_json(details.phases);
-  document["artifacts"] = nlohmann::json::array();
-  for (const store::ArtifactRecord& artifact : details.artifacts) {
-    document["artifacts"].push_back(
-        {{"path", artifact.path}, {"sha256", artifact.sha256}, {"size_bytes", artifact.size_bytes}});
-  }
-  document["metrics"] = nlohmann::json::array();
-  for (const store::MetricSeriesInfo& series : details.metrics) {
-    // NaN has no JSON spelling: nlohmann writes it as null.
-    document["metrics"].push_back({{"name", series.name},
-                                   {"points", series.points},
-                                   {"ranks", series.ranks},
-                                   {"first_rank", series.first_rank},
-                                   {"first_step", series.first_step},
-                                   {"first_value", series.first_value},
-                                   {"last_step", series.last_step},
-                                   {"last_value", series.last_value}});
-  }
-  return document;
 }
 
 std::string indented(const std::string& block) {
@@ -261,7 +148,7 @@ void print_hyperparameters(const RunDetails& details) {
   size_t key_width = 0;
   size_t value_width = 0;
   for (const spec::Field& field : spec::fields()) {
-    const nlohmann::json* value = at_path(details.values, field.path);
+    const nlohmann::json* value = api::json_at(details.values, field.path);
     if (value == nullptr) {
       continue;
     }
@@ -355,7 +242,7 @@ void print_tables(const RunDetails& details) {
   print_section("metrics", metrics);
 
   util::TextTable summary({"key", "value"});
-  add_summary_rows(summary, "", parse_object(details.run.summary_json, nlohmann::json::object()));
+  add_summary_rows(summary, "", api::parse_object(details.run.summary_json, nlohmann::json::object()));
   if (summary.rows() == 0) {
     std::cout << "\nsummary\n  (none yet)\n";
   } else {
@@ -397,10 +284,10 @@ std::string shipping_text(const nlohmann::json& field) {
 
 void run_show(const ShowOptions& options, const GlobalOptions& globals) {
   store::Store db = open_store(globals, store::OpenMode::read_only);
-  const RunDetails details = read_details(db, options.selector);
+  const RunDetails details = api::read_details(db, options.selector, "show");
   const auto shipping = shipping_of(db, globals, details.run.id);
   if (options.format == "json") {
-    nlohmann::json document = details_json(details);
+    nlohmann::json document = api::details_json(details);
     document["shipped"] = shipping.value_or(nullptr);
     print_json(document);
     return;

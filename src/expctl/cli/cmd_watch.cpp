@@ -10,7 +10,7 @@
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/compare/selector.hpp"
-#include "expctl/run/watch.hpp"
+#include "expctl/api/watch.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/text_table.hpp"
 
@@ -52,7 +52,7 @@ std::string or_dash(const std::optional<T>& value, const char* format) {
   return value ? fmt::format(fmt::runtime(format), *value) : "-";
 }
 
-std::vector<std::string> phase_cells(const std::optional<run::PhaseShares>& phases) {
+std::vector<std::string> phase_cells(const std::optional<api::PhaseShares>& phases) {
   if (!phases) {
     return {"-", "-", "-", "-", "-"};
   }
@@ -60,11 +60,11 @@ std::vector<std::string> phase_cells(const std::optional<run::PhaseShares>& phas
           percent(phases->optimizer)};
 }
 
-std::string straggler_cell(const run::RankView& rank) {
+std::string straggler_cell(const api::RankView& rank) {
   return rank.straggler_score ? fmt::format("{:.2f}{}", *rank.straggler_score, rank.straggler ? " *" : "") : "-";
 }
 
-std::string rank_table(const run::WatchView& view) {
+std::string rank_table(const api::WatchView& view) {
   util::TextTable table({"rank", "status", "step", "loss", "samples/s", "step ms", "data", "fwd", "bwd", "comm",
                          "opt", "straggler", "quiet"});
   for (std::size_t column = 2; column < 13; ++column) {
@@ -84,7 +84,7 @@ std::string rank_table(const run::WatchView& view) {
   return table.render();
 }
 
-std::string headline(const run::WatchView& view) {
+std::string headline(const api::WatchView& view) {
   std::int64_t step = 0;
   for (const auto& rank : view.ranks) {
     step = std::max(step, rank.step.value_or(0));
@@ -93,45 +93,13 @@ std::string headline(const run::WatchView& view) {
   return fmt::format("run {}  {}  step {}{}", view.run.id, store::to_string(view.run.status), step, of);
 }
 
-json rank_json(const run::RankView& rank) {
-  auto value = [](const auto& optional) { return optional ? json(*optional) : json(nullptr); };
-  json phases = nullptr;
-  if (rank.phases) {
-    phases = {{"data", value(rank.phases->data)},         {"forward", value(rank.phases->forward)},
-              {"backward", value(rank.phases->backward)}, {"comm", value(rank.phases->comm)},
-              {"optimizer", value(rank.phases->optimizer)}};
-  }
-  return {{"rank", rank.rank},
-          {"status", store::to_string(rank.status)},
-          {"step", value(rank.step)},
-          {"loss", value(rank.loss)},
-          {"samples_per_sec", value(rank.samples_per_sec)},
-          {"step_time_ms", value(rank.step_time_ms)},
-          {"comm_wait_ms", value(rank.comm_wait_ms)},
-          {"phase_shares", phases},
-          {"straggler_score", value(rank.straggler_score)},
-          {"straggler", rank.straggler},
-          {"quiet_for_s", value(rank.quiet_for_s)}};
-}
-
-json view_json(const run::WatchView& view) {
-  json ranks = json::array();
-  for (const auto& rank : view.ranks) {
-    ranks.push_back(rank_json(rank));
-  }
-  return {{"run", run_json(view.run)},
-          {"total_steps", view.total_steps ? json(*view.total_steps) : json(nullptr)},
-          {"ended", view.ended()},
-          {"ranks", ranks}};
-}
-
 class Printer {
  public:
   explicit Printer(std::string format) : m_json(format == "json"), m_terminal(::isatty(STDOUT_FILENO) == 1) {}
 
-  void print(const run::WatchView& view) {
+  void print(const api::WatchView& view) {
     if (m_json) {
-      std::cout << view_json(view).dump() << std::endl;  // one line per refresh, for scripts
+      std::cout << api::view_json(view).dump() << std::endl;  // one line per refresh, for scripts
       return;
     }
     const std::string text = headline(view) + "\n" + rank_table(view);
@@ -153,9 +121,9 @@ void run_watch(const WatchOptions& options, GlobalOptions& globals) {
   const store::Store db = open_store(globals, store::OpenMode::read_only);
   const std::string id = run_id(db, options.selector);
   Printer printer(options.format);
-  run::QuietClock quiet;
+  api::QuietClock quiet;
   while (true) {
-    run::WatchView view = run::watch_view(db, id);
+    api::WatchView view = api::watch_view(db, id);
     quiet.update(view);
     printer.print(view);
     if (view.ended() || options.once) {

@@ -24,7 +24,7 @@ void add_format_option(CLI::App* command, std::string& target, std::vector<std::
 }
 
 nlohmann::json json_envelope(const std::string& kind) {
-  return nlohmann::json{{"format_version", k_json_format_version}, {"kind", kind}};
+  return api::json_envelope(kind);
 }
 
 void print_json(const nlohmann::json& document) {

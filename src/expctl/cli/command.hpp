@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "expctl/api/runs.hpp"
 #include "expctl/util/exit_code.hpp"
 
 namespace expctl::cli {
@@ -54,7 +55,7 @@ enum class OutputFormat { text, json };
 void add_format_option(CLI::App* command, std::string& target, std::vector<std::string> allowed = {"text", "json"});
 
 /// Version of every JSON document expctl prints; bump on an incompatible change of any shape.
-inline constexpr int k_json_format_version = 1;
+inline constexpr int k_json_format_version = api::k_json_format_version;
 
 /// {"format_version": 1, "kind": kind}: the start of every JSON document.
 nlohmann::json json_envelope(const std::string& kind);

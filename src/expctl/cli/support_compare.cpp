@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/support_store.hpp"
-#include "expctl/compare/selector.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 
@@ -32,23 +31,6 @@ compare::CompareOptions make_compare_options(const std::vector<std::string>& ign
     options.thresholds.push_back(compare::parse_threshold_override(option));
   }
   return options;
-}
-
-std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector,
-                                        const compare::LoadOptions& options) {
-  std::vector<compare::RunData> runs;
-  for (const auto& record : compare::resolve_group(store, selector)) {
-    runs.push_back(compare::load_run(store, record, options));
-  }
-  return runs;
-}
-
-std::vector<compare::RunData> load_history(const store::Store& store, const std::vector<compare::RunData>& a,
-                                           const std::vector<compare::RunData>& b, size_t limit) {
-  if (limit == 0) {
-    return {};
-  }
-  return compare::load_history(store, a, b, {.limit = limit});
 }
 
 void write_output(const std::string& path, const std::string& text) {
@@ -89,11 +71,11 @@ util::ExitCode compare_and_report(const GlobalOptions& globals, const std::strin
   const compare::CompareOptions compare_options = make_compare_options(options.ignore, options.thresholds);
   const auto format = report::parse_format(options.format).value_or(report::Format::text);
   const store::Store db = open_store(globals, store::OpenMode::read_only);
-  const compare::LoadOptions load{.straggler_timeline = format == report::Format::html};
-  const auto runs_a = load_group(db, a, load);
-  const auto runs_b = load_group(db, b, load);
-  const auto history = load_history(db, runs_a, runs_b, options.history);
-  const compare::Comparison comparison = compare::compare_runs(runs_a, runs_b, compare_options, history);
+  const compare::Comparison comparison =
+      api::compare_groups(db, a, b,
+                          {.options = compare_options,
+                           .history = options.history,
+                           .straggler_timeline = format == report::Format::html});
   const bool color = format == report::Format::text && options.output.empty() && use_color(globals);
   write_output(options.output, report::render(comparison, format, {.color = color}));
   return outcome_exit_code(comparison.outcome, options.fail_on_inconclusive);

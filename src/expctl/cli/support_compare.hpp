@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "expctl/api/compare.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/compare/comparison.hpp"
 #include "expctl/report/report.hpp"
@@ -17,14 +18,9 @@ namespace expctl::cli {
 compare::CompareOptions make_compare_options(const std::vector<std::string>& ignore,
                                              const std::vector<std::string>& thresholds);
 
-/// Loads every run a group selector names (see compare/selector.hpp).
-std::vector<compare::RunData> load_group(const store::Store& store, const std::string& selector,
-                                        const compare::LoadOptions& options = {});
-
-/// The earlier runs of both sides' configurations (compare::load_history) with at most `limit`
-/// per configuration; none for a limit of 0.
-std::vector<compare::RunData> load_history(const store::Store& store, const std::vector<compare::RunData>& a,
-                                           const std::vector<compare::RunData>& b, size_t limit);
+/// Loading both sides: the one implementation the server shares (api/compare.hpp).
+using api::load_group;
+using api::load_history;
 
 /// Writes `text` to `path` atomically, or to stdout when `path` is empty or "-".
 void write_output(const std::string& path, const std::string& text);

@@ -9,15 +9,6 @@
 
 namespace expctl::cli {
 
-namespace {
-
-template <typename T>
-nlohmann::json or_null(const std::optional<T>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
-}  // namespace
-
 store::Store open_store(const GlobalOptions& globals, store::OpenMode mode) {
   store::StoreOptions options;
   if (!globals.runs_dir.empty()) {
@@ -77,26 +68,6 @@ nlohmann::json node_lag_json(const std::optional<NodeLag>& lag) {
     return nullptr;
   }
   return {{"local", lag->local}, {"runs_behind", lag->lag.runs_behind}, {"points_behind", lag->lag.points_behind}};
-}
-
-nlohmann::json run_json(const store::RunRecord& run) {
-  const auto duration = run.duration_seconds();
-  return nlohmann::json{
-      {"id", run.id},
-      {"name", run.name},
-      {"status", store::to_string(run.status)},
-      {"spec_hash", run.spec_hash},
-      {"environment_hash", or_null(run.environment_hash)},
-      {"started_at", run.started_at},
-      {"ended_at", or_null(run.ended_at)},
-      {"duration_s", or_null(duration)},
-      {"exit_code", or_null(run.exit_code)},
-      {"root_cause", run.root_cause},
-      {"run_dir", run.run_dir.string()},
-      {"tags", run.tags},
-      {"owner", or_null(run.owner)},
-      {"heartbeat_at", or_null(run.heartbeat_at)},
-  };
 }
 
 std::string duration_text(std::optional<double> seconds) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "expctl/api/runs.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/store/ship.hpp"
 #include "expctl/store/store.hpp"
@@ -44,10 +45,8 @@ std::string node_lag_text(const NodeLag& lag);
 /// {"local": ..., "runs_behind": N, "points_behind": M}, or null.
 nlohmann::json node_lag_json(const std::optional<NodeLag>& lag);
 
-/// A run as a JSON object with a stable shape (documented in docs/store.md): id, name, status,
-/// spec_hash, environment_hash, started_at, ended_at, duration_s, exit_code, root_cause, run_dir,
-/// tags. Absent values are null.
-nlohmann::json run_json(const store::RunRecord& run);
+/// A run as a JSON object (api::run_json: the one shape the CLI and the server share).
+using api::run_json;
 
 /// A duration for people: "850ms", "42.0s", "3m05s", "2h04m"; "-" when unknown.
 std::string duration_text(std::optional<double> seconds);

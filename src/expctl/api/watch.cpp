@@ -1,12 +1,11 @@
-#include "expctl/run/watch.hpp"
+#include "expctl/api/watch.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "expctl/run/recorder.hpp"
-#include "expctl/run/resolved_run.hpp"
+#include "expctl/api/runs.hpp"
 
-namespace expctl::run {
+namespace expctl::api {
 namespace {
 
 using Points = std::vector<store::MetricPoint>;
@@ -57,7 +56,7 @@ RankView rank_view(const store::Store& store, const std::string& run, int rank) 
   view.step_time_ms = mean(times);
   view.comm_wait_ms = mean(recent(store, run, "comm_wait_ms", rank, k_watch_window));
   view.phases = phase_shares(store, run, rank, times);
-  view.straggler_score = latest(recent(store, run, std::string(k_straggler_metric).c_str(), rank, 1));
+  view.straggler_score = latest(recent(store, run, compare::k_straggler_series, rank, 1));
   view.straggler = view.straggler_score && *view.straggler_score >= k_straggler_mark;
   return view;
 }
@@ -77,22 +76,24 @@ std::vector<store::RankRecord> ranks_of(const store::Store& store, const store::
   return ranks;
 }
 
-std::optional<std::int64_t> total_steps(const store::RunRecord& run) {
-  try {
-    const auto spec = read_resolved_run(run.run_dir).spec;
-    const auto steps = spec.at("train").at("max_steps").get<std::int64_t>();
-    return steps > 0 ? std::optional(steps) : std::nullopt;
-  } catch (const std::exception&) {
-    return std::nullopt;  // another host's run folder, or epochs instead of max_steps
+std::optional<std::int64_t> total_steps(const store::Store& store, const store::RunRecord& run,
+                                        const FolderAccess& folder) {
+  // Another host's run folder, or epochs instead of max_steps: not known.
+  const nlohmann::json spec = resolved_spec(store, run, folder);
+  const nlohmann::json* steps = spec.is_object() ? json_at(spec, "train.max_steps") : nullptr;
+  if (steps == nullptr || !steps->is_number_integer()) {
+    return std::nullopt;
   }
+  const auto value = steps->get<std::int64_t>();
+  return value > 0 ? std::optional(value) : std::nullopt;
 }
 
 }  // namespace
 
-WatchView watch_view(const store::Store& store, const std::string& run_id) {
+WatchView watch_view(const store::Store& store, const std::string& run_id, const FolderAccess& folder) {
   WatchView view;
   view.run = store.find_run(run_id);
-  view.total_steps = total_steps(view.run);
+  view.total_steps = total_steps(store, view.run, folder);
   for (const auto& rank : ranks_of(store, view.run)) {
     RankView shown = rank_view(store, view.run.id, rank.rank);
     shown.status = rank.status;
@@ -112,4 +113,41 @@ void QuietClock::update(WatchView& view, std::chrono::steady_clock::time_point n
   }
 }
 
-}  // namespace expctl::run
+namespace {
+
+nlohmann::json rank_json(const RankView& rank) {
+  using nlohmann::json;
+  auto value = [](const auto& optional) { return optional ? json(*optional) : json(nullptr); };
+  json phases = nullptr;
+  if (rank.phases) {
+    phases = {{"data", value(rank.phases->data)},         {"forward", value(rank.phases->forward)},
+              {"backward", value(rank.phases->backward)}, {"comm", value(rank.phases->comm)},
+              {"optimizer", value(rank.phases->optimizer)}};
+  }
+  return {{"rank", rank.rank},
+          {"status", store::to_string(rank.status)},
+          {"step", value(rank.step)},
+          {"loss", value(rank.loss)},
+          {"samples_per_sec", value(rank.samples_per_sec)},
+          {"step_time_ms", value(rank.step_time_ms)},
+          {"comm_wait_ms", value(rank.comm_wait_ms)},
+          {"phase_shares", phases},
+          {"straggler_score", value(rank.straggler_score)},
+          {"straggler", rank.straggler},
+          {"quiet_for_s", value(rank.quiet_for_s)}};
+}
+
+}  // namespace
+
+nlohmann::json view_json(const WatchView& view) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& rank : view.ranks) {
+    ranks.push_back(rank_json(rank));
+  }
+  return {{"run", run_json(view.run)},
+          {"total_steps", view.total_steps ? nlohmann::json(*view.total_steps) : nlohmann::json(nullptr)},
+          {"ended", view.ended()},
+          {"ranks", ranks}};
+}
+
+}  // namespace expctl::api

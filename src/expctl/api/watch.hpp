@@ -11,10 +11,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "expctl/compare/phases.hpp"
+#include "expctl/api/run_folder.hpp"
 #include "expctl/store/store.hpp"
 
-namespace expctl::run {
+namespace expctl::api {
 
 /// Steps whose phase timers are averaged for the shares (the latest ones).
 inline constexpr int k_watch_window = 10;
@@ -46,8 +49,12 @@ struct WatchView {
   bool ended() const { return run.status != store::RunStatus::running; }
 };
 
-/// The view of `run_id` now.
-WatchView watch_view(const store::Store& store, const std::string& run_id);
+/// The view of `run_id` now. The planned step count comes from the run folder's resolved.json
+/// when `folder` allows reading it.
+WatchView watch_view(const store::Store& store, const std::string& run_id, const FolderAccess& folder = {});
+
+/// `watch --format json`'s object for one refresh (one line per refresh).
+nlohmann::json view_json(const WatchView& view);
 
 /// Tracks each rank's step across polls, to fill RankView::quiet_for_s.
 class QuietClock {
@@ -58,4 +65,4 @@ class QuietClock {
   std::map<int, std::pair<std::int64_t, std::chrono::steady_clock::time_point>> m_seen;
 };
 
-}  // namespace expctl::run
+}  // namespace expctl::api

@@ -1,0 +1,74 @@
+#pragma once
+/// The documents only `expctl serve` answers: a page of the runs table (filtered, sorted, paged
+/// by the server) and a metric series downsampled for a chart. Plain functions of a store and a
+/// parsed query, so they are tested without a socket.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/api/run_folder.hpp"
+#include "expctl/store/store.hpp"
+
+namespace expctl::api {
+
+/// The most rows one runs page holds, and the most points one rank's series sends.
+inline constexpr std::size_t k_max_page_rows = 200;
+inline constexpr std::size_t k_max_series_points = 5000;
+
+enum class RunsSort { started, name, status, duration };
+
+/// A metric column of the runs table: last, min or max of a series (rank 0 for last).
+enum class Aggregate { last, min, max };
+
+struct RunsQuery {
+  std::optional<store::RunStatus> status;
+  std::string tag;          ///< exact tag; empty: any
+  std::string name;         ///< substring of the name; empty: any
+  std::string spec_prefix;  ///< lowercase hex prefix of the spec hash; empty: any
+  RunsSort sort = RunsSort::started;
+  bool descending = true;
+  std::size_t offset = 0;
+  std::size_t limit = 50;  ///< capped at k_max_page_rows
+  std::string metric;      ///< a metric column; empty: none
+  Aggregate aggregate = Aggregate::last;
+};
+
+/// {"format_version", "kind": "runs-page", "total", "offset", "limit", "runs": [run_json + "metric"]}.
+nlohmann::json runs_page(const store::Store& store, const RunsQuery& query);
+
+enum class XAxis { step, wall };
+
+struct SeriesQuery {
+  std::string run_id;  ///< an exact run id
+  std::string metric;
+  XAxis x = XAxis::step;
+  std::size_t points = 1000;  ///< the most points per rank (capped at k_max_series_points)
+  /// Only steps after this one (a live page's sequence number: the last step it holds).
+  std::optional<std::int64_t> after_step;
+};
+
+/// {"kind": "series", "run", "metric", "x": "step"|"wall", "seq": last step sent (or the query's
+/// after_step), "ranks": [{"rank", "points" (stored), "downsampled", "x": [...], "y": [...]}]}.
+/// A rank with more points than fit is cut into buckets of consecutive steps, and each bucket
+/// sends its minimum, maximum and last point in step order, so a one-step spike stays visible.
+/// "wall" is the seconds of step time since the run's first step (the sum of step_time_ms).
+nlohmann::json series_document(const store::Store& store, const SeriesQuery& query);
+
+/// The same points as CSV: "rank,step,x,value" lines under a header (exact when they fit).
+std::string series_csv(const nlohmann::json& series);
+
+/// The last `max_bytes` of a rank's log (logs/rank-N.log in the run folder) as text, or nullopt
+/// when `folder` does not allow it or there is none.
+std::optional<std::string> log_tail(const store::Store& store, const store::RunRecord& run, int rank,
+                                    std::size_t max_bytes, const FolderAccess& folder);
+
+/// Downsamples one rank's points (steps ascending) to at most about `budget` points: min, max and
+/// last of each bucket of consecutive points, in step order. Exact when they fit.
+void downsample(const std::vector<std::int64_t>& steps, const std::vector<double>& values, std::size_t budget,
+                std::vector<std::size_t>& kept);
+
+}  // namespace expctl::api

@@ -1,0 +1,72 @@
+#include "expctl/api/run_folder.hpp"
+
+#include <fstream>
+#include <system_error>
+
+namespace expctl::api {
+
+namespace {
+
+bool is_under(const std::filesystem::path& file, const std::filesystem::path& root) {
+  std::error_code ec;
+  const auto real_root = std::filesystem::canonical(root, ec);
+  if (ec) {
+    return false;
+  }
+  const auto real_file = std::filesystem::canonical(file, ec);
+  if (ec) {
+    return false;
+  }
+  const auto [root_end, file_at] = std::mismatch(real_root.begin(), real_root.end(), real_file.begin(), real_file.end());
+  return root_end == real_root.end() && file_at != real_file.end();
+}
+
+}  // namespace
+
+std::optional<std::filesystem::path> run_folder_file(const store::Store& store, const store::RunRecord& run,
+                                                     std::string_view relative, const FolderAccess& access) {
+  if (access.policy == FolderPolicy::none || run.run_dir.empty()) {
+    return std::nullopt;
+  }
+  const std::filesystem::path file = run.run_dir / relative;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) {
+    return std::nullopt;
+  }
+  if (access.policy == FolderPolicy::under_runs_root && !is_under(file, store.runs_dir())) {
+    return std::nullopt;
+  }
+  return file;
+}
+
+nlohmann::json resolved_spec(const store::Store& store, const store::RunRecord& run, const FolderAccess& access) {
+  const auto file = run_folder_file(store, run, "resolved.json", access);
+  if (!file) {
+    return nullptr;
+  }
+  std::ifstream in(*file);
+  if (!in) {
+    return nullptr;
+  }
+  const nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (document.is_object() && document.contains("spec") && document.at("spec").is_object()) {
+    return document.at("spec");
+  }
+  return nullptr;
+}
+
+const nlohmann::json* json_at(const nlohmann::json& tree, std::string_view path) {
+  const nlohmann::json* node = &tree;
+  while (!path.empty()) {
+    const size_t dot = path.find('.');
+    const std::string key(path.substr(0, dot));
+    if (!node->is_object() || !node->contains(key)) {
+      return nullptr;
+    }
+    node = &node->at(key);
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+  }
+  return node;
+}
+
+}  // namespace expctl::api

@@ -1,0 +1,433 @@
+// expctl serve's pages. Every stored string reaches the page through textContent or an attribute
+// set with setAttribute (never innerHTML), every link is built from our own paths with
+// encodeURIComponent, and each view keeps its state in its URL (share it as it is).
+'use strict';
+
+const expctl = (window.__expctl = { charts: {}, ready: false, errors: [] });
+
+// ---- small DOM helpers ---------------------------------------------------------------------
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = String(value);
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+const main = () => document.getElementById('main');
+function show(...nodes) { main().replaceChildren(...nodes); }
+function query() { return new URLSearchParams(location.search); }
+function setQuery(params) {
+  const clean = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== '' && value !== false) clean.set(key, String(value));
+  }
+  const text = clean.toString();
+  history.replaceState(null, '', location.pathname + (text ? '?' + text : ''));
+}
+function link(path, params, text) {
+  return el('a', { href: path + '?' + new URLSearchParams(params).toString(), text });
+}
+async function api(path, params) {
+  const url = path + '?' + new URLSearchParams(params || {}).toString();
+  const response = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+  const body = await response.json().catch(() => ({ error: 'the server answered ' + response.status }));
+  if (!response.ok) throw new Error(body.error || 'the server answered ' + response.status);
+  return body;
+}
+function failure(error) {
+  expctl.errors.push(String(error && error.message || error));
+  return el('p', { class: 'error', text: String(error && error.message || error) });
+}
+const number = (v, digits = 4) => (v === null || v === undefined ? '-' : Number(v).toPrecision(digits).replace(/\.?0+$/, ''));
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return '-';
+  if (seconds < 1) return Math.round(seconds * 1000) + 'ms';
+  if (seconds < 60) return seconds.toFixed(1) + 's';
+  const s = Math.round(seconds);
+  if (s < 3600) return Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's';
+  return Math.floor(s / 3600) + 'h' + String(Math.floor((s % 3600) / 60)).padStart(2, '0') + 'm';
+}
+const when = (utc) => (utc ? String(utc).replace('T', ' ').slice(0, 19) : '-');
+const statusCell = (status) => el('span', { class: 'status-' + status, text: status });
+
+// ---- theme ---------------------------------------------------------------------------------
+function applyTheme() {
+  const theme = localStorage.getItem('expctl-theme');
+  document.documentElement.classList.toggle('dark', theme === 'dark');
+  document.documentElement.classList.toggle('light', theme === 'light');
+}
+function toggleTheme() {
+  const dark = document.documentElement.classList.contains('dark') ||
+    (!document.documentElement.classList.contains('light') && matchMedia('(prefers-color-scheme: dark)').matches);
+  localStorage.setItem('expctl-theme', dark ? 'light' : 'dark');
+  applyTheme();
+  for (const chart of Object.values(expctl.charts)) chart.update('none');
+}
+
+// ---- charts --------------------------------------------------------------------------------
+const palette = ['#2458c6', '#d9534f', '#2e9d5b', '#e08a1e', '#8e44ad', '#16a2b8', '#b5651d', '#5d6d7e'];
+function ema(points, weight) {
+  if (!weight) return points;
+  let last = null;
+  return points.map((p) => {
+    if (p.y === null || !Number.isFinite(p.y)) return p;
+    last = last === null ? p.y : last * weight + p.y * (1 - weight);
+    return { x: p.x, y: last };
+  });
+}
+function makeChart(canvas, key, xLabel, log) {
+  if (expctl.charts[key]) expctl.charts[key].destroy();
+  const chart = new Chart(canvas, {
+    type: 'line',
+    data: { datasets: [] },
+    options: {
+      animation: false, parsing: false, normalized: true, spanGaps: false, responsive: true,
+      maintainAspectRatio: false,
+      elements: { point: { radius: 0 }, line: { borderWidth: 1.3 } },
+      interaction: { mode: 'nearest', intersect: false },
+      scales: {
+        x: { type: 'linear', title: { display: true, text: xLabel } },
+        y: { type: log ? 'logarithmic' : 'linear' },
+      },
+      plugins: { legend: { labels: { boxWidth: 12 } }, decimation: { enabled: false } },
+    },
+  });
+  expctl.charts[key] = chart;
+  return chart;
+}
+function countPoints(chart) {
+  let total = 0;
+  for (const set of chart.data.datasets) total += set.data.length;
+  chart.canvas.setAttribute('data-points', String(total));
+  return total;
+}
+function seriesPoints(rank) {
+  const points = [];
+  for (let i = 0; i < rank.x.length; i++) points.push({ x: rank.x[i], y: rank.y[i] });
+  return points;
+}
+
+// ---- runs table ----------------------------------------------------------------------------
+async function runsPage() {
+  document.title = 'expctl: runs';
+  const q = query();
+  const state = {
+    status: q.get('status') || '', tag: q.get('tag') || '', name: q.get('name') || '', spec: q.get('spec') || '',
+    sort: q.get('sort') || 'started', order: q.get('order') || 'desc', offset: Number(q.get('offset') || 0),
+    limit: Number(q.get('limit') || 50), metric: q.get('metric') || '', agg: q.get('agg') || 'last',
+  };
+  const selected = new Set();
+  const input = (key, placeholder) =>
+    el('input', { value: state[key], placeholder, 'data-filter': key, onchange: (e) => { state[key] = e.target.value.trim(); state.offset = 0; load(); } });
+  const statusSelect = el('select', { 'data-filter': 'status', onchange: (e) => { state.status = e.target.value; state.offset = 0; load(); } },
+    ['', 'running', 'completed', 'failed', 'interrupted', 'lost'].map((s) => el('option', { value: s, selected: s === state.status, text: s || 'any' })));
+  const aggSelect = el('select', { onchange: (e) => { state.agg = e.target.value; load(); } },
+    ['last', 'min', 'max'].map((s) => el('option', { value: s, selected: s === state.agg, text: s })));
+  const compareButton = el('button', { type: 'button', disabled: true, text: 'compare 2 selected',
+    onclick: () => { const [a, b] = [...selected]; location.href = '/compare?' + new URLSearchParams({ a, b }); } });
+  const table = el('table', { id: 'runs' });
+  const pager = el('div', { class: 'pager' });
+  show(el('h1', { text: 'Runs' }),
+    el('div', { class: 'filters' },
+      el('label', {}, 'status', statusSelect), el('label', {}, 'tag', input('tag', 'exact tag')),
+      el('label', {}, 'name', input('name', 'part of the name')), el('label', {}, 'spec hash', input('spec', 'hex prefix')),
+      el('label', {}, 'metric column', input('metric', 'e.g. loss')), el('label', {}, 'of', aggSelect), compareButton),
+    table, pager);
+
+  const columns = [['', null], ['id', null], ['status', 'status'], ['name', 'name'], ['spec', null],
+    ['started (UTC)', 'started'], ['duration', 'duration'], ['tags', null]];
+  async function load() {
+    setQuery({ ...state, sort: state.sort === 'started' ? '' : state.sort, order: state.order === 'desc' ? '' : state.order,
+      offset: state.offset || '', limit: state.limit === 50 ? '' : state.limit, agg: state.agg === 'last' ? '' : state.agg });
+    let page;
+    try {
+      page = await api('/api/runs', { ...state, metric: state.metric });
+    } catch (error) {
+      table.replaceChildren(failure(error));
+      return;
+    }
+    const head = el('tr', {}, columns.map(([label, key]) => el('th', {
+      class: key ? 'sortable' : undefined, 'data-sort': key || undefined,
+      text: label + (key && key === state.sort ? (state.order === 'asc' ? ' \u25B2' : ' \u25BC') : ''),
+      onclick: key ? () => { state.order = state.sort === key && state.order === 'desc' ? 'asc' : 'desc'; state.sort = key; load(); } : undefined,
+    })), page.metric ? el('th', { class: 'num', text: state.agg + ' ' + page.metric }) : null);
+    const rows = page.runs.map((run) => el('tr', { 'data-run': run.id },
+      el('td', {}, el('input', { type: 'checkbox', onchange: (e) => {
+        if (e.target.checked) selected.add(run.id); else selected.delete(run.id);
+        compareButton.disabled = selected.size !== 2;
+      } })),
+      el('td', { class: 'mono' }, link('/run', { id: run.id }, run.id)),
+      el('td', {}, statusCell(run.status)),
+      el('td', { class: 'run-name', text: run.name }),
+      el('td', { class: 'mono', text: String(run.spec_hash).slice(0, 12) }),
+      el('td', { text: when(run.started_at) }),
+      el('td', { class: 'num', text: duration(run.duration_s) }),
+      el('td', { class: 'tags', text: (run.tags || []).join(', ') }),
+      page.metric ? el('td', { class: 'num', text: number(run.metric) }) : null));
+    table.replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
+    const last = Math.min(page.total, page.offset + page.runs.length);
+    pager.replaceChildren(
+      el('button', { type: 'button', disabled: page.offset === 0, text: '\u2190 newer',
+        onclick: () => { state.offset = Math.max(0, page.offset - page.limit); load(); } }),
+      el('span', { id: 'page-info', text: page.total ? `${page.offset + 1}\u2013${last} of ${page.total}` : 'no runs match' }),
+      el('button', { type: 'button', disabled: last >= page.total, text: 'older \u2192',
+        onclick: () => { state.offset = page.offset + page.limit; load(); } }));
+    expctl.ready = true;
+  }
+  await load();
+}
+
+// ---- run page ------------------------------------------------------------------------------
+function flatten(prefix, value, rows) {
+  if (value && typeof value === 'object' && !Array.isArray(value)) {
+    for (const [key, item] of Object.entries(value)) flatten(prefix ? prefix + '.' + key : key, item, rows);
+  } else {
+    rows.push([prefix, Array.isArray(value) ? JSON.stringify(value) : value === null ? '-' : String(value)]);
+  }
+  return rows;
+}
+function keyValueTable(rows, id) {
+  return el('table', { id }, el('tbody', {}, rows.map(([k, v]) => el('tr', {}, el('td', { class: 'mono', text: k }), el('td', { text: v })))));
+}
+function phaseStrip(shares) {
+  const strip = el('div', { class: 'strip' });
+  for (const name of ['data', 'forward', 'backward', 'comm', 'optimizer', 'other']) {
+    const share = shares[name];
+    if (share) strip.append(el('span', { class: 'p-' + name, title: `${name} ${(share * 100).toFixed(1)}%`, style: undefined }));
+    if (share) strip.lastChild.style.width = (share * 100).toFixed(2) + '%';
+  }
+  return strip;
+}
+
+const runCharts = [['loss', 'loss'], ['samples_per_sec', 'samples/s'], ['step_time_ms', 'step time (ms)']];
+
+async function runPage() {
+  document.title = 'expctl: run';
+  const q = query();
+  const id = q.get('id') || '';
+  const state = { id, x: q.get('x') === 'wall' ? 'wall' : 'step', log: q.get('log') === '1', smooth: Number(q.get('smooth') || 0), rank: Number(q.get('rank') || 0) };
+  const save = () => setQuery({ id: state.id, x: state.x === 'step' ? '' : state.x, log: state.log ? '1' : '', smooth: state.smooth || '', rank: state.rank || '' });
+  // The charts first: their series are asked for at once, beside the run's document (which
+  // counts every point of every metric, the slow part for a long run).
+  const chartsBox = el('div', { class: 'charts' });
+  const charts = runCharts;
+  const chartState = {};
+  for (const [metric, label] of charts) {
+    const canvas = el('canvas', { id: 'chart-' + metric, 'data-metric': metric });
+    const csv = el('a', { class: 'csv', text: 'CSV' });
+    const box = el('div', { class: 'chart' }, el('h3', {}, el('span', { text: label }), csv), el('div', {}, canvas));
+    chartState[metric] = { canvas, csv, box, raw: [], seq: null };
+    chartsBox.append(box);
+  }
+  show(el('h1', {}, el('span', { class: 'muted mono', text: id })), chartsBox);
+  // The first chart alone, then the document beside the other charts: on a long run each of
+  // these reads millions of points, and the first chart should not share the disk and CPU.
+  await drawOne(charts[0][0]).catch((error) => chartsBox.append(failure(error)));
+  const firstDraw = (async () => {
+    for (const [metric] of charts.slice(1)) await drawOne(metric).catch((error) => chartsBox.append(failure(error)));
+  })();
+  let doc;
+  try {
+    doc = await api('/api/run', { id });
+  } catch (error) {
+    show(el('h1', { text: 'Run' }), failure(error));
+    return;
+  }
+  const run = doc.run;
+  const fields = [['run', run.id], ['name', run.name], ['status', null], ['root cause', run.root_cause || '-'],
+    ['spec', run.spec_hash + (doc.spec && doc.spec.name ? ' (' + doc.spec.name + ')' : '')], ['environment', run.environment_hash || '-'],
+    ['started', when(run.started_at) + ' UTC'], ['ended', run.ended_at ? when(run.ended_at) + ' UTC' : '-'],
+    ['duration', duration(run.duration_s)], ['tags', (run.tags || []).join(', ') || '-']];
+  const statusNode = statusCell(run.status);
+  statusNode.id = 'run-status';
+  const dl = el('dl', { class: 'fields' }, fields.map(([k, v]) => [el('dt', { text: k }), el('dd', { class: k === 'root cause' ? 'root-cause' : undefined }, v === null ? statusNode : v)]));
+  const xSelect = el('select', { id: 'x-axis', onchange: (e) => { state.x = e.target.value; save(); drawAll(); } },
+    [['step', 'step'], ['wall', 'time (s of step time)']].map(([v, t]) => el('option', { value: v, selected: v === state.x, text: t })));
+  const logBox = el('input', { type: 'checkbox', id: 'log-scale', checked: state.log, onchange: (e) => { state.log = e.target.checked; save(); drawAll(); } });
+  const smoothInput = el('input', { type: 'range', id: 'smooth', min: 0, max: 0.99, step: 0.01, value: state.smooth,
+    onchange: (e) => { state.smooth = Number(e.target.value); save(); redrawSmoothing(); } });
+  const liveNote = el('span', { id: 'live', class: 'muted' });
+  const ranksTable = el('table', { id: 'ranks' },
+    el('thead', {}, el('tr', {}, ['rank', 'host', 'status', 'exit', 'step ms', 'where the step went', 'straggler mean/max'].map((t) => el('th', { text: t })))),
+    el('tbody', {}, (doc.ranks || []).map((rank) => {
+      const phases = (doc.phases || []).find((p) => p.rank === rank.rank);
+      return el('tr', {}, el('td', { text: rank.rank }), el('td', { text: rank.host }), el('td', {}, statusCell(rank.status)),
+        el('td', { text: rank.exit_code === null ? '-' : rank.exit_code }), el('td', { class: 'num', text: phases ? number(phases.step_time_ms) : '-' }),
+        el('td', {}, phases ? phaseStrip(phases.shares) : '-'),
+        el('td', { text: phases && phases.straggler_mean !== null ? number(phases.straggler_mean, 3) + ' / ' + number(phases.straggler_max, 3) : '-' }));
+    })));
+  const logRank = el('select', { id: 'log-rank', onchange: (e) => { state.rank = Number(e.target.value); save(); loadLog(); } },
+    (doc.ranks && doc.ranks.length ? doc.ranks : [{ rank: 0 }]).map((r) => el('option', { value: r.rank, selected: r.rank === state.rank, text: 'rank ' + r.rank })));
+  const logBox2 = el('pre', { id: 'log', class: 'mono' });
+  const env = doc.environment ? el('details', {}, el('summary', { text: 'environment fingerprint' }), el('pre', { class: 'mono', text: JSON.stringify(doc.environment, null, 2) })) : el('p', { class: 'muted', text: 'no environment fingerprint recorded' });
+  show(el('h1', {}, el('span', { class: 'run-name', text: run.name }), ' ', el('span', { class: 'muted mono', text: run.id })),
+    dl,
+    el('div', { class: 'toolbar' }, el('label', {}, 'x axis ', xSelect), el('label', {}, logBox, ' log scale'),
+      el('label', {}, 'smoothing ', smoothInput), liveNote, link('/compare', { a: run.id, b: '' }, 'compare with\u2026')),
+    chartsBox,
+    el('h2', { text: 'Ranks' }), ranksTable,
+    el('h2', { text: 'Metrics' }),
+    el('table', { id: 'metrics' }, el('thead', {}, el('tr', {}, ['metric', 'points', 'ranks', 'first (step)', 'last (step)'].map((t) => el('th', { text: t })))),
+      el('tbody', {}, (doc.metrics || []).map((m) => el('tr', {}, el('td', { class: 'mono', text: m.name }), el('td', { class: 'num', text: m.points }),
+        el('td', { class: 'num', text: m.ranks }), el('td', { class: 'num', text: `${number(m.first_value)} (${m.first_step})` }),
+        el('td', { class: 'num', text: `${number(m.last_value)} (${m.last_step})` }))))),
+    el('h2', { text: 'Spec' }), doc.spec && doc.spec.values ? keyValueTable(flatten('', doc.spec.values, []), 'spec') : el('p', { class: 'muted', text: 'not recorded' }),
+    el('h2', { text: 'Fingerprint' }), env,
+    el('h2', { text: 'Summary' }), keyValueTable(flatten('', doc.summary || {}, []), 'summary'),
+    el('h2', {}, 'Log ', logRank), logBox2);
+
+  function datasets(metric) {
+    return chartState[metric].raw.map((rank, i) => ({
+      label: 'rank ' + rank.rank, data: ema(rank.points, state.smooth), borderColor: palette[i % palette.length],
+      backgroundColor: palette[i % palette.length],
+    }));
+  }
+  function redrawSmoothing() {
+    for (const [metric] of charts) {
+      const chart = expctl.charts[metric];
+      if (!chart) continue;
+      chart.data.datasets = datasets(metric);
+      chart.update('none');
+    }
+  }
+  async function drawOne(metric) {
+    const st = chartState[metric];
+    const params = { id, metric, x: state.x };
+    st.csv.setAttribute('href', '/api/series.csv?' + new URLSearchParams(params));
+    st.csv.setAttribute('download', 'series.csv');
+    const series = await api('/api/series', params);
+    st.raw = series.ranks.map((rank) => ({ rank: rank.rank, points: seriesPoints(rank) }));
+    st.seq = series.seq;
+    st.box.hidden = series.ranks.length === 0;  // a metric this run did not record
+    const chart = makeChart(st.canvas, metric, state.x === 'wall' ? 'seconds of step time' : 'step', state.log);
+    chart.data.datasets = datasets(metric);
+    chart.update('none');
+    countPoints(chart);
+  }
+  async function drawAll() {
+    try {
+      for (const [metric] of charts) await drawOne(metric);  // loss first: the first chart is the one awaited
+    } catch (error) {
+      chartsBox.append(failure(error));
+    }
+  }
+  async function loadLog() {
+    try {
+      const response = await fetch('/api/log?' + new URLSearchParams({ id: run.id, rank: state.rank }), { credentials: 'same-origin' });
+      logBox2.textContent = response.ok ? await response.text() : '(no log of this rank on the server\u2019s host)';
+    } catch (error) {
+      logBox2.textContent = String(error);
+    }
+  }
+  // Live: each chart asks for the points after the last step it holds (its sequence number).
+  async function poll() {
+    try {
+      const view = await api('/api/watch', { id: run.id });
+      statusNode.textContent = view.run.status;
+      statusNode.className = 'status-' + view.run.status;
+      for (const [metric] of charts) {
+        const st = chartState[metric];
+        const params = { id: run.id, metric, x: state.x };
+        if (st.seq !== null && st.seq !== undefined) params.after = st.seq;
+        const series = await api('/api/series', params);
+        for (const rank of series.ranks) {
+          let target = st.raw.find((r) => r.rank === rank.rank);
+          if (!target) st.raw.push((target = { rank: rank.rank, points: [] }));
+          target.points.push(...seriesPoints(rank));
+        }
+        st.seq = series.seq;
+        const chart = expctl.charts[metric];
+        if (chart) { chart.data.datasets = datasets(metric); chart.update('none'); countPoints(chart); }
+      }
+      liveNote.textContent = view.ended ? 'run ended' : 'live: updated ' + new Date().toLocaleTimeString();
+      if (!view.ended) setTimeout(poll, 1000);
+    } catch (error) {
+      liveNote.textContent = 'live updates stopped: ' + error.message;
+      setTimeout(poll, 5000);
+    }
+  }
+  await firstDraw;
+  expctl.ready = true;
+  loadLog();
+  if (run.status === 'running') setTimeout(poll, 1000);
+}
+
+// ---- compare page --------------------------------------------------------------------------
+async function comparePage() {
+  document.title = 'expctl: compare';
+  const q = query();
+  const state = { a: q.get('a') || '', b: q.get('b') || '' };
+  const aInput = el('input', { id: 'side-a', value: state.a, placeholder: 'run id, tag:NAME, all:tag:NAME, A1,A2', size: 36 });
+  const bInput = el('input', { id: 'side-b', value: state.b, placeholder: 'run id, tag:NAME, @latest', size: 36 });
+  const result = el('div', { id: 'result' });
+  const form = el('form', { class: 'filters', onsubmit: (e) => { e.preventDefault(); state.a = aInput.value.trim(); state.b = bInput.value.trim(); setQuery(state); load(); } },
+    el('label', {}, 'baseline A', aInput), el('label', {}, 'candidate B', bInput), el('button', { type: 'submit', text: 'compare' }));
+  show(el('h1', { text: 'Compare' }), form, result);
+  async function load() {
+    if (!state.a || !state.b) {
+      result.replaceChildren(el('p', { class: 'muted', text: 'name a baseline and a candidate (the runs table can pick two)' }));
+      expctl.ready = true;
+      return;
+    }
+    let doc;
+    try {
+      doc = await api('/api/compare', state);
+    } catch (error) {
+      result.replaceChildren(failure(error));
+      expctl.ready = true;
+      return;
+    }
+    const list = (items) => el('ul', {}, items.map((t) => el('li', { text: t })));
+    const canvas = el('canvas', { id: 'chart-compare-loss' });
+    result.replaceChildren(
+      el('p', { id: 'verdict', class: 'verdict outcome-' + doc.outcome, text: doc.verdict }),
+      doc.not_comparable.length ? [el('h2', { text: 'Not comparable' }), list(doc.not_comparable)] : null,
+      doc.regressions.length ? [el('h2', { text: 'Regressions' }), list(doc.regressions)] : null,
+      el('h2', { text: 'Loss (rank 0 of each run)' }), el('div', { class: 'chart' }, canvas),
+      el('h2', { text: 'Metrics' }),
+      el('table', { id: 'metrics' }, el('thead', {}, el('tr', {}, ['metric', 'A', 'B', 'change', 'threshold', 'status', 'why'].map((t) => el('th', { text: t })))),
+        el('tbody', {}, doc.metrics.map((m) => el('tr', {}, el('td', { text: m.metric }), el('td', { class: 'num', text: number(m.a) }),
+          el('td', { class: 'num', text: number(m.b) }), el('td', { text: m.change }), el('td', { text: m.threshold }),
+          el('td', { class: 'outcome-' + m.status, text: m.status }), el('td', { text: m.reason }))))),
+      el('h2', { text: 'Spec differences' }),
+      doc.spec_changes.length ? el('table', { id: 'spec-changes' }, el('tbody', {}, doc.spec_changes.map((c) => el('tr', {}, el('td', { class: 'mono', text: c.path }), el('td', { text: JSON.stringify(c.a) }), el('td', { text: JSON.stringify(c.b) })))))
+        : el('p', { class: 'muted', text: 'none' }),
+      el('h2', { text: 'Environment differences' }),
+      !doc.environment.available ? el('p', { class: 'muted', text: 'no fingerprint on one side' })
+        : doc.environment.changes.length ? el('table', { id: 'env-changes' }, el('tbody', {}, doc.environment.changes.map((c) => el('tr', {}, el('td', { text: c.group + '.' + c.field }), el('td', { text: c.a }), el('td', { text: c.b })))))
+          : el('p', { class: 'muted', text: 'none' }));
+    const chart = makeChart(canvas, 'compare-loss', 'step', false);
+    const sides = [['A', doc.a.runs, 0], ['B', doc.b.runs, 4]];
+    for (const [side, runs, shift] of sides) {
+      for (const [i, id] of runs.entries()) {
+        try {
+          const series = await api('/api/series', { id, metric: 'loss' });
+          const rank = series.ranks.find((r) => r.rank === 0) || series.ranks[0];
+          if (!rank) continue;
+          const color = palette[(shift + i) % palette.length];
+          chart.data.datasets.push({ label: side + ' ' + id, data: seriesPoints(rank), borderColor: color, backgroundColor: color });
+        } catch (error) {
+          result.append(failure(error));
+        }
+      }
+    }
+    chart.update('none');
+    countPoints(chart);
+    expctl.ready = true;
+  }
+  await load();
+}
+
+// ---- start ---------------------------------------------------------------------------------
+applyTheme();
+document.getElementById('theme').addEventListener('click', toggleTheme);
+const pages = { '/': runsPage, '/run': runPage, '/compare': comparePage };
+(pages[location.pathname] || runsPage)().catch((error) => { show(failure(error)); expctl.ready = true; });

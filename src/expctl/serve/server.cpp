@@ -1,0 +1,511 @@
+#include "expctl/serve/server.hpp"
+
+#include <httplib.h>
+
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "expctl/api/compare.hpp"
+#include "expctl/api/dashboard.hpp"
+#include "expctl/api/runs.hpp"
+#include "expctl/api/watch.hpp"
+#include "expctl/compare/selector.hpp"
+#include "expctl/serve/assets.hpp"
+#include "expctl/serve/security.hpp"
+#include "expctl/util/error.hpp"
+
+namespace expctl::serve {
+
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+
+/// One thread per connection, at most `limit` at once; the rest wait in order. cpp-httplib's
+/// default pool has max(8, cores - 1) threads that each hold a connection for its whole life, so
+/// eight slow or idle clients (or event streams) starve everyone else; threads cost ~10 KiB of
+/// touched stack each, so hundreds of idle connections are cheap, and keep-alive closes them.
+class ConnectionThreads : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(std::size_t limit) : m_limit(limit) {}
+
+  void enqueue(std::function<void()> task) override {
+    std::lock_guard lock(m_mutex);
+    if (m_active < m_limit) {
+      start(std::move(task));
+    } else {
+      m_waiting.push_back(std::move(task));
+    }
+  }
+
+  void shutdown() override {
+    std::unique_lock lock(m_mutex);
+    m_done.wait(lock, [this] { return m_active == 0 && m_waiting.empty(); });
+  }
+
+ private:
+  void start(std::function<void()> task) {  // m_mutex held
+    ++m_active;
+    std::thread([this, task = std::move(task)]() mutable {
+      for (;;) {
+        task();
+        std::lock_guard lock(m_mutex);
+        if (m_waiting.empty()) {
+          --m_active;
+          m_done.notify_all();
+          return;
+        }
+        task = std::move(m_waiting.front());
+        m_waiting.pop_front();
+      }
+    }).detach();
+  }
+
+  std::size_t m_limit;
+  std::size_t m_active = 0;
+  std::deque<std::function<void()>> m_waiting;
+  std::mutex m_mutex;
+  std::condition_variable m_done;
+};
+
+/// Read-only store connections, one per request in flight; opened when first needed.
+class StorePool {
+ public:
+  StorePool(StoreOpener open, std::size_t size) : m_open(std::move(open)), m_size(size) {}
+
+  class Lease {
+   public:
+    Lease(StorePool& pool, std::unique_ptr<store::Store> store) : m_pool(pool), m_store(std::move(store)) {}
+    ~Lease() { m_pool.give_back(std::move(m_store)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    const store::Store& operator*() const { return *m_store; }
+
+   private:
+    StorePool& m_pool;
+    std::unique_ptr<store::Store> m_store;
+  };
+
+  Lease take() {
+    std::unique_lock lock(m_mutex);
+    m_ready.wait(lock, [this] { return !m_idle.empty() || m_opened < m_size; });
+    if (!m_idle.empty()) {
+      auto store = std::move(m_idle.back());
+      m_idle.pop_back();
+      return Lease(*this, std::move(store));
+    }
+    ++m_opened;
+    lock.unlock();
+    try {
+      return Lease(*this, std::make_unique<store::Store>(m_open()));
+    } catch (...) {
+      std::lock_guard again(m_mutex);
+      --m_opened;
+      m_ready.notify_one();
+      throw;
+    }
+  }
+
+ private:
+  void give_back(std::unique_ptr<store::Store> store) {
+    std::lock_guard lock(m_mutex);
+    if (store) {
+      m_idle.push_back(std::move(store));
+    } else {
+      --m_opened;
+    }
+    m_ready.notify_one();
+  }
+
+  StoreOpener m_open;
+  std::size_t m_size;
+  std::size_t m_opened = 0;
+  std::vector<std::unique_ptr<store::Store>> m_idle;
+  std::mutex m_mutex;
+  std::condition_variable m_ready;
+};
+
+/// cpp-httplib with a listen backlog fit for many clients: Debian's build listens with a backlog
+/// of 5 (CPPHTTPLIB_LISTEN_BACKLOG), so a burst of connections beyond that waited in SYN
+/// retries (seconds). Linux lets listen() be called again on the bound socket to change it.
+class HttpServer : public httplib::Server {
+ public:
+  void widen_backlog() {
+    if (svr_sock_ != INVALID_SOCKET) {
+      ::listen(svr_sock_, SOMAXCONN);
+    }
+  }
+};
+
+/// A request's problem with its status (400 bad parameter, 404 no such run).
+struct HttpError {
+  int status;
+  std::string message;
+};
+
+std::string param(const Request& request, const char* name) {
+  if (request.get_param_value_count(name) > 1) {
+    throw HttpError{400, fmt::format("parameter {} given more than once", name)};
+  }
+  return request.get_param_value(name);
+}
+
+template <typename T>
+T number_param(const Request& request, const char* name, T fallback, T low, T high) {
+  const std::string text = param(request, name);
+  if (text.empty()) {
+    return fallback;
+  }
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < low || value > high) {
+    throw HttpError{400, fmt::format("parameter {} must be a whole number from {} to {}", name, low, high)};
+  }
+  return value;
+}
+
+void send_json(Response& response, const nlohmann::json& document) {
+  response.set_content(safe_json_text(document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)),
+                       "application/json; charset=utf-8");
+}
+
+void send_error(Response& response, int status, const std::string& message) {
+  response.status = status;
+  send_json(response, nlohmann::json{{"error", message}, {"status", status}});
+}
+
+/// The run with exactly this id (no prefixes, no spec files: a request never names a file).
+store::RunRecord exact_run(const store::Store& store, const std::string& id) {
+  if (id.empty()) {
+    throw HttpError{400, "parameter id (a run id) is missing"};
+  }
+  auto run = store.run(id);
+  if (!run) {
+    throw HttpError{404, "no run with this id in the store"};
+  }
+  return *run;
+}
+
+/// A compare side: any selector of the grammar except a spec file (a path on the server's disk).
+std::string group_param(const Request& request, const char* name) {
+  const std::string text = param(request, name);
+  if (text.empty()) {
+    throw HttpError{400, fmt::format("parameter {} (runs to compare) is missing", name)};
+  }
+  for (const auto& selector : compare::parse_group(text)) {
+    if (selector.kind == store::SelectorKind::spec_file) {
+      throw HttpError{400, "the server reads no spec files: name runs by id, tag:NAME or spec:HASHPREFIX"};
+    }
+  }
+  return text;
+}
+
+api::RunsQuery runs_query(const Request& request) {
+  api::RunsQuery query;
+  if (const std::string status = param(request, "status"); !status.empty()) {
+    query.status = store::parse_run_status(status);
+    if (!query.status) {
+      throw HttpError{400, "parameter status is not a run status"};
+    }
+  }
+  query.tag = param(request, "tag");
+  query.name = param(request, "name");
+  query.spec_prefix = param(request, "spec");
+  for (const char c : query.spec_prefix) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      throw HttpError{400, "parameter spec must be lowercase hex"};
+    }
+  }
+  const std::string sort = param(request, "sort");
+  if (sort == "name") {
+    query.sort = api::RunsSort::name;
+  } else if (sort == "status") {
+    query.sort = api::RunsSort::status;
+  } else if (sort == "duration") {
+    query.sort = api::RunsSort::duration;
+  } else if (!sort.empty() && sort != "started") {
+    throw HttpError{400, "parameter sort must be started, name, status or duration"};
+  }
+  const std::string order = param(request, "order");
+  if (!order.empty() && order != "asc" && order != "desc") {
+    throw HttpError{400, "parameter order must be asc or desc"};
+  }
+  query.descending = order != "asc";
+  query.offset = number_param<std::size_t>(request, "offset", 0, 0, 100'000'000);
+  query.limit = number_param<std::size_t>(request, "limit", 50, 1, api::k_max_page_rows);
+  query.metric = param(request, "metric");
+  const std::string aggregate = param(request, "agg");
+  if (aggregate == "min") {
+    query.aggregate = api::Aggregate::min;
+  } else if (aggregate == "max") {
+    query.aggregate = api::Aggregate::max;
+  } else if (!aggregate.empty() && aggregate != "last") {
+    throw HttpError{400, "parameter agg must be last, min or max"};
+  }
+  return query;
+}
+
+api::SeriesQuery series_query(const Request& request, const store::Store& store) {
+  api::SeriesQuery query;
+  query.run_id = exact_run(store, param(request, "id")).id;
+  query.metric = param(request, "metric");
+  if (query.metric.empty()) {
+    query.metric = "loss";
+  }
+  const std::string x = param(request, "x");
+  if (x == "wall") {
+    query.x = api::XAxis::wall;
+  } else if (!x.empty() && x != "step") {
+    throw HttpError{400, "parameter x must be step or wall"};
+  }
+  query.points = number_param<std::size_t>(request, "points", 1000, 3, api::k_max_series_points);
+  if (!param(request, "after").empty()) {
+    query.after_step = number_param<std::int64_t>(request, "after", 0, -1, std::numeric_limits<std::int64_t>::max());
+  }
+  return query;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(StoreOpener open, ServeOptions given) : options(std::move(given)), stores(std::move(open), options.store_connections) {}
+
+  ServeOptions options;
+  StorePool stores;
+  HttpServer http;
+  std::vector<std::string> allowed;
+  std::string cookie_name;
+  std::atomic<std::size_t> answered{0};
+  int port = 0;
+
+  // Every request: the checks of security.hpp, then the token (Bearer, cookie, or once ?token=).
+  httplib::Server::HandlerResponse guard(const Request& request, Response& response) {
+    RequestFacts facts;
+    facts.method = request.method;
+    facts.target = request.target;
+    facts.header_count = request.headers.size();
+    for (const auto& [key, value] : request.headers) {
+      facts.header_bytes += key.size() + value.size() + 4;
+    }
+    if (request.has_header("Content-Length")) {
+      facts.content_length = request.get_header_value("Content-Length");
+    }
+    facts.has_transfer_encoding = request.has_header("Transfer-Encoding");
+    facts.host = request.get_header_value("Host");
+    if (request.has_header("Origin")) {
+      facts.origin = request.get_header_value("Origin");
+    }
+    if (request.has_header("Sec-Fetch-Site")) {
+      facts.sec_fetch_site = request.get_header_value("Sec-Fetch-Site");
+    }
+    // No compression: Debian's cpp-httplib brotli-compresses every text/* answer at quality 11
+    // when the browser accepts it, 1.4 s of CPU for Chart.js alone. Loopback needs none, and a
+    // team's reverse proxy compresses (and caches) better. The request is the library's own
+    // non-const object, handed to this handler as const.
+    const_cast<Request&>(request).headers.erase("Accept-Encoding");
+    const Verdict verdict = check_request(facts, allowed);
+    if (verdict.status == 0 && request.params.size() > k_max_params) {
+      return refuse(response, 414, fmt::format("more than {} query parameters", k_max_params));
+    }
+    if (verdict.status != 0) {
+      if (verdict.status == 405) {
+        response.set_header("Allow", "GET, HEAD");
+      }
+      return refuse(response, verdict.status, verdict.reason);
+    }
+    const std::string authorization = request.get_header_value("Authorization");
+    if (authorization.starts_with("Bearer ") && same_secret(authorization.substr(7), options.token)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (const auto cookie = cookie_value(request.get_header_value("Cookie"), cookie_name);
+        cookie && same_secret(*cookie, options.token)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (request.get_param_value_count("token") == 1 && same_secret(request.get_param_value("token"), options.token)) {
+      // Once: the token becomes a cookie this browser sends back, and the URL loses it (history,
+      // screenshots and proxies' logs never hold it again).
+      response.set_header("Set-Cookie", fmt::format("{}={}; Path=/; HttpOnly; SameSite=Strict", cookie_name,
+                                                    options.token));
+      std::string query;
+      for (const auto& [key, value] : request.params) {
+        if (key != "token") {
+          query += (query.empty() ? "?" : "&") + httplib::detail::encode_query_param(key) + "=" +
+                   httplib::detail::encode_query_param(value);
+        }
+      }
+      response.status = 303;
+      response.set_header("Location", (request.path.starts_with("/") ? request.path : "/") + query);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return refuse(response, 401,
+                  "a token is required: open the URL expctl serve printed (it holds ?token=...), or send "
+                  "'Authorization: Bearer TOKEN'");
+  }
+
+  httplib::Server::HandlerResponse refuse(Response& response, int status, const std::string& reason) {
+    send_error(response, status, reason);
+    // Whatever the client sent after the headers is never read: close, so it is not taken for a
+    // next request either.
+    response.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
+  template <typename Handler>
+  httplib::Server::Handler route(Handler handler) {
+    return [this, handler](const Request& request, Response& response) {
+      try {
+        handler(request, response);
+      } catch (const HttpError& error) {
+        send_error(response, error.status, error.message);
+      } catch (const util::Failure& error) {
+        // A selector that names no run, a store that cannot be read: the message names it.
+        send_error(response, error.exit_code() == util::ExitCode::run_failed ? 500 : 404, error.what());
+      } catch (const std::exception& error) {
+        send_error(response, 500, error.what());
+      }
+    };
+  }
+
+  void add_routes() {
+    const auto page = [](const Request&, Response& response) {
+      response.set_content(std::string(index_page()), "text/html; charset=utf-8");
+    };
+    for (const char* path : {"/", "/run", "/compare"}) {
+      http.Get(path, page);
+    }
+    http.Get(R"(/assets/[a-z]+\.(js|css))", [](const Request& request, Response& response) {
+      const auto asset = find_asset(request.path);
+      if (!asset) {
+        send_error(response, 404, "no such asset");
+        return;
+      }
+      response.set_content(std::string(asset->bytes), std::string(asset->content_type));
+      response.set_header("Cache-Control", "private, max-age=3600");
+    });
+    http.Get("/api/runs", route([this](const Request& request, Response& response) {
+      const auto query = runs_query(request);
+      const auto store = stores.take();
+      send_json(response, api::runs_page(*store, query));
+    }));
+    http.Get("/api/run", route([this](const Request& request, Response& response) {
+      const auto store = stores.take();
+      const auto run = exact_run(*store, param(request, "id"));
+      nlohmann::json document = api::details_json(api::read_details(*store, run.id, "serve", options.folder));
+      document["run"].erase("run_dir");
+      send_json(response, document);
+    }));
+    http.Get("/api/watch", route([this](const Request& request, Response& response) {
+      const auto store = stores.take();
+      const auto run = exact_run(*store, param(request, "id"));
+      nlohmann::json document = api::view_json(api::watch_view(*store, run.id, options.folder));
+      document["run"].erase("run_dir");
+      send_json(response, document);
+    }));
+    http.Get("/api/series", route([this](const Request& request, Response& response) {
+      const auto store = stores.take();
+      send_json(response, api::series_document(*store, series_query(request, *store)));
+    }));
+    http.Get("/api/series.csv", route([this](const Request& request, Response& response) {
+      const auto store = stores.take();
+      auto query = series_query(request, *store);
+      query.points = api::k_max_series_points;
+      response.set_content(api::series_csv(api::series_document(*store, query)), "text/csv; charset=utf-8");
+      response.set_header("Content-Disposition", "attachment; filename=\"series.csv\"");
+    }));
+    http.Get("/api/log", route([this](const Request& request, Response& response) {
+      const auto store = stores.take();
+      const auto run = exact_run(*store, param(request, "id"));
+      const int rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
+      const auto text = api::log_tail(*store, run, rank, 64 * 1024, options.folder);
+      if (!text) {
+        throw HttpError{404, "no log of this rank in the run's folder on this host"};
+      }
+      response.set_content(*text, "text/plain; charset=utf-8");
+    }));
+    http.Get("/api/compare", route([this](const Request& request, Response& response) {
+      const std::string a = group_param(request, "a");
+      const std::string b = group_param(request, "b");
+      const auto store = stores.take();
+      send_json(response, api::compare_document(api::compare_groups(*store, a, b, {})));
+    }));
+  }
+};
+
+Server::Server(StoreOpener open, ServeOptions options) : m_impl(std::make_unique<Impl>(std::move(open), std::move(options))) {
+  Impl& impl = *m_impl;
+  const std::size_t limit = impl.options.max_connections;
+  impl.http.new_task_queue = [limit] { return new ConnectionThreads(limit); };
+  httplib::Headers headers;
+  for (const auto& [key, value] : security_headers()) {
+    headers.emplace(key, value);
+  }
+  impl.http.set_default_headers(headers);
+  // One request per connection. cpp-httplib 0.11.4 keeps a connection open after a refused
+  // request whatever the response says, and then skips the body it did not read: a chunked one
+  // until its last chunk, however long that takes (the unbounded read of CVE-2025-53629).
+  // Closing after every answer ends that at once, and costs a loopback connect per request; the
+  // live pages poll once a second, so nothing is lost.
+  impl.http.set_keep_alive_max_count(1);
+  impl.http.set_keep_alive_timeout(impl.options.keep_alive_s);
+  impl.http.set_read_timeout(5);
+  impl.http.set_write_timeout(5);
+  impl.http.set_payload_max_length(0);
+  // "Expect: 100-continue" would invite the body we never read.
+  impl.http.set_expect_100_continue_handler([](const Request&, Response& response) {
+    send_error(response, 417, "requests carry no body here");
+    return 417;
+  });
+  impl.http.set_pre_routing_handler([&impl](const Request& request, Response& response) {
+    return impl.guard(request, response);
+  });
+  impl.http.set_post_routing_handler([&impl](const Request&, Response&) { ++impl.answered; });
+  impl.http.set_error_handler([](const Request&, Response& response) {
+    if (response.body.empty()) {
+      send_error(response, response.status, response.status == 404 ? "no such page" : "bad request");
+    }
+  });
+  impl.add_routes();
+}
+
+Server::~Server() {
+  stop();
+}
+
+int Server::bind() {
+  Impl& impl = *m_impl;
+  const int port = impl.options.port == 0 ? impl.http.bind_to_any_port(impl.options.host)
+                                           : (impl.http.bind_to_port(impl.options.host, impl.options.port)
+                                                  ? impl.options.port
+                                                  : -1);
+  if (port <= 0) {
+    throw util::Failure(fmt::format("cannot listen on {}:{}: the port is taken or the address is not this "
+                                    "host's (pick another with --port or --host)",
+                                    impl.options.host, impl.options.port),
+                        util::ExitCode::run_failed);
+  }
+  impl.http.widen_backlog();
+  impl.port = port;
+  impl.allowed = allowed_hosts(impl.options.host, port, impl.options.allow_hosts);
+  impl.cookie_name = fmt::format("expctl_token_{}", port);
+  return port;
+}
+
+void Server::run() {
+  m_impl->http.listen_after_bind();
+}
+
+void Server::stop() {
+  m_impl->http.stop();
+}
+
+std::size_t Server::requests() const {
+  return m_impl->answered.load();
+}
+
+}  // namespace expctl::serve

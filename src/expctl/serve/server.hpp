@@ -1,0 +1,59 @@
+#pragma once
+/// `expctl serve`: a read-only HTTP dashboard over a store (docs/serve.md). The HTTP library
+/// (Debian's cpp-httplib) stays in server.cpp; this header is plain types.
+///
+/// Every request passes security.hpp's checks and the token before a route runs. Routes read the
+/// store through a small pool of read-only connections (one per request in flight, WAL readers
+/// never block a writer) and answer the documents of the api module; pages and scripts are
+/// embedded in the binary (assets.hpp), so no path of a request ever names a file.
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "expctl/api/run_folder.hpp"
+#include "expctl/store/store.hpp"
+
+namespace expctl::serve {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  ///< 0: a free port (tests)
+  std::string token;  ///< required on every request
+  std::vector<std::string> allow_hosts;  ///< more names the Host header may carry (a proxy's)
+  std::size_t max_connections = 512;     ///< connections served at once; more wait their turn
+  std::size_t store_connections = 8;     ///< read-only store connections (requests in flight)
+  api::FolderAccess folder{api::FolderPolicy::under_runs_root};
+  int keep_alive_s = 5;  ///< an idle connection is closed after this
+};
+
+/// Opens one read-only connection to the store (called for each pooled connection).
+using StoreOpener = std::function<store::Store()>;
+
+class Server {
+ public:
+  Server(StoreOpener open, ServeOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Binds the listening socket; returns the port (the chosen one for port 0). Throws
+  /// util::Failure naming the address when it cannot bind.
+  int bind();
+  /// Serves until stop(); returns when the listening socket is closed and requests are done.
+  void run();
+  /// Stops accepting and ends run() (from any thread or a signal-safe watcher).
+  void stop();
+
+  /// Requests answered so far (tests and the bench).
+  std::size_t requests() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace expctl::serve

@@ -1,0 +1,208 @@
+// expctl serve's pages in headless Chromium (Debian's), driven by puppeteer-core: one browser
+// for every page, against a store the fixture builds (tests/unit/serve/serve_fixture.cpp).
+// Checks: the runs table shows the store's runs; a run page draws its curves (points counted in
+// the charts); a live page gains points while a run writes; 60 hostile strings render literally
+// as run names, tags, metric names, root causes and summary keys on every page, with the
+// document.title canary unchanged, no script of theirs run and no CSP violation; the compare page
+// shows the verdict and both curves. Screenshots of each page go to --out.
+// Exit 0 pass, 1 fail, 77 skip (no chromium, or no node_modules: scripts/install-deps.sh).
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+
+const { values: args } = parseArgs({
+  options: { expctl: { type: 'string' }, fixture: { type: 'string' }, hostile: { type: 'string' }, out: { type: 'string' } },
+});
+for (const name of ['expctl', 'fixture', 'hostile', 'out']) {
+  if (!args[name]) { console.error(`usage: serve_pages.mjs --expctl BIN --fixture BIN --hostile FILE --out DIR (missing --${name})`); process.exit(2); }
+}
+const browserPath = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome']
+  .find((candidate) => { try { execFileSync(candidate, ['--version'], { stdio: 'ignore' }); return true; } catch { return false; } });
+if (!browserPath) { console.log('SKIP: no chromium installed (apt-get install chromium)'); process.exit(77); }
+let puppeteer;
+try {
+  puppeteer = (await import('puppeteer-core')).default;
+} catch {
+  console.log('SKIP: puppeteer-core is not installed in tests/browser (scripts/install-deps.sh runs npm ci there)');
+  process.exit(77);
+}
+
+const hostile = JSON.parse(readFileSync(args.hostile, 'utf8'));
+const tagOf = (text) => [...text].map((c) => (c === ',' || c.charCodeAt(0) <= 32 || c === '\x7f' ? '_' : c)).join('').slice(0, 200);
+const work = mkdtempSync(path.join(tmpdir(), 'expctl-serve-browser-'));
+const db = path.join(work, 'expctl.db');
+mkdirSync(args.out, { recursive: true });
+const failures = [];
+const check = (ok, what) => { if (!ok) { failures.push(what); console.error('FAIL: ' + what); } };
+const children = [];
+
+function run(bin, argv) {
+  return execFileSync(bin, argv, { encoding: 'utf8' });
+}
+function startServer() {
+  const tokenFile = path.join(work, 'token');
+  writeFileSync(tokenFile, 'browser-test-token-0123456789\n');
+  const child = spawn(args.expctl, ['--db', db, 'serve', '--port', '0', '--token-file', tokenFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('expctl serve printed no URL in 20 s: ' + out)), 20000);
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const match = out.match(/open +(http:\/\/127\.0\.0\.1:(\d+)\/\?token=\S+)/);
+      if (match) { clearTimeout(timer); resolve({ url: match[1], base: `http://127.0.0.1:${match[2]}` }); }
+    });
+    child.stderr.on('data', (chunk) => { out += chunk; });
+    child.on('exit', (code) => reject(new Error(`expctl serve exited with ${code}: ${out}`)));
+  });
+}
+
+let browser;
+try {
+  const ids = JSON.parse(run(args.fixture, ['store', db, args.hostile]));
+  const { url, base } = await startServer();
+  browser = await puppeteer.launch({
+    executablePath: browserPath, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', `--user-data-dir=${path.join(work, 'profile')}`],
+  });
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  const consoleErrors = [];
+  page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });
+  page.on('pageerror', (error) => consoleErrors.push(String(error)));
+  // Before any script of the page: record CSP violations and any dialog a payload might open.
+  await page.evaluateOnNewDocument(() => {
+    window.__violations = [];
+    document.addEventListener('securitypolicyviolation', (e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));
+    window.alert = window.confirm = window.prompt = () => { window.__violations.push('dialog'); };
+  });
+  const ready = async () => {
+    await page.waitForFunction(() => window.__expctl && window.__expctl.ready, { timeout: 20000 });
+  };
+  const canary = async (expected, where) => {
+    const state = await page.evaluate(() => ({ title: document.title, violations: window.__violations, errors: window.__expctl.errors }));
+    check(state.title === expected, `${where}: document.title is ${JSON.stringify(state.title)}, not ${JSON.stringify(expected)}`);
+    check(state.violations.length === 0, `${where}: CSP violations or dialogs: ${state.violations.join('; ')}`);
+    return state;
+  };
+  const points = (id) => page.$eval(id, (canvas) => Number(canvas.getAttribute('data-points') || 0));
+
+  // 1. The token once in the URL becomes a cookie; the runs table shows every run of the store.
+  await page.goto(url.replace('/?', '/?limit=200&'), { waitUntil: 'load' });
+  await ready();
+  check(!page.url().includes('token='), 'the token stays in the URL after the first visit: ' + page.url());
+  const table = await page.evaluate(() => ({
+    rows: [...document.querySelectorAll('#runs tbody tr')].map((tr) => tr.getAttribute('data-run')),
+    names: [...document.querySelectorAll('#runs .run-name')].map((td) => td.textContent),
+    tags: [...document.querySelectorAll('#runs .tags')].map((td) => td.textContent),
+    info: document.getElementById('page-info').textContent,
+  }));
+  const expectedRuns = 3 + hostile.length + 1;
+  check(table.rows.length === expectedRuns, `runs table has ${table.rows.length} rows, the store ${expectedRuns}`);
+  for (const id of [ids.alpha, ids.beta, ids.failed, ...ids.hostile]) check(table.rows.includes(id), `run ${id} missing from the table`);
+  for (const text of hostile) {
+    check(table.names.includes(text), 'run name not rendered literally: ' + JSON.stringify(text).slice(0, 80));
+    check(table.tags.includes(tagOf(text)), 'tag not rendered literally: ' + JSON.stringify(tagOf(text)).slice(0, 80));
+  }
+  await canary('expctl: runs', 'runs table');
+  await page.screenshot({ path: path.join(args.out, 'runs.png') });
+
+  // Filters and sorting live in the URL: a shared link shows the same rows.
+  await page.goto(`${base}/?status=completed&sort=name&order=asc&limit=200`, { waitUntil: 'load' });
+  await ready();
+  const filtered = await page.evaluate(() => [...document.querySelectorAll('#runs tbody tr td:nth-child(3)')].map((td) => td.textContent));
+  check(filtered.length > 0 && filtered.every((s) => s === 'completed'), 'status filter from the URL: ' + filtered.join(','));
+  const sortedNames = await page.evaluate(() => [...document.querySelectorAll('#runs .run-name')].map((td) => td.textContent));
+  check(sortedNames.length > 1 && sortedNames.every((n, i) => i === 0 || sortedNames[i - 1] <= n), 'names are not sorted ascending');
+
+  // 2. A run page draws its curves: 2 ranks x 300 steps in each chart.
+  await page.goto(`${base}/run?id=${encodeURIComponent(ids.alpha)}`, { waitUntil: 'load' });
+  await ready();
+  for (const metric of ['loss', 'samples_per_sec', 'step_time_ms']) {
+    const count = await points('#chart-' + metric);
+    check(count === 600, `run page: chart ${metric} has ${count} points, the store 600`);
+  }
+  const csvHref = await page.$eval('#chart-loss', (canvas) => canvas.closest('.chart').querySelector('a.csv').getAttribute('href'));
+  check(csvHref.startsWith('/api/series.csv?'), 'CSV link: ' + csvHref);
+  await canary('expctl: run', 'run page');
+  await page.screenshot({ path: path.join(args.out, 'run.png'), fullPage: true });
+  // The x axis and log scale come from the URL too.
+  await page.goto(`${base}/run?id=${encodeURIComponent(ids.alpha)}&x=wall&log=1`, { waitUntil: 'load' });
+  await ready();
+  const axis = await page.evaluate(() => ({ x: window.__expctl.charts.loss.options.scales.x.title.text, y: window.__expctl.charts.loss.options.scales.y.type }));
+  check(axis.x === 'seconds of step time' && axis.y === 'logarithmic', 'x=wall&log=1 not applied: ' + JSON.stringify(axis));
+
+  // 3. Hostile strings on run pages: name, root cause, metric names, summary keys and values.
+  const allPage = await (async () => {
+    await page.goto(`${base}/run?id=${encodeURIComponent(ids.all_hostile)}`, { waitUntil: 'load' });
+    await ready();
+    return page.evaluate(() => [...document.querySelectorAll('#summary td')].map((td) => td.textContent));
+  })();
+  for (const text of hostile) {
+    check(allPage.includes(text), 'summary key/value not rendered literally: ' + JSON.stringify(text).slice(0, 80));
+  }
+  await canary('expctl: run', 'run page of every hostile string');
+  await page.screenshot({ path: path.join(args.out, 'run-hostile.png') });
+  for (const [i, id] of ids.hostile.entries()) {
+    if (i % 6 !== 0) continue; // ten of them: each page load costs ~0.2 s
+    await page.goto(`${base}/run?id=${encodeURIComponent(id)}`, { waitUntil: 'load' });
+    await ready();
+    const shown = await page.evaluate(() => ({
+      name: document.querySelector('h1 .run-name').textContent,
+      cause: document.querySelector('.root-cause').textContent,
+      metrics: [...document.querySelectorAll('#metrics td')].map((td) => td.textContent),
+    }));
+    check(shown.name === hostile[i], `run page ${i}: name ${JSON.stringify(shown.name).slice(0, 60)}`);
+    check(shown.cause === hostile[(i + 1) % hostile.length], `run page ${i}: root cause not literal`);
+    check(shown.metrics.includes(hostile[i]), `run page ${i}: metric name not literal`);
+    await canary('expctl: run', `run page of hostile string ${i}`);
+  }
+
+  // 4. Compare: the verdict of expctl compare and both runs' loss curves overlaid.
+  await page.goto(`${base}/compare?a=${encodeURIComponent(ids.alpha)}&b=${encodeURIComponent(ids.beta)}`, { waitUntil: 'load' });
+  await ready();
+  const verdict = await page.$eval('#verdict', (node) => node.textContent);
+  const cliVerdict = JSON.parse(run(args.expctl, ['--db', db, 'compare', ids.alpha, ids.beta, '--format', 'json']).toString() || '{}').verdict;
+  check(verdict.length > 0 && verdict === cliVerdict, `compare verdict ${JSON.stringify(verdict)} differs from the CLI's ${JSON.stringify(cliVerdict)}`);
+  const overlaid = await points('#chart-compare-loss');
+  check(overlaid === 600, `compare chart has ${overlaid} points, expected 300 per run`);
+  await canary('expctl: compare', 'compare page');
+  await page.screenshot({ path: path.join(args.out, 'compare.png'), fullPage: true });
+  await page.goto(`${base}/compare?a=${encodeURIComponent(ids.hostile[0])}&b=${encodeURIComponent(ids.hostile[1])}`, { waitUntil: 'load' });
+  await ready();
+  await canary('expctl: compare', 'compare page of hostile runs');
+
+  // 5. Live: the page polls with its sequence number and gains points while the run writes.
+  const live = spawn(args.fixture, ['live', db, '150', '40'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(live);
+  const liveId = await new Promise((resolve) => live.stdout.once('data', (chunk) => resolve(String(chunk).trim())));
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  await page.goto(`${base}/run?id=${encodeURIComponent(liveId)}`, { waitUntil: 'load' });
+  await ready();
+  const before = await points('#chart-loss');
+  await page.waitForFunction((n) => Number(document.querySelector('#chart-loss').getAttribute('data-points')) > n + 20, { timeout: 15000 }, before)
+    .catch(() => {});
+  const after = await points('#chart-loss');
+  check(after > before + 20, `live page: ${before} points, then ${after}: no new points arrived`);
+  await page.screenshot({ path: path.join(args.out, 'live.png') });
+  await canary('expctl: run', 'live page');
+
+  const cspErrors = consoleErrors.filter((text) => /Content Security Policy|Refused to/.test(text));
+  check(cspErrors.length === 0, 'CSP errors in the console: ' + cspErrors.join(' | '));
+  console.log(`pages checked: runs, filtered runs, run, run (wall, log), every-hostile run, 10 hostile runs, compare x2, live (${before} -> ${after} points)`);
+} catch (error) {
+  failures.push(String(error && error.stack || error));
+  console.error(error);
+} finally {
+  if (browser) await browser.close();
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  rmSync(work, { recursive: true, force: true });
+}
+if (failures.length) {
+  console.error(`${failures.length} check(s) failed`);
+  process.exit(1);
+}
+console.log(`ok: expctl serve's pages render in headless chromium; screenshots in ${args.out}`);

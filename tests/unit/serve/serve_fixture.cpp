@@ -1,0 +1,207 @@
+// Builds stores for expctl serve's tests and bench (tests/unit/serve, tests/browser, bench/serve.sh).
+//   expctl_serve_fixture store DB HOSTILE.json   the test store; prints {"alpha": id, ...} as JSON
+//   expctl_serve_fixture live DB STEPS MS        a running run that gains a step every MS ms
+//   expctl_serve_fixture big DB STEPS            2 ranks x STEPS steps with a one-step loss spike
+//   expctl_serve_fixture many DB N               N short runs
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/store/store.hpp"
+#include "expctl/util/sha256.hpp"
+
+using namespace expctl;
+
+namespace {
+
+std::string add_spec(store::Store& db, const std::string& name, int max_steps) {
+  const std::string canonical = nlohmann::json{{"format", "expctl-spec-v1"},
+                                               {"name", name},
+                                               {"spec", {{"name", name}, {"train", {{"max_steps", max_steps}}}}}}
+                                    .dump();
+  const std::string hash = util::sha256_hex(canonical);
+  db.put_spec(hash, canonical, name);
+  return hash;
+}
+
+/// Step `step` of `rank`: loss, samples/s, step time and phase timers.
+void add_step(std::vector<store::MetricPoint>& points, int rank, std::int64_t step, double loss, double seed) {
+  const double step_ms = 20.0 + 2.0 * rank + std::sin(static_cast<double>(step) * 0.1 + seed);
+  points.push_back({rank, step, "loss", loss});
+  points.push_back({rank, step, "samples_per_sec", 64.0 / step_ms * 1000.0});
+  points.push_back({rank, step, "step_time_ms", step_ms});
+  points.push_back({rank, step, "data_wait_ms", step_ms * 0.1});
+  points.push_back({rank, step, "forward_ms", step_ms * 0.3});
+  points.push_back({rank, step, "backward_ms", step_ms * 0.4});
+  points.push_back({rank, step, "comm_wait_ms", step_ms * 0.1});
+  points.push_back({rank, step, "optimizer_ms", step_ms * 0.05});
+}
+
+double loss_at(std::int64_t step, double seed) {
+  return 2.3 * std::exp(-static_cast<double>(step) / 150.0) + 0.1 + 0.01 * std::sin(static_cast<double>(step) + seed);
+}
+
+std::string trained_run(store::Store& db, const std::string& spec, const std::string& name, int steps, double seed,
+                        store::RunStatus status = store::RunStatus::completed, const std::string& cause = "") {
+  const auto run = db.create_run({spec, std::nullopt, name, std::nullopt});
+  std::vector<store::MetricPoint> points;
+  for (int rank = 0; rank < 2; ++rank) {
+    db.add_rank(run.id, {.rank = rank, .host = "node-a", .pid = 100 + rank});
+    for (int step = 1; step <= steps; ++step) {
+      add_step(points, rank, step, loss_at(step, seed) + 0.001 * rank, seed);
+    }
+  }
+  db.append_metrics(run.id, points);
+  if (status != store::RunStatus::running) {
+    for (int rank = 0; rank < 2; ++rank) {
+      db.update_rank(run.id, rank, status, status == store::RunStatus::completed ? 0 : 1, std::nullopt);
+    }
+    db.set_summary(run.id, nlohmann::json{{"steps", steps}, {"final_train_loss", loss_at(steps, seed)},
+                                          {"samples_per_sec", 3000.0 + seed}}
+                               .dump());
+    db.finish_run(run.id, status, status == store::RunStatus::completed ? 0 : 1, cause);
+  }
+  return run.id;
+}
+
+std::string tag_of(const std::string& text) {
+  std::string tag;
+  for (const char c : text) {
+    tag += (c == ',' || static_cast<unsigned char>(c) <= ' ' || c == '\x7f') ? '_' : c;
+  }
+  return tag.substr(0, 200);
+}
+
+int make_store(const std::string& path, const std::string& hostile_file) {
+  std::ifstream in(hostile_file);
+  const auto hostile = nlohmann::json::parse(in).get<std::vector<std::string>>();
+  store::Store db = store::Store::open(path);
+  const std::string spec = add_spec(db, "fixture", 300);
+  nlohmann::json out;
+  out["alpha"] = trained_run(db, spec, "alpha", 300, 0.0);
+  db.add_tag(out["alpha"], "baseline");
+  out["beta"] = trained_run(db, spec, "beta", 300, 1.0);
+  out["failed"] = trained_run(db, spec, "gamma", 40, 2.0, store::RunStatus::failed,
+                              "rank 1 exited with code 1 (see logs/rank-1.log)");
+  out["hostile"] = nlohmann::json::array();
+  nlohmann::json summary = nlohmann::json::object();
+  for (std::size_t i = 0; i < hostile.size(); ++i) {
+    const std::string& text = hostile[i];
+    const auto run = db.create_run({spec, std::nullopt, text, std::nullopt});
+    db.add_tag(run.id, tag_of(text));
+    std::vector<store::MetricPoint> points;
+    for (int step = 1; step <= 5; ++step) {
+      points.push_back({0, step, text, static_cast<double>(step)});
+      points.push_back({0, step, "loss", loss_at(step, static_cast<double>(i))});
+    }
+    db.append_metrics(run.id, points);
+    db.set_summary(run.id, nlohmann::json{{text, text}}.dump());
+    db.finish_run(run.id, i % 2 == 0 ? store::RunStatus::failed : store::RunStatus::completed, i % 2, 
+                  hostile[(i + 1) % hostile.size()]);
+    out["hostile"].push_back(run.id);
+    summary[text] = text;
+  }
+  const auto all = db.create_run({spec, std::nullopt, "every hostile string", std::nullopt});
+  db.set_summary(all.id, summary.dump());
+  db.finish_run(all.id, store::RunStatus::failed, 1, hostile.front());
+  out["all_hostile"] = all.id;
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+int live_run(const std::string& path, int steps, int interval_ms) {
+  store::Store db = store::Store::open(path);
+  const std::string spec = add_spec(db, "live", steps);
+  const auto run = db.create_run({spec, std::nullopt, "live", std::nullopt});
+  for (int rank = 0; rank < 2; ++rank) {
+    db.add_rank(run.id, {.rank = rank, .host = "node-a", .pid = 200 + rank});
+  }
+  std::cout << run.id << std::endl;
+  for (int step = 1; step <= steps; ++step) {
+    std::vector<store::MetricPoint> points;
+    for (int rank = 0; rank < 2; ++rank) {
+      add_step(points, rank, step, loss_at(step, 3.0), 3.0);
+    }
+    db.append_metrics(run.id, points);
+    db.heartbeat(run.id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    db.update_rank(run.id, rank, store::RunStatus::completed, 0, std::nullopt);
+  }
+  db.finish_run(run.id, store::RunStatus::completed, 0, "");
+  return 0;
+}
+
+int big_run(const std::string& path, std::int64_t steps) {
+  store::Store db = store::Store::open(path);
+  const std::string spec = add_spec(db, "big", static_cast<int>(steps));
+  const auto run = db.create_run({spec, std::nullopt, "big", std::nullopt});
+  for (int rank = 0; rank < 2; ++rank) {
+    db.add_rank(run.id, {.rank = rank, .host = "node-a", .pid = 300 + rank});
+  }
+  std::vector<store::MetricPoint> points;
+  const std::int64_t chunk = 100'000;
+  for (std::int64_t from = 1; from <= steps; from += chunk) {
+    points.clear();
+    for (int rank = 0; rank < 2; ++rank) {
+      for (std::int64_t step = from; step < from + chunk && step <= steps; ++step) {
+        const double loss = step == steps / 2 ? 50.0 : 1.0 + 0.1 * std::sin(static_cast<double>(step) * 1e-4);
+        points.push_back({rank, step, "loss", loss});
+        points.push_back({rank, step, "step_time_ms", 20.0});
+        points.push_back({rank, step, "samples_per_sec", 3200.0});
+      }
+    }
+    db.append_metrics(run.id, points);
+  }
+  db.finish_run(run.id, store::RunStatus::completed, 0, "");
+  std::cout << run.id << std::endl;
+  return 0;
+}
+
+int many_runs(const std::string& path, int count) {
+  store::Store db = store::Store::open(path);
+  const std::string spec = add_spec(db, "many", 10);
+  for (int i = 0; i < count; ++i) {
+    const auto run = db.create_run({spec, std::nullopt, "run-" + std::to_string(i), std::nullopt});
+    db.add_tag(run.id, i % 10 == 0 ? "tenth" : "other");
+    std::vector<store::MetricPoint> points;
+    for (int step = 1; step <= 10; ++step) {
+      points.push_back({0, step, "loss", loss_at(step, i)});
+    }
+    db.append_metrics(run.id, points);
+    db.finish_run(run.id, i % 7 == 0 ? store::RunStatus::failed : store::RunStatus::completed, i % 7 == 0, "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 3 && args[0] == "store") {
+      return make_store(args[1], args[2]);
+    }
+    if (args.size() == 4 && args[0] == "live") {
+      return live_run(args[1], std::stoi(args[2]), std::stoi(args[3]));
+    }
+    if (args.size() == 3 && args[0] == "big") {
+      return big_run(args[1], std::stoll(args[2]));
+    }
+    if (args.size() == 3 && args[0] == "many") {
+      return many_runs(args[1], std::stoi(args[2]));
+    }
+  } catch (const std::exception& error) {
+    std::cerr << "expctl_serve_fixture: " << error.what() << '\n';
+    return 1;
+  }
+  std::cerr << "usage: expctl_serve_fixture store DB HOSTILE.json | live DB STEPS MS | big DB STEPS | many DB N\n";
+  return 2;
+}

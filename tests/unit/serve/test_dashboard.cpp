@@ -1,0 +1,202 @@
+// The documents only the server answers (api/dashboard.hpp) and the run-folder rule it reads by.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <cmath>
+#include <fstream>
+
+#include "store_fixture.hpp"
+
+#include "expctl/api/dashboard.hpp"
+#include "expctl/api/runs.hpp"
+#include "expctl/api/watch.hpp"
+
+using namespace expctl;
+
+namespace {
+
+void add_series(store::Store& db, const std::string& run, const std::string& name, int ranks, int steps,
+                double value = 1.0) {
+  std::vector<store::MetricPoint> points;
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (int step = 1; step <= steps; ++step) {
+      points.push_back({rank, step, name, value});
+    }
+  }
+  db.append_metrics(run, points);
+}
+
+}  // namespace
+
+TEST_CASE("runs_page filters by status, tag, name and spec prefix, sorts and pages", "[serve]") {
+  test::StoreFixture fixture;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 7; ++i) {
+    const auto run = fixture.new_run(i % 2 == 0 ? "even-" + std::to_string(i) : "odd-" + std::to_string(i));
+    ids.push_back(run.id);
+    if (i % 3 == 0) {
+      fixture.db.add_tag(run.id, "third");
+    }
+    if (i < 5) {
+      fixture.db.finish_run(run.id, i == 4 ? store::RunStatus::failed : store::RunStatus::completed, 0, "");
+    }
+  }
+  api::RunsQuery query;
+  auto page = api::runs_page(fixture.db, query);
+  CHECK(page["kind"] == "runs-page");
+  CHECK(page["total"] == 7);
+  CHECK(page["runs"].size() == 7);
+  CHECK_FALSE(page["runs"][0].contains("run_dir"));  // no server path in a page
+
+  query.status = store::RunStatus::running;
+  CHECK(api::runs_page(fixture.db, query)["total"] == 2);
+  query.status.reset();
+  query.tag = "third";
+  CHECK(api::runs_page(fixture.db, query)["total"] == 3);
+  query.tag.clear();
+  query.name = "odd";
+  CHECK(api::runs_page(fixture.db, query)["total"] == 3);
+  query.name.clear();
+  query.spec_prefix = fixture.spec_hash.substr(0, 6);
+  CHECK(api::runs_page(fixture.db, query)["total"] == 7);
+  query.spec_prefix = "000000";
+  CHECK(api::runs_page(fixture.db, query)["total"] == 0);
+  query.spec_prefix.clear();
+
+  query.sort = api::RunsSort::name;
+  query.descending = false;
+  query.limit = 3;
+  page = api::runs_page(fixture.db, query);
+  REQUIRE(page["runs"].size() == 3);
+  CHECK(page["runs"][0]["name"] == "even-0");
+  CHECK(page["runs"][2]["name"] == "even-4");
+  query.offset = 6;
+  page = api::runs_page(fixture.db, query);
+  CHECK(page["runs"].size() == 1);
+  CHECK(page["runs"][0]["name"] == "odd-5");
+  query.offset = 100;
+  CHECK(api::runs_page(fixture.db, query)["runs"].empty());
+  query.limit = 100000;
+  query.offset = 0;
+  CHECK(api::runs_page(fixture.db, query)["limit"] == api::k_max_page_rows);
+}
+
+TEST_CASE("runs_page adds a metric column: last of rank 0, min or max over ranks", "[serve]") {
+  test::StoreFixture fixture;
+  const auto run = fixture.new_run();
+  fixture.db.append_metrics(run.id, std::vector<store::MetricPoint>{{0, 1, "loss", 3.0}, {0, 2, "loss", 1.0},
+                                                                    {1, 1, "loss", 0.5}, {1, 2, "loss", 4.0}});
+  api::RunsQuery query;
+  query.metric = "loss";
+  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"] == 1.0);
+  query.aggregate = api::Aggregate::min;
+  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"] == 0.5);
+  query.aggregate = api::Aggregate::max;
+  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"] == 4.0);
+  query.metric = "no-such-metric";
+  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"].is_null());
+}
+
+TEST_CASE("downsampling keeps each bucket's min, max and last, so a one-step spike survives", "[serve]") {
+  std::vector<std::int64_t> steps;
+  std::vector<double> values;
+  for (int i = 0; i < 100000; ++i) {
+    steps.push_back(i + 1);
+    values.push_back(i == 54321 ? 1000.0 : (i == 777 ? -5.0 : std::sin(i * 0.001)));
+  }
+  std::vector<std::size_t> kept;
+  api::downsample(steps, values, 900, kept);
+  CHECK(kept.size() <= 900);
+  CHECK(kept.size() >= 600);
+  CHECK(std::find(kept.begin(), kept.end(), 54321U) != kept.end());
+  CHECK(std::find(kept.begin(), kept.end(), 777U) != kept.end());
+  CHECK(kept.back() == steps.size() - 1);
+  CHECK(std::is_sorted(kept.begin(), kept.end()));
+  CHECK(std::adjacent_find(kept.begin(), kept.end()) == kept.end());
+
+  api::downsample({1, 2, 3}, {1.0, 2.0, 3.0}, 10, kept);
+  CHECK(kept == std::vector<std::size_t>{0, 1, 2});  // exact when it fits
+  // NaN is never chosen as a bucket's min or max while the bucket has a number.
+  api::downsample({1, 2, 3, 4, 5, 6}, {NAN, 5.0, NAN, 1.0, NAN, NAN}, 3, kept);
+  CHECK(kept == std::vector<std::size_t>{1, 3, 5});
+}
+
+TEST_CASE("series_document sends exact points when they fit and only new steps after seq", "[serve]") {
+  test::StoreFixture fixture;
+  const auto run = fixture.new_run();
+  add_series(fixture.db, run.id, "loss", 2, 50, 2.0);
+  add_series(fixture.db, run.id, "step_time_ms", 2, 50, 10.0);
+  api::SeriesQuery query;
+  query.run_id = run.id;
+  query.metric = "loss";
+  auto series = api::series_document(fixture.db, query);
+  CHECK(series["seq"] == 50);
+  REQUIRE(series["ranks"].size() == 2);
+  CHECK(series["ranks"][1]["x"].size() == 50);
+  CHECK(series["ranks"][1]["downsampled"] == false);
+  CHECK(series["ranks"][0]["y"][0] == 2.0);
+
+  query.after_step = 45;
+  series = api::series_document(fixture.db, query);
+  CHECK(series["ranks"][0]["x"] == nlohmann::json({46, 47, 48, 49, 50}));
+  CHECK(series["seq"] == 50);
+  query.after_step = 50;
+  series = api::series_document(fixture.db, query);
+  CHECK(series["ranks"].empty());
+  CHECK(series["seq"] == 50);  // nothing new: the page keeps its sequence number
+
+  // Wall time is the sum of step times through each step, also after a sequence number.
+  query.x = api::XAxis::wall;
+  query.after_step = 45;
+  series = api::series_document(fixture.db, query);
+  CHECK(series["ranks"][0]["x"][0] == Approx(0.46));
+  query.after_step.reset();
+  series = api::series_document(fixture.db, query);
+  CHECK(series["ranks"][0]["x"][0] == Approx(0.01));
+  CHECK(series["ranks"][0]["x"][49] == Approx(0.5));
+
+  query.x = api::XAxis::step;
+  query.points = 12;
+  series = api::series_document(fixture.db, query);
+  CHECK(series["ranks"][0]["downsampled"] == true);
+  CHECK(series["ranks"][0]["points"] == 50);
+  CHECK(series["ranks"][0]["x"].size() <= 12);
+
+  query.points = 1000;
+  const std::string csv = api::series_csv(api::series_document(fixture.db, query));
+  CHECK(csv.starts_with("rank,step,loss\n0,1,2.0\n"));
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 101);
+}
+
+TEST_CASE("the server reads a run folder only under the store's runs root", "[serve]") {
+  test::StoreFixture fixture;
+  const auto run = fixture.new_run();
+  test::TempDir outside;
+  std::filesystem::create_directories(outside / "logs");
+  outside.write("logs/rank-0.log", "secret outside the store\n");
+  outside.write("resolved.json", R"({"spec": {"train": {"max_steps": 77}}, "launch": {}})");
+  // The run's folder is a link to a folder elsewhere (a crafted or moved store).
+  std::filesystem::remove_all(run.run_dir);
+  std::filesystem::create_directories(run.run_dir.parent_path());
+  std::filesystem::create_directory_symlink(outside.path(), run.run_dir);
+
+  const api::FolderAccess server{api::FolderPolicy::under_runs_root};
+  const api::FolderAccess cli{};
+  CHECK_FALSE(api::log_tail(fixture.db, run, 0, 1000, server));
+  CHECK(api::log_tail(fixture.db, run, 0, 1000, cli) == "secret outside the store\n");
+  CHECK(api::resolved_spec(fixture.db, run, server).is_null());
+  CHECK(api::watch_view(fixture.db, run.id, server).total_steps == std::nullopt);
+  CHECK(api::watch_view(fixture.db, run.id, cli).total_steps == 77);
+  CHECK_FALSE(api::read_details(fixture.db, run.id, "serve", server).every_field);
+
+  // Inside the runs root it is read, and only the tail of a long log.
+  std::filesystem::remove(run.run_dir);
+  std::filesystem::create_directories(run.run_dir / "logs");
+  std::ofstream(run.run_dir / "logs" / "rank-1.log") << std::string(5000, 'x') << "end\n";
+  const auto tail = api::log_tail(fixture.db, run, 1, 100, server);
+  REQUIRE(tail);
+  CHECK(tail->size() == 100);
+  CHECK(tail->ends_with("end\n"));
+  CHECK_FALSE(api::log_tail(fixture.db, run, -1, 100, server));
+  CHECK_FALSE(api::log_tail(fixture.db, run, 7, 100, server));
+}
