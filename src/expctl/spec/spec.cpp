@@ -394,7 +394,11 @@ class SpecBuilder {
         continue;
       }
       if (folder) {
-        digest_folder(field, path);
+        // Only an image-folder spec reads its folders (the rules refuse them on other data):
+        // nothing is walked for a spec that would be refused anyway.
+        if (m_values["data"]["dataset"] == "imagefolder") {
+          digest_folder(field, path);
+        }
         continue;
       }
       auto digest = util::file_digest(path);

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
+#include <set>
 #include <string_view>
 #include <system_error>
 
@@ -33,12 +36,23 @@ bool is_one_of(const std::string& extension, const std::array<std::string_view, 
 
 // Every folder under `top` (itself included, links followed), sorted by path: os.walk's
 // (root, dirs, files) tuples sorted, as torchvision's make_dataset does.
+// A link back to a folder above (or any folder seen already) is walked once: torchvision's
+// os.walk would go round it until the path is too long; here it cannot loop.
 util::Expected<std::vector<fs::path>> walk(const fs::path& top) {
   std::vector<fs::path> folders{top};
+  std::set<std::pair<dev_t, ino_t>> seen;
+  struct stat info {};
+  if (::stat(top.c_str(), &info) == 0) {
+    seen.insert({info.st_dev, info.st_ino});
+  }
   std::error_code error;
   for (fs::recursive_directory_iterator it(top, fs::directory_options::follow_directory_symlink, error), end;
        !error && it != end; it.increment(error)) {
     if (it->is_directory(error)) {
+      if (::stat(it->path().c_str(), &info) == 0 && !seen.insert({info.st_dev, info.st_ino}).second) {
+        it.disable_recursion_pending();
+        continue;
+      }
       folders.push_back(it->path());
     }
   }

@@ -111,3 +111,19 @@ TEST_CASE("image folders: the digest follows content, names and classes, not whe
   fs::rename(a / "zebra", a / "zebu");  // a class
   CHECK(digest_of(a) != changed);
 }
+
+TEST_CASE("image folders: a link back to a folder above is walked once, never round and round") {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "set";
+  write(root / "cat" / "a.png", "a");
+  write(root / "cat" / "deeper" / "b.png", "b");
+  fs::create_directory_symlink(root / "cat", root / "cat" / "deeper" / "loop");  // cat/deeper/loop -> cat
+  write(root / "dog" / "c.jpg", "c");
+  const auto index = util::index_image_folder(root);
+  REQUIRE(index.has_value());
+  CHECK(index->classes == std::vector<std::string>{"cat", "dog"});
+  REQUIRE(index->samples.size() == 3);
+  CHECK(index->samples[0].file.filename() == "a.png");
+  CHECK(index->samples[1].file.filename() == "b.png");
+  CHECK(index->samples[2].file.filename() == "c.jpg");
+}
