@@ -22,14 +22,16 @@ build_packages=(
   libcpp-httplib-dev libjs-chart.js
   # LibTorch 1.13.1 (CPU) with c10d + Gloo; libgloo-dev provides the headers c10d includes
   libtorch-dev libgloo-dev
+  # real data for the quick start: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
+  # (with the build packages: the container image's build stage names it among the runtime
+  # packages, and containers/debian12-cpu/runtime-packages.sh checks that each one is installed)
+  dataset-fashion-mnist
 )
 test_packages=(
   # postgresql: the throwaway server the store tests run against
   postgresql
   # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)
   clang-14 libclang-rt-14-dev
-  # real data for the quick start: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
-  dataset-fashion-mnist
   # iproute2: the two-node test builds network namespaces joined by a veth pair
   iproute2
   # chromium: the test that renders compare's HTML report headless and checks its plots
