@@ -186,10 +186,8 @@ void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
 void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, json& summary) {
   const auto list = run.run_dir / "skipped-images.txt";
   std::set<std::string> files = facts.skipped_images;
-  std::error_code error;
-  if (std::filesystem::exists(list, error)) {
-    std::ifstream in(list);
-    for (std::string line; std::getline(in, line);) {
+  if (const auto earlier = util::read_file(list)) {  // absent before the first skip
+    for (const auto& line : util::split(*earlier, '\n')) {
       if (!line.empty()) {
         files.insert(line);
       }

@@ -4,10 +4,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <functional>
 #include <future>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +15,7 @@
 
 #include "expctl/train/image_file.hpp"
 #include "expctl/train/image_transform.hpp"
+#include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::train {
@@ -89,19 +88,6 @@ struct Made {
   std::int64_t label_index = -1;
   std::string error;
 };
-
-std::vector<std::uint8_t> read_bytes(const fs::path& file, std::string& error) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    error = "cannot be opened (removed, or no read permission)";
-    return {};
-  }
-  std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) {
-    error = "could not be read to its end";
-  }
-  return bytes;
-}
 
 class ImageFolderDataset final : public Dataset {
  public:
@@ -254,12 +240,12 @@ class ImageFolderDataset final : public Dataset {
   // The pixels of sample `index` at the target size before any augmentation, when they may be
   // kept; decoded otherwise. Empty with `error` set when the file does not decode.
   RgbImage decoded(std::int64_t index, std::string& error) const {
-    const fs::path& file = m_index.samples[static_cast<std::size_t>(index)].file;
-    auto bytes = read_bytes(file, error);
-    if (!error.empty()) {
+    const auto bytes = util::read_file(m_index.samples[static_cast<std::size_t>(index)].file);
+    if (!bytes) {
+      error = bytes.error().message;
       return {};
     }
-    auto image = decode_image(bytes);
+    auto image = decode_image({reinterpret_cast<const std::uint8_t*>(bytes->data()), bytes->size()});
     if (!image) {
       error = image.error().message;
       return {};

@@ -203,12 +203,12 @@ RgbImage resize_and_center_crop(const RgbImage& image, std::uint32_t height, std
   const auto new_w = static_cast<std::uint32_t>(width_short ? s : long_of(s));
   const auto new_h = static_cast<std::uint32_t>(width_short ? long_of(s) : s);
   const RgbImage sized = shorter == s ? image : resize_bilinear(image, new_w, new_h);
-  const std::int64_t top = python_round(static_cast<double>(sized.height - height) / 2.0);
-  const std::int64_t left = python_round(static_cast<double>(sized.width - width) / 2.0);
   if (sized.height == height && sized.width == width) {
     return sized;
   }
-  return crop(sized, top, left, height, width);
+  // CenterCrop: int(round((size - crop) / 2.0)), Python's round.
+  return crop(sized, python_round(static_cast<double>(sized.height - height) / 2.0),
+              python_round(static_cast<double>(sized.width - width) / 2.0), height, width);
 }
 
 CropBox random_resized_crop_box(std::uint32_t image_height, std::uint32_t image_width, SampleRandom& random) {
