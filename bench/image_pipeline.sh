@@ -150,6 +150,12 @@ array_spec=$(spec_of "  dataset: npy
   eval_targets: $work/eval-y.npy")
 for rep in $(seq "$reps"); do
   array_peaks+=("$(run_and_watch "$array_spec")")
+  # The same CNN on arrays in memory: the `data` share no loader can go below (batch gathering).
+  python3 -c "
+import json
+rows = json.load(open('$work/run.json'))['summary']['phases']
+print('   rep $rep, .npy: data share per rank:', ', '.join(f\"rank {r['rank']} {100 * r['shares']['data']:.1f} %\" for r in rows),
+      '| step', ', '.join(f\"{r['step_time_ms']:.1f} ms\" for r in rows))"
 done
 folder_peak=$(printf '%s\n' "${folder_peaks[@]}" | median)
 array_peak=$(printf '%s\n' "${array_peaks[@]}" | median)
