@@ -59,6 +59,14 @@ if [[ $(id -u) -ne 0 ]]; then
   echo "install-deps.sh: run as root (sudo scripts/install-deps.sh)" >&2
   exit 2
 fi
+# A machine whose Node.js comes from elsewhere (NodeSource's nodejs package bundles npm and
+# conflicts with Debian's npm) keeps it: Debian's nodejs and npm are only the fallback.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  kept=()
+  for p in "${packages[@]}"; do [[ $p == nodejs || $p == npm ]] || kept+=("$p"); done
+  packages=("${kept[@]}")
+  echo "install-deps.sh: keeping the installed Node.js $(node --version) and npm $(npm --version)"
+fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends "${packages[@]}"
