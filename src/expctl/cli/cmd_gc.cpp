@@ -140,6 +140,7 @@ std::vector<Removal> remove_checkpoints(store::Store& db, const std::vector<stor
           db.remove_artifact(run.id, artifact.path);
         }
       }
+      db.remeasure_folder(run.id);  // the size `list` prints remembers the folder as it is now
     }
     removals.push_back(std::move(removal));
   }
@@ -174,6 +175,9 @@ void run_gc(const GcOptions& options, const GlobalOptions& globals) {
   }
   for (auto& removal : remove_orphans(db, options.dry_run)) {
     removals.push_back(std::move(removal));
+  }
+  if (!options.dry_run) {
+    db.remember_folder_sizes();  // runs from before schema v5: `list` then walks none of them
   }
   const bool json = options.format == "json";
   report_removals(db, removals, options.dry_run, "gc", json);

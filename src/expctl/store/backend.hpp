@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -90,6 +91,12 @@ class Backend {
   /// Bytes compact() would give back to the file system (SQLite: its free pages; PostgreSQL: 0,
   /// the server's autovacuum makes deleted rows' space reusable and VACUUM gives none back).
   virtual std::int64_t reclaimable_bytes() = 0;
+  /// Remembers the bytes of a finished run's folder (nullopt: forget them, the folder changes).
+  /// A cache for Store::folders_bytes, so that `list` need not walk every run folder; backends
+  /// without one (PostgreSQL, whose runs arrive by shipping) keep nothing.
+  virtual void record_folder_bytes(const std::string& /*run_id*/, std::optional<std::int64_t> /*bytes*/) {}
+  /// The folder bytes remembered, by run id.
+  virtual std::map<std::string, std::int64_t> recorded_folder_bytes() { return {}; }
   /// Gives free space back: SQLite VACUUM and a WAL truncation; PostgreSQL VACUUM ANALYZE of
   /// expctl's tables.
   virtual void compact() = 0;

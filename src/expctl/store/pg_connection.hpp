@@ -31,6 +31,7 @@ class PgResult {
  public:
   explicit PgResult(pg_result* result) : m_result(result) {}
   int rows() const;
+  int columns() const;
   bool is_null(int row, int column) const;
   std::string text(int row, int column) const;
   std::int64_t int64(int row, int column) const;

@@ -57,6 +57,8 @@ class SqliteBackend final : public Backend {
   std::int64_t database_bytes() override;
   std::int64_t reclaimable_bytes() override;
   void compact() override;
+  void record_folder_bytes(const std::string& run_id, std::optional<std::int64_t> bytes) override;
+  std::map<std::string, std::int64_t> recorded_folder_bytes() override;
 
  private:
   detail::Connection m_connection;

@@ -42,4 +42,28 @@ void SqliteBackend::compact() {
   });
 }
 
+void SqliteBackend::record_folder_bytes(const std::string& run_id, std::optional<std::int64_t> bytes) {
+  m_connection.write([&](SQLite::Database& db) {
+    SQLite::Statement update(db, "UPDATE runs SET folder_bytes = ? WHERE id = ?");
+    if (bytes) {
+      update.bind(1, static_cast<int64_t>(*bytes));
+    } else {
+      update.bind(1);
+    }
+    update.bind(2, run_id);
+    update.exec();
+  });
+}
+
+std::map<std::string, std::int64_t> SqliteBackend::recorded_folder_bytes() {
+  return m_connection.retry([&] {
+    SQLite::Statement query(m_connection.db(), "SELECT id, folder_bytes FROM runs WHERE folder_bytes IS NOT NULL");
+    std::map<std::string, std::int64_t> bytes;
+    while (query.executeStep()) {
+      bytes.emplace(query.getColumn(0).getString(), query.getColumn(1).getInt64());
+    }
+    return bytes;
+  });
+}
+
 }  // namespace expctl::store

@@ -62,8 +62,8 @@ bool starts_with_any(std::string_view text, std::span<const std::string_view> pr
 
 }  // namespace
 
-int latest_schema_version() {
-  return detail::schema_latest();
+int latest_schema_version(StoreKind kind) {
+  return kind == StoreKind::sqlite ? detail::schema_latest() : detail::pg_schema_latest();
 }
 
 RunStatus derive_run_status(RunStatus stored, const std::optional<util::ProcessIdentity>& owner,
@@ -169,6 +169,7 @@ void Store::finish_run(const std::string& run_id, RunStatus status, int exit_cod
   EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::lost, util::StoreError,
                "finish_run of {} needs an end status, not {}", run_id, to_string(status));
   m_backend->finish_run(run_id, status, exit_code, root_cause);
+  remeasure_folder(run_id);
 }
 
 void Store::resume_run(const std::string& run_id) {

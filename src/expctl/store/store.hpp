@@ -49,15 +49,16 @@ inline constexpr std::chrono::seconds k_lost_after{120};
 RunStatus derive_run_status(RunStatus stored, const std::optional<util::ProcessIdentity>& owner,
                             std::optional<Clock::time_point> heartbeat_at, Clock::time_point now);
 
-/// Newest schema version this expctl reads and writes.
-int latest_schema_version();
-
 /// The folder that holds run folders for the SQLite database at `database`: `<database dir>/runs`
 /// (the default runs root of a SQLite store).
 std::filesystem::path runs_root(const std::filesystem::path& database);
 
 /// The databases a store can live in.
 enum class StoreKind { sqlite, postgresql };
+
+/// Newest schema version this expctl reads and writes (of a SQLite store; each backend numbers
+/// its own migrations).
+int latest_schema_version(StoreKind kind = StoreKind::sqlite);
 
 /// Where a store lives, parsed from --db / EXPCTL_DB.
 struct StoreLocation {
@@ -205,7 +206,9 @@ class Store {
   /// crash between removing a row and its folder, a database replaced by hand). Hidden folders
   /// (a run being created) and young ones (a row not yet committed) are never listed.
   std::vector<std::filesystem::path> orphaned_folders(std::chrono::seconds min_age = std::chrono::hours(1)) const;
-  /// Bytes of the database (Backend::database_bytes) and of every run folder together.
+  /// Bytes of the database (Backend::database_bytes) and of every run folder together: a
+  /// finished run's folder as measured when it ended (or by remeasure_folder) where the backend
+  /// remembers it (SQLite), every other folder walked now.
   std::int64_t database_bytes() const;
   std::int64_t folders_bytes() const;
   /// Bytes compact() would give back, and the compaction itself (Backend::compact).
@@ -213,6 +216,12 @@ class Store {
   void compact();
   /// Bytes under `path` (a file or a folder tree; 0 when missing).
   static std::int64_t bytes_under(const std::filesystem::path& path);
+  /// Measures a finished run's folder again and remembers its bytes (after gc took files from it):
+  /// folders_bytes walks only the folders whose bytes are not remembered.
+  void remeasure_folder(const std::string& run_id);
+  /// Measures and remembers every finished run's folder whose size is not remembered (runs from
+  /// before schema v5, or ended while the store could not take the size); returns how many.
+  int remember_folder_sizes();
 
  private:
   Store(std::unique_ptr<Backend> backend, std::filesystem::path runs_root, std::filesystem::path file);

@@ -13,6 +13,14 @@ namespace expctl::store::testing {
 /// The write API works on it where a call needs nothing newer than `version`.
 Store open_at_schema_version(const std::filesystem::path& path, int version);
 
+/// The PostgreSQL store at `conninfo`, created or migrated up to `version` only, not further.
+Store open_postgres_at_schema_version(const std::string& conninfo, int version);
+
+/// The shape of the store's schema at `location` (a SQLite path or a PostgreSQL conninfo), one
+/// line per table, column, key, reference, check and index, in a fixed order: two stores with the
+/// same text have the same schema, however each got there.
+std::string describe_schema(const std::string& location);
+
 /// Caps the database file of `store`'s connection at `max_pages` pages, so that writes past it
 /// fail exactly as they do on a full disk (SQLITE_FULL).
 void limit_database_pages(Store& store, int max_pages);

@@ -325,6 +325,8 @@ TEMPLATE_TEST_CASE("store contract: remove_run deletes the row with its ranks, m
   auto db = where.open();
   const auto kept = new_run(db, "kept");
   const auto gone = new_run(db, "gone");
+  fs::create_directories(gone.run_dir / "checkpoints");
+  std::ofstream(gone.run_dir / "checkpoints" / "rank0-step2.pt") << std::string(4096, 'x');
   for (const auto& run : {kept, gone}) {
     db.add_rank(run.id, {0, "node1", 100, std::nullopt, RunStatus::running, std::nullopt, std::nullopt});
     std::vector<MetricPoint> points;
@@ -336,8 +338,6 @@ TEMPLATE_TEST_CASE("store contract: remove_run deletes the row with its ranks, m
     db.add_tag(run.id, "ab:x");
     db.finish_run(run.id, RunStatus::completed, 0, "");
   }
-  fs::create_directories(gone.run_dir / "checkpoints");
-  std::ofstream(gone.run_dir / "checkpoints" / "rank0-step2.pt") << std::string(4096, 'x');
   const std::int64_t database_before = db.database_bytes();
   CHECK(database_before > 0);
   CHECK(db.folders_bytes() >= 4096);
@@ -357,6 +357,46 @@ TEMPLATE_TEST_CASE("store contract: remove_run deletes the row with its ranks, m
   db.compact();
   CHECK(db.database_bytes() > 0);
   CHECK(db.run(kept.id).has_value());
+}
+
+TEMPLATE_TEST_CASE("store contract: the run folders' size counts every folder, a finished run's as measured when it "
+                   "ended (SQLite remembers it), a running or resumed run's and an orphan's as they are now",
+                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available) return;
+  auto db = where.open();
+  const auto grow = [](const fs::path& file, size_t bytes) { std::ofstream(file, std::ios::app) << std::string(bytes, 'x'); };
+  const auto finished = new_run(db, "finished");
+  const auto running = new_run(db, "running");
+  grow(finished.run_dir / "logs.txt", 1000);
+  db.finish_run(finished.id, RunStatus::failed, 1, "rank 0 exited 1");
+  fs::create_directories(where.dir / "runs" / "20250101-000000-0rphan");
+  grow(where.dir / "runs" / "20250101-000000-0rphan" / "left.txt", 300);
+  const auto walked = [&] { return store::Store::bytes_under(where.dir / "runs"); };
+  CHECK(db.folders_bytes() == walked());
+  if (TestType::kind == store::StoreKind::sqlite) {
+    where.execute("UPDATE runs SET folder_bytes = NULL");  // as a store from before schema v5
+    CHECK(db.folders_bytes() == walked());
+    CHECK(db.remember_folder_sizes() == 1);  // gc does this: the finished run, not the running one
+    CHECK(db.remember_folder_sizes() == 0);
+  }
+  CHECK(db.folders_bytes() == walked());
+
+  grow(running.run_dir / "logs.txt", 700);            // a running run's folder is walked
+  grow(where.dir / "runs" / "20250101-000000-0rphan" / "left.txt", 50);  // so is an orphan
+  CHECK(db.folders_bytes() == walked());
+
+  grow(finished.run_dir / "logs.txt", 500);  // a finished folder does not change in expctl's use
+  if (TestType::kind == store::StoreKind::sqlite) {
+    CHECK(db.folders_bytes() == walked() - 500);  // remembered at its end
+    db.remeasure_folder(finished.id);               // as gc does after it took files away
+    CHECK(db.folders_bytes() == walked());
+    grow(finished.run_dir / "logs.txt", 200);
+    db.resume_run(finished.id);  // forgotten: a resumed run's folder grows again
+    CHECK(db.folders_bytes() == walked());
+  } else {
+    CHECK(db.folders_bytes() == walked());  // PostgreSQL's runs come by shipping: every folder is walked
+  }
 }
 
 TEMPLATE_TEST_CASE("store contract: orphaned_folders lists old run folders without a row, never a young or hidden one",

@@ -1,0 +1,273 @@
+// The store's schema, described once and rendered per dialect (schema_source.hpp).
+//
+// Where the two backends differ, the difference is a property here, with its reason:
+// - SQLite stores a NaN as NULL, so a metric value is nullable there; PostgreSQL keeps NaN and
+//   ±Infinity as float8 values, NOT NULL.
+// - PostgreSQL compares text by the database's collation: keys and the text expctl sorts by are
+//   `COLLATE "C"` (byte order, as SQLite's default BINARY), so both backends list in one order.
+// - SQLite's child tables are WITHOUT ROWID (the primary key is the table); PostgreSQL's metrics
+//   key carries the value (INCLUDE), so a series is read from the index alone, in order.
+// - Each has what only it needs: SQLite's runs.folder_bytes (the size of a finished run's folder,
+//   which is on this node), PostgreSQL's version row and the shipper's progress tables.
+#include "expctl/store/schema_source.hpp"
+
+#include <span>
+
+#include <fmt/format.h>
+
+namespace expctl::store::detail {
+
+namespace {
+
+enum class Type {
+  text,
+  int32,
+  int64,
+  boolean,
+  value,      ///< a metric value: REAL (NULL for NaN) / double precision NOT NULL
+  serial_key  ///< an integer key the database numbers: INTEGER PRIMARY KEY / identity
+};
+
+enum class Only { both, sqlite, postgres };
+
+struct Column {
+  const char* name;
+  Type type;
+  bool not_null = false;
+  bool primary_key = false;          ///< a one-column primary key
+  bool bytewise = false;             ///< COLLATE "C" on PostgreSQL
+  bool unique = false;
+  const char* default_value = nullptr;  ///< an SQL literal, the same in both dialects
+  const char* check = nullptr;          ///< the column's CHECK expression
+  const char* references = nullptr;     ///< "table(column)"
+  bool cascade = false;                 ///< ON DELETE CASCADE
+  Only only = Only::both;
+};
+
+struct Index {
+  const char* name;
+  const char* table;
+  const char* columns;
+  Only only = Only::both;
+};
+
+struct Table {
+  const char* name;
+  std::span<const Column> columns;
+  const char* primary_key = nullptr;  ///< columns of a primary key over several columns
+  const char* include = nullptr;      ///< PostgreSQL: columns the primary key's index carries
+  const char* check = nullptr;        ///< a CHECK over several columns
+  bool without_rowid = false;         ///< SQLite
+  Only only = Only::both;
+};
+
+constexpr const char* k_statuses =
+    "status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost')";
+
+constexpr Column k_schema_version[] = {
+    {.name = "singleton", .type = Type::boolean, .primary_key = true, .default_value = "true", .check = "singleton"},
+    {.name = "version", .type = Type::int32, .not_null = true},
+};
+constexpr Column k_specs[] = {
+    {.name = "hash", .type = Type::text, .not_null = true, .primary_key = true, .bytewise = true},
+    {.name = "name", .type = Type::text, .not_null = true},
+    {.name = "canonical", .type = Type::text, .not_null = true},
+    {.name = "created_at", .type = Type::text, .not_null = true},
+};
+constexpr Column k_environments[] = {
+    {.name = "hash", .type = Type::text, .not_null = true, .primary_key = true, .bytewise = true},
+    {.name = "fingerprint", .type = Type::text, .not_null = true},
+    {.name = "created_at", .type = Type::text, .not_null = true},
+};
+constexpr Column k_runs[] = {
+    {.name = "id", .type = Type::text, .not_null = true, .primary_key = true, .bytewise = true},
+    {.name = "spec_hash", .type = Type::text, .not_null = true, .bytewise = true, .references = "specs(hash)"},
+    {.name = "environment_hash", .type = Type::text, .bytewise = true, .references = "environments(hash)"},
+    {.name = "name", .type = Type::text, .not_null = true},
+    {.name = "status", .type = Type::text, .not_null = true, .check = k_statuses},
+    {.name = "started_at", .type = Type::text, .not_null = true, .bytewise = true},
+    {.name = "ended_at", .type = Type::text},
+    {.name = "exit_code", .type = Type::int32},
+    {.name = "root_cause", .type = Type::text, .not_null = true, .default_value = "''"},
+    {.name = "run_dir", .type = Type::text, .not_null = true},
+    {.name = "summary", .type = Type::text, .not_null = true, .default_value = "'{}'"},
+    {.name = "owner_host", .type = Type::text},
+    {.name = "owner_pid", .type = Type::int64},
+    {.name = "owner_boot_id", .type = Type::text},
+    {.name = "owner_start_ticks", .type = Type::int64},
+    {.name = "heartbeat_at", .type = Type::text},
+    {.name = "folder_bytes", .type = Type::int64, .only = Only::sqlite},
+};
+constexpr Column k_ranks[] = {
+    {.name = "run_id", .type = Type::text, .not_null = true, .bytewise = true, .references = "runs(id)", .cascade = true},
+    {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"},
+    {.name = "host", .type = Type::text, .not_null = true},
+    {.name = "pid", .type = Type::int64},
+    {.name = "environment_hash", .type = Type::text, .bytewise = true, .references = "environments(hash)"},
+    {.name = "status", .type = Type::text, .not_null = true, .check = k_statuses},
+    {.name = "exit_code", .type = Type::int32},
+    {.name = "signal", .type = Type::int32},
+};
+constexpr Column k_metric_keys[] = {
+    {.name = "id", .type = Type::serial_key},
+    {.name = "name", .type = Type::text, .not_null = true, .bytewise = true, .unique = true, .check = "name <> ''"},
+};
+constexpr Column k_metrics[] = {
+    {.name = "run_id", .type = Type::text, .not_null = true, .bytewise = true, .references = "runs(id)", .cascade = true},
+    {.name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"},
+    {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"},
+    {.name = "step", .type = Type::int64, .not_null = true},
+    {.name = "value", .type = Type::value},
+};
+constexpr Column k_artifacts[] = {
+    {.name = "run_id", .type = Type::text, .not_null = true, .bytewise = true, .references = "runs(id)", .cascade = true},
+    {.name = "path", .type = Type::text, .not_null = true, .bytewise = true, .check = "path <> ''"},
+    {.name = "sha256", .type = Type::text, .not_null = true, .check = "length(sha256) = 64"},
+    {.name = "size_bytes", .type = Type::int64, .not_null = true, .check = "size_bytes >= 0"},
+};
+constexpr Column k_tags[] = {
+    {.name = "run_id", .type = Type::text, .not_null = true, .bytewise = true, .references = "runs(id)", .cascade = true},
+    {.name = "tag", .type = Type::text, .not_null = true, .bytewise = true, .check = "tag <> ''"},
+};
+constexpr Column k_ship_progress[] = {
+    {.name = "run_id", .type = Type::text, .not_null = true, .bytewise = true, .references = "runs(id)", .cascade = true},
+    {.name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"},
+    {.name = "rank", .type = Type::int32, .not_null = true},
+    {.name = "last_step", .type = Type::int64, .not_null = true},
+};
+constexpr Column k_ship_state[] = {
+    {.name = "run_id", .type = Type::text, .primary_key = true, .bytewise = true, .references = "runs(id)",
+     .cascade = true},
+    {.name = "digest", .type = Type::text, .not_null = true},
+    {.name = "complete", .type = Type::boolean, .not_null = true},
+    {.name = "node", .type = Type::text, .not_null = true},
+    {.name = "shipped_at", .type = Type::text, .not_null = true},
+};
+
+constexpr Table k_tables[] = {
+    {.name = "expctl_schema", .columns = k_schema_version, .only = Only::postgres},
+    {.name = "specs", .columns = k_specs},
+    {.name = "environments", .columns = k_environments},
+    {.name = "runs",
+     .columns = k_runs,
+     .check = "(owner_host IS NULL) = (owner_pid IS NULL) AND (owner_pid IS NULL) = (owner_boot_id IS NULL) "
+              "AND (owner_boot_id IS NULL) = (owner_start_ticks IS NULL)"},
+    {.name = "ranks", .columns = k_ranks, .primary_key = "run_id, rank", .without_rowid = true},
+    {.name = "metric_keys", .columns = k_metric_keys},
+    {.name = "metrics",
+     .columns = k_metrics,
+     .primary_key = "run_id, key_id, rank, step",
+     .include = "value",
+     .without_rowid = true},
+    {.name = "artifacts", .columns = k_artifacts, .primary_key = "run_id, path", .without_rowid = true},
+    {.name = "tags", .columns = k_tags, .primary_key = "run_id, tag", .without_rowid = true},
+    {.name = "ship_progress", .columns = k_ship_progress, .primary_key = "run_id, key_id, rank", .only = Only::postgres},
+    {.name = "ship_state", .columns = k_ship_state, .only = Only::postgres},
+};
+
+/// Indexes besides the keys. runs_by_start orders `list` (newest first); SQLite breaks ties by
+/// rowid, which every index holds, PostgreSQL by id.
+constexpr Index k_indexes[] = {
+    {.name = "runs_by_start", .table = "runs", .columns = "started_at", .only = Only::sqlite},
+    {.name = "runs_by_start", .table = "runs", .columns = "started_at, id", .only = Only::postgres},
+    {.name = "runs_by_spec", .table = "runs", .columns = "spec_hash"},
+    {.name = "tags_by_tag", .table = "tags", .columns = "tag"},
+};
+
+bool in(Only only, Dialect dialect) {
+  return only == Only::both || (only == Only::sqlite) == (dialect == Dialect::sqlite);
+}
+
+std::string column_sql(const Column& column, Dialect dialect) {
+  const bool sqlite = dialect == Dialect::sqlite;
+  std::string sql = column.name;
+  switch (column.type) {
+    case Type::text:
+      sql += sqlite ? " TEXT" : " text";
+      break;
+    case Type::int32:
+      sql += sqlite ? " INTEGER" : " integer";
+      break;
+    case Type::int64:
+      sql += sqlite ? " INTEGER" : " bigint";
+      break;
+    case Type::boolean:
+      sql += sqlite ? " INTEGER" : " boolean";
+      break;
+    case Type::value:
+      return sql + (sqlite ? " REAL" : " double precision NOT NULL");
+    case Type::serial_key:
+      return sql + (sqlite ? " INTEGER PRIMARY KEY" : " integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY");
+  }
+  if (column.bytewise && !sqlite) {
+    sql += " COLLATE \"C\"";
+  }
+  if (column.primary_key) {
+    sql += " PRIMARY KEY";
+  }
+  // PostgreSQL's primary key implies NOT NULL; SQLite's does not (a historical quirk), so it says it.
+  if (column.not_null && (sqlite || !column.primary_key)) {
+    sql += " NOT NULL";
+  }
+  if (column.unique) {
+    sql += " UNIQUE";
+  }
+  if (column.default_value != nullptr) {
+    sql += fmt::format(" DEFAULT {}", column.default_value);
+  }
+  if (column.check != nullptr) {
+    sql += fmt::format(" CHECK ({})", column.check);
+  }
+  if (column.references != nullptr) {
+    sql += fmt::format(" REFERENCES {}", column.references);
+    if (column.cascade) {
+      sql += " ON DELETE CASCADE";
+    }
+  }
+  return sql;
+}
+
+std::string table_sql(const Table& table, Dialect dialect) {
+  std::string sql = fmt::format("CREATE TABLE {} (", table.name);
+  const char* separator = "\n  ";
+  for (const Column& column : table.columns) {
+    if (in(column.only, dialect)) {
+      sql += separator + column_sql(column, dialect);
+      separator = ",\n  ";
+    }
+  }
+  if (table.primary_key != nullptr) {
+    sql += fmt::format(",\n  PRIMARY KEY ({})", table.primary_key);
+    if (table.include != nullptr && dialect == Dialect::postgres) {
+      sql += fmt::format(" INCLUDE ({})", table.include);
+    }
+  }
+  if (table.check != nullptr) {
+    sql += fmt::format(",\n  CHECK ({})", table.check);
+  }
+  sql += "\n)";
+  if (table.without_rowid && dialect == Dialect::sqlite) {
+    sql += " WITHOUT ROWID";
+  }
+  return sql + ";\n";
+}
+
+}  // namespace
+
+std::string create_schema_sql(Dialect dialect) {
+  std::string sql;
+  for (const Table& table : k_tables) {
+    if (!in(table.only, dialect)) {
+      continue;
+    }
+    sql += table_sql(table, dialect);
+    for (const Index& index : k_indexes) {
+      if (std::string_view(index.table) == table.name && in(index.only, dialect)) {
+        sql += fmt::format("CREATE INDEX {} ON {}({});\n", index.name, index.table, index.columns);
+      }
+    }
+  }
+  return sql;
+}
+
+}  // namespace expctl::store::detail
