@@ -38,6 +38,7 @@ class PgBackend final : public Backend {
   void add_tag(const std::string& run_id, const std::string& tag) override;
   bool remove_tag(const std::string& run_id, const std::string& tag) override;
   std::vector<RunRecord> list_runs(const RunFilter& filter) override;
+  RunPage query_runs(const RunQuery& query) override;
   std::optional<RunRecord> run(const std::string& run_id) override;
   std::pair<std::int64_t, std::vector<RunRecord>> runs_with_prefix(const std::string& prefix, int limit) override;
   std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter) override;

@@ -311,6 +311,77 @@ std::vector<RunRecord> SqliteBackend::list_runs(const RunFilter& filter) {
   });
 }
 
+RunPage SqliteBackend::query_runs(const RunQuery& query) {
+  // Only fixed fragments are concatenated; every value is a bound parameter.
+  std::string where = " WHERE 1";
+  if (query.status) {
+    where += " AND status = :status";
+  }
+  if (query.tag) {
+    where += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
+  }
+  if (!query.name_contains.empty()) {
+    where += " AND instr(name, :name) > 0";
+  }
+  if (!query.spec_hash_prefix.empty()) {
+    where += " AND substr(spec_hash, 1, length(:spec)) = :spec";
+  }
+  const char* direction = query.descending ? "DESC" : "ASC";
+  std::string order;
+  switch (query.sort) {
+    case RunSort::started:
+      order = fmt::format("started_at {0}, rowid {0}", direction);
+      break;
+    case RunSort::name:
+      order = fmt::format("name {0}, id {0}", direction);
+      break;
+    case RunSort::status:
+      order = fmt::format("status {0}, id {0}", direction);
+      break;
+    case RunSort::duration:
+      // Days from start to end (or to now); an unreadable time is NULL and sorts as the smallest.
+      order = fmt::format("julianday(coalesce(ended_at, :now)) - julianday(started_at) {0}, id {0}", direction);
+      break;
+  }
+  const auto bind = [&](SQLite::Statement& statement, bool paging) {
+    if (query.status) {
+      statement.bind(":status", std::string(to_string(*query.status)));
+    }
+    if (query.tag) {
+      statement.bind(":tag", *query.tag);
+    }
+    if (!query.name_contains.empty()) {
+      statement.bind(":name", query.name_contains);
+    }
+    if (!query.spec_hash_prefix.empty()) {
+      statement.bind(":spec", query.spec_hash_prefix);
+    }
+    if (paging) {
+      if (query.sort == RunSort::duration) {
+        statement.bind(":now", format_utc(Clock::now()));
+      }
+      // LIMIT -1 is SQLite's "no limit".
+      statement.bind(":limit", query.limit > 0 ? static_cast<std::int64_t>(query.limit) : std::int64_t{-1});
+      statement.bind(":offset", static_cast<std::int64_t>(query.offset));
+    }
+  };
+  auto& connection = m_connection;
+  return connection.retry([&] {
+    // One read transaction, so the total and the page see the same runs.
+    SQLite::Transaction snapshot(connection.db(), SQLite::TransactionBehavior::DEFERRED);
+    SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs" + where);
+    bind(counter, false);
+    counter.executeStep();
+    RunPage page;
+    page.total = counter.getColumn(0).getInt64();
+    SQLite::Statement rows(connection.db(), fmt::format("SELECT {} FROM runs{} ORDER BY {} LIMIT :limit OFFSET :offset",
+                                                        detail::k_run_columns, where, order));
+    bind(rows, true);
+    page.runs = detail::read_runs(connection.db(), rows);
+    return page;
+  });
+}
+
 std::optional<RunRecord> SqliteBackend::run(const std::string& run_id) {
   auto& connection = m_connection;
   return connection.retry([&]() -> std::optional<RunRecord> {
