@@ -66,10 +66,6 @@ class Backend {
   /// applied by Store after deriving (the backend is asked for `running` without a limit).
   virtual std::vector<RunRecord> list_runs(const RunFilter& filter) = 0;
   virtual std::optional<RunRecord> run(const std::string& run_id) = 0;
-  /// One page of the runs `query` selects and their total, filtered, counted, sorted and paged in
-  /// SQL (never by reading every run). Statuses as stored, like list_runs: Store answers the
-  /// `running`/`lost` filters itself.
-  virtual RunPage query_runs(const RunQuery& query) = 0;
   /// How many run ids start with `prefix`, and the first `limit` of those runs by id.
   virtual std::pair<std::int64_t, std::vector<RunRecord>> runs_with_prefix(const std::string& prefix, int limit) = 0;
 

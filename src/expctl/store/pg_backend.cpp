@@ -317,31 +317,10 @@ bool PgBackend::remove_tag(const std::string& run_id, const std::string& tag) {
   });
 }
 
-std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
-  // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string sql = fmt::format("SELECT {} FROM runs WHERE true", k_run_columns);
-  PgParams params;
-  const auto next = [&](std::string value) {
-    params.push_back(std::move(value));
-    return fmt::format("${}", params.size());
-  };
-  if (filter.status) {
-    sql += " AND status = " + next(std::string(to_string(*filter.status)));
-  }
-  if (filter.tag) {
-    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = " + next(*filter.tag) + ")";
-  }
-  if (!filter.spec_hash_prefix.empty()) {
-    sql += " AND starts_with(spec_hash, " + next(filter.spec_hash_prefix) + ")";
-  }
-  sql += " ORDER BY started_at DESC, id DESC";
-  if (filter.limit > 0) {
-    sql += " LIMIT " + next(text(static_cast<std::int64_t>(filter.limit)));
-  }
-  return read_runs(m_connection.exec(sql, params));
-}
+namespace {
 
-RunPage PgBackend::query_runs(const RunQuery& query) {
+/// The runs `query` selects, one page of them, and (with_total) how many match in all.
+RunPage select_runs(PgConnection& connection, const RunQuery& query, bool with_total) {
   // Only fixed fragments are concatenated; every value is a bound parameter.
   std::string where = " WHERE true";
   PgParams params;
@@ -392,14 +371,31 @@ RunPage PgBackend::query_runs(const RunQuery& query) {
     page_sql += " LIMIT " + next(text(static_cast<std::int64_t>(query.limit)));
   }
   page_sql += " OFFSET " + next(text(static_cast<std::int64_t>(query.offset)));
-  return m_connection.transaction([&] {
+  if (!with_total) {
+    return RunPage{.runs = read_runs(connection.exec(page_sql, params))};
+  }
+  return connection.transaction([&] {
     // One snapshot for both statements, so the total and the page see the same runs.
-    m_connection.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    connection.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     RunPage page;
-    page.total = m_connection.exec("SELECT count(*) FROM runs" + where, filter_params).int64(0, 0);
-    page.runs = read_runs(m_connection.exec(page_sql, params));
+    page.total = connection.exec("SELECT count(*) FROM runs" + where, filter_params).int64(0, 0);
+    page.runs = read_runs(connection.exec(page_sql, params));
     return page;
   });
+}
+
+}  // namespace
+
+std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
+  return select_runs(m_connection,
+                     {.status = filter.status, .tag = filter.tag, .spec_hash_prefix = filter.spec_hash_prefix,
+                      .limit = filter.limit},
+                     false)
+      .runs;
+}
+
+RunPage PgBackend::query_runs(const RunQuery& query) {
+  return select_runs(m_connection, query, true);
 }
 
 std::optional<RunRecord> PgBackend::run(const std::string& run_id) {

@@ -7,11 +7,12 @@
 
 #include "expctl/store/backend.hpp"
 #include "expctl/store/pg_connection.hpp"
+#include "expctl/store/run_query.hpp"
 #include "expctl/store/store.hpp"
 
 namespace expctl::store {
 
-class PgBackend final : public Backend {
+class PgBackend final : public Backend, public RunQueries {
  public:
   PgBackend(detail::PgConnection connection, int version) : m_connection(std::move(connection)), m_version(version) {}
 

@@ -276,42 +276,10 @@ void SqliteBackend::set_summary(const std::string& run_id, const std::string& js
   });
 }
 
-std::vector<RunRecord> SqliteBackend::list_runs(const RunFilter& filter) {
-  // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string sql = fmt::format("SELECT {} FROM runs WHERE 1", detail::k_run_columns);
-  if (filter.status) {
-    sql += " AND status = :status";
-  }
-  if (filter.tag) {
-    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
-  }
-  if (!filter.spec_hash_prefix.empty()) {
-    sql += " AND substr(spec_hash, 1, length(:spec)) = :spec";
-  }
-  sql += " ORDER BY started_at DESC, rowid DESC";
-  if (filter.limit > 0) {
-    sql += " LIMIT :limit";
-  }
-  auto& connection = m_connection;
-  return connection.retry([&] {
-    SQLite::Statement query(connection.db(), sql);
-    if (filter.status) {
-      query.bind(":status", std::string(to_string(*filter.status)));
-    }
-    if (filter.tag) {
-      query.bind(":tag", *filter.tag);
-    }
-    if (!filter.spec_hash_prefix.empty()) {
-      query.bind(":spec", filter.spec_hash_prefix);
-    }
-    if (filter.limit > 0) {
-      query.bind(":limit", static_cast<int64_t>(filter.limit));
-    }
-    return detail::read_runs(connection.db(), query);
-  });
-}
+namespace {
 
-RunPage SqliteBackend::query_runs(const RunQuery& query) {
+/// The runs `query` selects, one page of them, and (with_total) how many match in all.
+RunPage select_runs(detail::Connection& connection, const RunQuery& query, bool with_total) {
   // Only fixed fragments are concatenated; every value is a bound parameter.
   std::string where = " WHERE 1";
   if (query.status) {
@@ -365,21 +333,39 @@ RunPage SqliteBackend::query_runs(const RunQuery& query) {
       statement.bind(":offset", static_cast<std::int64_t>(query.offset));
     }
   };
-  auto& connection = m_connection;
   return connection.retry([&] {
     // One read transaction, so the total and the page see the same runs.
-    SQLite::Transaction snapshot(connection.db(), SQLite::TransactionBehavior::DEFERRED);
-    SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs" + where);
-    bind(counter, false);
-    counter.executeStep();
+    std::optional<SQLite::Transaction> snapshot;
+    if (with_total) {
+      snapshot.emplace(connection.db(), SQLite::TransactionBehavior::DEFERRED);
+    }
     RunPage page;
-    page.total = counter.getColumn(0).getInt64();
+    if (with_total) {
+      SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs" + where);
+      bind(counter, false);
+      counter.executeStep();
+      page.total = counter.getColumn(0).getInt64();
+    }
     SQLite::Statement rows(connection.db(), fmt::format("SELECT {} FROM runs{} ORDER BY {} LIMIT :limit OFFSET :offset",
                                                         detail::k_run_columns, where, order));
     bind(rows, true);
     page.runs = detail::read_runs(connection.db(), rows);
     return page;
   });
+}
+
+}  // namespace
+
+std::vector<RunRecord> SqliteBackend::list_runs(const RunFilter& filter) {
+  return select_runs(m_connection,
+                     {.status = filter.status, .tag = filter.tag, .spec_hash_prefix = filter.spec_hash_prefix,
+                      .limit = filter.limit},
+                     false)
+      .runs;
+}
+
+RunPage SqliteBackend::query_runs(const RunQuery& query) {
+  return select_runs(m_connection, query, true);
 }
 
 std::optional<RunRecord> SqliteBackend::run(const std::string& run_id) {

@@ -8,10 +8,11 @@
 
 #include "expctl/store/backend.hpp"
 #include "expctl/store/connection.hpp"
+#include "expctl/store/run_query.hpp"
 
 namespace expctl::store {
 
-class SqliteBackend final : public Backend {
+class SqliteBackend final : public Backend, public RunQueries {
  public:
   SqliteBackend(detail::Connection connection, int version)
       : m_connection(std::move(connection)), m_version(version) {}

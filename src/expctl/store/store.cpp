@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -247,33 +246,6 @@ std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
     run.run_dir = m_runs_root / run.id;
   }
   return runs;
-}
-
-RunPage Store::query_runs(const RunQuery& query) const {
-  EXPCTL_CHECK(is_lower_hex(query.spec_hash_prefix), util::StoreError, "spec hash prefix {} is not lowercase hex",
-               util::quoted(query.spec_hash_prefix));
-  RunPage page;
-  if (query.status == RunStatus::running || query.status == RunStatus::lost) {
-    // Both are stored as running and told apart only once read: read those (a store holds few),
-    // sorted by the database, then keep the asked status and cut the page here.
-    RunQuery stored = query;
-    stored.status = RunStatus::running;
-    stored.offset = 0;
-    stored.limit = 0;
-    std::vector<RunRecord> runs = m_backend->query_runs(stored).runs;
-    std::erase_if(runs, [&](const RunRecord& run) { return run.status != *query.status; });
-    page.total = static_cast<std::int64_t>(runs.size());
-    const std::size_t begin = std::min(query.offset, runs.size());
-    const std::size_t end = query.limit > 0 ? std::min(runs.size(), begin + query.limit) : runs.size();
-    page.runs.assign(std::make_move_iterator(runs.begin() + static_cast<std::ptrdiff_t>(begin)),
-                     std::make_move_iterator(runs.begin() + static_cast<std::ptrdiff_t>(end)));
-  } else {
-    page = m_backend->query_runs(query);
-  }
-  for (RunRecord& run : page.runs) {
-    run.run_dir = m_runs_root / run.id;
-  }
-  return page;
 }
 
 std::optional<RunRecord> Store::run(const std::string& run_id) const {

@@ -168,10 +168,6 @@ class Store {
   /// Runs matching `filter`, newest first (by start time, then creation order). Statuses are as
   /// derive_run_status says, and so is the status filter (`running` excludes lost runs).
   std::vector<RunRecord> list_runs(const RunFilter& filter = {}) const;
-  /// One page of the runs `query` selects, with their total: the database filters, counts, sorts
-  /// and pages (a page of a 10 000-run store reads its rows only). Statuses as derive_run_status
-  /// says; a `running` or `lost` filter reads the runs stored as running (few) and pages those.
-  RunPage query_runs(const RunQuery& query) const;
   /// The run whose id is `selector` or starts with it. Throws StoreError (exit 2) naming the
   /// selector when none matches, or listing the candidates when several do.
   RunRecord find_run(const std::string& selector) const;

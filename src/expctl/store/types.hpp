@@ -123,29 +123,6 @@ struct RunFilter {
   std::size_t limit = 0;           ///< 0: no limit
 };
 
-/// How query_runs orders runs. Every order ends with the run id, so pages never overlap.
-/// `status` sorts by the stored spelling (a lost run sorts among running ones); `duration` by the
-/// seconds from start to end, or to now for a run without an end.
-enum class RunSort { started, name, status, duration };
-
-/// One page of runs, filtered, sorted and paged by the database (the dashboard's runs table).
-struct RunQuery {
-  std::optional<RunStatus> status{};
-  std::optional<std::string> tag{};  ///< exact tag
-  std::string name_contains{};       ///< substring of the name (case-sensitive); empty: any
-  std::string spec_hash_prefix{};    ///< lowercase hex, empty: any
-  RunSort sort = RunSort::started;
-  bool descending = true;
-  std::size_t offset = 0;
-  std::size_t limit = 50;  ///< 0: no limit
-};
-
-/// What query_runs answers: how many runs match in all, and the page asked for.
-struct RunPage {
-  std::int64_t total = 0;
-  std::vector<RunRecord> runs{};
-};
-
 /// Selects metric points; unset fields match everything. Points come ordered by name, rank, step.
 struct MetricFilter {
   std::optional<std::string> name{};

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend_fixture.hpp"
+#include "expctl/store/run_query.hpp"
 
 using namespace expctl;
 using store::MetricPoint;
@@ -420,51 +421,51 @@ TEMPLATE_TEST_CASE("store contract: query_runs filters, counts, sorts and pages 
   };
   using V = std::vector<std::string>;
   // Default: newest first, a page of 3 with the total of all.
-  auto page = db.query_runs({.limit = 3});
+  auto page = store::query_runs(db, {.limit = 3});
   CHECK(page.total == 7);
   CHECK(names_of(page) == V{"Alpha-3", "delta", "alphabet"});
   CHECK(page.runs[0].run_dir == fs::absolute(where.dir / "runs" / ids[6]));
   CHECK(page.runs[0].status == RunStatus::lost);
-  page = db.query_runs({.offset = 6, .limit = 3});
+  page = store::query_runs(db, {.offset = 6, .limit = 3});
   CHECK(page.total == 7);
   CHECK(names_of(page) == V{"alpha"});
-  CHECK(db.query_runs({.offset = 50}).runs.empty());
-  CHECK(db.query_runs({.limit = 0}).runs.size() == 7);  // 0: no limit
+  CHECK(store::query_runs(db, {.offset = 50}).runs.empty());
+  CHECK(store::query_runs(db, {.limit = 0}).runs.size() == 7);  // 0: no limit
 
-  CHECK(names_of(db.query_runs({.sort = store::RunSort::name, .descending = false, .limit = 0})) ==
+  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::name, .descending = false, .limit = 0})) ==
         V{"Alpha-3", "Beta", "alpha", "alphabet", "beta-2", "delta", "gamma"});
-  CHECK(names_of(db.query_runs({.sort = store::RunSort::name, .offset = 1, .limit = 2})) == V{"delta", "beta-2"});
-  CHECK(names_of(db.query_runs({.sort = store::RunSort::duration, .descending = false, .limit = 4})) ==
+  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::name, .offset = 1, .limit = 2})) == V{"delta", "beta-2"});
+  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::duration, .descending = false, .limit = 4})) ==
         V{"Beta", "gamma", "beta-2", "alpha"});
   // Stored status order: completed < failed < running (a lost run is stored as running).
-  page = db.query_runs({.sort = store::RunSort::status, .descending = false, .limit = 0});
+  page = store::query_runs(db, {.sort = store::RunSort::status, .descending = false, .limit = 0});
   REQUIRE(page.runs.size() == 7);
   CHECK(page.runs[3].status == RunStatus::failed);
   CHECK(page.runs[0].id < page.runs[1].id);  // ties by id
 
   // Filters, each counted in the database, and together.
-  CHECK(db.query_runs({.status = RunStatus::completed}).total == 3);
-  CHECK(db.query_runs({.status = RunStatus::failed}).total == 1);
-  page = db.query_runs({.status = RunStatus::running, .sort = store::RunSort::name, .descending = false});
+  CHECK(store::query_runs(db, {.status = RunStatus::completed}).total == 3);
+  CHECK(store::query_runs(db, {.status = RunStatus::failed}).total == 1);
+  page = store::query_runs(db, {.status = RunStatus::running, .sort = store::RunSort::name, .descending = false});
   CHECK(page.total == 2);
   CHECK(names_of(page) == V{"alphabet", "delta"});
-  page = db.query_runs({.status = RunStatus::lost});
+  page = store::query_runs(db, {.status = RunStatus::lost});
   CHECK(page.total == 1);
   CHECK(names_of(page) == V{"Alpha-3"});
-  page = db.query_runs({.status = RunStatus::running, .offset = 1, .limit = 5});
+  page = store::query_runs(db, {.status = RunStatus::running, .offset = 1, .limit = 5});
   CHECK(page.total == 2);
   CHECK(names_of(page) == V{"alphabet"});
-  CHECK(names_of(db.query_runs({.tag = "tenth"})) == V{"alphabet", "Beta"});
-  CHECK(db.query_runs({.tag = "none"}).total == 0);
-  CHECK(names_of(db.query_runs({.name_contains = "alph"})) == V{"alphabet", "alpha"});  // not "Alpha-3"
-  CHECK(db.query_runs({.name_contains = "%"}).total == 0);  // no LIKE wildcards
-  CHECK(db.query_runs({.name_contains = "_"}).total == 0);
-  CHECK(names_of(db.query_runs({.spec_hash_prefix = other_hash.substr(0, 6)})) == V{"gamma"});
-  CHECK(db.query_runs({.spec_hash_prefix = k_hash}).total == 6);
-  page = db.query_runs({.status = RunStatus::completed, .tag = "tenth", .name_contains = "eta",
+  CHECK(names_of(store::query_runs(db, {.tag = "tenth"})) == V{"alphabet", "Beta"});
+  CHECK(store::query_runs(db, {.tag = "none"}).total == 0);
+  CHECK(names_of(store::query_runs(db, {.name_contains = "alph"})) == V{"alphabet", "alpha"});  // not "Alpha-3"
+  CHECK(store::query_runs(db, {.name_contains = "%"}).total == 0);  // no LIKE wildcards
+  CHECK(store::query_runs(db, {.name_contains = "_"}).total == 0);
+  CHECK(names_of(store::query_runs(db, {.spec_hash_prefix = other_hash.substr(0, 6)})) == V{"gamma"});
+  CHECK(store::query_runs(db, {.spec_hash_prefix = k_hash}).total == 6);
+  page = store::query_runs(db, {.status = RunStatus::completed, .tag = "tenth", .name_contains = "eta",
                         .spec_hash_prefix = k_hash.substr(0, 2)});
   CHECK(page.total == 1);
   CHECK(names_of(page) == V{"Beta"});
   CHECK(page.runs[0].tags == V{"tenth"});
-  CHECK_THROWS_WITH(db.query_runs({.spec_hash_prefix = "XYZ"}), Catch::Contains("not lowercase hex"));
+  CHECK_THROWS_WITH(store::query_runs(db, {.spec_hash_prefix = "XYZ"}), Catch::Contains("not lowercase hex"));
 }
