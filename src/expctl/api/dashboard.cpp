@@ -91,7 +91,7 @@ nlohmann::json runs_page(const store::Store& store, const RunsQuery& query) {
   filter.limit = std::clamp<std::size_t>(query.limit, 1, k_max_page_rows);
   filter.offset = query.offset;
   // The database filters, counts, sorts and pages: only this page's rows are read.
-  const store::RunPage page = store.query_runs(filter);
+  const store::RunPage page = store::query_runs(store, filter);
   nlohmann::json document = json_envelope("runs-page");
   document["total"] = page.total;
   document["offset"] = std::min<std::size_t>(query.offset, static_cast<std::size_t>(page.total));

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/api/run_folder.hpp"
+#include "expctl/store/run_query.hpp"
 #include "expctl/store/store.hpp"
 
 namespace expctl::api {
