@@ -23,19 +23,12 @@ namespace {
 
 constexpr std::string_view k_token = "fuzz-token-0123456789abcdef";
 
-constexpr std::string_view k_base = R"(name: base
-data:
-  dataset: synthetic
-  num_samples: 256
-  num_classes: 4
-  input_shape: [8]
-  batch_size: 16
-model:
-  arch: mlp
-  hidden_sizes: [8]
-train:
-  max_steps: 4
-)";
+// The sweep's base: a small valid spec (flow style, one mapping a line).
+constexpr std::string_view k_base =
+    "name: base\n"
+    "data: {dataset: synthetic, num_samples: 256, num_classes: 4, input_shape: [8], batch_size: 16}\n"
+    "model: {arch: mlp, hidden_sizes: [8]}\n"
+    "train: {max_steps: 4}\n";
 
 std::vector<std::string> g_runs;  // ids of the stored runs
 
