@@ -168,6 +168,22 @@ try {
   await ready();
   const axis = await page.evaluate(() => ({ x: window.__expctl.charts.loss.options.scales.x.title.text, y: window.__expctl.charts.loss.options.scales.y.type }));
   check(axis.x === 'seconds of step time' && axis.y === 'logarithmic', 'x=wall&log=1 not applied: ' + JSON.stringify(axis));
+  // Smoothing from the URL (an exponential moving average: the drawn line is not the raw one),
+  // and dark mode from the theme button.
+  await page.goto(`${base}/run?id=${encodeURIComponent(ids.alpha)}&smooth=0.9`, { waitUntil: 'load' });
+  await ready();
+  const smoothed = await page.evaluate(async (id) => {
+    const raw = await (await fetch('/api/series?id=' + encodeURIComponent(id) + '&metric=samples_per_sec')).json();
+    const drawn = window.__expctl.charts.samples_per_sec.data.datasets[0].data;
+    return { slider: document.getElementById('smooth').value, first: drawn[0].y === raw.ranks[0].y[0], later: drawn[50].y !== raw.ranks[0].y[50] };
+  }, ids.alpha);
+  check(smoothed.slider === '0.9' && smoothed.first && smoothed.later, 'smooth=0.9 not applied: ' + JSON.stringify(smoothed));
+  const themeBefore = await page.evaluate(() => document.documentElement.classList.contains('dark'));
+  await page.click('#theme');
+  const themeAfter = await page.evaluate(() => ({ dark: document.documentElement.classList.contains('dark'), stored: localStorage.getItem('expctl-theme') }));
+  check(themeAfter.dark !== themeBefore && themeAfter.stored === (themeAfter.dark ? 'dark' : 'light'), 'the theme button: ' + JSON.stringify(themeAfter));
+  await page.screenshot({ path: path.join(args.out, 'run-dark.png') });
+  await page.click('#theme');
 
   // 3. Hostile strings on run pages: name, root cause, metric names, summary keys and values.
   const allPage = await (async () => {
@@ -251,7 +267,7 @@ try {
 
   const cspErrors = consoleErrors.filter((text) => /Content Security Policy|Refused to/.test(text));
   check(cspErrors.length === 0, 'CSP errors in the console: ' + cspErrors.join(' | '));
-  console.log(`pages checked: runs, filtered runs, run, run (wall, log), every-hostile run, 10 hostile runs, compare x2, sweep list, sweep, live (${before} -> ${after} points)`);
+  console.log(`pages checked: runs, filtered runs, run, run (wall, log), run (smooth, dark), every-hostile run, 10 hostile runs, compare x2, sweep list, sweep, live (${before} -> ${after} points)`);
 } catch (error) {
   failures.push(String(error && error.stack || error));
   console.error(error);
