@@ -15,9 +15,10 @@
 #include <optional>
 #include <string>
 
+#include "fuzz_support.hpp"
+
 #include "expctl/serve/server.hpp"
 #include "expctl/store/store.hpp"
-#include "fuzz_support.hpp"
 
 namespace {
 
@@ -47,10 +48,15 @@ std::string make_store() {
       db.add_rank(run.id, {.rank = rank, .host = "node"});
       for (int step = 1; step <= 20; ++step) {
         const double ms = 10.0 + rank;
-        for (const auto& [metric, value] :
-             {std::pair<const char*, double>{"loss", 1.0 / step}, {"samples_per_sec", 100.0}, {"step_time_ms", ms},
-              {"data_wait_ms", ms * 0.1}, {"forward_ms", ms * 0.3}, {"backward_ms", ms * 0.4},
-              {"comm_wait_ms", ms * 0.1}, {"optimizer_ms", ms * 0.05}, {"straggler_score", 1.0 + rank * 0.1}}) {
+        for (const auto& [metric, value] : {std::pair<const char*, double>{"loss", 1.0 / step},
+                                            {"samples_per_sec", 100.0},
+                                            {"step_time_ms", ms},
+                                            {"data_wait_ms", ms * 0.1},
+                                            {"forward_ms", ms * 0.3},
+                                            {"backward_ms", ms * 0.4},
+                                            {"comm_wait_ms", ms * 0.1},
+                                            {"optimizer_ms", ms * 0.05},
+                                            {"straggler_score", 1.0 + rank * 0.1}}) {
           points.push_back({rank, step, metric, value});
         }
       }
@@ -101,7 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     request += "\r\n";
   }
   auto& served = server();
-  for (const auto& [mark, id] : {std::pair<std::string_view, const std::string&>{"@RUN2@", g_runs[1]}, {"@RUN@", g_runs[0]}}) {
+  for (const auto& [mark, id] :
+       {std::pair<std::string_view, const std::string&>{"@RUN2@", g_runs[1]}, {"@RUN@", g_runs[0]}}) {
     for (auto at = request.find(mark); at != std::string::npos; at = request.find(mark, at + id.size())) {
       request.replace(at, mark.size(), id);
     }

@@ -99,7 +99,8 @@ nlohmann::json runs_page(const store::Store& store, const RunsQuery& query) {
   document["columns"] = nlohmann::json::array();
   const std::size_t columns = std::min(query.columns.size(), k_max_metric_columns);
   for (std::size_t c = 0; c < columns; ++c) {
-    document["columns"].push_back({{"metric", query.columns[c].metric}, {"agg", to_string(query.columns[c].aggregate)}});
+    document["columns"].push_back(
+        {{"metric", query.columns[c].metric}, {"agg", to_string(query.columns[c].aggregate)}});
   }
   document["runs"] = nlohmann::json::array();
   for (const store::RunRecord& run : page.runs) {
@@ -211,12 +212,13 @@ nlohmann::json series_document(const store::Store& store, const SeriesQuery& que
 nlohmann::json phase_shares_document(const store::Store& store, const PhaseSharesQuery& query) {
   // The phase timers every rank stores per step (docs/run.md, "Metrics recorded").
   static constexpr std::pair<const char*, const char*> k_phases[] = {{"data", "data_wait_ms"},
-                                                                      {"forward", "forward_ms"},
-                                                                      {"backward", "backward_ms"},
-                                                                      {"comm", "comm_wait_ms"},
-                                                                      {"optimizer", "optimizer_ms"}};
+                                                                     {"forward", "forward_ms"},
+                                                                     {"backward", "backward_ms"},
+                                                                     {"comm", "comm_wait_ms"},
+                                                                     {"optimizer", "optimizer_ms"}};
   const auto rank_of = [&](const std::vector<store::SeriesColumns>& columns) -> const store::SeriesColumns* {
-    const auto found = std::find_if(columns.begin(), columns.end(), [&](const auto& c) { return c.rank == query.rank; });
+    const auto found =
+        std::find_if(columns.begin(), columns.end(), [&](const auto& c) { return c.rank == query.rank; });
     return found == columns.end() ? nullptr : &*found;
   };
   const auto times_all = store.series_columns(query.run_id, "step_time_ms");
@@ -236,7 +238,8 @@ nlohmann::json phase_shares_document(const store::Store& store, const PhaseShare
   // bucket of the step-time point of its step (phases are stored for the same steps).
   std::vector<double> step_ms;
   nlohmann::json at = nlohmann::json::array();
-  const std::vector<double> wall = query.x == XAxis::wall && times != nullptr ? wall_seconds(times->steps, times, 0.0) : std::vector<double>{};
+  const std::vector<double> wall =
+      query.x == XAxis::wall && times != nullptr ? wall_seconds(times->steps, times, 0.0) : std::vector<double>{};
   for (std::size_t start = 0; start < n; start += size) {
     const std::size_t end = std::min(n, start + size);
     double sum = 0.0;
@@ -280,7 +283,8 @@ nlohmann::json phase_shares_document(const store::Store& store, const PhaseShare
   if (every_phase) {
     nlohmann::json other = nlohmann::json::array();
     for (std::size_t b = 0; b < step_ms.size(); ++b) {
-      other.push_back(step_ms[b] > 0.0 ? short_number(std::max(0.0, 1.0 - timed[b] / step_ms[b])) : nlohmann::json(nullptr));
+      other.push_back(step_ms[b] > 0.0 ? short_number(std::max(0.0, 1.0 - timed[b] / step_ms[b]))
+                                       : nlohmann::json(nullptr));
     }
     phases["other"] = std::move(other);
   } else {

@@ -1,12 +1,11 @@
 // `expctl serve`: a read-only web dashboard over the store (docs/serve.md).
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <iostream>
 #include <thread>
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
@@ -115,9 +114,10 @@ void setup_serve(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--max-connections", options->max_connections,
                       "Connections served at once (default 512); more wait their turn")
       ->check(CLI::Range(1, 4096));
-  command->add_option("--sweep", options->sweep_files,
-                      "Show this sweep's results across its points on the sweep page (/sweep), as\n"
-                      "`expctl sweep FILE --report` prints them; read once at start (repeatable)")
+  command
+      ->add_option("--sweep", options->sweep_files,
+                   "Show this sweep's results across its points on the sweep page (/sweep), as\n"
+                   "`expctl sweep FILE --report` prints them; read once at start (repeatable)")
       ->option_text("FILE")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

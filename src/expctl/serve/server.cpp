@@ -1,7 +1,5 @@
 #include "expctl/serve/server.hpp"
 
-#include <httplib.h>
-
 #include <charconv>
 #include <condition_variable>
 #include <deque>
@@ -10,6 +8,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <httplib.h>
 
 #include "expctl/api/compare.hpp"
 #include "expctl/api/dashboard.hpp"
@@ -480,37 +479,37 @@ struct Server::Impl {
       send_json(response, api::series_document(*store, series_query(request, *store)));
     }));
     http.Get("/api/sweeps", route([this](const Request&, Response& response) {
-      send_json(response, api::sweeps_list(options.sweeps));
-    }));
+               send_json(response, api::sweeps_list(options.sweeps));
+             }));
     http.Get("/api/sweep", route([this](const Request& request, Response& response) {
-      const std::string name = param(request, "name");
-      const auto found = std::find_if(options.sweeps.begin(), options.sweeps.end(),
-                                      [&](const auto& sweep) { return sweep->name == name; });
-      if (found == options.sweeps.end()) {
-        throw HttpError{404, options.sweeps.empty()
-                                 ? "this server shows no sweeps: start it with --sweep FILE"
-                                 : "no sweep of this name is served (/api/sweeps lists them)"};
-      }
-      std::vector<std::string> metrics;
-      const std::size_t count = request.get_param_value_count("metric");
-      if (count > api::k_max_metric_columns) {
-        throw HttpError{400, fmt::format("at most {} metrics", api::k_max_metric_columns)};
-      }
-      for (std::size_t i = 0; i < count; ++i) {
-        metrics.push_back(request.get_param_value("metric", i));
-      }
-      const auto store = stores.take();
-      send_json(response, api::sweep_document(*store, **found, metrics));
-    }));
+               const std::string name = param(request, "name");
+               const auto found = std::find_if(options.sweeps.begin(), options.sweeps.end(),
+                                               [&](const auto& sweep) { return sweep->name == name; });
+               if (found == options.sweeps.end()) {
+                 throw HttpError{404, options.sweeps.empty()
+                                          ? "this server shows no sweeps: start it with --sweep FILE"
+                                          : "no sweep of this name is served (/api/sweeps lists them)"};
+               }
+               std::vector<std::string> metrics;
+               const std::size_t count = request.get_param_value_count("metric");
+               if (count > api::k_max_metric_columns) {
+                 throw HttpError{400, fmt::format("at most {} metrics", api::k_max_metric_columns)};
+               }
+               for (std::size_t i = 0; i < count; ++i) {
+                 metrics.push_back(request.get_param_value("metric", i));
+               }
+               const auto store = stores.take();
+               send_json(response, api::sweep_document(*store, **found, metrics));
+             }));
     http.Get("/api/phases", route([this](const Request& request, Response& response) {
-      const auto store = stores.take();
-      api::PhaseSharesQuery query;
-      query.run_id = exact_run(*store, param(request, "id")).id;
-      query.rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
-      query.x = x_axis(request);
-      query.buckets = number_param<std::size_t>(request, "buckets", 300, 1, api::k_max_series_points / 3);
-      send_json(response, api::phase_shares_document(*store, query));
-    }));
+               const auto store = stores.take();
+               api::PhaseSharesQuery query;
+               query.run_id = exact_run(*store, param(request, "id")).id;
+               query.rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
+               query.x = x_axis(request);
+               query.buckets = number_param<std::size_t>(request, "buckets", 300, 1, api::k_max_series_points / 3);
+               send_json(response, api::phase_shares_document(*store, query));
+             }));
     http.Get("/api/series.csv", route([this](const Request& request, Response& response) {
       const auto store = stores.take();
       auto query = series_query(request, *store);

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "expctl/api/run_folder.hpp"
-#include "expctl/sweep/sweep.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/sweep/sweep.hpp"
 
 namespace expctl::serve {
 

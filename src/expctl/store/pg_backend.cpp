@@ -361,8 +361,9 @@ RunPage select_runs(PgConnection& connection, const RunQuery& query, bool with_t
             "[0-5][0-9](\\.[0-9]+)?Z$' THEN {0}::timestamptz END)",
             column);
       };
-      order = fmt::format("{} - {} {} NULLS {}, id {}", time("coalesce(ended_at, " + next(format_utc(Clock::now())) + ")"),
-                          time("started_at"), direction, query.descending ? "LAST" : "FIRST", direction);
+      order =
+          fmt::format("{} - {} {} NULLS {}, id {}", time("coalesce(ended_at, " + next(format_utc(Clock::now())) + ")"),
+                      time("started_at"), direction, query.descending ? "LAST" : "FIRST", direction);
       break;
     }
   }
@@ -388,7 +389,9 @@ RunPage select_runs(PgConnection& connection, const RunQuery& query, bool with_t
 
 std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
   return select_runs(m_connection,
-                     {.status = filter.status, .tag = filter.tag, .spec_hash_prefix = filter.spec_hash_prefix,
+                     {.status = filter.status,
+                      .tag = filter.tag,
+                      .spec_hash_prefix = filter.spec_hash_prefix,
                       .limit = filter.limit},
                      false)
       .runs;

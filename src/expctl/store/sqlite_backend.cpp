@@ -358,7 +358,9 @@ RunPage select_runs(detail::Connection& connection, const RunQuery& query, bool 
 
 std::vector<RunRecord> SqliteBackend::list_runs(const RunFilter& filter) {
   return select_runs(m_connection,
-                     {.status = filter.status, .tag = filter.tag, .spec_hash_prefix = filter.spec_hash_prefix,
+                     {.status = filter.status,
+                      .tag = filter.tag,
+                      .spec_hash_prefix = filter.spec_hash_prefix,
                       .limit = filter.limit},
                      false)
       .runs;

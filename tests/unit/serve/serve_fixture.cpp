@@ -44,7 +44,8 @@ void add_step(std::vector<store::MetricPoint>& points, int rank, std::int64_t st
   points.push_back({rank, step, "backward_ms", step_ms * 0.4});
   points.push_back({rank, step, "comm_wait_ms", step_ms * 0.1});
   points.push_back({rank, step, "optimizer_ms", step_ms * 0.05});
-  points.push_back({rank, step, "straggler_score", rank == 1 ? 1.05 + 0.05 * std::sin(static_cast<double>(step) * 0.05) : 0.97});
+  points.push_back(
+      {rank, step, "straggler_score", rank == 1 ? 1.05 + 0.05 * std::sin(static_cast<double>(step) * 0.05) : 0.97});
 }
 
 double loss_at(std::int64_t step, double seed) {
@@ -230,6 +231,7 @@ int main(int argc, char** argv) {
     std::cerr << "expctl_serve_fixture: " << error.what() << '\n';
     return 1;
   }
-  std::cerr << "usage: expctl_serve_fixture store DB HOSTILE.json | live DB STEPS MS | big DB STEPS | many DB N | sweep DB SWEEP.yaml\n";
+  std::cerr << "usage: expctl_serve_fixture store DB HOSTILE.json | live DB STEPS MS | big DB STEPS | many DB N | "
+               "sweep DB SWEEP.yaml\n";
   return 2;
 }

@@ -1,11 +1,10 @@
 // The documents only the server answers (api/dashboard.hpp) and the run-folder rule it reads by.
-#include <catch2/catch.hpp>
-
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "store_fixture.hpp"
+#include <catch2/catch.hpp>
 
 #include "expctl/api/dashboard.hpp"
 #include "expctl/api/runs.hpp"
@@ -89,7 +88,9 @@ TEST_CASE("runs_page adds metric columns: last of rank 0, min or max over ranks,
   fixture.db.append_metrics(run.id, std::vector<store::MetricPoint>{{0, 1, "loss", 3.0}, {0, 2, "loss", 1.0},
                                                                     {1, 1, "loss", 0.5}, {1, 2, "loss", 4.0}});
   api::RunsQuery query;
-  query.columns = {{"loss", api::Aggregate::last}, {"loss", api::Aggregate::min}, {"loss", api::Aggregate::max},
+  query.columns = {{"loss", api::Aggregate::last},
+                   {"loss", api::Aggregate::min},
+                   {"loss", api::Aggregate::max},
                    {"no-such-metric", api::Aggregate::max}};
   const auto page = api::runs_page(fixture.db, query);
   CHECK(page["columns"][1] == nlohmann::json({{"metric", "loss"}, {"agg", "min"}}));
@@ -205,8 +206,7 @@ TEST_CASE("the server reads a run folder only under the store's runs root", "[se
   CHECK_FALSE(api::log_tail(fixture.db, run, 7, 100, server));
 }
 
-TEST_CASE("phase_shares_document: each bucket's phase shares of one rank's step time, untimed phases null",
-          "[serve]") {
+TEST_CASE("phase_shares_document: each bucket's phase shares of one rank's step time, untimed phases null", "[serve]") {
   test::StoreFixture fixture;
   const auto run = fixture.new_run();
   std::vector<store::MetricPoint> points;

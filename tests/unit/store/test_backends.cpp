@@ -6,9 +6,9 @@
 #include <set>
 #include <thread>
 
+#include "backend_fixture.hpp"
 #include <fmt/format.h>
 
-#include "backend_fixture.hpp"
 #include "expctl/store/run_query.hpp"
 
 using namespace expctl;
@@ -381,11 +381,13 @@ TEMPLATE_TEST_CASE("store contract: orphaned_folders lists old run folders witho
   CHECK(db.orphaned_folders() == std::vector<fs::path>{old_orphan});
 }
 
-TEMPLATE_TEST_CASE("store contract: query_runs filters, counts, sorts and pages in the database, lost and running "
-                   "told apart",
-                   "[store][backends]", test::OnSqlite, test::OnPostgres) {
+TEMPLATE_TEST_CASE(
+    "store contract: query_runs filters, counts, sorts and pages in the database, lost and running "
+    "told apart",
+    "[store][backends]", test::OnSqlite, test::OnPostgres) {
   BackendStore where(TestType::kind);
-  if (!where.available) return;
+  if (!where.available)
+    return;
   auto db = where.open();
   db.put_spec(k_hash, k_spec, "quickstart");
   const std::string other_hash = util::sha256_hex("other");
@@ -403,7 +405,8 @@ TEMPLATE_TEST_CASE("store contract: query_runs filters, counts, sorts and pages 
   const auto finish = [&](std::size_t i, RunStatus status, int hours) {
     db.finish_run(ids[i], status, status == RunStatus::completed ? 0 : 1, "");
     where.execute(fmt::format("UPDATE runs SET ended_at = '{}' WHERE id = '{}'",
-                              store::format_utc(t0 + std::chrono::minutes(10 * i) + std::chrono::hours(hours)), ids[i]));
+                              store::format_utc(t0 + std::chrono::minutes(10 * i) + std::chrono::hours(hours)),
+                              ids[i]));
   };
   finish(0, RunStatus::completed, 5);
   finish(1, RunStatus::completed, 1);
@@ -434,7 +437,8 @@ TEMPLATE_TEST_CASE("store contract: query_runs filters, counts, sorts and pages 
 
   CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::name, .descending = false, .limit = 0})) ==
         V{"Alpha-3", "Beta", "alpha", "alphabet", "beta-2", "delta", "gamma"});
-  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::name, .offset = 1, .limit = 2})) == V{"delta", "beta-2"});
+  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::name, .offset = 1, .limit = 2})) ==
+        V{"delta", "beta-2"});
   CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::duration, .descending = false, .limit = 4})) ==
         V{"Beta", "gamma", "beta-2", "alpha"});
   // Stored status order: completed < failed < running (a lost run is stored as running).
@@ -458,12 +462,14 @@ TEMPLATE_TEST_CASE("store contract: query_runs filters, counts, sorts and pages 
   CHECK(names_of(store::query_runs(db, {.tag = "tenth"})) == V{"alphabet", "Beta"});
   CHECK(store::query_runs(db, {.tag = "none"}).total == 0);
   CHECK(names_of(store::query_runs(db, {.name_contains = "alph"})) == V{"alphabet", "alpha"});  // not "Alpha-3"
-  CHECK(store::query_runs(db, {.name_contains = "%"}).total == 0);  // no LIKE wildcards
+  CHECK(store::query_runs(db, {.name_contains = "%"}).total == 0);                              // no LIKE wildcards
   CHECK(store::query_runs(db, {.name_contains = "_"}).total == 0);
   CHECK(names_of(store::query_runs(db, {.spec_hash_prefix = other_hash.substr(0, 6)})) == V{"gamma"});
   CHECK(store::query_runs(db, {.spec_hash_prefix = k_hash}).total == 6);
-  page = store::query_runs(db, {.status = RunStatus::completed, .tag = "tenth", .name_contains = "eta",
-                        .spec_hash_prefix = k_hash.substr(0, 2)});
+  page = store::query_runs(db, {.status = RunStatus::completed,
+                                .tag = "tenth",
+                                .name_contains = "eta",
+                                .spec_hash_prefix = k_hash.substr(0, 2)});
   CHECK(page.total == 1);
   CHECK(names_of(page) == V{"Beta"});
   CHECK(page.runs[0].tags == V{"tenth"});
