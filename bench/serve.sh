@@ -84,7 +84,8 @@ if [[ " $parts " == *" table "* ]]; then
   out=$(node "$here/serve/first_chart.mjs" "http://127.0.0.1:$port/?token=$token" table "$repeat")
   page=$(echo "$out" | sed -n 's/^ms //p' | median)
   queries=("status=failed" "tag=tenth" "name=run-99" "sort=name&order=asc" "sort=duration" "offset=5000"
-           "status=completed&sort=name&offset=2000" "spec=0&limit=200" "metric=loss&agg=min" "tag=other&sort=status&offset=100")
+           "status=completed&sort=name&offset=2000" "spec=0&limit=200" "metric=loss&agg=min" "tag=other&sort=status&offset=100"
+           "col=min:loss&col=last:loss&sort=duration&order=asc" "status=running")
   times=$(for i in $(seq "$page_requests"); do get "/api/runs?${queries[$((i % ${#queries[@]}))]}"; done | ms)
   echo "table: $runs runs: first page in Chromium $page ms (median of $repeat; all: $(echo "$out" | sed -n 's/^ms //p')); API first page: first request $first_api ms, median $api ms$(busy)"
   echo "table: $page_requests filtered/sorted/paged requests: p50 $(echo "$times" | median) ms, p95 $(echo "$times" | p95) ms"

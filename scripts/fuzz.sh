@@ -62,6 +62,7 @@ dict_of() {
     env_profile) echo fuzz/dict/toml.dict ;;
     control_record|program_line|resolved_run|checkpoint_index) echo fuzz/dict/json.dict ;;
     npy) echo fuzz/dict/npy.dict ;;
+    serve_request) echo fuzz/dict/http.dict ;;
     *) echo "" ;;
   esac
 }

@@ -15,7 +15,7 @@ const page = await browser.newPage();
 // The token becomes a cookie on a page that reads nothing (compare without runs), so no request
 // of it is still running on the server when the first measured load starts.
 const origin = new URL(url).origin;
-await page.goto(origin + '/compare?token=' + new URL(url).searchParams.get('token'), { waitUntil: 'load' });
+await page.goto(origin + '/compare?token=' + new URL(url).searchParams.get('token'), { waitUntil: 'load', timeout: 120000 });
 const target = new URL(url);
 target.searchParams.delete('token');
 const base = target.toString();
@@ -24,11 +24,20 @@ for (let i = 0; i < Number(repeat || 5); i++) {
   if (i > 0) {
     // The previous load's other requests (the run's document, the other charts) run on after
     // its first chart: let them end, so each load starts on an idle server.
-    await page.goto('about:blank');
+    await page.goto('about:blank', { timeout: 120000 });
     await new Promise((resolve) => setTimeout(resolve, Number(process.env.SETTLE_MS || 10000)));
   }
   const start = Date.now();
-  await page.goto(base + (base.includes('?') ? '&' : '?') + 'n=' + i, { waitUntil: 'domcontentloaded' });
+  // Navigation waits for the page's HTML and scripts only; the table or chart is waited for
+  // below. A navigation cut short (ERR_ABORTED while the previous page's requests end, or
+  // puppeteer's 30 s default timeout on a loaded machine) is said and retried once, not fatal.
+  const to = base + (base.includes('?') ? '&' : '?') + 'n=' + i;
+  try {
+    await page.goto(to, { waitUntil: 'domcontentloaded', timeout: 120000 });
+  } catch (error) {
+    console.error(`first_chart.mjs: load ${i}: ${error.message}: once more`);
+    await page.goto(to, { waitUntil: 'domcontentloaded', timeout: 120000 });
+  }
   if (what === 'chart') {
     await page.waitForFunction(() => { const c = document.querySelector('#chart-loss'); return c && Number(c.getAttribute('data-points')) > 0; }, { timeout: 60000, polling: 10 });
   } else {

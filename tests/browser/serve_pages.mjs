@@ -37,6 +37,10 @@ mkdirSync(args.out, { recursive: true });
 const failures = [];
 const check = (ok, what) => { if (!ok) { failures.push(what); console.error('FAIL: ' + what); } };
 const children = [];
+// A sweep over the sweep tests' base spec (tests/data/sweep/base.yaml): 3 learning rates x 2 seeds.
+const sweepFile = path.join(work, 'sweep-lr.yaml');
+writeFileSync(sweepFile, `base: ${path.resolve(path.dirname(args.hostile), '..', 'sweep', 'base.yaml')}\nname: lr-sweep\n` +
+  'grid:\n  optim.lr: [0.01, 0.1, 1.0]\nseeds: 2\n');
 
 function run(bin, argv) {
   return execFileSync(bin, argv, { encoding: 'utf8' });
@@ -44,7 +48,7 @@ function run(bin, argv) {
 function startServer() {
   const tokenFile = path.join(work, 'token');
   writeFileSync(tokenFile, 'browser-test-token-0123456789\n');
-  const child = spawn(args.expctl, ['--db', db, 'serve', '--port', '0', '--token-file', tokenFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(args.expctl, ['--db', db, 'serve', '--port', '0', '--token-file', tokenFile, '--sweep', sweepFile], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
@@ -62,6 +66,7 @@ function startServer() {
 let browser;
 try {
   const ids = JSON.parse(run(args.fixture, ['store', db, args.hostile]));
+  const sweepMade = JSON.parse(run(args.fixture, ['sweep', db, sweepFile]));
   const { url, base } = await startServer();
   browser = await puppeteer.launch({
     executablePath: browserPath, headless: true,
@@ -100,7 +105,7 @@ try {
     tags: [...document.querySelectorAll('#runs .tags')].map((td) => td.textContent),
     info: document.getElementById('page-info').textContent,
   }));
-  const expectedRuns = 3 + hostile.length + 1;
+  const expectedRuns = 3 + hostile.length + 1 + (sweepMade.points - 1);
   check(table.rows.length === expectedRuns, `runs table has ${table.rows.length} rows, the store ${expectedRuns}`);
   for (const id of [ids.alpha, ids.beta, ids.failed, ...ids.hostile]) check(table.rows.includes(id), `run ${id} missing from the table`);
   for (const text of hostile) {
@@ -118,6 +123,25 @@ try {
   const sortedNames = await page.evaluate(() => [...document.querySelectorAll('#runs .run-name')].map((td) => td.textContent));
   check(sortedNames.length > 1 && sortedNames.every((n, i) => i === 0 || sortedNames[i - 1] <= n), 'names are not sorted ascending');
 
+  // Metric columns: several, chosen by the user, kept in the URL (col=AGG:METRIC each).
+  await page.goto(`${base}/?col=min:loss&col=max:samples_per_sec&limit=200`, { waitUntil: 'load' });
+  await ready();
+  const columnsShown = await page.evaluate((alpha) => ({
+    heads: [...document.querySelectorAll('#runs th.metric-column')].map((th) => th.textContent),
+    cells: [...document.querySelectorAll(`#runs tr[data-run="${alpha}"] td.metric-cell`)].map((td) => td.textContent),
+  }), ids.alpha);
+  check(JSON.stringify(columnsShown.heads) === JSON.stringify(['min loss', 'max samples_per_sec']), 'metric columns: ' + columnsShown.heads.join(','));
+  check(columnsShown.cells.length === 2 && columnsShown.cells.every((c) => c !== '-' && Number.isFinite(Number(c))), 'metric cells of alpha: ' + columnsShown.cells.join(','));
+  await page.select('select[data-column=agg]', 'last');
+  await page.type('input[data-column=metric]', 'step_time_ms');
+  await page.click('button[data-column=add]');
+  await page.waitForFunction(() => document.querySelectorAll('#runs th.metric-column').length === 3, { timeout: 10000 });
+  check(new URL(page.url()).searchParams.getAll('col').join(',') === 'min:loss,max:samples_per_sec,last:step_time_ms', 'columns in the URL: ' + page.url());
+  await page.click('.chip .remove');
+  await page.waitForFunction(() => document.querySelectorAll('#runs th.metric-column').length === 2, { timeout: 10000 });
+  check(new URL(page.url()).searchParams.getAll('col').join(',') === 'max:samples_per_sec,last:step_time_ms', 'a removed column stays in the URL: ' + page.url());
+  await page.screenshot({ path: path.join(args.out, 'runs-columns.png') });
+
   // 2. A run page draws its curves: 2 ranks x 300 steps in each chart.
   await page.goto(`${base}/run?id=${encodeURIComponent(ids.alpha)}`, { waitUntil: 'load' });
   await ready();
@@ -125,6 +149,16 @@ try {
     const count = await points('#chart-' + metric);
     check(count === 600, `run page: chart ${metric} has ${count} points, the store 600`);
   }
+  // Straggler scores per rank and the phase shares over the run (stacked, one rank at a time).
+  check(await points('#chart-straggler_score') === 600, 'run page: straggler chart points: ' + await points('#chart-straggler_score'));
+  const phaseSets = await page.evaluate(() => window.__expctl.charts.phases.data.datasets.map((d) => d.label));
+  check(JSON.stringify(phaseSets) === JSON.stringify(['data', 'forward', 'backward', 'exposed all-reduce wait', 'optimizer', 'other']),
+    'phase shares chart: ' + phaseSets.join(','));
+  check(await points('#chart-phases') === 6 * 300, 'phase shares chart points: ' + await points('#chart-phases'));
+  const forwardShare = await page.evaluate(() => window.__expctl.charts.phases.data.datasets[1].data[5].y);
+  check(forwardShare === 30, 'forward share of rank 0 is 30 % in the fixture, drawn: ' + forwardShare);
+  await page.select('#phase-rank', '1');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('prank') === '1', { timeout: 10000 });
   const csvHref = await page.$eval('#chart-loss', (canvas) => canvas.closest('.chart').querySelector('a.csv').getAttribute('href'));
   check(csvHref.startsWith('/api/series.csv?'), 'CSV link: ' + csvHref);
   await canary('expctl: run', 'run page');
@@ -134,6 +168,22 @@ try {
   await ready();
   const axis = await page.evaluate(() => ({ x: window.__expctl.charts.loss.options.scales.x.title.text, y: window.__expctl.charts.loss.options.scales.y.type }));
   check(axis.x === 'seconds of step time' && axis.y === 'logarithmic', 'x=wall&log=1 not applied: ' + JSON.stringify(axis));
+  // Smoothing from the URL (an exponential moving average: the drawn line is not the raw one),
+  // and dark mode from the theme button.
+  await page.goto(`${base}/run?id=${encodeURIComponent(ids.alpha)}&smooth=0.9`, { waitUntil: 'load' });
+  await ready();
+  const smoothed = await page.evaluate(async (id) => {
+    const raw = await (await fetch('/api/series?id=' + encodeURIComponent(id) + '&metric=samples_per_sec')).json();
+    const drawn = window.__expctl.charts.samples_per_sec.data.datasets[0].data;
+    return { slider: document.getElementById('smooth').value, first: drawn[0].y === raw.ranks[0].y[0], later: drawn[50].y !== raw.ranks[0].y[50] };
+  }, ids.alpha);
+  check(smoothed.slider === '0.9' && smoothed.first && smoothed.later, 'smooth=0.9 not applied: ' + JSON.stringify(smoothed));
+  const themeBefore = await page.evaluate(() => document.documentElement.classList.contains('dark'));
+  await page.click('#theme');
+  const themeAfter = await page.evaluate(() => ({ dark: document.documentElement.classList.contains('dark'), stored: localStorage.getItem('expctl-theme') }));
+  check(themeAfter.dark !== themeBefore && themeAfter.stored === (themeAfter.dark ? 'dark' : 'light'), 'the theme button: ' + JSON.stringify(themeAfter));
+  await page.screenshot({ path: path.join(args.out, 'run-dark.png') });
+  await page.click('#theme');
 
   // 3. Hostile strings on run pages: name, root cause, metric names, summary keys and values.
   const allPage = await (async () => {
@@ -175,6 +225,31 @@ try {
   await ready();
   await canary('expctl: compare', 'compare page of hostile runs');
 
+  // 4b. Sweep: the list of the sweeps served, then one sweep's table (the CLI's text, cell for
+  // cell) and a plot of each metric against the numeric axis.
+  await page.goto(`${base}/sweep`, { waitUntil: 'load' });
+  await ready();
+  const listed = await page.$$eval('#sweeps a', (links) => links.map((a) => a.textContent));
+  check(JSON.stringify(listed) === JSON.stringify(['lr-sweep']), 'sweeps listed: ' + listed.join(','));
+  await page.click('#sweeps a');
+  await page.waitForSelector('#configurations');
+  await ready();
+  const sweepShown = await page.evaluate(() => ({
+    title: document.getElementById('sweep-title').textContent,
+    rows: [...document.querySelectorAll('#configurations tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)),
+    plots: [...document.querySelectorAll('#plots canvas')].map((c) => [c.id, Number(c.getAttribute('data-points'))]),
+  }));
+  const cliReport = JSON.parse(run(args.expctl, ['--db', db, 'sweep', sweepFile, '--report', '--format', 'json']));
+  check(sweepShown.title.includes(`5 of ${cliReport.runs_expected} runs completed`), 'sweep title: ' + sweepShown.title);
+  check(sweepShown.rows.length === cliReport.configurations.length && sweepShown.rows.length === 3, `sweep table has ${sweepShown.rows.length} rows`);
+  const cliText = run(args.expctl, ['--db', db, 'sweep', sweepFile, '--report']);
+  for (const row of sweepShown.rows) check(row.every((cell) => cliText.includes(cell)), 'a sweep table row the CLI does not print: ' + row.join(' | '));
+  check(sweepShown.plots.length === cliReport.metrics.length && sweepShown.plots.every(([, n]) => n >= 5),
+    'sweep plots: ' + JSON.stringify(sweepShown.plots));
+  check(sweepShown.plots.some(([id]) => id === 'plot-final_train_loss-optim-lr'), 'plot ids as the HTML report names them: ' + JSON.stringify(sweepShown.plots));
+  await canary('expctl: sweep', 'sweep page');
+  await page.screenshot({ path: path.join(args.out, 'sweep.png'), fullPage: true });
+
   // 5. Live: the page polls with its sequence number and gains points while the run writes.
   const live = spawn(args.fixture, ['live', db, '150', '40'], { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(live);
@@ -192,7 +267,7 @@ try {
 
   const cspErrors = consoleErrors.filter((text) => /Content Security Policy|Refused to/.test(text));
   check(cspErrors.length === 0, 'CSP errors in the console: ' + cspErrors.join(' | '));
-  console.log(`pages checked: runs, filtered runs, run, run (wall, log), every-hostile run, 10 hostile runs, compare x2, live (${before} -> ${after} points)`);
+  console.log(`pages checked: runs, filtered runs, run, run (wall, log), run (smooth, dark), every-hostile run, 10 hostile runs, compare x2, sweep list, sweep, live (${before} -> ${after} points)`);
 } catch (error) {
   failures.push(String(error && error.stack || error));
   console.error(error);

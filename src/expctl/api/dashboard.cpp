@@ -22,35 +22,18 @@ nlohmann::json short_number(double value) {
   return std::strtod(fmt::format("{:.6g}", value).c_str(), nullptr);
 }
 
-bool before(const store::RunRecord& x, const store::RunRecord& y, RunsSort sort) {
-  switch (sort) {
-    case RunsSort::name:
-      return std::tie(x.name, x.id) < std::tie(y.name, y.id);
-    case RunsSort::status:
-      return std::pair(store::to_string(x.status), x.id) < std::pair(store::to_string(y.status), y.id);
-    case RunsSort::duration: {
-      const double dx = x.duration_seconds().value_or(-1.0);
-      const double dy = y.duration_seconds().value_or(-1.0);
-      return dx != dy ? dx < dy : x.id < y.id;
-    }
-    case RunsSort::started:
-      break;
-  }
-  return std::tie(x.started_at, x.id) < std::tie(y.started_at, y.id);
-}
-
-nlohmann::json metric_cell(const store::Store& store, const std::string& run_id, const RunsQuery& query) {
-  if (query.aggregate == Aggregate::last) {
-    const auto points = store.recent_metrics(run_id, query.metric, 0, 1);
+nlohmann::json metric_cell(const store::Store& store, const std::string& run_id, const MetricColumn& column) {
+  if (column.aggregate == Aggregate::last) {
+    const auto points = store.recent_metrics(run_id, column.metric, 0, 1);
     return points.empty() ? nlohmann::json(nullptr) : short_number(points.back().value);
   }
   std::optional<double> result;
-  for (const auto& rank : store.series_aggregates(run_id, query.metric)) {
+  for (const auto& rank : store.series_aggregates(run_id, column.metric)) {
     if (rank.count == 0) {
       continue;
     }
-    const double value = query.aggregate == Aggregate::min ? rank.min : rank.max;
-    result = !result ? value : query.aggregate == Aggregate::min ? std::min(*result, value) : std::max(*result, value);
+    const double value = column.aggregate == Aggregate::min ? rank.min : rank.max;
+    result = !result ? value : column.aggregate == Aggregate::min ? std::min(*result, value) : std::max(*result, value);
   }
   return result ? short_number(*result) : nlohmann::json(nullptr);
 }
@@ -74,33 +57,60 @@ std::vector<double> wall_seconds(const std::vector<std::int64_t>& steps, const s
 
 }  // namespace
 
+std::string_view to_string(Aggregate aggregate) {
+  switch (aggregate) {
+    case Aggregate::min:
+      return "min";
+    case Aggregate::max:
+      return "max";
+    case Aggregate::last:
+      break;
+  }
+  return "last";
+}
+
+std::optional<Aggregate> parse_aggregate(std::string_view text) {
+  for (const Aggregate aggregate : {Aggregate::last, Aggregate::min, Aggregate::max}) {
+    if (text == to_string(aggregate)) {
+      return aggregate;
+    }
+  }
+  return std::nullopt;
+}
+
 nlohmann::json runs_page(const store::Store& store, const RunsQuery& query) {
-  store::RunFilter filter;
+  store::RunQuery filter;
   filter.status = query.status;
   if (!query.tag.empty()) {
     filter.tag = query.tag;
   }
+  filter.name_contains = query.name;
   filter.spec_hash_prefix = query.spec_prefix;
-  std::vector<store::RunRecord> runs = store.list_runs(filter);
-  if (!query.name.empty()) {
-    std::erase_if(runs, [&](const store::RunRecord& run) { return run.name.find(query.name) == std::string::npos; });
-  }
-  std::stable_sort(runs.begin(), runs.end(), [&](const store::RunRecord& x, const store::RunRecord& y) {
-    return query.descending ? before(y, x, query.sort) : before(x, y, query.sort);
-  });
-  const std::size_t limit = std::clamp<std::size_t>(query.limit, 1, k_max_page_rows);
-  const std::size_t offset = std::min(query.offset, runs.size());
+  filter.sort = query.sort;
+  filter.descending = query.descending;
+  filter.limit = std::clamp<std::size_t>(query.limit, 1, k_max_page_rows);
+  filter.offset = query.offset;
+  // The database filters, counts, sorts and pages: only this page's rows are read.
+  const store::RunPage page = store::query_runs(store, filter);
   nlohmann::json document = json_envelope("runs-page");
-  document["total"] = runs.size();
-  document["offset"] = offset;
-  document["limit"] = limit;
-  document["metric"] = query.metric.empty() ? nlohmann::json(nullptr) : nlohmann::json(query.metric);
+  document["total"] = page.total;
+  document["offset"] = std::min<std::size_t>(query.offset, static_cast<std::size_t>(page.total));
+  document["limit"] = filter.limit;
+  document["columns"] = nlohmann::json::array();
+  const std::size_t columns = std::min(query.columns.size(), k_max_metric_columns);
+  for (std::size_t c = 0; c < columns; ++c) {
+    document["columns"].push_back(
+        {{"metric", query.columns[c].metric}, {"agg", to_string(query.columns[c].aggregate)}});
+  }
   document["runs"] = nlohmann::json::array();
-  for (std::size_t i = offset; i < runs.size() && i < offset + limit; ++i) {
-    nlohmann::json row = run_json(runs[i]);
+  for (const store::RunRecord& run : page.runs) {
+    nlohmann::json row = run_json(run);
     row.erase("run_dir");  // a path on the server's disk: nothing a page needs
-    if (!query.metric.empty()) {
-      row["metric"] = metric_cell(store, runs[i].id, query);
+    if (columns > 0) {
+      nlohmann::json& cells = row["metrics"] = nlohmann::json::array();
+      for (std::size_t c = 0; c < columns; ++c) {
+        cells.push_back(metric_cell(store, run.id, query.columns[c]));
+      }
     }
     document["runs"].push_back(std::move(row));
   }
@@ -196,6 +206,93 @@ nlohmann::json series_document(const store::Store& store, const SeriesQuery& que
                                  {"y", std::move(ys)}});
   }
   document["seq"] = seq;
+  return document;
+}
+
+nlohmann::json phase_shares_document(const store::Store& store, const PhaseSharesQuery& query) {
+  // The phase timers every rank stores per step (docs/run.md, "Metrics recorded").
+  static constexpr std::pair<const char*, const char*> k_phases[] = {{"data", "data_wait_ms"},
+                                                                     {"forward", "forward_ms"},
+                                                                     {"backward", "backward_ms"},
+                                                                     {"comm", "comm_wait_ms"},
+                                                                     {"optimizer", "optimizer_ms"}};
+  const auto rank_of = [&](const std::vector<store::SeriesColumns>& columns) -> const store::SeriesColumns* {
+    const auto found =
+        std::find_if(columns.begin(), columns.end(), [&](const auto& c) { return c.rank == query.rank; });
+    return found == columns.end() ? nullptr : &*found;
+  };
+  const auto times_all = store.series_columns(query.run_id, "step_time_ms");
+  nlohmann::json document = json_envelope("phase-shares");
+  document["run"] = query.run_id;
+  document["rank"] = query.rank;
+  document["x"] = query.x == XAxis::wall ? "wall" : "step";
+  document["ranks"] = nlohmann::json::array();
+  for (const auto& rank : times_all) {
+    document["ranks"].push_back(rank.rank);
+  }
+  const store::SeriesColumns* times = rank_of(times_all);
+  const std::size_t n = times != nullptr ? times->steps.size() : 0;
+  const std::size_t buckets = std::clamp<std::size_t>(query.buckets, 1, k_max_series_points / 3);
+  const std::size_t size = n == 0 ? 1 : (n + buckets - 1) / buckets;
+  // Bucket b holds the step-time points [b * size, (b + 1) * size); a phase point falls in the
+  // bucket of the step-time point of its step (phases are stored for the same steps).
+  std::vector<double> step_ms;
+  nlohmann::json at = nlohmann::json::array();
+  const std::vector<double> wall =
+      query.x == XAxis::wall && times != nullptr ? wall_seconds(times->steps, times, 0.0) : std::vector<double>{};
+  for (std::size_t start = 0; start < n; start += size) {
+    const std::size_t end = std::min(n, start + size);
+    double sum = 0.0;
+    for (std::size_t i = start; i < end; ++i) {
+      sum += std::isfinite(times->values[i]) ? times->values[i] : 0.0;
+    }
+    step_ms.push_back(sum);
+    at.push_back(query.x == XAxis::wall ? nlohmann::json(wall[end - 1]) : nlohmann::json(times->steps[end - 1]));
+  }
+  const auto bucket_of = [&](std::int64_t step) -> std::optional<std::size_t> {
+    const auto it = std::lower_bound(times->steps.begin(), times->steps.end(), step);
+    if (it == times->steps.end() || *it != step) {
+      return std::nullopt;  // a phase point of a step without a step time: no share to take it from
+    }
+    return static_cast<std::size_t>(it - times->steps.begin()) / size;
+  };
+  nlohmann::json phases = nlohmann::json::object();
+  std::vector<double> timed(step_ms.size(), 0.0);
+  bool every_phase = n > 0;
+  for (const auto& [key, series] : k_phases) {
+    const auto columns = n > 0 ? store.series_columns(query.run_id, series) : std::vector<store::SeriesColumns>{};
+    const store::SeriesColumns* own = rank_of(columns);
+    if (own == nullptr || own->steps.empty()) {
+      phases[key] = nullptr;  // not timed, which is not 0 %
+      every_phase = false;
+      continue;
+    }
+    std::vector<double> sums(step_ms.size(), 0.0);
+    for (std::size_t i = 0; i < own->steps.size(); ++i) {
+      if (const auto bucket = bucket_of(own->steps[i]); bucket && std::isfinite(own->values[i])) {
+        sums[*bucket] += own->values[i];
+      }
+    }
+    nlohmann::json shares = nlohmann::json::array();
+    for (std::size_t b = 0; b < sums.size(); ++b) {
+      timed[b] += sums[b];
+      shares.push_back(step_ms[b] > 0.0 ? short_number(sums[b] / step_ms[b]) : nlohmann::json(nullptr));
+    }
+    phases[key] = std::move(shares);
+  }
+  if (every_phase) {
+    nlohmann::json other = nlohmann::json::array();
+    for (std::size_t b = 0; b < step_ms.size(); ++b) {
+      other.push_back(step_ms[b] > 0.0 ? short_number(std::max(0.0, 1.0 - timed[b] / step_ms[b]))
+                                       : nlohmann::json(nullptr));
+    }
+    phases["other"] = std::move(other);
+  } else {
+    phases["other"] = nullptr;
+  }
+  document["steps"] = n;
+  document["at"] = std::move(at);
+  document["phases"] = std::move(phases);
   return document;
 }
 

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "expctl/api/run_folder.hpp"
+#include "expctl/store/run_query.hpp"
 #include "expctl/store/store.hpp"
 
 namespace expctl::api {
@@ -19,10 +21,23 @@ namespace expctl::api {
 inline constexpr std::size_t k_max_page_rows = 200;
 inline constexpr std::size_t k_max_series_points = 5000;
 
-enum class RunsSort { started, name, status, duration };
+/// The runs table's orders are the store's (store::RunSort: the database sorts).
+using RunsSort = store::RunSort;
 
 /// A metric column of the runs table: last, min or max of a series (rank 0 for last).
 enum class Aggregate { last, min, max };
+
+/// "last", "min" or "max".
+std::string_view to_string(Aggregate aggregate);
+std::optional<Aggregate> parse_aggregate(std::string_view text);
+
+/// One metric column: `aggregate` of series `metric` per run.
+struct MetricColumn {
+  std::string metric;
+  Aggregate aggregate = Aggregate::last;
+};
+/// The most metric columns one runs page computes (each is one query per row).
+inline constexpr std::size_t k_max_metric_columns = 8;
 
 struct RunsQuery {
   std::optional<store::RunStatus> status;
@@ -33,11 +48,11 @@ struct RunsQuery {
   bool descending = true;
   std::size_t offset = 0;
   std::size_t limit = 50;  ///< capped at k_max_page_rows
-  std::string metric;      ///< a metric column; empty: none
-  Aggregate aggregate = Aggregate::last;
+  std::vector<MetricColumn> columns;  ///< metric columns the user chose, at most k_max_metric_columns
 };
 
-/// {"format_version", "kind": "runs-page", "total", "offset", "limit", "runs": [run_json + "metric"]}.
+/// {"format_version", "kind": "runs-page", "total", "offset", "limit", "columns": [{"metric", "agg"}],
+///  "runs": [run_json + "metrics": one value (or null) per column]}.
 nlohmann::json runs_page(const store::Store& store, const RunsQuery& query);
 
 enum class XAxis { step, wall };
@@ -57,6 +72,21 @@ struct SeriesQuery {
 /// sends its minimum, maximum and last point in step order, so a one-step spike stays visible.
 /// "wall" is the seconds of step time since the run's first step (the sum of step_time_ms).
 nlohmann::json series_document(const store::Store& store, const SeriesQuery& query);
+
+/// Where one rank's step time went, over the run: the steps cut into at most `buckets` runs of
+/// consecutive steps, and per bucket each timed phase's share of the step time (sum of the
+/// phase's ms over sum of step_time_ms, so a bucket's shares add up as the steps' do).
+/// {"kind": "phase-shares", "run", "rank", "ranks": [ranks that stored step times], "x": "step"|
+/// "wall", "at": [last step (or wall second) of each bucket], "steps": points read,
+/// "phases": {"data": [...], "forward", "backward", "comm", "optimizer", "other"}} — a phase the
+/// rank never timed is null (not 0 %), "other" only when every phase was timed.
+struct PhaseSharesQuery {
+  std::string run_id;
+  int rank = 0;
+  XAxis x = XAxis::step;
+  std::size_t buckets = 300;  ///< capped at k_max_series_points / 3
+};
+nlohmann::json phase_shares_document(const store::Store& store, const PhaseSharesQuery& query);
 
 /// The same points as CSV: "rank,step,x,value" lines under a header (exact when they fit).
 std::string series_csv(const nlohmann::json& series);

@@ -1,18 +1,19 @@
 // `expctl serve`: a read-only web dashboard over the store (docs/serve.md).
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <iostream>
 #include <thread>
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/serve/security.hpp"
 #include "expctl/serve/server.hpp"
+#include "expctl/sweep/sweep.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::cli {
 
@@ -24,6 +25,7 @@ struct ServeCommandOptions {
   std::string token_file;
   std::vector<std::string> allow_hosts;
   std::size_t max_connections = 512;
+  std::vector<std::string> sweep_files;
 };
 
 std::string url_host(const std::string& host) {
@@ -39,6 +41,16 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
   serve_options.port = options.port;
   serve_options.allow_hosts = options.allow_hosts;
   serve_options.max_connections = options.max_connections;
+  for (const auto& file : options.sweep_files) {
+    // Loaded now, once: a request names a sweep, never a file. A bad file stops here (exit 2).
+    auto loaded = std::make_shared<const sweep::Sweep>(sweep::load_sweep(file));
+    for (const auto& other : serve_options.sweeps) {
+      EXPCTL_CHECK(other->name != loaded->name, util::UsageError,
+                   "--sweep {}: another sweep file is named {} too: the sweep page tells sweeps by name, rename one",
+                   file, util::quoted(loaded->name));
+    }
+    serve_options.sweeps.push_back(std::move(loaded));
+  }
   serve_options.token = options.token_file.empty() ? serve::make_token() : serve::read_token_file(options.token_file);
   // The store must be there now: a dashboard over nothing is a mistake to report, not to serve.
   (void)open_store(globals, store::OpenMode::read_only);
@@ -77,7 +89,8 @@ void setup_serve(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "serve",
       "Serve a read-only web dashboard over the store: the runs table (filter, sort, pages), a run's\n"
       "page (spec, status and root cause, per-rank curves of loss, samples/s and step time, live while\n"
-      "it trains, its log), and two runs compared with the verdict `expctl compare` prints.\n"
+      "it trains, its log, where each rank's step time went), two runs compared with the verdict\n"
+      "`expctl compare` prints, and the sweeps given with --sweep across their points.\n"
       "Safe by default: it listens on 127.0.0.1 only, and every request needs the random token printed\n"
       "at start (open the printed URL once; the browser keeps it in a cookie), or --token-file's.\n"
       "Only GET is answered, no request body is read, foreign Host and Origin headers are refused.\n"
@@ -85,6 +98,7 @@ void setup_serve(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "Examples:\n"
       "  expctl serve\n"
       "  expctl --db results/expctl.db serve --port 9000\n"
+      "  expctl serve --sweep experiments/sweep-quickstart.yaml\n"
       "  expctl serve --host 10.0.0.5 --token-file ~/.expctl-token --allow-host dash.example.com");
   command->add_option("--host", options->host,
                       "Address to listen on (default 127.0.0.1: this host only; 0.0.0.0: every interface)");
@@ -100,6 +114,13 @@ void setup_serve(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--max-connections", options->max_connections,
                       "Connections served at once (default 512); more wait their turn")
       ->check(CLI::Range(1, 4096));
+  command
+      ->add_option("--sweep", options->sweep_files,
+                   "Show this sweep's results across its points on the sweep page (/sweep), as\n"
+                   "`expctl sweep FILE --report` prints them; read once at start (repeatable)")
+      ->option_text("FILE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command->footer(exit_codes_footer());
   command->callback([options, globals] { run_serve(*options, *globals); });
 }

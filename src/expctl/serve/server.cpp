@@ -1,7 +1,5 @@
 #include "expctl/serve/server.hpp"
 
-#include <httplib.h>
-
 #include <charconv>
 #include <condition_variable>
 #include <deque>
@@ -10,10 +8,12 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <httplib.h>
 
 #include "expctl/api/compare.hpp"
 #include "expctl/api/dashboard.hpp"
 #include "expctl/api/runs.hpp"
+#include "expctl/api/sweep.hpp"
 #include "expctl/api/watch.hpp"
 #include "expctl/compare/selector.hpp"
 #include "expctl/serve/assets.hpp"
@@ -141,6 +141,49 @@ class HttpServer : public httplib::Server {
       ::listen(svr_sock_, SOMAXCONN);
     }
   }
+  /// One request read from `input` and its answer written to `output`, through the library's
+  /// own request path (parsing, limits, pre-routing guard, routes), as one connection from
+  /// 127.0.0.1 that closes after it: what a socket would carry, without one.
+  void answer(httplib::Stream& stream) {
+    bool closed = false;
+    process_request(stream, /*close_connection=*/true, closed, [](Request& request) {
+      request.remote_addr = "127.0.0.1";
+      request.remote_port = 40000;
+    });
+  }
+};
+
+/// A connection's bytes in memory: reads take from the request, writes go to the answer.
+class MemoryStream : public httplib::Stream {
+ public:
+  explicit MemoryStream(std::string_view input) : m_input(input) {}
+  bool is_readable() const override { return true; }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    const std::size_t n = std::min(size, m_input.size() - m_read);
+    std::copy_n(m_input.data() + m_read, n, ptr);
+    m_read += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    m_output.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 40000;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 0;
+  }
+  socket_t socket() const override { return INVALID_SOCKET; }
+  std::string take_output() { return std::move(m_output); }
+
+ private:
+  std::string_view m_input;
+  std::size_t m_read = 0;
+  std::string m_output;
 };
 
 /// A request's problem with its status (400 bad parameter, 404 no such run).
@@ -239,16 +282,39 @@ api::RunsQuery runs_query(const Request& request) {
   query.descending = order != "asc";
   query.offset = number_param<std::size_t>(request, "offset", 0, 0, 100'000'000);
   query.limit = number_param<std::size_t>(request, "limit", 50, 1, api::k_max_page_rows);
-  query.metric = param(request, "metric");
-  const std::string aggregate = param(request, "agg");
-  if (aggregate == "min") {
-    query.aggregate = api::Aggregate::min;
-  } else if (aggregate == "max") {
-    query.aggregate = api::Aggregate::max;
-  } else if (!aggregate.empty() && aggregate != "last") {
-    throw HttpError{400, "parameter agg must be last, min or max"};
+  // Metric columns: col=AGG:METRIC, once per column (the metric may hold any character, ':' too);
+  // metric=NAME&agg=AGG is one column too (links made before there were several).
+  const auto aggregate_of = [](const std::string& text) {
+    const auto aggregate = api::parse_aggregate(text.empty() ? "last" : text);
+    if (!aggregate) {
+      throw HttpError{400, "a metric column's aggregate must be last, min or max"};
+    }
+    return *aggregate;
+  };
+  if (const std::string metric = param(request, "metric"); !metric.empty()) {
+    query.columns.push_back({metric, aggregate_of(param(request, "agg"))});
+  }
+  const std::size_t count = request.get_param_value_count("col");
+  if (count + query.columns.size() > api::k_max_metric_columns) {
+    throw HttpError{400, fmt::format("at most {} metric columns (col=AGG:METRIC)", api::k_max_metric_columns)};
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string column = request.get_param_value("col", i);
+    const std::size_t colon = column.find(':');
+    if (colon == std::string::npos || colon + 1 == column.size()) {
+      throw HttpError{400, "parameter col must be AGG:METRIC, e.g. min:loss"};
+    }
+    query.columns.push_back({column.substr(colon + 1), aggregate_of(column.substr(0, colon))});
   }
   return query;
+}
+
+api::XAxis x_axis(const Request& request) {
+  const std::string x = param(request, "x");
+  if (!x.empty() && x != "step" && x != "wall") {
+    throw HttpError{400, "parameter x must be step or wall"};
+  }
+  return x == "wall" ? api::XAxis::wall : api::XAxis::step;
 }
 
 api::SeriesQuery series_query(const Request& request, const store::Store& store) {
@@ -258,12 +324,7 @@ api::SeriesQuery series_query(const Request& request, const store::Store& store)
   if (query.metric.empty()) {
     query.metric = "loss";
   }
-  const std::string x = param(request, "x");
-  if (x == "wall") {
-    query.x = api::XAxis::wall;
-  } else if (!x.empty() && x != "step") {
-    throw HttpError{400, "parameter x must be step or wall"};
-  }
+  query.x = x_axis(request);
   query.points = number_param<std::size_t>(request, "points", 1000, 3, api::k_max_series_points);
   if (!param(request, "after").empty()) {
     query.after_step = number_param<std::int64_t>(request, "after", 0, -1, std::numeric_limits<std::int64_t>::max());
@@ -283,6 +344,12 @@ struct Server::Impl {
   std::string cookie_name;
   std::atomic<std::size_t> answered{0};
   int port = 0;
+
+  void listening_on(int bound) {
+    port = bound;
+    allowed = allowed_hosts(options.host, bound, options.allow_hosts);
+    cookie_name = fmt::format("expctl_token_{}", bound);
+  }
 
   // Every request: the checks of security.hpp, then the token (Bearer, cookie, or once ?token=).
   httplib::Server::HandlerResponse guard(const Request& request, Response& response) {
@@ -376,7 +443,7 @@ struct Server::Impl {
     const auto page = [](const Request&, Response& response) {
       response.set_content(std::string(index_page()), "text/html; charset=utf-8");
     };
-    for (const char* path : {"/", "/run", "/compare"}) {
+    for (const char* path : {"/", "/run", "/compare", "/sweep"}) {
       http.Get(path, page);
     }
     http.Get(R"(/assets/[a-z]+\.(js|css))", [](const Request& request, Response& response) {
@@ -411,6 +478,38 @@ struct Server::Impl {
       const auto store = stores.take();
       send_json(response, api::series_document(*store, series_query(request, *store)));
     }));
+    http.Get("/api/sweeps", route([this](const Request&, Response& response) {
+               send_json(response, api::sweeps_list(options.sweeps));
+             }));
+    http.Get("/api/sweep", route([this](const Request& request, Response& response) {
+               const std::string name = param(request, "name");
+               const auto found = std::find_if(options.sweeps.begin(), options.sweeps.end(),
+                                               [&](const auto& sweep) { return sweep->name == name; });
+               if (found == options.sweeps.end()) {
+                 throw HttpError{404, options.sweeps.empty()
+                                          ? "this server shows no sweeps: start it with --sweep FILE"
+                                          : "no sweep of this name is served (/api/sweeps lists them)"};
+               }
+               std::vector<std::string> metrics;
+               const std::size_t count = request.get_param_value_count("metric");
+               if (count > api::k_max_metric_columns) {
+                 throw HttpError{400, fmt::format("at most {} metrics", api::k_max_metric_columns)};
+               }
+               for (std::size_t i = 0; i < count; ++i) {
+                 metrics.push_back(request.get_param_value("metric", i));
+               }
+               const auto store = stores.take();
+               send_json(response, api::sweep_document(*store, **found, metrics));
+             }));
+    http.Get("/api/phases", route([this](const Request& request, Response& response) {
+               const auto store = stores.take();
+               api::PhaseSharesQuery query;
+               query.run_id = exact_run(*store, param(request, "id")).id;
+               query.rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
+               query.x = x_axis(request);
+               query.buckets = number_param<std::size_t>(request, "buckets", 300, 1, api::k_max_series_points / 3);
+               send_json(response, api::phase_shares_document(*store, query));
+             }));
     http.Get("/api/series.csv", route([this](const Request& request, Response& response) {
       const auto store = stores.take();
       auto query = series_query(request, *store);
@@ -471,6 +570,7 @@ Server::Server(StoreOpener open, ServeOptions options) : m_impl(std::make_unique
     }
   });
   impl.add_routes();
+  impl.listening_on(impl.options.port);  // until bind() knows the port
 }
 
 Server::~Server() {
@@ -490,10 +590,14 @@ int Server::bind() {
                         util::ExitCode::run_failed);
   }
   impl.http.widen_backlog();
-  impl.port = port;
-  impl.allowed = allowed_hosts(impl.options.host, port, impl.options.allow_hosts);
-  impl.cookie_name = fmt::format("expctl_token_{}", port);
+  impl.listening_on(port);
   return port;
+}
+
+std::string Server::answer(std::string_view raw_request) {
+  MemoryStream stream(raw_request);
+  m_impl->http.answer(stream);
+  return stream.take_output();
 }
 
 void Server::run() {

@@ -12,10 +12,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "expctl/api/run_folder.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/sweep/sweep.hpp"
 
 namespace expctl::serve {
 
@@ -28,6 +30,9 @@ struct ServeOptions {
   std::size_t store_connections = 8;     ///< read-only store connections (requests in flight)
   api::FolderAccess folder{api::FolderPolicy::under_runs_root};
   int keep_alive_s = 5;  ///< an idle connection is closed after this
+  /// Sweeps the sweep page shows (`expctl serve --sweep FILE`, loaded at start: a request never
+  /// names a file), by name.
+  std::vector<std::shared_ptr<const sweep::Sweep>> sweeps;
 };
 
 /// Opens one read-only connection to the store (called for each pooled connection).
@@ -47,6 +52,11 @@ class Server {
   void run();
   /// Stops accepting and ends run() (from any thread or a signal-safe watcher).
   void stop();
+
+  /// The bytes of one connection's answer to the bytes `raw_request` of one request, without a
+  /// socket: the same parsing, limits, checks and routes as a connection from 127.0.0.1 to the
+  /// bound port (before bind(): to ServeOptions::port). For the fuzz target and tests.
+  std::string answer(std::string_view raw_request);
 
   /// Requests answered so far (tests and the bench).
   std::size_t requests() const;

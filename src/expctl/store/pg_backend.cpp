@@ -321,28 +321,88 @@ bool PgBackend::remove_tag(const std::string& run_id, const std::string& tag) {
   });
 }
 
-std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
+namespace {
+
+/// The runs `query` selects, one page of them, and (with_total) how many match in all.
+RunPage select_runs(PgConnection& connection, const RunQuery& query, bool with_total) {
   // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string sql = fmt::format("SELECT {} FROM {} WHERE true", k_run_columns, k_runs_with_tags);
+  std::string where = " WHERE true";
   PgParams params;
   const auto next = [&](std::string value) {
     params.push_back(std::move(value));
     return fmt::format("${}", params.size());
   };
-  if (filter.status) {
-    sql += " AND status = " + next(std::string(to_string(*filter.status)));
+  if (query.status) {
+    where += " AND status = " + next(std::string(to_string(*query.status)));
   }
-  if (filter.tag) {
-    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = " + next(*filter.tag) + ")";
+  if (query.tag) {
+    where += " AND id IN (SELECT run_id FROM tags WHERE tag = " + next(*query.tag) + ")";
   }
-  if (!filter.spec_hash_prefix.empty()) {
-    sql += " AND starts_with(spec_hash, " + next(filter.spec_hash_prefix) + ")";
+  if (!query.name_contains.empty()) {
+    where += " AND strpos(name, " + next(query.name_contains) + ") > 0";
   }
-  sql += " ORDER BY started_at DESC, id DESC";
-  if (filter.limit > 0) {
-    sql += " LIMIT " + next(text(static_cast<std::int64_t>(filter.limit)));
+  if (!query.spec_hash_prefix.empty()) {
+    where += " AND starts_with(spec_hash, " + next(query.spec_hash_prefix) + ")";
   }
-  return read_runs(m_connection.exec(sql, params));
+  const PgParams filter_params = params;
+  const char* direction = query.descending ? "DESC" : "ASC";
+  std::string order;
+  switch (query.sort) {
+    case RunSort::started:
+      order = fmt::format("started_at {0}, id {0}", direction);
+      break;
+    case RunSort::name:  // byte order, as SQLite's and std::string's (not the database's locale)
+      order = fmt::format("name COLLATE \"C\" {0}, id {0}", direction);
+      break;
+    case RunSort::status:
+      order = fmt::format("status COLLATE \"C\" {0}, id {0}", direction);
+      break;
+    case RunSort::duration: {
+      // From start to end (or to now). A time that is not format_utc's is NULL, never a failed cast.
+      const auto time = [](const std::string& column) {
+        return fmt::format(
+            "(CASE WHEN {0} ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
+            "[0-5][0-9](\\.[0-9]+)?Z$' THEN {0}::timestamptz END)",
+            column);
+      };
+      order =
+          fmt::format("{} - {} {} NULLS {}, id {}", time("coalesce(ended_at, " + next(format_utc(Clock::now())) + ")"),
+                      time("started_at"), direction, query.descending ? "LAST" : "FIRST", direction);
+      break;
+    }
+  }
+  std::string page_sql = fmt::format("SELECT {} FROM {}{} ORDER BY {}", k_run_columns, k_runs_with_tags, where, order);
+  if (query.limit > 0) {
+    page_sql += " LIMIT " + next(text(static_cast<std::int64_t>(query.limit)));
+  }
+  page_sql += " OFFSET " + next(text(static_cast<std::int64_t>(query.offset)));
+  if (!with_total) {
+    return RunPage{.runs = read_runs(connection.exec(page_sql, params))};
+  }
+  return connection.transaction([&] {
+    // One snapshot for both statements, so the total and the page see the same runs.
+    connection.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    RunPage page;
+    page.total = connection.exec("SELECT count(*) FROM runs" + where, filter_params).int64(0, 0);
+    page.runs = read_runs(connection.exec(page_sql, params));
+    return page;
+  });
+}
+
+}  // namespace
+
+std::vector<RunRecord> PgBackend::list_runs(const RunFilter& filter) {
+  return select_runs(m_connection,
+                     {.status = filter.status,
+                      .tag = filter.tag,
+                      .spec_hash_prefix = filter.spec_hash_prefix,
+                      .limit = filter.limit},
+                     false)
+      .runs;
+}
+
+RunPage PgBackend::query_runs(const RunQuery& query) {
+  return select_runs(m_connection, query, true);
 }
 
 std::optional<RunRecord> PgBackend::run(const std::string& run_id) {

@@ -7,11 +7,12 @@
 
 #include "expctl/store/backend.hpp"
 #include "expctl/store/pg_connection.hpp"
+#include "expctl/store/run_query.hpp"
 #include "expctl/store/store.hpp"
 
 namespace expctl::store {
 
-class PgBackend final : public Backend {
+class PgBackend final : public Backend, public RunQueries {
  public:
   PgBackend(detail::PgConnection connection, int version) : m_connection(std::move(connection)), m_version(version) {}
 
@@ -38,6 +39,7 @@ class PgBackend final : public Backend {
   void add_tag(const std::string& run_id, const std::string& tag) override;
   bool remove_tag(const std::string& run_id, const std::string& tag) override;
   std::vector<RunRecord> list_runs(const RunFilter& filter) override;
+  RunPage query_runs(const RunQuery& query) override;
   std::optional<RunRecord> run(const std::string& run_id) override;
   std::pair<std::int64_t, std::vector<RunRecord>> runs_with_prefix(const std::string& prefix, int limit) override;
   std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter) override;

@@ -269,39 +269,98 @@ void SqliteBackend::set_summary(const std::string& run_id, const std::string& js
   });
 }
 
-std::vector<RunRecord> SqliteBackend::list_runs(const RunFilter& filter) {
+namespace {
+
+/// The runs `query` selects, one page of them, and (with_total) how many match in all.
+RunPage select_runs(detail::Connection& connection, const RunQuery& query, bool with_total) {
   // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string sql = fmt::format("SELECT {} FROM runs WHERE 1", detail::k_run_columns);
-  if (filter.status) {
-    sql += " AND status = :status";
+  std::string where = " WHERE 1";
+  if (query.status) {
+    where += " AND status = :status";
   }
-  if (filter.tag) {
-    sql += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
+  if (query.tag) {
+    where += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
   }
-  if (!filter.spec_hash_prefix.empty()) {
-    sql += " AND substr(spec_hash, 1, length(:spec)) = :spec";
+  if (!query.name_contains.empty()) {
+    where += " AND instr(name, :name) > 0";
   }
-  sql += " ORDER BY started_at DESC, rowid DESC";
-  if (filter.limit > 0) {
-    sql += " LIMIT :limit";
+  if (!query.spec_hash_prefix.empty()) {
+    where += " AND substr(spec_hash, 1, length(:spec)) = :spec";
   }
-  auto& connection = m_connection;
+  const char* direction = query.descending ? "DESC" : "ASC";
+  std::string order;
+  switch (query.sort) {
+    case RunSort::started:
+      order = fmt::format("started_at {0}, rowid {0}", direction);
+      break;
+    case RunSort::name:
+      order = fmt::format("name {0}, id {0}", direction);
+      break;
+    case RunSort::status:
+      order = fmt::format("status {0}, id {0}", direction);
+      break;
+    case RunSort::duration:
+      // Days from start to end (or to now); an unreadable time is NULL and sorts as the smallest.
+      order = fmt::format("julianday(coalesce(ended_at, :now)) - julianday(started_at) {0}, id {0}", direction);
+      break;
+  }
+  const auto bind = [&](SQLite::Statement& statement, bool paging) {
+    if (query.status) {
+      statement.bind(":status", std::string(to_string(*query.status)));
+    }
+    if (query.tag) {
+      statement.bind(":tag", *query.tag);
+    }
+    if (!query.name_contains.empty()) {
+      statement.bind(":name", query.name_contains);
+    }
+    if (!query.spec_hash_prefix.empty()) {
+      statement.bind(":spec", query.spec_hash_prefix);
+    }
+    if (paging) {
+      if (query.sort == RunSort::duration) {
+        statement.bind(":now", format_utc(Clock::now()));
+      }
+      // LIMIT -1 is SQLite's "no limit".
+      statement.bind(":limit", query.limit > 0 ? static_cast<std::int64_t>(query.limit) : std::int64_t{-1});
+      statement.bind(":offset", static_cast<std::int64_t>(query.offset));
+    }
+  };
   return connection.retry([&] {
-    SQLite::Statement query(connection.db(), sql);
-    if (filter.status) {
-      query.bind(":status", std::string(to_string(*filter.status)));
+    // One read transaction, so the total and the page see the same runs.
+    std::optional<SQLite::Transaction> snapshot;
+    if (with_total) {
+      snapshot.emplace(connection.db(), SQLite::TransactionBehavior::DEFERRED);
     }
-    if (filter.tag) {
-      query.bind(":tag", *filter.tag);
+    RunPage page;
+    if (with_total) {
+      SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs" + where);
+      bind(counter, false);
+      counter.executeStep();
+      page.total = counter.getColumn(0).getInt64();
     }
-    if (!filter.spec_hash_prefix.empty()) {
-      query.bind(":spec", filter.spec_hash_prefix);
-    }
-    if (filter.limit > 0) {
-      query.bind(":limit", static_cast<int64_t>(filter.limit));
-    }
-    return detail::read_runs(query);
+    SQLite::Statement rows(connection.db(), fmt::format("SELECT {} FROM runs{} ORDER BY {} LIMIT :limit OFFSET :offset",
+                                                        detail::k_run_columns, where, order));
+    bind(rows, true);
+    page.runs = detail::read_runs(rows);
+    return page;
   });
+}
+
+}  // namespace
+
+std::vector<RunRecord> SqliteBackend::list_runs(const RunFilter& filter) {
+  return select_runs(m_connection,
+                     {.status = filter.status,
+                      .tag = filter.tag,
+                      .spec_hash_prefix = filter.spec_hash_prefix,
+                      .limit = filter.limit},
+                     false)
+      .runs;
+}
+
+RunPage SqliteBackend::query_runs(const RunQuery& query) {
+  return select_runs(m_connection, query, true);
 }
 
 std::optional<RunRecord> SqliteBackend::run(const std::string& run_id) {

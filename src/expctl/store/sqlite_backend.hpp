@@ -8,10 +8,11 @@
 
 #include "expctl/store/backend.hpp"
 #include "expctl/store/connection.hpp"
+#include "expctl/store/run_query.hpp"
 
 namespace expctl::store {
 
-class SqliteBackend final : public Backend {
+class SqliteBackend final : public Backend, public RunQueries {
  public:
   SqliteBackend(detail::Connection connection, int version)
       : m_connection(std::move(connection)), m_version(version) {}
@@ -41,6 +42,7 @@ class SqliteBackend final : public Backend {
   void add_tag(const std::string& run_id, const std::string& tag) override;
   bool remove_tag(const std::string& run_id, const std::string& tag) override;
   std::vector<RunRecord> list_runs(const RunFilter& filter) override;
+  RunPage query_runs(const RunQuery& query) override;
   std::optional<RunRecord> run(const std::string& run_id) override;
   std::pair<std::int64_t, std::vector<RunRecord>> runs_with_prefix(const std::string& prefix, int limit) override;
   std::vector<MetricPoint> metrics(const std::string& run_id, const MetricFilter& filter) override;

@@ -3,6 +3,8 @@
 //   expctl_serve_fixture live DB STEPS MS        a running run that gains a step every MS ms
 //   expctl_serve_fixture big DB STEPS            2 ranks x STEPS steps with a one-step loss spike
 //   expctl_serve_fixture many DB N               N short runs
+//   expctl_serve_fixture sweep DB SWEEP.yaml     a completed run of each point of the sweep but the
+//                                                last (its summary's loss and accuracy follow optim.lr)
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/store.hpp"
+#include "expctl/sweep/sweep.hpp"
 #include "expctl/util/sha256.hpp"
 
 using namespace expctl;
@@ -41,6 +44,8 @@ void add_step(std::vector<store::MetricPoint>& points, int rank, std::int64_t st
   points.push_back({rank, step, "backward_ms", step_ms * 0.4});
   points.push_back({rank, step, "comm_wait_ms", step_ms * 0.1});
   points.push_back({rank, step, "optimizer_ms", step_ms * 0.05});
+  points.push_back(
+      {rank, step, "straggler_score", rank == 1 ? 1.05 + 0.05 * std::sin(static_cast<double>(step) * 0.05) : 0.97});
 }
 
 double loss_at(std::int64_t step, double seed) {
@@ -181,6 +186,27 @@ int many_runs(const std::string& path, int count) {
   return 0;
 }
 
+int sweep_runs(const std::string& path, const std::string& file) {
+  store::Store db = store::Store::open(path);
+  const sweep::Sweep sweep = sweep::load_sweep(file);
+  for (std::size_t i = 0; i + 1 < sweep.points.size(); ++i) {
+    const auto& spec = sweep.points[i].spec;
+    db.put_spec(spec.hash(), spec.canonical(), sweep.name);
+    const auto run = db.create_run({spec.hash(), std::nullopt, sweep.name + "-" + std::to_string(i), std::nullopt});
+    double lr = 0.1;
+    double seed = 0.0;
+    for (const auto& axis : sweep.points[i].axes) {
+      (axis.path == "seed" ? seed : lr) = axis.value.get<double>();  // the sweep of the tests: optim.lr and seeds
+    }
+    db.set_summary(run.id, nlohmann::json{{"final_train_loss", 0.2 + std::abs(std::log10(lr) + 1.0) + 0.01 * seed},
+                                          {"eval_accuracy", 0.9 - 0.1 * std::abs(std::log10(lr) + 1.0)}}
+                               .dump());
+    db.finish_run(run.id, store::RunStatus::completed, 0, "");
+  }
+  std::cout << nlohmann::json{{"name", sweep.name}, {"points", sweep.points.size()}}.dump() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,10 +224,14 @@ int main(int argc, char** argv) {
     if (args.size() == 3 && args[0] == "many") {
       return many_runs(args[1], std::stoi(args[2]));
     }
+    if (args.size() == 3 && args[0] == "sweep") {
+      return sweep_runs(args[1], args[2]);
+    }
   } catch (const std::exception& error) {
     std::cerr << "expctl_serve_fixture: " << error.what() << '\n';
     return 1;
   }
-  std::cerr << "usage: expctl_serve_fixture store DB HOSTILE.json | live DB STEPS MS | big DB STEPS | many DB N\n";
+  std::cerr << "usage: expctl_serve_fixture store DB HOSTILE.json | live DB STEPS MS | big DB STEPS | many DB N | "
+               "sweep DB SWEEP.yaml\n";
   return 2;
 }

@@ -1,15 +1,16 @@
 // The documents only the server answers (api/dashboard.hpp) and the run-folder rule it reads by.
-#include <catch2/catch.hpp>
-
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "store_fixture.hpp"
+#include <catch2/catch.hpp>
 
 #include "expctl/api/dashboard.hpp"
 #include "expctl/api/runs.hpp"
+#include "expctl/api/sweep.hpp"
 #include "expctl/api/watch.hpp"
+#include "expctl/sweep/report.hpp"
 
 using namespace expctl;
 
@@ -81,20 +82,24 @@ TEST_CASE("runs_page filters by status, tag, name and spec prefix, sorts and pag
   CHECK(api::runs_page(fixture.db, query)["limit"] == api::k_max_page_rows);
 }
 
-TEST_CASE("runs_page adds a metric column: last of rank 0, min or max over ranks", "[serve]") {
+TEST_CASE("runs_page adds metric columns: last of rank 0, min or max over ranks, several at once", "[serve]") {
   test::StoreFixture fixture;
   const auto run = fixture.new_run();
   fixture.db.append_metrics(run.id, std::vector<store::MetricPoint>{{0, 1, "loss", 3.0}, {0, 2, "loss", 1.0},
                                                                     {1, 1, "loss", 0.5}, {1, 2, "loss", 4.0}});
   api::RunsQuery query;
-  query.metric = "loss";
-  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"] == 1.0);
-  query.aggregate = api::Aggregate::min;
-  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"] == 0.5);
-  query.aggregate = api::Aggregate::max;
-  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"] == 4.0);
-  query.metric = "no-such-metric";
-  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metric"].is_null());
+  query.columns = {{"loss", api::Aggregate::last},
+                   {"loss", api::Aggregate::min},
+                   {"loss", api::Aggregate::max},
+                   {"no-such-metric", api::Aggregate::max}};
+  const auto page = api::runs_page(fixture.db, query);
+  CHECK(page["columns"][1] == nlohmann::json({{"metric", "loss"}, {"agg", "min"}}));
+  CHECK(page["runs"][0]["metrics"] == nlohmann::json::parse("[1.0, 0.5, 4.0, null]"));
+  query.columns.clear();
+  CHECK_FALSE(api::runs_page(fixture.db, query)["runs"][0].contains("metrics"));
+  // More than k_max_metric_columns: the first eight are computed.
+  query.columns.assign(12, {"loss", api::Aggregate::min});
+  CHECK(api::runs_page(fixture.db, query)["runs"][0]["metrics"].size() == api::k_max_metric_columns);
 }
 
 TEST_CASE("downsampling keeps each bucket's min, max and last, so a one-step spike survives", "[serve]") {
@@ -199,4 +204,81 @@ TEST_CASE("the server reads a run folder only under the store's runs root", "[se
   CHECK(tail->ends_with("end\n"));
   CHECK_FALSE(api::log_tail(fixture.db, run, -1, 100, server));
   CHECK_FALSE(api::log_tail(fixture.db, run, 7, 100, server));
+}
+
+TEST_CASE("phase_shares_document: each bucket's phase shares of one rank's step time, untimed phases null", "[serve]") {
+  test::StoreFixture fixture;
+  const auto run = fixture.new_run();
+  std::vector<store::MetricPoint> points;
+  for (std::int64_t step = 1; step <= 10; ++step) {
+    points.push_back({0, step, "step_time_ms", step <= 6 ? 10.0 : 20.0});
+    points.push_back({0, step, "data_wait_ms", 1.0});
+    points.push_back({0, step, "forward_ms", 3.0});
+    points.push_back({0, step, "backward_ms", 4.0});
+    points.push_back({0, step, "comm_wait_ms", step <= 6 ? 1.0 : 11.0});
+  }
+  fixture.db.append_metrics(run.id, points);
+  api::PhaseSharesQuery query;
+  query.run_id = run.id;
+  query.buckets = 5;
+  auto doc = api::phase_shares_document(fixture.db, query);
+  CHECK(doc["kind"] == "phase-shares");
+  CHECK(doc["ranks"] == nlohmann::json::parse("[0]"));
+  CHECK(doc["steps"] == 10);
+  CHECK(doc["at"] == nlohmann::json::parse("[2, 4, 6, 8, 10]"));
+  CHECK(doc["phases"]["data"] == nlohmann::json::parse("[0.1, 0.1, 0.1, 0.05, 0.05]"));
+  CHECK(doc["phases"]["comm"] == nlohmann::json::parse("[0.1, 0.1, 0.1, 0.55, 0.55]"));
+  CHECK(doc["phases"]["optimizer"].is_null());  // never timed: not 0 %
+  CHECK(doc["phases"]["other"].is_null());      // unknown while a phase is untimed
+
+  std::vector<store::MetricPoint> optimizer;
+  for (std::int64_t step = 1; step <= 10; ++step) optimizer.push_back({0, step, "optimizer_ms", 0.5});
+  fixture.db.append_metrics(run.id, optimizer);
+  query.buckets = 1;
+  doc = api::phase_shares_document(fixture.db, query);
+  CHECK(doc["at"] == nlohmann::json::parse("[10]"));
+  // 140 ms of steps: data 10, forward 30, backward 40, comm 6 + 44, optimizer 5; other 5.
+  CHECK(doc["phases"]["optimizer"][0].get<double>() == Approx(5.0 / 140.0));
+  CHECK(doc["phases"]["other"][0].get<double>() == Approx(5.0 / 140.0));
+  query.x = api::XAxis::wall;
+  CHECK(api::phase_shares_document(fixture.db, query)["at"] == nlohmann::json::parse("[0.14]"));
+
+  query.rank = 1;  // a rank that stored nothing
+  doc = api::phase_shares_document(fixture.db, query);
+  CHECK(doc["steps"] == 0);
+  CHECK(doc["at"].empty());
+  CHECK(doc["phases"]["data"].is_null());
+}
+
+TEST_CASE("sweep_document: the report `expctl sweep --report` makes, with its table and notes as text", "[serve]") {
+  test::StoreFixture fixture;
+  const auto file = fixture.dir.write("sweep.yaml", std::string("base: ") + EXPCTL_SWEEP_BASE +
+                                                        "\nname: lr\ngrid:\n  optim.lr: [0.01, 0.1]\nseeds: 2\n");
+  const sweep::Sweep sweep = sweep::load_sweep(file);
+  REQUIRE(sweep.points.size() == 4);
+  // Points 0-2 completed (0 and 1: lr 0.01, seeds 7 and 8), point 3 none.
+  const double losses[] = {0.5, 0.7, 0.3};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& spec = sweep.points[i].spec;
+    fixture.db.put_spec(spec.hash(), spec.canonical(), "lr");
+    const auto run = fixture.db.create_run({spec.hash(), std::nullopt, "lr", std::nullopt});
+    fixture.db.set_summary(run.id, nlohmann::json{{"final_train_loss", losses[i]}}.dump());
+    fixture.db.finish_run(run.id, store::RunStatus::completed, 0, "");
+  }
+  const auto doc = api::sweep_document(fixture.db, sweep);
+  CHECK(doc["kind"] == "sweep-report");
+  CHECK_FALSE(doc["sweep"].contains("file"));  // no server path in a page
+  CHECK(doc["axes"] == nlohmann::json::parse(R"(["optim.lr"])"));
+  CHECK(doc["numeric_axes"] == nlohmann::json::parse(R"(["optim.lr"])"));
+  CHECK(doc["metrics"] == nlohmann::json::parse(R"(["final_train_loss"])"));
+  REQUIRE(doc["configurations"].size() == 2);
+  CHECK(doc["configurations"][0]["metrics"]["final_train_loss"]["median"] == Approx(0.6));
+  CHECK(doc["table"]["header"][0] == "optim.lr");
+  REQUIRE(doc["table"]["rows"].size() == 2);
+  // The same text the CLI's table holds.
+  const auto report = sweep::build_report(sweep, sweep::completed_runs(sweep, fixture.db), {});
+  CHECK(sweep::render(report, "text").find(doc["table"]["rows"][0][0].get<std::string>()) != std::string::npos);
+  CHECK(doc["title"].get<std::string>().find("3 of 4 runs") != std::string::npos);
+  CHECK_FALSE(doc["notes"].empty());
+  CHECK(api::sweeps_list({std::make_shared<const sweep::Sweep>(sweep)})["sweeps"][0]["points"] == 4);
 }

@@ -1,20 +1,20 @@
 // expctl serve over a real socket: every request is written byte for byte by a raw client, so the
 // tests see exactly what an attacker's client would (no HTTP library in between).
-#include <catch2/catch.hpp>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "store_fixture.hpp"
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
 
 #include "expctl/serve/assets.hpp"
 #include "expctl/serve/server.hpp"
@@ -284,6 +284,24 @@ TEST_CASE("serve: the API answers runs, a run, its series, CSV and a compare", "
   CHECK(reply.status == 400);
   CHECK(reply.body.find("reads no spec files") != std::string::npos);
   CHECK(ask(port, request(port, "/api/log?id=" + id + "&rank=0", bearer())).status == 404);
+
+  // Metric columns: col=AGG:METRIC once per column (the metric may hold ':'), metric=&agg= as one more.
+  reply =
+      ask(port, request(port, "/api/runs?col=min:loss&col=last:loss&col=max:no%3Asuch&metric=loss&agg=max", bearer()));
+  REQUIRE(reply.status == 200);
+  const auto page = nlohmann::json::parse(reply.body);
+  CHECK(page["columns"] ==
+        nlohmann::json::parse(R"([{"metric":"loss","agg":"max"},{"metric":"loss","agg":"min"},)"
+                              R"({"metric":"loss","agg":"last"},{"metric":"no:such","agg":"max"}])"));
+  CHECK(page["runs"][0]["metrics"] == nlohmann::json::parse("[2.0,1.5,1.5,null]"));
+  CHECK(ask(port, request(port, "/api/runs?col=median:loss", bearer())).status == 400);
+  CHECK(ask(port, request(port, "/api/runs?col=loss", bearer())).status == 400);
+  CHECK(ask(port, request(port, "/api/runs?metric=loss&agg=mean", bearer())).status == 400);
+  std::string nine = "/api/runs?col=last:a";  // distinct: cpp-httplib drops a repeated key=value pair
+  for (int i = 0; i < 8; ++i) nine += "&col=last:a" + std::to_string(i);
+  reply = ask(port, request(port, nine, bearer()));
+  CHECK(reply.status == 400);
+  CHECK(reply.body.find("at most 8 metric columns") != std::string::npos);
 }
 
 TEST_CASE("serve: 240 path and query fuzz cases never reach a file", "[serve]") {

@@ -7,6 +7,9 @@
 #include <thread>
 
 #include "backend_fixture.hpp"
+#include <fmt/format.h>
+
+#include "expctl/store/run_query.hpp"
 
 using namespace expctl;
 using store::MetricPoint;
@@ -416,4 +419,99 @@ TEMPLATE_TEST_CASE("store contract: orphaned_folders lists old run folders witho
   fs::last_write_time(hidden, two_hours_ago);
   fs::last_write_time(run.run_dir, two_hours_ago);
   CHECK(db.orphaned_folders() == std::vector<fs::path>{old_orphan});
+}
+
+TEMPLATE_TEST_CASE(
+    "store contract: query_runs filters, counts, sorts and pages in the database, lost and running "
+    "told apart",
+    "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available)
+    return;
+  auto db = where.open();
+  db.put_spec(k_hash, k_spec, "quickstart");
+  const std::string other_hash = util::sha256_hex("other");
+  db.put_spec(other_hash, k_spec, "other");
+  // Names whose byte order differs from a locale's ("Beta" < "alpha"): every backend sorts as SQLite does.
+  const std::vector<std::string> names = {"alpha", "Beta", "beta-2", "gamma", "alphabet", "delta", "Alpha-3"};
+  const auto t0 = store::Clock::now() - std::chrono::hours(10);
+  std::vector<std::string> ids;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto& hash = i == 3 ? other_hash : k_hash;
+    ids.push_back(db.create_run({hash, std::nullopt, names[i], t0 + std::chrono::minutes(10 * i)}).id);
+  }
+  // Ends: 0 completed after 5 h, 1 completed after 1 h, 2 failed after 3 h, 3 completed after 2 h;
+  // 4 and 5 stay running (duration: to now, ~9 h and more), 6 is lost (its owner's boot is over).
+  const auto finish = [&](std::size_t i, RunStatus status, int hours) {
+    db.finish_run(ids[i], status, status == RunStatus::completed ? 0 : 1, "");
+    where.execute(fmt::format("UPDATE runs SET ended_at = '{}' WHERE id = '{}'",
+                              store::format_utc(t0 + std::chrono::minutes(10 * i) + std::chrono::hours(hours)),
+                              ids[i]));
+  };
+  finish(0, RunStatus::completed, 5);
+  finish(1, RunStatus::completed, 1);
+  finish(2, RunStatus::failed, 3);
+  finish(3, RunStatus::completed, 2);
+  where.execute(fmt::format("UPDATE runs SET owner_boot_id = 'a-boot-long-over' WHERE id = '{}'", ids[6]));
+  db.add_tag(ids[1], "tenth");
+  db.add_tag(ids[4], "tenth");
+  db.add_tag(ids[4], "other");
+
+  const auto names_of = [](const store::RunPage& page) {
+    std::vector<std::string> out;
+    for (const auto& run : page.runs) out.push_back(run.name);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  // Default: newest first, a page of 3 with the total of all.
+  auto page = store::query_runs(db, {.limit = 3});
+  CHECK(page.total == 7);
+  CHECK(names_of(page) == V{"Alpha-3", "delta", "alphabet"});
+  CHECK(page.runs[0].run_dir == fs::absolute(where.dir / "runs" / ids[6]));
+  CHECK(page.runs[0].status == RunStatus::lost);
+  page = store::query_runs(db, {.offset = 6, .limit = 3});
+  CHECK(page.total == 7);
+  CHECK(names_of(page) == V{"alpha"});
+  CHECK(store::query_runs(db, {.offset = 50}).runs.empty());
+  CHECK(store::query_runs(db, {.limit = 0}).runs.size() == 7);  // 0: no limit
+
+  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::name, .descending = false, .limit = 0})) ==
+        V{"Alpha-3", "Beta", "alpha", "alphabet", "beta-2", "delta", "gamma"});
+  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::name, .offset = 1, .limit = 2})) ==
+        V{"delta", "beta-2"});
+  CHECK(names_of(store::query_runs(db, {.sort = store::RunSort::duration, .descending = false, .limit = 4})) ==
+        V{"Beta", "gamma", "beta-2", "alpha"});
+  // Stored status order: completed < failed < running (a lost run is stored as running).
+  page = store::query_runs(db, {.sort = store::RunSort::status, .descending = false, .limit = 0});
+  REQUIRE(page.runs.size() == 7);
+  CHECK(page.runs[3].status == RunStatus::failed);
+  CHECK(page.runs[0].id < page.runs[1].id);  // ties by id
+
+  // Filters, each counted in the database, and together.
+  CHECK(store::query_runs(db, {.status = RunStatus::completed}).total == 3);
+  CHECK(store::query_runs(db, {.status = RunStatus::failed}).total == 1);
+  page = store::query_runs(db, {.status = RunStatus::running, .sort = store::RunSort::name, .descending = false});
+  CHECK(page.total == 2);
+  CHECK(names_of(page) == V{"alphabet", "delta"});
+  page = store::query_runs(db, {.status = RunStatus::lost});
+  CHECK(page.total == 1);
+  CHECK(names_of(page) == V{"Alpha-3"});
+  page = store::query_runs(db, {.status = RunStatus::running, .offset = 1, .limit = 5});
+  CHECK(page.total == 2);
+  CHECK(names_of(page) == V{"alphabet"});
+  CHECK(names_of(store::query_runs(db, {.tag = "tenth"})) == V{"alphabet", "Beta"});
+  CHECK(store::query_runs(db, {.tag = "none"}).total == 0);
+  CHECK(names_of(store::query_runs(db, {.name_contains = "alph"})) == V{"alphabet", "alpha"});  // not "Alpha-3"
+  CHECK(store::query_runs(db, {.name_contains = "%"}).total == 0);                              // no LIKE wildcards
+  CHECK(store::query_runs(db, {.name_contains = "_"}).total == 0);
+  CHECK(names_of(store::query_runs(db, {.spec_hash_prefix = other_hash.substr(0, 6)})) == V{"gamma"});
+  CHECK(store::query_runs(db, {.spec_hash_prefix = k_hash}).total == 6);
+  page = store::query_runs(db, {.status = RunStatus::completed,
+                                .tag = "tenth",
+                                .name_contains = "eta",
+                                .spec_hash_prefix = k_hash.substr(0, 2)});
+  CHECK(page.total == 1);
+  CHECK(names_of(page) == V{"Beta"});
+  CHECK(page.runs[0].tags == V{"tenth"});
+  CHECK_THROWS_WITH(store::query_runs(db, {.spec_hash_prefix = "XYZ"}), Catch::Contains("not lowercase hex"));
 }

@@ -27,7 +27,8 @@ function query() { return new URLSearchParams(location.search); }
 function setQuery(params) {
   const clean = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
-    if (value !== undefined && value !== null && value !== '' && value !== false) clean.set(key, String(value));
+    if (Array.isArray(value)) for (const item of value) clean.append(key, String(item));
+    else if (value !== undefined && value !== null && value !== '' && value !== false) clean.set(key, String(value));
   }
   const text = clean.toString();
   history.replaceState(null, '', location.pathname + (text ? '?' + text : ''));
@@ -35,8 +36,16 @@ function setQuery(params) {
 function link(path, params, text) {
   return el('a', { href: path + '?' + new URLSearchParams(params).toString(), text });
 }
+function searchParams(params) {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params || {})) {
+    if (Array.isArray(value)) for (const item of value) search.append(key, String(item));
+    else search.set(key, String(value));
+  }
+  return search;
+}
 async function api(path, params) {
-  const url = path + '?' + new URLSearchParams(params || {}).toString();
+  const url = path + '?' + searchParams(params).toString();
   const response = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
   const body = await response.json().catch(() => ({ error: 'the server answered ' + response.status }));
   if (!response.ok) throw new Error(body.error || 'the server answered ' + response.status);
@@ -122,15 +131,27 @@ async function runsPage() {
   const state = {
     status: q.get('status') || '', tag: q.get('tag') || '', name: q.get('name') || '', spec: q.get('spec') || '',
     sort: q.get('sort') || 'started', order: q.get('order') || 'desc', offset: Number(q.get('offset') || 0),
-    limit: Number(q.get('limit') || 50), metric: q.get('metric') || '', agg: q.get('agg') || 'last',
+    limit: Number(q.get('limit') || 50),
+    // Metric columns, each "AGG:METRIC" (col=... once per column; metric=&agg= from older links).
+    col: [...(q.get('metric') ? [(q.get('agg') || 'last') + ':' + q.get('metric')] : []), ...q.getAll('col')],
   };
   const selected = new Set();
   const input = (key, placeholder) =>
     el('input', { value: state[key], placeholder, 'data-filter': key, onchange: (e) => { state[key] = e.target.value.trim(); state.offset = 0; load(); } });
   const statusSelect = el('select', { 'data-filter': 'status', onchange: (e) => { state.status = e.target.value; state.offset = 0; load(); } },
     ['', 'running', 'completed', 'failed', 'interrupted', 'lost'].map((s) => el('option', { value: s, selected: s === state.status, text: s || 'any' })));
-  const aggSelect = el('select', { onchange: (e) => { state.agg = e.target.value; load(); } },
-    ['last', 'min', 'max'].map((s) => el('option', { value: s, selected: s === state.agg, text: s })));
+  const aggSelect = el('select', { 'data-column': 'agg' },
+    ['last', 'min', 'max'].map((s) => el('option', { value: s, text: s })));
+  const metricInput = el('input', { placeholder: 'e.g. loss', 'data-column': 'metric' });
+  const addColumn = () => {
+    const metric = metricInput.value.trim();
+    if (!metric || state.col.length >= 8) return;
+    state.col.push(aggSelect.value + ':' + metric);
+    metricInput.value = '';
+    load();
+  };
+  metricInput.addEventListener('keydown', (e) => { if (e.key === 'Enter') addColumn(); });
+  const columnChips = el('span', { class: 'chips' });
   const compareButton = el('button', { type: 'button', disabled: true, text: 'compare 2 selected',
     onclick: () => { const [a, b] = [...selected]; location.href = '/compare?' + new URLSearchParams({ a, b }); } });
   const table = el('table', { id: 'runs' });
@@ -139,17 +160,21 @@ async function runsPage() {
     el('div', { class: 'filters' },
       el('label', {}, 'status', statusSelect), el('label', {}, 'tag', input('tag', 'exact tag')),
       el('label', {}, 'name', input('name', 'part of the name')), el('label', {}, 'spec hash', input('spec', 'hex prefix')),
-      el('label', {}, 'metric column', input('metric', 'e.g. loss')), el('label', {}, 'of', aggSelect), compareButton),
+      el('label', {}, 'metric column', aggSelect, metricInput),
+      el('button', { type: 'button', 'data-column': 'add', text: 'add column', onclick: addColumn }), columnChips, compareButton),
     table, pager);
 
   const columns = [['', null], ['id', null], ['status', 'status'], ['name', 'name'], ['spec', null],
     ['started (UTC)', 'started'], ['duration', 'duration'], ['tags', null]];
   async function load() {
     setQuery({ ...state, sort: state.sort === 'started' ? '' : state.sort, order: state.order === 'desc' ? '' : state.order,
-      offset: state.offset || '', limit: state.limit === 50 ? '' : state.limit, agg: state.agg === 'last' ? '' : state.agg });
+      offset: state.offset || '', limit: state.limit === 50 ? '' : state.limit });
+    columnChips.replaceChildren(...state.col.map((column, i) => el('span', { class: 'chip' },
+      column.replace(':', ' '), el('button', { type: 'button', class: 'remove', title: 'remove this column', text: '\u00D7',
+        onclick: () => { state.col.splice(i, 1); load(); } }))));
     let page;
     try {
-      page = await api('/api/runs', { ...state, metric: state.metric });
+      page = await api('/api/runs', state);
     } catch (error) {
       table.replaceChildren(failure(error));
       return;
@@ -158,7 +183,7 @@ async function runsPage() {
       class: key ? 'sortable' : undefined, 'data-sort': key || undefined,
       text: label + (key && key === state.sort ? (state.order === 'asc' ? ' \u25B2' : ' \u25BC') : ''),
       onclick: key ? () => { state.order = state.sort === key && state.order === 'desc' ? 'asc' : 'desc'; state.sort = key; load(); } : undefined,
-    })), page.metric ? el('th', { class: 'num', text: state.agg + ' ' + page.metric }) : null);
+    })), (page.columns || []).map((column) => el('th', { class: 'num metric-column', text: column.agg + ' ' + column.metric })));
     const rows = page.runs.map((run) => el('tr', { 'data-run': run.id },
       el('td', {}, el('input', { type: 'checkbox', onchange: (e) => {
         if (e.target.checked) selected.add(run.id); else selected.delete(run.id);
@@ -171,7 +196,7 @@ async function runsPage() {
       el('td', { text: when(run.started_at) }),
       el('td', { class: 'num', text: duration(run.duration_s) }),
       el('td', { class: 'tags', text: (run.tags || []).join(', ') }),
-      page.metric ? el('td', { class: 'num', text: number(run.metric) }) : null));
+      (run.metrics || []).map((value) => el('td', { class: 'num metric-cell', text: number(value) }))));
     table.replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
     const last = Math.min(page.total, page.offset + page.runs.length);
     pager.replaceChildren(
@@ -207,14 +232,19 @@ function phaseStrip(shares) {
   return strip;
 }
 
-const runCharts = [['loss', 'loss'], ['samples_per_sec', 'samples/s'], ['step_time_ms', 'step time (ms)']];
+const runCharts = [['loss', 'loss'], ['samples_per_sec', 'samples/s'], ['step_time_ms', 'step time (ms)'],
+  ['straggler_score', 'straggler score (compute time over the median rank\u2019s)']];
+const phaseNames = [['data', 'data', '#8e6bd1'], ['forward', 'forward', '#3d8bd9'], ['backward', 'backward', '#39a96b'],
+  ['comm', 'exposed all-reduce wait', '#e0863a'], ['optimizer', 'optimizer', '#c8b43a'], ['other', 'other', '#9aa0aa']];
 
 async function runPage() {
   document.title = 'expctl: run';
   const q = query();
   const id = q.get('id') || '';
-  const state = { id, x: q.get('x') === 'wall' ? 'wall' : 'step', log: q.get('log') === '1', smooth: Number(q.get('smooth') || 0), rank: Number(q.get('rank') || 0) };
-  const save = () => setQuery({ id: state.id, x: state.x === 'step' ? '' : state.x, log: state.log ? '1' : '', smooth: state.smooth || '', rank: state.rank || '' });
+  const state = { id, x: q.get('x') === 'wall' ? 'wall' : 'step', log: q.get('log') === '1', smooth: Number(q.get('smooth') || 0), rank: Number(q.get('rank') || 0),
+    prank: Number(q.get('prank') || 0) };
+  const save = () => setQuery({ id: state.id, x: state.x === 'step' ? '' : state.x, log: state.log ? '1' : '', smooth: state.smooth || '', rank: state.rank || '',
+    prank: state.prank || '' });
   // The charts first: their series are asked for at once, beside the run's document (which
   // counts every point of every metric, the slow part for a long run).
   const chartsBox = el('div', { class: 'charts' });
@@ -264,6 +294,12 @@ async function runPage() {
         el('td', {}, phases ? phaseStrip(phases.shares) : '-'),
         el('td', { text: phases && phases.straggler_mean !== null ? number(phases.straggler_mean, 3) + ' / ' + number(phases.straggler_max, 3) : '-' }));
     })));
+  // Where one rank's step time went over the run: each phase's share per bucket of steps, stacked.
+  const phaseCanvas = el('canvas', { id: 'chart-phases' });
+  const phaseRank = el('select', { id: 'phase-rank', onchange: (e) => { state.prank = Number(e.target.value); save(); drawPhases(); } },
+    (doc.ranks && doc.ranks.length ? doc.ranks : [{ rank: 0 }]).map((r) => el('option', { value: r.rank, selected: r.rank === state.prank, text: 'rank ' + r.rank })));
+  const phaseBox = el('div', { class: 'chart wide', id: 'phases-box' }, el('h3', {}, el('span', { text: 'where the step time went, over the run ' }), phaseRank),
+    el('div', {}, phaseCanvas));
   const logRank = el('select', { id: 'log-rank', onchange: (e) => { state.rank = Number(e.target.value); save(); loadLog(); } },
     (doc.ranks && doc.ranks.length ? doc.ranks : [{ rank: 0 }]).map((r) => el('option', { value: r.rank, selected: r.rank === state.rank, text: 'rank ' + r.rank })));
   const logBox2 = el('pre', { id: 'log', class: 'mono' });
@@ -272,7 +308,7 @@ async function runPage() {
     dl,
     el('div', { class: 'toolbar' }, el('label', {}, 'x axis ', xSelect), el('label', {}, logBox, ' log scale'),
       el('label', {}, 'smoothing ', smoothInput), liveNote, link('/compare', { a: run.id, b: '' }, 'compare with\u2026')),
-    chartsBox,
+    chartsBox, phaseBox,
     el('h2', { text: 'Ranks' }), ranksTable,
     el('h2', { text: 'Metrics' }),
     el('table', { id: 'metrics' }, el('thead', {}, el('tr', {}, ['metric', 'points', 'ranks', 'first (step)', 'last (step)'].map((t) => el('th', { text: t })))),
@@ -315,9 +351,32 @@ async function runPage() {
   async function drawAll() {
     try {
       for (const [metric] of charts) await drawOne(metric);  // loss first: the first chart is the one awaited
+      await drawPhases();
     } catch (error) {
       chartsBox.append(failure(error));
     }
+  }
+  async function drawPhases() {
+    let doc;
+    try {
+      doc = await api('/api/phases', { id: run.id, rank: state.prank, x: state.x });
+    } catch (error) {
+      phaseBox.append(failure(error));
+      return;
+    }
+    phaseBox.hidden = doc.steps === 0;  // no step times: a program's run, or a rank that stored none
+    if (!expctl.charts.phases) {
+      const chart = makeChart(phaseCanvas, 'phases', state.x === 'wall' ? 'seconds of step time' : 'step', false);
+      chart.options.scales.y = { type: 'linear', stacked: true, min: 0, max: 100, title: { display: true, text: '% of step time' } };
+    }
+    const chart = expctl.charts.phases;
+    chart.options.scales.x.title.text = state.x === 'wall' ? 'seconds of step time' : 'step';
+    chart.data.datasets = phaseNames.filter(([key]) => Array.isArray(doc.phases[key])).map(([key, label, color]) => ({
+      label, borderColor: color, backgroundColor: color + 'b0', fill: true, pointRadius: 0,
+      data: doc.at.map((x, i) => ({ x, y: doc.phases[key][i] === null ? null : Math.round(doc.phases[key][i] * 1000) / 10 })),
+    }));
+    chart.update('none');
+    countPoints(chart);
   }
   async function loadLog() {
     try {
@@ -328,6 +387,7 @@ async function runPage() {
     }
   }
   // Live: each chart asks for the points after the last step it holds (its sequence number).
+  let polls = 0;
   async function poll() {
     try {
       const view = await api('/api/watch', { id: run.id });
@@ -347,6 +407,9 @@ async function runPage() {
         const chart = expctl.charts[metric];
         if (chart) { chart.data.datasets = datasets(metric); chart.update('none'); countPoints(chart); }
       }
+      // The phase shares read every step of the rank again: every tenth poll, and once at the end.
+      polls = (polls + 1) % 10;
+      if (polls === 0 || view.ended) await drawPhases();
       liveNote.textContent = view.ended ? 'run ended' : 'live: updated ' + new Date().toLocaleTimeString();
       if (!view.ended) setTimeout(poll, 1000);
     } catch (error) {
@@ -355,6 +418,7 @@ async function runPage() {
     }
   }
   await firstDraw;
+  await drawPhases();
   expctl.ready = true;
   loadLog();
   if (run.status === 'running') setTimeout(poll, 1000);
@@ -426,8 +490,68 @@ async function comparePage() {
   await load();
 }
 
+// ---- sweep page ----------------------------------------------------------------------------
+// The results across a sweep's points, as `expctl sweep FILE --report` makes them: the server
+// builds the same report (api/sweep.cpp), this page draws its table and its plots of each
+// metric against each numeric axis (each configuration's runs as small dots, its median as a
+// large one with a bar of the run-to-run spread).
+const plotId = (metric, axis) => ('plot-' + metric + '-' + axis).replace(/[^A-Za-z0-9_-]/g, '-');
+async function sweepPage() {
+  document.title = 'expctl: sweep';
+  const q = query();
+  const state = { name: q.get('name') || '', metric: q.getAll('metric') };
+  if (!state.name) {
+    const list = await api('/api/sweeps');
+    show(el('h1', { text: 'Sweeps' }), list.sweeps.length
+      ? el('ul', { id: 'sweeps' }, list.sweeps.map((s) => el('li', {}, link('/sweep', { name: s.name }, s.name),
+        el('span', { class: 'muted', text: ` ${s.points} points, ${s.runs_expected} runs, hash ${String(s.hash).slice(0, 12)}` }))))
+      : el('p', { class: 'muted', text: 'no sweeps: start the server with --sweep FILE (one per sweep file)' }));
+    expctl.ready = true;
+    return;
+  }
+  const doc = await api('/api/sweep', state);
+  const plotsBox = el('div', { class: 'charts', id: 'plots' });
+  show(el('h1', { id: 'sweep-title', text: doc.title }),
+    el('table', { id: 'configurations' },
+      el('thead', {}, el('tr', {}, doc.table.header.map((h) => el('th', { text: h })))),
+      el('tbody', {}, doc.table.rows.map((row) => el('tr', {}, row.map((cell, i) => el('td', { class: i > doc.axes.length ? 'num' : undefined, text: cell })))))),
+    doc.notes.length ? el('ul', { id: 'notes' }, doc.notes.map((n) => el('li', { text: n }))) : null,
+    el('h2', { text: 'Metrics against the axes' }),
+    doc.numeric_axes.length ? plotsBox : el('p', { class: 'muted', text: 'No numeric axis to plot against.' }));
+  for (const axis of doc.numeric_axes) {
+    for (const metric of doc.metrics) {
+      const id = plotId(metric, axis);
+      const canvas = el('canvas', { id, 'data-metric': metric, 'data-axis': axis });
+      plotsBox.append(el('div', { class: 'chart' }, el('h3', {}, el('span', { text: metric + ' against ' + axis })), el('div', {}, canvas)));
+      const runs = [];
+      const medians = [];
+      const spreads = [];
+      for (const c of doc.configurations) {
+        const x = Number(c.axes[axis]);
+        const cell = c.metrics[metric];
+        for (const value of cell.values) if (value !== null) runs.push({ x, y: value });
+        if (cell.median !== null) medians.push({ x, y: cell.median });
+        if (cell.median !== null && cell.spread !== null) spreads.push({ x, y: cell.median - cell.spread }, { x, y: cell.median + cell.spread }, { x, y: null });
+      }
+      const xs = doc.configurations.map((c) => Number(c.axes[axis]));
+      const log = xs.length > 1 && xs.every((x) => x > 0) && Math.max(...xs) / Math.min(...xs) >= 100;
+      const chart = makeChart(canvas, id, axis, false);
+      chart.options.scales.x.type = log ? 'logarithmic' : 'linear';
+      chart.options.scales.y.title = { display: true, text: metric };
+      chart.data.datasets = [
+        { label: 'runs', data: runs, showLine: false, pointRadius: 2, borderColor: palette[0] + '66', backgroundColor: palette[0] + '66' },
+        { label: 'median', data: medians, showLine: false, pointRadius: 4, borderColor: palette[0], backgroundColor: palette[0] },
+        { label: 'spread', data: spreads, spanGaps: false, pointRadius: 0, borderColor: palette[0], backgroundColor: palette[0] },
+      ];
+      chart.update('none');
+      countPoints(chart);
+    }
+  }
+  expctl.ready = true;
+}
+
 // ---- start ---------------------------------------------------------------------------------
 applyTheme();
 document.getElementById('theme').addEventListener('click', toggleTheme);
-const pages = { '/': runsPage, '/run': runPage, '/compare': comparePage };
+const pages = { '/': runsPage, '/run': runPage, '/compare': comparePage, '/sweep': sweepPage };
 (pages[location.pathname] || runsPage)().catch((error) => { show(failure(error)); expctl.ready = true; });
