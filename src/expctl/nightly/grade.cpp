@@ -9,11 +9,11 @@
 namespace expctl::nightly {
 
 using compare::Comparison;
+using compare::find_metric;
 using compare::MetricInfo;
 using compare::MetricRow;
 using compare::Outcome;
 using compare::Status;
-using compare::find_metric;
 using compare::threshold_below_noise;
 
 namespace {

@@ -26,10 +26,10 @@ struct MetricGrade {
 
 /// What is known about confirming a suspected timing regression.
 struct Confirmation {
-  int rounds = 0;                          ///< the entry's confirm_rounds (0: fail without rerun)
+  int rounds = 0;                                   ///< the entry's confirm_rounds (0: fail without rerun)
   const compare::Comparison* comparison = nullptr;  ///< the reruns judged; nullptr when none ran
-  std::string missing;                     ///< why none ran although rounds > 0
-  std::string label = "reruns";            ///< "3 interleaved rounds", for reasons
+  std::string missing;                              ///< why none ran although rounds > 0
+  std::string label = "reruns";                     ///< "3 interleaved rounds", for reasons
 };
 
 /// A threshold below its metric's measured run-to-run noise: the gate cannot see a regression
@@ -67,7 +67,8 @@ std::vector<NoiseNote> noise_floor_notes(const compare::Comparison& comparison);
 
 /// Grades an entry: `first` (tonight against the baseline, fail thresholds), `warn_view` (the
 /// same runs against the warn thresholds; nullptr when the entry has none) and the confirmation.
-EntryGrade grade_entry(const compare::Comparison& first, const compare::Comparison* warn_view, const Confirmation& confirmation);
+EntryGrade grade_entry(const compare::Comparison& first, const compare::Comparison* warn_view,
+                       const Confirmation& confirmation);
 
 /// Marks rows whose threshold came from the suite (given to compare as overrides) as "suite".
 void label_suite_thresholds(compare::Comparison& comparison);

@@ -1,7 +1,7 @@
 #pragma once
 /// Renderings of a comparison (`expctl compare --format text|json|markdown|html`); a nightly's
-/// (JUnit XML, Markdown summary) are the nightly module's (nightly/report.hpp). Every rendering starts with the verdict line and
-/// is a pure function of its input, so the same comparison always renders to the same bytes.
+/// (JUnit XML, Markdown summary) are the nightly module's (nightly/report.hpp). Every rendering starts with the verdict
+/// line and is a pure function of its input, so the same comparison always renders to the same bytes.
 
 #include <optional>
 #include <string>

@@ -27,9 +27,9 @@ namespace expctl::sweep {
 inline constexpr int k_report_json_version = 1;
 
 /// The metrics a report shows when none are asked for (those that some run has).
-inline constexpr std::string_view k_default_metrics[] = {
-    util::summary_key::final_train_loss, util::summary_key::eval_loss, util::summary_key::eval_accuracy,
-    util::summary_key::samples_per_sec};
+inline constexpr std::string_view k_default_metrics[] = {util::summary_key::final_train_loss,
+                                                         util::summary_key::eval_loss, util::summary_key::eval_accuracy,
+                                                         util::summary_key::samples_per_sec};
 
 /// One metric over a set of runs.
 struct Cell {
