@@ -336,6 +336,7 @@ LaunchRun in_process_launcher(std::function<store::Store()> open_store) {
     }
 #else
     (void)tag;
+    (void)open_store;
     return fmt::format("expctl run {}: this expctl was built without LibTorch (EXPCTL_WITH_TORCH=OFF)",
                        config.spec.string());
 #endif
