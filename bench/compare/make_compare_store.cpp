@@ -147,9 +147,9 @@ std::string write_long_run(store::Store& db, const Options& options, const std::
     append_rank(db, record.id, rank, step_times(options.steps, factor, normal), normal);
   }
   // The runner's own summary (run/summary.hpp), as `expctl run` writes it when a run ends.
-  db.set_summary(record.id, run::compute_summary(db, record.id, json::object(), 1.0e-2 * static_cast<double>(options.steps),
-                                                std::nullopt)
-                                .dump());
+  const auto summary =
+      run::compute_summary(db, record.id, {}, 1.0e-2 * static_cast<double>(options.steps), std::nullopt);
+  db.set_summary(record.id, compare::to_json(summary).dump());
   db.finish_run(record.id, store::RunStatus::completed, 0, "");
   return record.id;
 }

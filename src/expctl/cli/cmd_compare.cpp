@@ -5,7 +5,7 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
-#include "expctl/cli/support_sweep.hpp"
+#include "expctl/sweep/execute.hpp"
 #include "expctl/sweep/sweep.hpp"
 #include "expctl/util/error.hpp"
 
@@ -28,7 +28,7 @@ util::ExitCode report_sweep(const GlobalOptions& globals, const CompareCommandOp
   EXPCTL_CHECK(report.thresholds.empty() && report.ignore.empty() && !report.fail_on_inconclusive, util::UsageError,
                "--threshold, --ignore and --fail-on-inconclusive judge an A/B verdict; a sweep's report has none "
                "(compare two of its points: expctl compare tag:sweep-point:I tag:sweep-point:J)");
-  write_sweep_report(globals, load_sweep_file(options.a), options.metrics, report.format, report.output);
+  write_sweep_report(globals, sweep::load_sweep_file(options.a), options.metrics, report.format, report.output);
   return util::ExitCode::ok;
 }
 

@@ -2,8 +2,9 @@
 
 #include <iostream>
 
-#include <fmt/format.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 namespace expctl::cli {
 
@@ -18,13 +19,17 @@ void add_format_option(CLI::App* command, std::string& target, std::vector<std::
     description += (i > 0 ? "|" : "") + allowed[i];
   }
   description += " (json output is stable and versioned by \"format_version\")";
-  command->add_option("--format", target, description)
-      ->check(CLI::IsMember(allowed))
-      ->default_val(allowed.front());
+  command->add_option("--format", target, description)->check(CLI::IsMember(allowed))->default_val(allowed.front());
 }
 
 nlohmann::json json_envelope(const std::string& kind) {
   return api::json_envelope(kind);
+}
+
+nlohmann::json json_envelope(const std::string& kind, const nlohmann::json& body) {
+  nlohmann::json document = api::json_envelope(kind);
+  document.update(body);
+  return document;
 }
 
 void print_json(const nlohmann::json& document) {

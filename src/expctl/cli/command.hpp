@@ -22,11 +22,12 @@ namespace expctl::cli {
 struct GlobalOptions {
   std::string db_path = "results/expctl.db";  ///< --db, env EXPCTL_DB: a SQLite file or a PostgreSQL URL
   std::string runs_dir{};                     ///< --runs-dir, env EXPCTL_RUNS_DIR; empty: the store's default
-  std::string local_db = "results/expctl.db"; ///< --local-db, env EXPCTL_LOCAL_DB: what runs write when --db is a server
-  int verbosity = 0;                          ///< -v count
-  bool quiet = false;                         ///< -q
-  std::string color = "auto";                 ///< --color auto|always|never
-  util::ExitCode result = util::ExitCode::ok; ///< set by a subcommand that succeeds with a non-zero code
+  std::string local_db =
+      "results/expctl.db";     ///< --local-db, env EXPCTL_LOCAL_DB: what runs write when --db is a server
+  int verbosity = 0;           ///< -v count
+  bool quiet = false;          ///< -q
+  std::string color = "auto";  ///< --color auto|always|never
+  util::ExitCode result = util::ExitCode::ok;  ///< set by a subcommand that succeeds with a non-zero code
 };
 
 using CommandSetup = void (*)(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals);
@@ -45,8 +46,10 @@ struct CommandRegistrar {
   }
 };
 
-#define EXPCTL_REGISTER_COMMAND(name, order, setup) \
-  static const ::expctl::cli::CommandRegistrar k_register_##name{#name, order, setup}
+#define EXPCTL_REGISTER_COMMAND(name, order, setup)                \
+  static const ::expctl::cli::CommandRegistrar k_register_##name { \
+#name, order, setup                                            \
+  }
 
 /// Output formats. JSON output is always an object carrying "format_version".
 enum class OutputFormat { text, json };
@@ -59,6 +62,8 @@ inline constexpr int k_json_format_version = api::k_json_format_version;
 
 /// {"format_version": 1, "kind": kind}: the start of every JSON document.
 nlohmann::json json_envelope(const std::string& kind);
+/// The envelope with `body`'s members.
+nlohmann::json json_envelope(const std::string& kind, const nlohmann::json& body);
 
 /// Prints `document` to stdout, indented, with a final newline.
 void print_json(const nlohmann::json& document);

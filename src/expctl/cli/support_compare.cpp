@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/support_store.hpp"
+#include "expctl/sweep/execute.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 
@@ -71,14 +72,20 @@ util::ExitCode compare_and_report(const GlobalOptions& globals, const std::strin
   const compare::CompareOptions compare_options = make_compare_options(options.ignore, options.thresholds);
   const auto format = report::parse_format(options.format).value_or(report::Format::text);
   const store::Store db = open_store(globals, store::OpenMode::read_only);
-  const compare::Comparison comparison =
-      api::compare_groups(db, a, b,
-                          {.options = compare_options,
-                           .history = options.history,
-                           .straggler_timeline = format == report::Format::html});
+  const compare::Comparison comparison = api::compare_groups(
+      db, a, b,
+      {.options = compare_options, .history = options.history, .straggler_timeline = format == report::Format::html});
   const bool color = format == report::Format::text && options.output.empty() && use_color(globals);
   write_output(options.output, report::render(comparison, format, {.color = color}));
   return outcome_exit_code(comparison.outcome, options.fail_on_inconclusive);
+}
+
+void write_sweep_report(const GlobalOptions& globals, const sweep::Sweep& sweep,
+                        const std::vector<std::string>& metrics, const std::string& format, const std::string& output) {
+  const auto db = open_store_if_present(globals);
+  EXPCTL_CHECK(db.has_value(), util::StoreError, "{}; run the sweep first: expctl sweep {}",
+               missing_database_hint(globals), sweep.file.string());
+  write_output(output, sweep::report_of(sweep, *db, metrics, format));
 }
 
 }  // namespace expctl::cli

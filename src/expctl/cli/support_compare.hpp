@@ -10,6 +10,7 @@
 #include "expctl/compare/comparison.hpp"
 #include "expctl/report/report.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/sweep/sweep.hpp"
 
 namespace expctl::cli {
 
@@ -49,5 +50,11 @@ void add_report_options(CLI::App* command, ReportOptions& options);
 /// the exit code. Options are checked before the database is opened.
 util::ExitCode compare_and_report(const GlobalOptions& globals, const std::string& a, const std::string& b,
                                   const ReportOptions& options);
+
+/// Writes the report across a sweep's points (sweep::report_of) in `format` to `output` (stdout
+/// when empty or "-"), for `sweep FILE --report` and `compare SWEEP`. A missing store is a
+/// StoreError naming the sweep to run.
+void write_sweep_report(const GlobalOptions& globals, const sweep::Sweep& sweep,
+                        const std::vector<std::string>& metrics, const std::string& format, const std::string& output);
 
 }  // namespace expctl::cli

@@ -7,35 +7,30 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/support_store.hpp"
+#include "expctl/compare/run_summary.hpp"
+#include "expctl/run/result_document.hpp"
 
 namespace expctl::cli {
 namespace {
 
 using nlohmann::json;
 
-std::string number_text(const json& value, const char* format) {
-  return value.is_number() ? fmt::format(fmt::runtime(format), value.get<double>()) : std::string("-");
+std::string number_text(const std::optional<double>& value, const char* format) {
+  return value ? fmt::format(fmt::runtime(format), *value) : std::string("-");
 }
 
-std::optional<double> seconds(const json& summary, const char* key) {
-  const json value = summary.value(key, json());
-  return value.is_number() ? std::optional<double>(value.get<double>()) : std::nullopt;
-}
-
-void print_summary_text(const store::RunRecord& run, const json& summary) {
+void print_summary_text(const store::RunRecord& run, const compare::RunSummary& summary) {
   std::cout << fmt::format("run {} {}", run.id, store::to_string(run.status));
   if (!run.root_cause.empty()) {
     std::cout << ": " << run.root_cause;
   }
   std::cout << '\n';
-  std::cout << fmt::format("  final train loss  {}\n", number_text(summary.value("final_train_loss", json()), "{:.4f}"));
-  std::cout << fmt::format("  eval accuracy     {}\n", number_text(summary.value("eval_accuracy", json()), "{:.4f}"));
+  std::cout << fmt::format("  final train loss  {}\n", number_text(summary.final_train_loss, "{:.4f}"));
+  std::cout << fmt::format("  eval accuracy     {}\n", number_text(summary.eval_accuracy, "{:.4f}"));
   std::cout << fmt::format("  samples/s         {} (median after {} warm-up steps)\n",
-                           number_text(summary.value("samples_per_sec", json()), "{:.0f}"),
-                           summary.value("warmup_steps", 0));
-  std::cout << fmt::format("  wall time         {} (first step after {})\n",
-                           duration_text(seconds(summary, "wall_time_s")),
-                           duration_text(seconds(summary, "time_to_first_step_s")));
+                           number_text(summary.samples_per_sec, "{:.0f}"), summary.warmup_steps);
+  std::cout << fmt::format("  wall time         {} (first step after {})\n", duration_text(summary.wall_time_s),
+                           duration_text(summary.time_to_first_step_s));
   std::cout << fmt::format("  run folder        {}\n", run.run_dir.string());
   if (run.status == store::RunStatus::interrupted || run.status == store::RunStatus::lost) {
     std::cout << fmt::format("  continue with     expctl resume {}\n", run.id);
@@ -63,12 +58,10 @@ util::ExitCode print_run_result(const run::RunResult& result, OutputFormat forma
     return result.exit_code;  // a rank other than 0 under an external launcher: nothing to report
   }
   if (format == OutputFormat::json) {
-    json document = json_envelope("run");
-    document["run"] = run_json(*result.run);
-    document["summary"] = result.summary;
-    print_json(document);
+    print_json(
+        run::encode_result(json_envelope(std::string(run::k_result_kind)), run_json(*result.run), result.summary));
   } else {
-    print_summary_text(*result.run, result.summary);
+    print_summary_text(*result.run, compare::summary_from_json(result.summary));
   }
   return result.exit_code;
 }

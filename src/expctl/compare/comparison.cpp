@@ -12,6 +12,7 @@
 #include "expctl/compare/reproducibility.hpp"
 #include "expctl/env/fingerprint.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::compare {
 
@@ -192,7 +193,7 @@ std::vector<std::string> incomparable_reasons(const std::vector<RunData>& a, con
       if (run.record.status != store::RunStatus::completed) {
         reasons.push_back(fmt::format("run {} is {}", run.record.id, store::to_string(run.record.status)));
       }
-      const json drift = run.summary.value("drift", json());
+      const json drift = run.summary.value(util::summary_key::drift, json());
       if (drift.is_array() && !drift.empty()) {
         std::string fields;
         for (const auto& row : drift) {
@@ -539,8 +540,8 @@ std::optional<std::int64_t> step_at(const std::vector<std::int64_t>& steps, std:
 CurveReport compare_loss(const RunData& a, const RunData& b) {
   CurveReport report;
   report.available = !a.loss.empty() && !b.loss.empty();
-  const json sha_a = a.summary.value("loss_curve_sha256", json());
-  const json sha_b = b.summary.value("loss_curve_sha256", json());
+  const json sha_a = a.summary.value(util::summary_key::loss_curve_sha256, json());
+  const json sha_b = b.summary.value(util::summary_key::loss_curve_sha256, json());
   report.sha_equal = sha_a.is_string() && sha_a == sha_b;
   std::vector<float> curve_a(a.loss.begin(), a.loss.end());
   std::vector<float> curve_b(b.loss.begin(), b.loss.end());

@@ -20,18 +20,19 @@
 #include "expctl/env/diff.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::compare {
 
 /// Per-step series whose values are samples (after warm-up, one value per step).
-inline constexpr const char* k_throughput_series = "samples_per_sec";
-inline constexpr const char* k_step_time_series = "step_time_ms";
+inline constexpr const char* k_throughput_series = util::metric::samples_per_sec;
+inline constexpr const char* k_step_time_series = util::metric::step_time_ms;
 /// Per-rank wait for gradient all-reduce per step, in ms (the runner's series).
-inline constexpr const char* k_comm_wait_series = "comm_wait_ms";
+inline constexpr const char* k_comm_wait_series = util::metric::comm_wait_ms;
 /// Derived per-step samples: the share of a step's time (all ranks together) spent waiting.
-inline constexpr const char* k_comm_wait_fraction_series = "comm_wait_fraction";
+inline constexpr const char* k_comm_wait_fraction_series = util::metric::comm_wait_fraction;
 /// Rank 0's per-step training loss.
-inline constexpr const char* k_loss_series = "loss";
+inline constexpr const char* k_loss_series = util::metric::loss;
 
 /// Everything compare reads about one run.
 struct RunData {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "expctl/compare/comparison.hpp"
+#include "expctl/util/metric_names.hpp"
 #include "expctl/util/sha256.hpp"
 
 namespace expctl::compare {
@@ -25,7 +26,8 @@ json parse_object(const std::string& text) {
 
 // The runner's warm-up rule (docs/run.md) when a summary predates the warmup_steps field.
 std::int64_t warmup_of(const json& summary, std::int64_t steps) {
-  if (const auto found = summary.find("warmup_steps"); found != summary.end() && found->is_number_integer()) {
+  if (const auto found = summary.find(util::summary_key::warmup_steps);
+      found != summary.end() && found->is_number_integer()) {
     return found->get<std::int64_t>();
   }
   return default_warmup_steps(steps);
@@ -113,7 +115,8 @@ std::optional<double> total(const store::Store& store, const std::string& run_id
 
 // The run values the summary lacks (older runs, hand-made stores), from the stored series.
 void load_timing_fallbacks(const store::Store& store, RunData& data, std::int64_t warmup) {
-  if (!has_number(data.summary, "step_time_ms_p50") || !has_number(data.summary, "step_time_ms_p95")) {
+  if (!has_number(data.summary, util::summary_key::step_time_ms_p50) ||
+      !has_number(data.summary, util::summary_key::step_time_ms_p95)) {
     data.samples[k_step_time_series] =
         combine_ranks(store.series_columns(data.record.id, k_step_time_series, warmup), false);
   }

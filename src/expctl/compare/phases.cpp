@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include "expctl/util/metric_names.hpp"
+
 namespace expctl::compare {
 namespace {
 
@@ -35,14 +37,14 @@ void set_straggler(RankPhases& row, const std::map<int, store::SeriesAggregate>&
 }  // namespace
 
 std::vector<RankPhases> phase_breakdown(const store::Store& store, const std::string& run_id) {
-  const auto data = aggregates(store, run_id, "data_wait_ms");
-  const auto forward = aggregates(store, run_id, "forward_ms");
-  const auto backward = aggregates(store, run_id, "backward_ms");
-  const auto comm = aggregates(store, run_id, "comm_wait_ms");
-  const auto optimizer = aggregates(store, run_id, "optimizer_ms");
+  const auto data = aggregates(store, run_id, util::metric::data_wait_ms);
+  const auto forward = aggregates(store, run_id, util::metric::forward_ms);
+  const auto backward = aggregates(store, run_id, util::metric::backward_ms);
+  const auto comm = aggregates(store, run_id, util::metric::comm_wait_ms);
+  const auto optimizer = aggregates(store, run_id, util::metric::optimizer_ms);
   const auto straggler = aggregates(store, run_id, k_straggler_series);
   std::vector<RankPhases> rows;
-  for (const auto& [rank, time] : aggregates(store, run_id, "step_time_ms")) {
+  for (const auto& [rank, time] : aggregates(store, run_id, util::metric::step_time_ms)) {
     RankPhases row;
     row.rank = rank;
     row.steps = time.count;
@@ -103,7 +105,7 @@ RankPhases phase_row(const nlohmann::json& row) {
 }  // namespace
 
 std::optional<std::vector<RankPhases>> phases_from_json(const nlohmann::json& summary) {
-  const auto found = summary.find("phases");
+  const auto found = summary.find(util::summary_key::phases);
   if (found == summary.end() || !found->is_array()) {
     return std::nullopt;
   }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <map>
 
+#include "expctl/util/metric_names.hpp"
+
 namespace expctl::compare {
 
 namespace {
@@ -19,7 +21,7 @@ std::optional<double> finite_value(const RunData& run, std::string_view metric) 
 }
 
 std::string curve_sha(const RunData& run) {
-  const auto found = run.summary.find("loss_curve_sha256");
+  const auto found = run.summary.find(util::summary_key::loss_curve_sha256);
   return found != run.summary.end() && found->is_string() ? found->get<std::string>() : std::string();
 }
 

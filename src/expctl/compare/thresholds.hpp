@@ -24,6 +24,7 @@
 
 #include "expctl/compare/statistics.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::compare {
 
@@ -120,17 +121,19 @@ struct MetricInfo {
 
 /// The metric table: every default threshold lives here, nowhere else.
 inline constexpr MetricInfo k_metrics[] = {
-    {"samples_per_sec", Direction::higher_is_better, "-5%", "samples/s", "samples_per_sec", Statistic::median,
-     "training throughput of all ranks together, per step", true},
-    {"step_time_ms_p50", Direction::lower_is_better, "+5%", "ms", "step_time_ms", Statistic::median,
-     "median wall time of one optimizer step", true},
-    {"step_time_ms_p95", Direction::lower_is_better, "+5%", "ms", "step_time_ms", Statistic::p95,
-     "95th percentile of the step time: stragglers and stalls", true},
-    {"comm_wait_fraction", Direction::lower_is_better, "+5pp", "fraction", "", Statistic::value,
+    {util::summary_key::samples_per_sec, Direction::higher_is_better, "-5%", "samples/s", util::metric::samples_per_sec,
+     Statistic::median, "training throughput of all ranks together, per step", true},
+    {util::summary_key::step_time_ms_p50, Direction::lower_is_better, "+5%", "ms", util::metric::step_time_ms,
+     Statistic::median, "median wall time of one optimizer step", true},
+    {util::summary_key::step_time_ms_p95, Direction::lower_is_better, "+5%", "ms", util::metric::step_time_ms,
+     Statistic::p95, "95th percentile of the step time: stragglers and stalls", true},
+    {util::summary_key::comm_wait_fraction, Direction::lower_is_better, "+5pp", "fraction", "", Statistic::value,
      "share of step time spent waiting for gradient all-reduce, 0..1", true},
-    {"final_train_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value, "training loss at the last step"},
-    {"eval_loss", Direction::lower_is_better, "+2%", "", "", Statistic::value, "loss on the evaluation split"},
-    {"eval_accuracy", Direction::higher_is_better, "-0.5pp", "fraction", "", Statistic::value,
+    {util::summary_key::final_train_loss, Direction::lower_is_better, "+2%", "", "", Statistic::value,
+     "training loss at the last step"},
+    {util::summary_key::eval_loss, Direction::lower_is_better, "+2%", "", "", Statistic::value,
+     "loss on the evaluation split"},
+    {util::summary_key::eval_accuracy, Direction::higher_is_better, "-0.5pp", "fraction", "", Statistic::value,
      "accuracy on the evaluation split, 0..1"},
 };
 

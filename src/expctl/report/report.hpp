@@ -1,7 +1,7 @@
 #pragma once
-/// Renderings of a comparison (`expctl compare --format text|json|markdown|html`) and of a
-/// nightly suite (JUnit XML, Markdown summary). Every rendering starts with the verdict line and
-/// is a pure function of its input, so the same comparison always renders to the same bytes.
+/// Renderings of a comparison (`expctl compare --format text|json|markdown|html`); a nightly's
+/// (JUnit XML, Markdown summary) are the nightly module's (nightly/report.hpp). Every rendering starts with the verdict
+/// line and is a pure function of its input, so the same comparison always renders to the same bytes.
 
 #include <optional>
 #include <string>
@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/compare/comparison.hpp"
-#include "expctl/compare/suite.hpp"
 
 namespace expctl::report {
 
@@ -50,33 +49,6 @@ std::string render_html(const compare::Comparison& comparison);
 
 /// Renders `comparison` in `format` (JSON indented by two, with a final newline).
 std::string render(const compare::Comparison& comparison, Format format, const TextOptions& options = {});
-
-/// One entry of a nightly suite, graded (docs/nightly.md).
-struct NightlyCase {
-  std::string spec;                               ///< the candidate spec's name (or file when unnamed)
-  std::optional<compare::Comparison> comparison;  ///< tonight against the baseline; nullopt: nothing to compare
-  std::string skipped;                            ///< why there is no comparison
-  std::string candidate;                          ///< run ids of tonight's runs, comma-separated
-  std::string baseline;                           ///< what it was compared with ("tag baseline:x", ...)
-  compare::EntryGrade grade;                      ///< pass / warn / fail per metric and for the entry
-  /// The reruns of a suspected timing regression judged on their own (confirm-by-rerun).
-  std::optional<compare::Comparison> confirmation;
-  std::string confirmation_runs;  ///< what the reruns were: "3 reruns: id, id, id"
-};
-
-/// JUnit XML: one <testsuite> per entry with its grade and verdict as properties; a
-/// "comparable" case, a "reproducibility" case when strict reproducibility applies, and one
-/// case per metric. A metric graded fail is a <failure> whose text is the full text report (and
-/// the reruns' report); a warn is a <skipped> case whose message and text start with "warn: ",
-/// with <system-out>; an entry with nothing to compare is one skipped case. Thresholds below
-/// their noise floor are <system-out> notes of their metric's case and suite properties.
-/// `timestamp` is ISO-8601.
-std::string render_junit(std::string_view suite, const std::vector<NightlyCase>& cases, std::string_view timestamp);
-
-/// The Markdown summary of a nightly: the counts per grade, one row per entry with its grade and
-/// verdict, the warnings and notes, then each entry's report (and its reruns' report).
-std::string render_nightly_markdown(std::string_view suite, const std::vector<NightlyCase>& cases,
-                                    std::string_view date);
 
 /// Escapes & < > " ' for XML and HTML text and attributes.
 std::string xml_escape(std::string_view text);

@@ -39,6 +39,7 @@
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/malloc_tuning.hpp"
+#include "expctl/util/metric_names.hpp"
 #include "expctl/util/process_identity.hpp"
 #include "expctl/util/sha256.hpp"
 #include "expctl/util/strings.hpp"
@@ -183,7 +184,7 @@ void record_log_artifacts(store::Store& store, const store::RunRecord& run) {
 
 // Image files passed over (data.on_bad_image skip): listed in the run folder, one per line, those
 // of earlier invocations kept; their count is the summary's. Only image-folder runs have the key.
-void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, json& summary) {
+void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, compare::RunSummary& summary) {
   const auto list = run.run_dir / "skipped-images.txt";
   std::set<std::string> files = facts.skipped_images;
   if (const auto earlier = util::read_file(list)) {  // absent before the first skip
@@ -201,7 +202,7 @@ void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, j
     text += file + "\n";
   }
   (void)util::write_file_atomic(list, text);
-  summary["skipped_images"] = files.size();
+  summary.skipped_images = static_cast<std::int64_t>(files.size());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,23 +218,22 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
   try {
     record_log_artifacts(store, run);
     forget_pruned_checkpoints(store, run);
-    json previous = json::parse(run.summary_json, nullptr, false);
-    if (!previous.is_object() || !invocation.resume) {
-      previous = json::object();
-    }
-    result.summary = compute_summary(store, run.id, previous, seconds_since(process_start()),
-                                     invocation.resume ? std::nullopt : facts.time_to_first_step);
+    const compare::RunSummary previous = invocation.resume
+                                             ? compare::summary_from_json(json::parse(run.summary_json, nullptr, false))
+                                             : compare::RunSummary{};
+    compare::RunSummary summary = compute_summary(store, run.id, previous, seconds_since(process_start()),
+                                                  invocation.resume ? std::nullopt : facts.time_to_first_step);
     const json& distributed = invocation.resolved.spec.at("distributed");
     // Which all-reduce ran: it fixes the summation order (a resume keeps the first one's name
     // when this invocation ended before its ranks reported).
-    result.summary["allreduce"] =
-        facts.allreduce ? json(*facts.allreduce) : previous.value("allreduce", json(nullptr));
-    result.summary["world_size"] =
+    summary.allreduce = facts.allreduce ? json(*facts.allreduce) : previous.allreduce;
+    summary.world_size =
         distributed.at("nnodes").get<std::int64_t>() * distributed.at("nproc_per_node").get<std::int64_t>();
     if (!invocation.drift.empty()) {
-      result.summary["drift"] = env::verify_rows_json(invocation.drift);
+      summary.drift = env::verify_rows_json(invocation.drift);
     }
-    record_skipped_images(run, facts, result.summary);
+    record_skipped_images(run, facts, summary);
+    result.summary = compare::to_json(summary);
     result.summary.update(extra_summary);
     store.set_summary(run.id, result.summary.dump());
     store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
@@ -359,7 +359,7 @@ json program_summary(std::int64_t steps_logged, std::int64_t lines_skipped) {
   if (steps_logged == 0) {
     program["note"] = "the program logged no metrics (docs/program.md: expctl.log or the metrics protocol)";
   }
-  return {{"program", program}};
+  return {{util::summary_key::program, program}};
 }
 
 // What this supervisor's program ranks did, to hand over to the one that records the run.
@@ -530,9 +530,9 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   result.facts = recorder.facts();
   if (invocation.program) {
     result.summary = program_summary(steps, skipped);
-    result.summary["program"].update(handover_summary);
+    result.summary[util::summary_key::program].update(handover_summary);
     if (invocation.plan) {
-      result.summary["world_size"] = plan.world_size;  // the launcher's, whatever the spec says
+      result.summary[util::summary_key::world_size] = plan.world_size;  // the launcher's, whatever the spec says
     }
   }
   return result;  // the recorder's thread ends here, before anyone else uses the store

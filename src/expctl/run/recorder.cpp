@@ -9,6 +9,7 @@
 #include "expctl/compare/comparison.hpp"
 #include "expctl/compare/statistics.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::run {
 namespace {
@@ -155,7 +156,7 @@ void Recorder::on_logged_step(int rank, std::int64_t step, std::vector<store::Me
   {
     std::lock_guard lock(m_mutex);
     for (const auto& point : points) {
-      if (point.name == "loss") {
+      if (point.name == util::metric::loss) {
         shown.loss = point.value;
         has_loss = true;
       } else if (point.name == compare::k_step_time_series) {
@@ -233,9 +234,9 @@ void Recorder::hold(int rank, const train::StepMetrics& step) {
 
 void Recorder::on_eval(const train::EvalMetrics& eval) {
   std::lock_guard lock(m_mutex);
-  std::vector<store::MetricPoint> points = {{0, eval.step, "eval_loss", eval.loss}};
+  std::vector<store::MetricPoint> points = {{0, eval.step, util::metric::eval_loss, eval.loss}};
   if (eval.accuracy) {
-    points.push_back({0, eval.step, "eval_accuracy", *eval.accuracy});
+    points.push_back({0, eval.step, util::metric::eval_accuracy, *eval.accuracy});
   }
   const auto held = m_held.find(eval.step);
   auto& target = held == m_held.end() ? m_points : held->second.rank0_extra;

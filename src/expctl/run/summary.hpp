@@ -8,12 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "expctl/compare/run_summary.hpp"
 #include "expctl/store/store.hpp"
 
 namespace expctl::run {
 
-/// `previous` is the summary stored before this invocation ({} for a fresh run).
-nlohmann::json compute_summary(const store::Store& store, const std::string& run_id, const nlohmann::json& previous,
-                               double invocation_wall_s, std::optional<double> time_to_first_step_s);
+/// `previous` is the summary stored before this invocation (an empty one for a fresh run): wall
+/// time and invocations add up, its time to the first step stays, everything else is computed
+/// again from the stored metrics (the engine sets allreduce, world_size, drift, skipped_images).
+compare::RunSummary compute_summary(const store::Store& store, const std::string& run_id,
+                                    const compare::RunSummary& previous, double invocation_wall_s,
+                                    std::optional<double> time_to_first_step_s);
 
 }  // namespace expctl::run

@@ -19,6 +19,7 @@
 #include "expctl/store/store.hpp"
 #include "expctl/store/types.hpp"
 #include "expctl/sweep/sweep.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::sweep {
 
@@ -26,8 +27,9 @@ namespace expctl::sweep {
 inline constexpr int k_report_json_version = 1;
 
 /// The metrics a report shows when none are asked for (those that some run has).
-inline constexpr std::string_view k_default_metrics[] = {"final_train_loss", "eval_loss", "eval_accuracy",
-                                                         "samples_per_sec"};
+inline constexpr std::string_view k_default_metrics[] = {util::summary_key::final_train_loss,
+                                                         util::summary_key::eval_loss, util::summary_key::eval_accuracy,
+                                                         util::summary_key::samples_per_sec};
 
 /// One metric over a set of runs.
 struct Cell {

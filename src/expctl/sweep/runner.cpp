@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "expctl/run/result_document.hpp"
 #include "expctl/store/types.hpp"
 #include "expctl/sweep/child.hpp"
 #include "expctl/util/atomic_file.hpp"
@@ -51,17 +51,15 @@ std::string last_line(const fs::path& log) {
   return last;
 }
 
+// The run a point recorded, from the document its `expctl run --format json` printed (the run
+// engine's one codec, run/result_document.hpp); empty when it printed none.
 std::string run_id_of(const fs::path& json_output) {
   const auto text = util::read_file(json_output);
   if (!text) {
     return "";
   }
-  const auto document = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!document.is_object() || !document.contains("run") || !document["run"].is_object()) {
-    return "";
-  }
-  const auto& id = document["run"]["id"];
-  return id.is_string() ? id.get<std::string>() : "";
+  const auto document = run::decode_result(*text);
+  return document ? document->run_id : "";
 }
 
 std::vector<std::string> environment_of(const std::map<std::string, std::string>& base, const Slot& slot) {
@@ -107,7 +105,8 @@ class Runner {
 
  private:
   size_t running() const {
-    return static_cast<size_t>(std::count_if(m_active.begin(), m_active.end(), [](const auto& a) { return a.has_value(); }));
+    return static_cast<size_t>(
+        std::count_if(m_active.begin(), m_active.end(), [](const auto& a) { return a.has_value(); }));
   }
 
   size_t queued() const { return m_jobs.size() - m_next + m_reruns.size(); }
@@ -133,8 +132,8 @@ class Runner {
   // point-<I>.log, or point-<I>-<k>.log for the k-th job of a point repeated in this invocation.
   fs::path log_stem(const Job& job) {
     const size_t k = m_jobs_of_point[job.point]++;
-    const std::string stem = m_sweep.repeat == 1 ? fmt::format("point-{}", job.point)
-                                                 : fmt::format("point-{}-{}", job.point, k);
+    const std::string stem =
+        m_sweep.repeat == 1 ? fmt::format("point-{}", job.point) : fmt::format("point-{}-{}", job.point, k);
     return m_options.log_dir / stem;
   }
 
@@ -146,8 +145,8 @@ class Runner {
     const fs::path stem = log_stem(job);
     Active active{job, slot, nullptr, SteadyClock::now(), stem.string() + ".log", stem.string() + ".json"};
     const std::vector<std::string> argv = job_argv(m_sweep, job, m_options);
-    std::ofstream(active.log, std::ios::app) << fmt::format("=== {} {}\n", store::format_utc(store::Clock::now()),
-                                                           util::join(argv, " "));
+    std::ofstream(active.log, std::ios::app)
+        << fmt::format("=== {} {}\n", store::format_utc(store::Clock::now()), util::join(argv, " "));
     const Slot& where = m_options.slots[slot];
     active.child = std::make_unique<detail::Child>(
         detail::ChildSpec{argv, environment_of(m_options.environment, where), where.cpus, active.output, active.log});
@@ -171,9 +170,10 @@ class Runner {
   void on_signals(const std::vector<int>& signals) {
     for (const int signal : signals) {
       if (!m_stopping) {
-        event(fmt::format("sweep: {} received: no new point starts; the running ones checkpoint and stop (run the "
-                          "sweep again to resume them)",
-                          ::sigabbrev_np(signal) != nullptr ? std::string("SIG") + ::sigabbrev_np(signal) : "signal"));
+        event(
+            fmt::format("sweep: {} received: no new point starts; the running ones checkpoint and stop (run the "
+                        "sweep again to resume them)",
+                        ::sigabbrev_np(signal) != nullptr ? std::string("SIG") + ::sigabbrev_np(signal) : "signal"));
       }
       m_stopping = true;
       m_result.interrupted = true;
@@ -228,7 +228,8 @@ class Runner {
     if (outcome.exit_code == 0) {
       return fmt::format("point {} completed in {}{}", outcome.job.point, duration_text(outcome.seconds), run);
     }
-    const std::string verb = outcome.exit_code == 130 ? "interrupted" : fmt::format("failed (exit {})", outcome.exit_code);
+    const std::string verb =
+        outcome.exit_code == 130 ? "interrupted" : fmt::format("failed (exit {})", outcome.exit_code);
     return fmt::format("point {} {} after {}{}: {} (log: {})", outcome.job.point, verb, duration_text(outcome.seconds),
                        run, last_line(outcome.log), outcome.log.string());
   }
@@ -305,7 +306,8 @@ double estimate_eta(std::span<const double> finished_s, std::span<const double> 
   if (finished_s.empty() || slots == 0) {
     return -1;
   }
-  const double mean = std::accumulate(finished_s.begin(), finished_s.end(), 0.0) / static_cast<double>(finished_s.size());
+  const double mean =
+      std::accumulate(finished_s.begin(), finished_s.end(), 0.0) / static_cast<double>(finished_s.size());
   double work = mean * static_cast<double>(queued);
   for (const double elapsed : running_elapsed_s) {
     work += std::max(0.0, mean - elapsed);
@@ -314,8 +316,8 @@ double estimate_eta(std::span<const double> finished_s, std::span<const double> 
 }
 
 std::string progress_line(const std::string& sweep_name, const ProgressState& state) {
-  std::string line = fmt::format("sweep {}: {}/{} runs done, {} running", sweep_name, state.done, state.total,
-                                 state.running);
+  std::string line =
+      fmt::format("sweep {}: {}/{} runs done, {} running", sweep_name, state.done, state.total, state.running);
   if (state.failed > 0) {
     line += fmt::format(", {} failed", state.failed);
   }
@@ -338,6 +340,29 @@ std::string duration_text(double seconds) {
     return fmt::format("{}m{:02}s", whole / 60, whole % 60);
   }
   return fmt::format("{}h{:02}m", whole / 3600, (whole % 3600) / 60);
+}
+
+ProgressSink stream_progress(std::ostream& out, bool tty) {
+  auto last = std::make_shared<std::string>();
+  return [&out, tty, last](const std::string& line, bool redraw) {
+    if (tty) {
+      out << "\r\033[K" << line << (redraw ? "" : "\n") << std::flush;
+      if (!redraw && !last->empty()) {
+        out << *last << std::flush;
+      }
+      if (redraw) {
+        *last = line;
+      }
+      return;
+    }
+    const std::string counts = line.substr(0, line.find(", elapsed"));
+    if (!redraw || counts != *last) {
+      out << line << '\n';
+    }
+    if (redraw) {
+      *last = counts;
+    }
+  };
 }
 
 }  // namespace expctl::sweep

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,15 +31,19 @@ namespace expctl::sweep {
 /// terminal; the others are events (a point started or ended) printed once.
 using ProgressSink = std::function<void(const std::string& line, bool redraw)>;
 
+/// The sink `expctl sweep` prints with: on a terminal (`tty`) one progress line redrawn in place,
+/// events printed above it; elsewhere the events, and a progress line whenever the counts change.
+ProgressSink stream_progress(std::ostream& out, bool tty);
+
 struct RunnerOptions {
-  std::filesystem::path executable;           ///< expctl itself (/proc/self/exe)
-  std::vector<std::string> global_args;       ///< before the command: --db PATH, -v ...
-  std::vector<Slot> slots;                    ///< at least one
+  std::filesystem::path executable;                ///< expctl itself (/proc/self/exe)
+  std::vector<std::string> global_args;            ///< before the command: --db PATH, -v ...
+  std::vector<Slot> slots;                         ///< at least one
   std::map<std::string, std::string> environment;  ///< the points' environment (slots add CUDA_VISIBLE_DEVICES)
-  std::filesystem::path log_dir;              ///< point-<I>.log (appended) and the point's stdout
-  size_t done_before = 0;                     ///< runs already done, for the progress line
-  size_t total_runs = 0;                      ///< for the progress line
-  ProgressSink progress;                      ///< may be empty
+  std::filesystem::path log_dir;                   ///< point-<I>.log (appended) and the point's stdout
+  size_t done_before = 0;                          ///< runs already done, for the progress line
+  size_t total_runs = 0;                           ///< for the progress line
+  ProgressSink progress;                           ///< may be empty
   std::chrono::milliseconds redraw_every{1000};
 };
 

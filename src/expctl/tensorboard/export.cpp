@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "expctl/util/metric_names.hpp"
+
 namespace expctl::tensorboard {
 namespace {
 
@@ -50,7 +52,7 @@ std::vector<std::int64_t> all_steps(const std::vector<Column>& columns) {
 /// Ranks that logged step times: the ranks a job point waits for.
 int job_world_size(const RunSeries& run) {
   for (const auto& [name, ranks] : run.series) {
-    if (name == "step_time_ms") {
+    if (name == util::metric::step_time_ms) {
       return static_cast<int>(ranks.size());
     }
   }
@@ -122,7 +124,7 @@ double elapsed_until(const store::SeriesColumns& times, std::int64_t last_step) 
 LiveOptions resumed_options(const store::Store& store, const std::string& run_id, std::int64_t resumed_from,
                             int world_size) {
   LiveOptions options{.world_size = world_size, .resumed_from = resumed_from, .elapsed_ms = {}};
-  for (const store::SeriesColumns& times : store.series_columns(run_id, "step_time_ms")) {
+  for (const store::SeriesColumns& times : store.series_columns(run_id, util::metric::step_time_ms)) {
     options.elapsed_ms[times.rank] = elapsed_until(times, resumed_from);
   }
   return options;

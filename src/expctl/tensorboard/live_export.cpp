@@ -6,16 +6,18 @@
 
 #include <fmt/format.h>
 
+#include "expctl/util/metric_names.hpp"
+
 namespace expctl::tensorboard {
 namespace {
 
 using detail::RankInputs;
 using PendingStep = std::map<int, RankInputs>;
 
-constexpr std::string_view k_step_time = "step_time_ms";
-constexpr std::string_view k_comm_wait = "comm_wait_ms";
-constexpr std::string_view k_samples_per_sec = "samples_per_sec";
-constexpr std::string_view k_loss = "loss";
+constexpr std::string_view k_step_time = util::metric::step_time_ms;
+constexpr std::string_view k_comm_wait = util::metric::comm_wait_ms;
+constexpr std::string_view k_samples_per_sec = util::metric::samples_per_sec;
+constexpr std::string_view k_loss = util::metric::loss;
 
 double epoch_seconds(store::Clock::time_point time) {
   return std::chrono::duration<double>(time.time_since_epoch()).count();

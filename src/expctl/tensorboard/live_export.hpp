@@ -28,6 +28,7 @@
 
 #include "expctl/store/types.hpp"
 #include "expctl/tensorboard/event_writer.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::tensorboard {
 
@@ -39,10 +40,10 @@ struct JobSeries {
 
 /// The job-wide series, in the order each job event carries them.
 inline constexpr JobSeries k_job_series[] = {
-    {"samples_per_sec", "sum over ranks of samples_per_sec: the job's throughput"},
-    {"step_time_ms", "max over ranks of step_time_ms: the slowest rank sets the pace"},
-    {"comm_wait_fraction", "sum over ranks of comm_wait_ms / sum over ranks of step_time_ms"},
-    {"loss", "mean over ranks of loss"},
+    {util::metric::samples_per_sec, "sum over ranks of samples_per_sec: the job's throughput"},
+    {util::metric::step_time_ms, "max over ranks of step_time_ms: the slowest rank sets the pace"},
+    {util::metric::comm_wait_fraction, "sum over ranks of comm_wait_ms / sum over ranks of step_time_ms"},
+    {util::metric::loss, "mean over ranks of loss"},
 };
 
 /// One event file that was written, and how many scalar values it holds.

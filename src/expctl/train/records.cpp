@@ -5,6 +5,8 @@
 #include <limits>
 #include <string_view>
 
+#include "expctl/util/metric_names.hpp"
+
 namespace expctl::train {
 namespace {
 
@@ -18,27 +20,29 @@ constexpr StepField k_step_fields[] = {
      [](StepMetrics& m, double v) { m.step = static_cast<std::int64_t>(v); }},
     {"epoch", nullptr, 1.0, [](const StepMetrics& m) { return static_cast<double>(m.epoch); },
      [](StepMetrics& m, double v) { m.epoch = static_cast<std::int64_t>(v); }},
-    {"loss", "loss", 1.0, [](const StepMetrics& m) { return m.loss; }, [](StepMetrics& m, double v) { m.loss = v; }},
-    {"lr", "lr", 1.0, [](const StepMetrics& m) { return m.lr; }, [](StepMetrics& m, double v) { m.lr = v; }},
-    {"grad_scale", "grad_scale", 1.0, [](const StepMetrics& m) { return m.grad_scale; },
+    {"loss", util::metric::loss, 1.0, [](const StepMetrics& m) { return m.loss; },
+     [](StepMetrics& m, double v) { m.loss = v; }},
+    {"lr", util::metric::lr, 1.0, [](const StepMetrics& m) { return m.lr; },
+     [](StepMetrics& m, double v) { m.lr = v; }},
+    {"grad_scale", util::metric::grad_scale, 1.0, [](const StepMetrics& m) { return m.grad_scale; },
      [](StepMetrics& m, double v) { m.grad_scale = v; }},
-    {"skipped", "skipped", 1.0, [](const StepMetrics& m) { return m.skipped ? 1.0 : 0.0; },
+    {"skipped", util::metric::skipped, 1.0, [](const StepMetrics& m) { return m.skipped ? 1.0 : 0.0; },
      [](StepMetrics& m, double v) { m.skipped = v != 0.0; }},
-    {"step_time_s", "step_time_ms", 1000.0, [](const StepMetrics& m) { return m.step_time_s; },
+    {"step_time_s", util::metric::step_time_ms, 1000.0, [](const StepMetrics& m) { return m.step_time_s; },
      [](StepMetrics& m, double v) { m.step_time_s = v; }},
-    {"comm_wait_s", "comm_wait_ms", 1000.0, [](const StepMetrics& m) { return m.comm_wait_s; },
+    {"comm_wait_s", util::metric::comm_wait_ms, 1000.0, [](const StepMetrics& m) { return m.comm_wait_s; },
      [](StepMetrics& m, double v) { m.comm_wait_s = v; }},
-    {"samples_per_sec", "samples_per_sec", 1.0, [](const StepMetrics& m) { return m.samples_per_sec; },
+    {"samples_per_sec", util::metric::samples_per_sec, 1.0, [](const StepMetrics& m) { return m.samples_per_sec; },
      [](StepMetrics& m, double v) { m.samples_per_sec = v; }},
-    {"data_wait_s", "data_wait_ms", 1000.0, [](const StepMetrics& m) { return m.data_wait_s; },
+    {"data_wait_s", util::metric::data_wait_ms, 1000.0, [](const StepMetrics& m) { return m.data_wait_s; },
      [](StepMetrics& m, double v) { m.data_wait_s = v; }},
-    {"forward_s", "forward_ms", 1000.0, [](const StepMetrics& m) { return m.forward_s; },
+    {"forward_s", util::metric::forward_ms, 1000.0, [](const StepMetrics& m) { return m.forward_s; },
      [](StepMetrics& m, double v) { m.forward_s = v; }},
-    {"backward_s", "backward_ms", 1000.0, [](const StepMetrics& m) { return m.backward_s; },
+    {"backward_s", util::metric::backward_ms, 1000.0, [](const StepMetrics& m) { return m.backward_s; },
      [](StepMetrics& m, double v) { m.backward_s = v; }},
-    {"optimizer_s", "optimizer_ms", 1000.0, [](const StepMetrics& m) { return m.optimizer_s; },
+    {"optimizer_s", util::metric::optimizer_ms, 1000.0, [](const StepMetrics& m) { return m.optimizer_s; },
      [](StepMetrics& m, double v) { m.optimizer_s = v; }},
-    {"allreduce_bytes", "allreduce_bytes", 1.0, [](const StepMetrics& m) { return m.allreduce_bytes; },
+    {"allreduce_bytes", util::metric::allreduce_bytes, 1.0, [](const StepMetrics& m) { return m.allreduce_bytes; },
      [](StepMetrics& m, double v) { m.allreduce_bytes = v; }},
 };
 

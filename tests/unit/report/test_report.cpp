@@ -1,5 +1,6 @@
 // Every rendering of one deterministic comparison against its golden file, plus the properties
-// each format promises (verdict first, self-contained HTML, well-formed JUnit XML).
+// each format promises (verdict first, self-contained HTML, well-formed JUnit XML: the nightly
+// module's renderings of graded entries of the same comparison).
 // Regenerate the golden files after an intended change: EXPCTL_UPDATE_GOLDEN=1 test_report
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "expctl/nightly/report.hpp"
 #include "expctl/report/report.hpp"
 #include "expctl/util/subprocess.hpp"
 
@@ -18,6 +20,9 @@ namespace expctl::report {
 namespace {
 
 using compare::RunData;
+using nightly::NightlyCase;
+using nightly::render_junit;
+using nightly::render_nightly_markdown;
 
 RunData fake_run(const std::string& id, uint64_t seed, double throughput, const std::string& kernel) {
   compare::testing::Noise noise(seed);
@@ -130,7 +135,7 @@ NightlyCase graded(const std::string& spec, const compare::Comparison& first,
   item.baseline = "tag baseline:" + spec;
   item.confirmation = reruns;
   item.confirmation_runs = reruns ? "candidate 20261129-030000-dddddd" : "";
-  item.grade = compare::grade_entry(*item.comparison, nullptr,
+  item.grade = nightly::grade_entry(*item.comparison, nullptr,
                                     {3, item.confirmation ? &*item.confirmation : nullptr, "", "3 reruns"});
   return item;
 }

@@ -1,11 +1,11 @@
 // The summary from stored metrics: compare's per-step samples and warm-up rule, one implementation
 // of loss_curve_sha256.
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/compare/comparison.hpp"
 #include "expctl/compare/phases.hpp"
 #include "expctl/run/summary.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl;
 
@@ -29,7 +29,7 @@ TEST_CASE("summary: throughput sums ranks, step time takes the slowest rank, war
     }
   }
   db.append_metrics(run.id, points);
-  const auto summary = run::compute_summary(db, run.id, nlohmann::json::object(), 3.0, 0.5);
+  const auto summary = compare::to_json(run::compute_summary(db, run.id, {}, 3.0, 0.5));
   CHECK(summary.at("steps") == 40);
   CHECK(summary.at("warmup_steps") == compare::default_warmup_steps(40));
   CHECK(summary.at("samples_per_sec").get<double>() == Approx(201.0));
@@ -46,7 +46,8 @@ TEST_CASE("summary: throughput sums ranks, step time takes the slowest rank, war
   CHECK((*phases)[0].shares.backward.value() == Approx(0.4));
   CHECK((*phases)[1].shares.backward.value() == Approx(0.5));
   CHECK((*phases)[1].shares.comm.value() == Approx(0.25));
-  const auto again = run::compute_summary(db, run.id, summary, 2.0, std::nullopt);
+  const auto again =
+      compare::to_json(run::compute_summary(db, run.id, compare::summary_from_json(summary), 2.0, std::nullopt));
   CHECK(again.at("invocations") == 2);
   CHECK(again.at("wall_time_s").get<double>() == Approx(5.0));
   CHECK(again.at("time_to_first_step_s").get<double>() == Approx(0.5));

@@ -39,7 +39,7 @@ case "$FAKE_MODE" in
   refuse-resume) case "$*" in *" resume "*) echo "expctl: error: run cannot be resumed" >&2; exit 2 ;; esac ;;
 esac
 sleep 0.2
-echo '{"run":{"id":"fake-'$$'"}}'
+echo '{"format_version":1,"kind":"run","run":{"id":"fake-'$$'"},"summary":{}}'
 )";
 
 std::string read(const fs::path& path) {

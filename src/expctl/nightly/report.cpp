@@ -5,15 +5,17 @@
 // Jenkins' JUnit plugin, GitLab's test report and GitHub's JUnit report actions all show skipped
 // cases as such, none shows a passing case's output in its summary (GitLab shows <system-out> of
 // failed cases only), and none fails a build on a skipped case. docs/nightly.md, "Reports".
+#include "expctl/nightly/report.hpp"
+
 #include <fmt/format.h>
 
 #include "expctl/report/format.hpp"
 #include "expctl/report/report.hpp"
 
-namespace expctl::report {
+namespace expctl::nightly {
 namespace {
 
-using compare::Grade;
+using report::xml_escape;
 
 struct CaseCounts {
   size_t tests = 0;
@@ -46,7 +48,7 @@ std::string system_out(std::string_view text) {
   return text.empty() ? "" : fmt::format("\n      <system-out>{}</system-out>", xml_escape(text));
 }
 
-std::string notes_of(const compare::EntryGrade& grade, std::string_view metric) {
+std::string notes_of(const EntryGrade& grade, std::string_view metric) {
   std::string text;
   for (const auto& note : grade.notes) {
     if (note.metric == metric) {
@@ -58,23 +60,23 @@ std::string notes_of(const compare::EntryGrade& grade, std::string_view metric) 
 
 // The failure's text: the night's full report, then the reruns' when they ran.
 std::string failure_report(const NightlyCase& item) {
-  std::string text = render_text(*item.comparison);
+  std::string text = report::render_text(*item.comparison);
   if (item.confirmation) {
-    text += fmt::format("\nConfirmation ({})\n{}", item.confirmation_runs, render_text(*item.confirmation));
+    text += fmt::format("\nConfirmation ({})\n{}", item.confirmation_runs, report::render_text(*item.confirmation));
   }
   return text;
 }
 
 std::string metric_message(const compare::MetricRow& row) {
-  return fmt::format("{}: {} -> {} ({}), threshold {} ({})", row.verdict.metric, detail::number(row.verdict.a),
-                     detail::number(row.verdict.b), detail::percent(row.verdict.relative_delta),
-                     detail::threshold_text(row), row.threshold_origin);
+  return fmt::format("{}: {} -> {} ({}), threshold {} ({})", row.verdict.metric, report::detail::number(row.verdict.a),
+                     report::detail::number(row.verdict.b), report::detail::percent(row.verdict.relative_delta),
+                     report::detail::threshold_text(row), row.threshold_origin);
 }
 
 // One metric's case, as graded: fail a <failure>, warn a <skipped> "warn: ...", pass empty.
 std::string metric_case(const std::string& classname, const NightlyCase& item, const compare::MetricRow& row,
                         CaseCounts& counts) {
-  const compare::MetricGrade* grade = item.grade.find(row.verdict.metric);
+  const MetricGrade* grade = item.grade.find(row.verdict.metric);
   const Grade level = grade == nullptr ? Grade::pass : grade->grade;
   const std::string notes = notes_of(item.grade, row.verdict.metric);
   counts.add(level);
@@ -116,8 +118,8 @@ std::string extra_cases(const std::string& classname, const NightlyCase& item, C
 std::string check_cases(const std::string& classname, const NightlyCase& item, CaseCounts& counts) {
   const compare::Comparison& comparison = *item.comparison;
   const bool comparable = comparison.outcome != compare::Outcome::not_comparable;
-  std::string body =
-      testcase(classname, "comparable", comparable ? "" : failure(comparison.verdict_line(), render_text(comparison)));
+  std::string body = testcase(classname, "comparable",
+                              comparable ? "" : failure(comparison.verdict_line(), report::render_text(comparison)));
   counts.add(comparable ? Grade::pass : Grade::fail);
   if (const auto& check = comparison.reproducibility; check.required) {
     body += testcase(classname, "reproducibility", check.identical ? "" : failure(check.reason, failure_report(item)));
@@ -141,7 +143,7 @@ std::string property(std::string_view name, std::string_view value) {
 std::string properties(const NightlyCase& item) {
   std::string text = property("candidate", item.candidate) + property("baseline", item.baseline);
   if (item.comparison) {
-    text += property("grade", compare::to_string(item.grade.grade)) + property("verdict", item.grade.line);
+    text += property("grade", to_string(item.grade.grade)) + property("verdict", item.grade.line);
   }
   if (!item.confirmation_runs.empty()) {
     text += property("confirmation", item.confirmation_runs);
@@ -223,8 +225,7 @@ std::string warnings_section(const std::vector<NightlyCase>& cases) {
   for (const auto& item : cases) {
     for (const auto& grade : item.grade.metrics) {
       if (grade.grade != Grade::pass) {
-        text += fmt::format("- {} {}: **{}**: {}\n", item.spec, grade.metric, compare::to_string(grade.grade),
-                            grade.reason);
+        text += fmt::format("- {} {}: **{}**: {}\n", item.spec, grade.metric, to_string(grade.grade), grade.reason);
       }
     }
     for (const auto& note : item.grade.notes) {
@@ -236,9 +237,10 @@ std::string warnings_section(const std::vector<NightlyCase>& cases) {
 
 std::string details(const NightlyCase& item) {
   std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}\n", item.spec, item.grade.line,
-                                 render_markdown(*item.comparison));
+                                 report::render_markdown(*item.comparison));
   if (item.confirmation) {
-    text += fmt::format("\n#### Confirmation: {}\n\n{}\n", item.confirmation_runs, render_markdown(*item.confirmation));
+    text += fmt::format("\n#### Confirmation: {}\n\n{}\n", item.confirmation_runs,
+                        report::render_markdown(*item.confirmation));
   }
   return text + "</details>\n";
 }
@@ -281,4 +283,4 @@ std::string render_nightly_markdown(std::string_view suite, const std::vector<Ni
   return text;
 }
 
-}  // namespace expctl::report
+}  // namespace expctl::nightly

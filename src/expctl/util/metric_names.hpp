@@ -1,0 +1,55 @@
+#pragma once
+/// The names of stored metrics and of a run's summary keys, spelled once. Torch-free and in util,
+/// the one module every producer (train's step record, the run engine's recorder and summary) and
+/// every consumer (compare, tensorboard, sweep, nightly, the CLI) reaches. The step record's
+/// fields are generated from train::step_fields, whose stored names are these; the summary's
+/// typed form and its one codec are compare::RunSummary (compare/run_summary.hpp).
+
+namespace expctl::util {
+
+/// Per-step metrics as the store holds them (`metrics.name`), per rank unless said otherwise.
+namespace metric {
+inline constexpr const char* loss = "loss";  ///< training loss
+inline constexpr const char* lr = "lr";
+inline constexpr const char* grad_scale = "grad_scale";
+inline constexpr const char* skipped = "skipped";                  ///< 1 for a step skipped (non-finite loss)
+inline constexpr const char* step_time_ms = "step_time_ms";        ///< wall time of the step
+inline constexpr const char* comm_wait_ms = "comm_wait_ms";        ///< wait for gradient all-reduce
+inline constexpr const char* samples_per_sec = "samples_per_sec";  ///< this rank's throughput
+inline constexpr const char* data_wait_ms = "data_wait_ms";
+inline constexpr const char* forward_ms = "forward_ms";
+inline constexpr const char* backward_ms = "backward_ms";
+inline constexpr const char* optimizer_ms = "optimizer_ms";
+inline constexpr const char* allreduce_bytes = "allreduce_bytes";
+inline constexpr const char* eval_loss = "eval_loss";          ///< rank 0, at each evaluation
+inline constexpr const char* eval_accuracy = "eval_accuracy";  ///< rank 0, at each evaluation
+/// Derived, never stored: the share of a step's time (all ranks together) spent waiting.
+inline constexpr const char* comm_wait_fraction = "comm_wait_fraction";
+}  // namespace metric
+
+/// The keys of a run's summary (`runs.summary`, docs/run.md "Summary").
+namespace summary_key {
+inline constexpr const char* final_train_loss = "final_train_loss";
+inline constexpr const char* eval_loss = "eval_loss";
+inline constexpr const char* eval_accuracy = "eval_accuracy";
+inline constexpr const char* samples_per_sec = "samples_per_sec";
+inline constexpr const char* step_time_ms_p50 = "step_time_ms_p50";
+inline constexpr const char* step_time_ms_p95 = "step_time_ms_p95";
+inline constexpr const char* comm_wait_fraction = "comm_wait_fraction";
+inline constexpr const char* loss_curve_sha256 = "loss_curve_sha256";
+inline constexpr const char* steps = "steps";
+inline constexpr const char* skipped_steps = "skipped_steps";
+inline constexpr const char* warmup_steps = "warmup_steps";
+inline constexpr const char* ranks_recorded = "ranks_recorded";
+inline constexpr const char* wall_time_s = "wall_time_s";
+inline constexpr const char* time_to_first_step_s = "time_to_first_step_s";
+inline constexpr const char* invocations = "invocations";
+inline constexpr const char* phases = "phases";
+inline constexpr const char* allreduce = "allreduce";
+inline constexpr const char* world_size = "world_size";
+inline constexpr const char* drift = "drift";
+inline constexpr const char* skipped_images = "skipped_images";
+inline constexpr const char* program = "program";
+}  // namespace summary_key
+
+}  // namespace expctl::util
