@@ -71,7 +71,7 @@ TEST_CASE("a first night runs each entry repeat times tagged with the night and 
   CHECK(result.exit_code == util::ExitCode::ok);
 }
 
-TEST_CASE("a slower night is rerun and fails when the reruns confirm it; its runs are tagged failed") {
+TEST_CASE("a slower night is rerun and fails when the reruns confirm it, and its runs are tagged failed") {
   FakeNight night;
   (void)nightly::run_night(night.suite(), night.request("2026-12-01"));
   night.launched.clear();
