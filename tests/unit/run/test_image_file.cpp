@@ -11,6 +11,7 @@
 
 #include "expctl/train/image_file.hpp"
 #include "expctl/util/subprocess.hpp"
+#include "support/file_bytes.hpp"
 #include "support/test_support.hpp"
 
 using namespace expctl;
@@ -18,10 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::uint8_t> bytes_of(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::bytes_of;
 
 fs::path make_images(const test::TempDir& dir) {
   const auto made = util::run_capture(

@@ -14,6 +14,7 @@
 
 #include "expctl/train/image_transform.hpp"
 #include "expctl/util/subprocess.hpp"
+#include "support/file_bytes.hpp"
 #include "support/test_support.hpp"
 
 using namespace expctl;
@@ -21,10 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::uint8_t> bytes_of(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::bytes_of;
 
 train::RgbImage image_of(const fs::path& file, const nlohmann::json& c) {
   train::RgbImage image;
