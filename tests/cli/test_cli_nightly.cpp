@@ -282,7 +282,7 @@ struct RealNights {
 
 }  // namespace
 
-TEST_CASE("nightly end to end: unchanged nights of the CI spec never fail and reproduce bit for bit") {
+TEST_CASE("nightly end to end: unchanged nights of the CI spec never fail and reproduce bit for bit", "[serial]") {
   REQUIRE_TORCH();
   RealNights n;
   // Thresholds sized for a shared 2-core machine (other jobs come and go between nights).
@@ -335,7 +335,7 @@ TEST_CASE("nightly end to end: a candidate with a much wider model than its A/B 
   }
 }
 
-TEST_CASE("nightly end to end: a slowdown a busy process caused in the night's first runs only is a warn") {
+TEST_CASE("nightly end to end: a slowdown a busy process caused in the night's first runs only is a warn", "[serial]") {
   REQUIRE_TORCH();
   const auto taskset = util::run_capture({"taskset", "-c", "0", "true"});
   if (!taskset || taskset->exit_code != 0) {
