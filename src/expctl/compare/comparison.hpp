@@ -81,6 +81,14 @@ struct LoadOptions {
 };
 RunData load_run(const store::Store& store, const store::RunRecord& run, const LoadOptions& options = {});
 
+/// load_run of each record, in order, several at once: up to one per core (at most 4), each on a
+/// reading connection of its own (Store::open_reader; the store's own serves one of them). A
+/// store on a server reads two runs' series in about half the time (the server scans each series
+/// in its own process); a backend without readers, or a reader that cannot be opened, loads them
+/// one after the other. The first failure (in record order) is thrown once every load has ended.
+std::vector<RunData> load_runs(const store::Store& store, const std::vector<store::RunRecord>& records,
+                               const LoadOptions& options = {});
+
 /// A run as history: its record and summary only (no spec, environment or series are read).
 RunData history_run(const store::RunRecord& run);
 

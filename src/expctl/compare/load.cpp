@@ -1,11 +1,14 @@
 // Reading runs for compare: specs, environments, summaries and per-step series from the store,
 // the history of earlier runs, and the run values of timing metrics.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "expctl/compare/comparison.hpp"
 #include "expctl/util/metric_names.hpp"
@@ -240,6 +243,54 @@ RunData load_run(const store::Store& store, const store::RunRecord& run, const L
     data.straggler = straggler_timeline(store, run.id);
   }
   return data;
+}
+
+std::vector<RunData> load_runs(const store::Store& store, const std::vector<store::RunRecord>& records,
+                               const LoadOptions& options) {
+  constexpr size_t k_most_threads = 4;
+  const size_t wanted =
+      std::min({records.size(), size_t{std::max(1U, std::thread::hardware_concurrency())}, k_most_threads});
+  std::vector<store::Store> readers;
+  for (size_t i = 1; i < wanted; ++i) {
+    std::optional<store::Store> reader;
+    try {
+      reader = store.open_reader();
+    } catch (const store::Error&) {
+      // too many connections, say: the loads share the connections that did open
+    }
+    if (!reader) {
+      break;
+    }
+    readers.push_back(std::move(*reader));
+  }
+  std::vector<std::optional<RunData>> loaded(records.size());
+  std::vector<std::exception_ptr> failures(records.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&](const store::Store& reader) {
+    for (size_t i = next++; i < records.size(); i = next++) {
+      try {
+        loaded[i] = load_run(reader, records[i], options);
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    for (const auto& reader : readers) {
+      threads.emplace_back([&] { work(reader); });
+    }
+    work(store);
+  }
+  std::vector<RunData> runs;
+  runs.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (failures[i]) {
+      std::rethrow_exception(failures[i]);
+    }
+    runs.push_back(std::move(*loaded[i]));
+  }
+  return runs;
 }
 
 std::vector<RunData> load_history(const store::Store& store, const std::vector<RunData>& a,

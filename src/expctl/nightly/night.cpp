@@ -144,12 +144,13 @@ struct Loaded {
 
 Loaded load_sides(const store::Store& db, const Sides& sides) {
   Loaded loaded;
-  for (const auto& run : sides.baseline) {
-    loaded.a.push_back(compare::load_run(db, run));
-  }
-  for (const auto& run : sides.candidate) {
-    loaded.b.push_back(compare::load_run(db, run));
-  }
+  auto records = sides.baseline;
+  records.insert(records.end(), sides.candidate.begin(), sides.candidate.end());
+  auto runs = compare::load_runs(db, records);
+  loaded.b.assign(std::make_move_iterator(runs.begin() + std::ssize(sides.baseline)),
+                  std::make_move_iterator(runs.end()));
+  runs.erase(runs.begin() + std::ssize(sides.baseline), runs.end());
+  loaded.a = std::move(runs);
   loaded.history = compare::load_history(db, loaded.a, loaded.b, {.limit = k_history_runs});
   return loaded;
 }

@@ -100,6 +100,9 @@ class Backend {
   /// Gives free space back: SQLite VACUUM and a WAL truncation; PostgreSQL VACUUM ANALYZE of
   /// expctl's tables.
   virtual void compact() = 0;
+  /// Another connection to the same database, read-only, for a thread of its own (a backend is
+  /// one connection and is never shared between threads); nullptr where there is none to open.
+  virtual std::unique_ptr<Backend> open_reader() { return nullptr; }
 };
 
 }  // namespace expctl::store

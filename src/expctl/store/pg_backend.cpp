@@ -15,6 +15,7 @@ namespace expctl::store {
 namespace {
 
 using detail::PgConnection;
+using detail::PgFormat;
 using detail::PgParams;
 using detail::PgResult;
 
@@ -37,10 +38,6 @@ constexpr const char* k_staging_table =
 
 std::string text(std::int64_t number) {
   return std::to_string(number);
-}
-
-PgParams::value_type optional_param(const std::optional<std::string>& value) {
-  return value;
 }
 
 PgParams::value_type optional_param(const std::optional<int>& value) {
@@ -104,7 +101,7 @@ std::unique_ptr<PgBackend> open_postgres(const std::string& conninfo, OpenMode m
   if (mode == OpenMode::read_only) {
     connection.exec("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY");
   }
-  return std::make_unique<PgBackend>(std::move(connection), version);
+  return std::make_unique<PgBackend>(std::move(connection), version, conninfo);
 }
 
 PgBackend& pg_backend(Store& store, const char* what) {
@@ -423,7 +420,7 @@ std::vector<MetricPoint> PgBackend::metrics(const std::string& run_id, const Met
       "SELECT k.name, m.rank, m.step, m.value FROM metrics m JOIN metric_keys k ON k.id = m.key_id "
       "WHERE m.run_id = $1 AND ($2::text IS NULL OR k.name = $2) AND ($3::integer IS NULL OR m.rank = $3) "
       "ORDER BY k.name, m.rank, m.step",
-      {run_id, filter.name, optional_param(filter.rank)});
+      {run_id, filter.name, optional_param(filter.rank)}, PgFormat::binary);
   std::vector<MetricPoint> points;
   points.reserve(static_cast<std::size_t>(rows.rows()));
   for (int row = 0; row < rows.rows(); ++row) {
@@ -438,7 +435,7 @@ std::vector<MetricPoint> PgBackend::recent_metrics(const std::string& run_id, co
   const PgResult rows = m_connection.exec(
       "SELECT step, value FROM metrics WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) "
       "AND rank = $3 ORDER BY step DESC LIMIT $4",
-      {run_id, name, text(rank), text(count)});
+      {run_id, name, text(rank), text(count)}, PgFormat::binary);
   std::vector<MetricPoint> points;
   for (int row = rows.rows() - 1; row >= 0; --row) {
     points.push_back(MetricPoint{rank, rows.int64(row, 0), name, rows.real(row, 1)});
@@ -451,7 +448,7 @@ std::vector<SeriesColumns> PgBackend::series_columns(const std::string& run_id, 
   const PgResult rows = m_connection.exec(
       "SELECT rank, step, value FROM metrics WHERE run_id = $1 "
       "AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 ORDER BY rank, step",
-      {run_id, name, text(after_step)});
+      {run_id, name, text(after_step)}, PgFormat::binary);
   std::vector<SeriesColumns> ranks;
   for (int row = 0; row < rows.rows(); ++row) {
     const int rank = static_cast<int>(rows.int64(row, 0));
@@ -536,6 +533,10 @@ std::vector<RankRecord> PgBackend::ranks(const std::string& run_id) {
     ranks.push_back(std::move(rank));
   }
   return ranks;
+}
+
+std::unique_ptr<Backend> PgBackend::open_reader() {
+  return detail::open_postgres(m_conninfo, OpenMode::read_only, m_version);
 }
 
 }  // namespace expctl::store

@@ -14,7 +14,9 @@ namespace expctl::store {
 
 class PgBackend final : public Backend, public RunQueries {
  public:
-  PgBackend(detail::PgConnection connection, int version) : m_connection(std::move(connection)), m_version(version) {}
+  /// `conninfo` as the user gave it (a password included): kept only to open readers, never shown.
+  PgBackend(detail::PgConnection connection, int version, std::string conninfo)
+      : m_connection(std::move(connection)), m_version(version), m_conninfo(std::move(conninfo)) {}
 
   detail::PgConnection& connection() { return m_connection; }
 
@@ -56,6 +58,7 @@ class PgBackend final : public Backend, public RunQueries {
   std::int64_t database_bytes() override;
   std::int64_t reclaimable_bytes() override;
   void compact() override;
+  std::unique_ptr<Backend> open_reader() override;
 
   /// The integer key of each metric name, created where missing (each in its own committed
   /// statement, so a key id is never cached from a transaction that was rolled back).
@@ -69,6 +72,7 @@ class PgBackend final : public Backend, public RunQueries {
 
   detail::PgConnection m_connection;
   int m_version = 0;
+  std::string m_conninfo;
   std::map<std::string, int, std::less<>> m_key_ids;
 };
 

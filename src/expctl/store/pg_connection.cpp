@@ -1,5 +1,6 @@
 #include "expctl/store/pg_connection.hpp"
 
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -121,8 +122,30 @@ std::string PgResult::text(int row, int column) const {
                      static_cast<std::size_t>(PQgetlength(m_result.get(), row, column)));
 }
 
+namespace {
+
+/// A binary column's bytes, big-endian (the wire order), as an unsigned integer of their width.
+std::uint64_t big_endian(const char* bytes, int length) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < length; ++i) {
+    value = (value << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  return value;
+}
+
+}  // namespace
+
 std::int64_t PgResult::int64(int row, int column) const {
   const char* value = PQgetvalue(m_result.get(), row, column);
+  if (PQfformat(m_result.get(), column) == 1) {
+    const int length = PQgetlength(m_result.get(), row, column);
+    if (length != 2 && length != 4 && length != 8) {
+      throw util::InternalError(fmt::format("a binary integer column of {} bytes", length));
+    }
+    // Sign-extend from the column's width (int2, int4 or int8).
+    const int shift = 64 - 8 * length;
+    return static_cast<std::int64_t>(big_endian(value, length) << shift) >> shift;
+  }
   std::int64_t number = 0;
   std::from_chars(value, value + std::strlen(value), number);
   return number;
@@ -131,6 +154,12 @@ std::int64_t PgResult::int64(int row, int column) const {
 double PgResult::real(int row, int column) const {
   if (is_null(row, column)) {
     return std::nan("");
+  }
+  if (PQfformat(m_result.get(), column) == 1) {
+    if (PQgetlength(m_result.get(), row, column) != 8) {
+      throw util::InternalError("a binary real column that is not float8");
+    }
+    return std::bit_cast<double>(big_endian(PQgetvalue(m_result.get(), row, column), 8));
   }
   const std::string value = text(row, column);
   if (value == "NaN") {
@@ -214,14 +243,14 @@ PgConnection::PgConnection(const std::string& conninfo, std::string display) : m
               FailureKind::unreachable, ExitCode::usage);
 }
 
-PgResult PgConnection::exec(const std::string& sql, const PgParams& params) {
+PgResult PgConnection::exec(const std::string& sql, const PgParams& params, PgFormat format) {
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& param : params) {
     values.push_back(param ? param->c_str() : nullptr);
   }
-  pg_result* result = PQexecParams(m_conn.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                   values.data(), nullptr, nullptr, /*resultFormat=*/0);
+  pg_result* result = PQexecParams(m_conn.get(), sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                                   nullptr, nullptr, format == PgFormat::binary ? 1 : 0);
   const auto status = PQresultStatus(result);
   if (result == nullptr || (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)) {
     fail(result, "running a statement");

@@ -27,6 +27,13 @@ std::string masked_conninfo(const std::string& conninfo);
 /// One statement's parameters, as text; nullopt is SQL NULL.
 using PgParams = std::vector<std::optional<std::string>>;
 
+/// How a statement's result columns travel. Binary is for the big reads (a series of 200 000
+/// points): the server sends int4/int8/float8 as their bytes instead of formatting each number
+/// as text for the client to parse back (compare of two 100 000-step runs: ~2x less time).
+/// int64(), real(), is_null() and text() (of a text column: its bytes are the same) read binary
+/// columns.
+enum class PgFormat { text, binary };
+
 class PgResult {
  public:
   explicit PgResult(pg_result* result) : m_result(result) {}
@@ -34,8 +41,8 @@ class PgResult {
   int columns() const;
   bool is_null(int row, int column) const;
   std::string text(int row, int column) const;
-  std::int64_t int64(int row, int column) const;
-  double real(int row, int column) const;  ///< NaN, Infinity, -Infinity included
+  std::int64_t int64(int row, int column) const;  ///< int2, int4 or int8, text or binary
+  double real(int row, int column) const;         ///< NaN, Infinity, -Infinity included; float8 text or binary
   std::optional<std::string> optional_text(int row, int column) const;
   std::optional<int> optional_int(int row, int column) const;
   /// Rows a command changed (UPDATE, DELETE, INSERT).
@@ -57,7 +64,7 @@ class PgConnection {
   const std::string& display() const { return m_display; }
 
   /// Runs one statement with text parameters ($1, $2, ...).
-  PgResult exec(const std::string& sql, const PgParams& params = {});
+  PgResult exec(const std::string& sql, const PgParams& params = {}, PgFormat format = PgFormat::text);
   /// Runs `fn()` inside BEGIN ... COMMIT (ROLLBACK when it throws), retried as a whole while the
   /// server reports a serialization failure, deadlock or lock timeout.
   template <typename Fn>

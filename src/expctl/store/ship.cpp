@@ -335,6 +335,21 @@ class PointShipper {
   std::map<std::pair<int, int>, std::int64_t> m_progress;  ///< (key id, rank) -> last step in the batch
 };
 
+/// A metrics table the server has never analysed (a new team server's first ship) is analysed
+/// once: without statistics the planner guesses a few dozen rows per series and reads a 200 000
+/// point series by bitmap scan and an on-disk sort, not in index order (compare of two 100 000-step
+/// runs: 0.93 s instead of 0.6 s) until autovacuum gets to it. ANALYZE samples a fixed number of
+/// rows, so it costs about the same for any table size; a role that does not own the table gets a
+/// warning from the server, not an error.
+void analyze_if_never_analyzed(PgConnection& server) {
+  const PgResult never = server.exec(
+      "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL FROM pg_stat_user_tables "
+      "WHERE relid = 'metrics'::regclass");
+  if (never.rows() == 1 && never.text(0, 0) == "t") {
+    server.exec("ANALYZE metrics");
+  }
+}
+
 }  // namespace
 
 ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
@@ -350,6 +365,9 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
     ship_header(source, destination.connection(), run);
     PointShipper(source, destination, run, options, report).run();
     ++report.runs_shipped;
+  }
+  if (report.points_shipped > 0) {
+    analyze_if_never_analyzed(destination.connection());
   }
   return report;
 }

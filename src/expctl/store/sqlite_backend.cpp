@@ -391,4 +391,8 @@ std::pair<std::int64_t, std::vector<RunRecord>> SqliteBackend::runs_with_prefix(
   });
 }
 
+std::unique_ptr<Backend> SqliteBackend::open_reader() {
+  return detail::open_sqlite(path(), OpenMode::read_only, m_version);
+}
+
 }  // namespace expctl::store

@@ -59,6 +59,7 @@ class SqliteBackend final : public Backend, public RunQueries {
   std::int64_t database_bytes() override;
   std::int64_t reclaimable_bytes() override;
   void compact() override;
+  std::unique_ptr<Backend> open_reader() override;
   void record_folder_bytes(const std::string& run_id, std::optional<std::int64_t> bytes) override;
   std::map<std::string, std::int64_t> recorded_folder_bytes() override;
 

@@ -133,6 +133,13 @@ const fs::path& Store::runs_dir() const {
 int Store::schema_version() const {
   return m_backend->schema_version();
 }
+std::optional<Store> Store::open_reader() const {
+  auto reader = m_backend->open_reader();
+  if (!reader) {
+    return std::nullopt;
+  }
+  return Store(std::move(reader), m_runs_root, m_file);
+}
 
 RunRecord Store::with_folder(RunRecord run) const {
   run.run_dir = m_runs_root / run.id;

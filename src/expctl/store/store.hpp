@@ -123,6 +123,10 @@ class Store {
   Backend& backend() { return *m_backend; }
   /// Schema version of the open database (latest_schema_version() unless opened for testing).
   int schema_version() const;
+  /// The same store on a connection of its own, read-only, for a reading thread (a Store is one
+  /// connection and must not be shared between threads); nullopt where the backend has none to
+  /// open (a backend wrapped by hand). Throws store::Error as open() does.
+  std::optional<Store> open_reader() const;
 
   /// Records a spec under its hash; a hash already present is left as it is.
   void put_spec(const std::string& hash, const std::string& canonical, const std::string& name);

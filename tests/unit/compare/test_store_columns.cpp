@@ -56,5 +56,33 @@ TEST_CASE("series_aggregates sums counts and bounds each rank in SQL and leaves 
   CHECK(f.db.series_aggregates(f.run_id, "x", 1)[1].count == 1);
 }
 
+TEST_CASE("load_runs loads several runs at once, each as load_run does, in the records' order") {
+  test::TempDir dir;
+  Store db = Store::open(dir / "expctl.db");
+  std::vector<RunRecord> records;
+  for (int r = 0; r < 7; ++r) {
+    compare::testing::FakeRun run;
+    for (int step = 1; step <= 50; ++step) {
+      run.loss.push_back(1.0 / (step + r));
+      run.throughput.push_back(100.0 + r * 10 + step % 3);
+    }
+    run.start_offset_s = r;
+    records.push_back(compare::testing::write_run(db, run));
+  }
+  const auto together = compare::load_runs(db, records);
+  REQUIRE(together.size() == records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    INFO("run " << i);
+    const auto alone = compare::load_run(db, records[i]);
+    CHECK(together[i].record.id == records[i].id);
+    CHECK(together[i].loss == alone.loss);
+    CHECK(together[i].loss_steps == alone.loss_steps);
+    CHECK(together[i].samples == alone.samples);
+    CHECK(together[i].summary == alone.summary);
+    CHECK(together[i].spec == alone.spec);
+  }
+  CHECK(compare::load_runs(db, {}).empty());
+}
+
 }  // namespace
 }  // namespace expctl::store

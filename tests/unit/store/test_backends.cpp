@@ -183,6 +183,34 @@ TEMPLATE_TEST_CASE("store contract: NaN, ±Inf, extreme doubles, 64-bit steps an
   CHECK(db.metrics(run.id).size() == values.size() + steps.size());
 }
 
+TEMPLATE_TEST_CASE(
+    "store contract: open_reader is a read-only connection of its own that sees what the store "
+    "wrote, from another thread",
+    "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available)
+    return;
+  auto db = where.open();
+  const auto run = new_run(db);
+  db.append_metrics(run.id, std::vector<MetricPoint>{{0, 1, "loss", 0.5}, {1, 1, "loss", 0.25}});
+  auto reader = db.open_reader();
+  REQUIRE(reader.has_value());
+  CHECK(reader->location() == db.location());
+  CHECK(reader->runs_dir() == db.runs_dir());
+  CHECK(reader->schema_version() == db.schema_version());
+  // Written after the reader opened: a connection, not a snapshot taken at open.
+  db.append_metrics(run.id, std::vector<MetricPoint>{{0, 2, "loss", 0.125}});
+  std::vector<store::SeriesColumns> read;
+  std::thread([&] { read = reader->series_columns(run.id, "loss"); }).join();
+  REQUIRE(read.size() == 2);
+  CHECK(read[0].values == std::vector<double>{0.5, 0.125});
+  CHECK(read[1].values == std::vector<double>{0.25});
+  // Refused: by the server (a read-only session), or by the SQLite connection's own check that a
+  // store opened read-only is never written (a programmer's error there, not the user's).
+  CHECK_THROWS_AS(reader->add_tag(run.id, "written-by-a-reader"), util::Failure);
+  CHECK(db.run(run.id)->tags.empty());
+}
+
 TEMPLATE_TEST_CASE("store contract: concurrent writers each on their own connection lose nothing and never share an id",
                    "[store][backends]", test::OnSqlite, test::OnPostgres) {
   BackendStore where(TestType::kind);

@@ -134,6 +134,27 @@ TEST_CASE("ship: a store shipped twice, and a merged copy shipped by another nod
   check_same(local, team);
 }
 
+TEST_CASE("ship: the first ship into a server that never analysed its metrics table analyses it", "[store][ship]") {
+  // Without statistics the planner reads a long series by bitmap scan and an on-disk sort instead
+  // of in index order; autovacuum would analyse the table a minute or more later.
+  BackendStore server(store::StoreKind::postgresql);
+  if (!server.available)
+    return;
+  const auto analysed = [&] {
+    return store::testing::query_postgres(
+        server.location, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relid = 'metrics'::regclass");
+  };
+  BackendStore node(store::StoreKind::sqlite);
+  auto local = node.open();
+  auto team = server.open();
+  CHECK(analysed() == "f");
+  CHECK(store::ship(local, team).points_shipped == 0);  // nothing shipped: nothing to analyse
+  CHECK(analysed() == "f");
+  record_runs(local, 1, 1, 2, 10);
+  CHECK(store::ship(local, team).points_shipped == 20);
+  CHECK(analysed() == "t");
+}
+
 TEST_CASE("ship: a running run is shipped as far as it goes, then caught up when it ends", "[store][ship]") {
   BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
