@@ -9,6 +9,10 @@ tuned="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=53687091
 sorted_values() { tr ' ' '\n' | awk 'NF' | sort -g; }
 median() { sorted_values | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# True while a compiler runs (one stopped with SIGSTOP, state T, does not count: a build paused
+# for a measurement leaves the cores to it).
+compiler_running() { ps -C cc1plus -o stat= 2>/dev/null | grep -qv '^T'; }
+
 # Runs the command $1 when the script ends, however it ends: bash runs an EXIT trap on a signal
 # only when that signal has a trap of its own, so INT and TERM exit (130, 143) through it.
 on_exit() { trap "$1" EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; }

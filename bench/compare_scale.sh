@@ -27,7 +27,7 @@ for binary in "$expctl" "$generator"; do
     exit 2
   fi
 done
-if pgrep -x cc1plus >/dev/null 2>&1; then
+if compiler_running; then
   echo "compare_scale: warning: a compiler is running on this machine; the figures below are not comparable" >&2
 fi
 

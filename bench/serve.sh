@@ -37,7 +37,7 @@ fixture="$build/tests/unit/serve/expctl_serve_fixture"
 for binary in "$expctl" "$fixture"; do
   [[ -x "$binary" ]] || { echo "serve.sh: error: $binary not found: build expctl with its tests (cmake --build --preset ci)" >&2; exit 2; }
 done
-busy() { pgrep -x cc1plus >/dev/null 2>&1 && echo " (a compiler was running)" || true; }
+busy() { compiler_running && echo " (a compiler was running)" || true; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/serve-bench.XXXXXX")
 pids=()
 on_exit 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$work"'

@@ -8,6 +8,8 @@
 #include "expctl/sweep/execute.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/log.hpp"
+#include "expctl/util/malloc_tuning.hpp"
 
 namespace expctl::cli {
 
@@ -70,6 +72,7 @@ util::ExitCode compare_and_report(const GlobalOptions& globals, const std::strin
                                   const ReportOptions& options) {
   // Options first: a bad --threshold is reported before the database is even opened.
   const compare::CompareOptions compare_options = make_compare_options(options.ignore, options.thresholds);
+  util::log::debug(util::tune_malloc_for_bulk_reads());
   const auto format = report::parse_format(options.format).value_or(report::Format::text);
   const store::Store db = open_store(globals, store::OpenMode::read_only);
   const compare::Comparison comparison = api::compare_groups(

@@ -3,6 +3,7 @@
 #include "expctl/store/pg_backend.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -445,18 +446,35 @@ std::vector<MetricPoint> PgBackend::recent_metrics(const std::string& run_id, co
 
 std::vector<SeriesColumns> PgBackend::series_columns(const std::string& run_id, const std::string& name,
                                                      std::int64_t after_step) {
+  // One row per rank, its steps and values as two arrays in binary: a row per point costs the
+  // client a result cell per number (200 000 points: 0.6 M cells). The arrays are built from the
+  // rows in index order; SQL does not promise that array_agg keeps it, so it is checked here, and
+  // sorted where it was not.
   const PgResult rows = m_connection.exec(
-      "SELECT rank, step, value FROM metrics WHERE run_id = $1 "
-      "AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 ORDER BY rank, step",
+      "SELECT rank, count(*), array_agg(step), array_agg(value) FROM (SELECT rank, step, value FROM metrics "
+      "WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 "
+      "ORDER BY rank, step) AS ordered GROUP BY rank ORDER BY rank",
       {run_id, name, text(after_step)}, PgFormat::binary);
   std::vector<SeriesColumns> ranks;
   for (int row = 0; row < rows.rows(); ++row) {
-    const int rank = static_cast<int>(rows.int64(row, 0));
-    if (ranks.empty() || ranks.back().rank != rank) {
-      ranks.push_back(SeriesColumns{rank, {}, {}});
+    SeriesColumns& rank = ranks.emplace_back(SeriesColumns{static_cast<int>(rows.int64(row, 0)), {}, {}});
+    const auto count = static_cast<std::size_t>(rows.int64(row, 1));
+    rank.steps.reserve(count);
+    rank.values.reserve(count);
+    rows.int64_array(row, 2, rank.steps);
+    rows.real_array(row, 3, rank.values);
+    if (!std::is_sorted(rank.steps.begin(), rank.steps.end())) {
+      std::vector<std::size_t> order(rank.steps.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::sort(order.begin(), order.end(),
+                [&](std::size_t x, std::size_t y) { return rank.steps[x] < rank.steps[y]; });
+      SeriesColumns sorted{rank.rank, {}, {}};
+      for (const std::size_t i : order) {
+        sorted.steps.push_back(rank.steps[i]);
+        sorted.values.push_back(rank.values[i]);
+      }
+      rank = std::move(sorted);
     }
-    ranks.back().steps.push_back(rows.int64(row, 1));
-    ranks.back().values.push_back(rows.real(row, 2));
   }
   return ranks;
 }

@@ -25,4 +25,10 @@ inline constexpr std::size_t k_training_trim_threshold = 512UL * 1024 * 1024;
 /// Returns one line saying what was done, for the rank's log.
 std::string tune_malloc_for_training();
 
+/// The same thresholds for a short command that reads long series (compare): each series read
+/// allocates and frees megabytes, which glibc would hand back to the kernel and fault in again
+/// for the next (two 100 000-step runs from PostgreSQL: about 8 % of compare's time). Not for
+/// `serve`, which lives long and should give memory back.
+std::string tune_malloc_for_bulk_reads();
+
 }  // namespace expctl::util
