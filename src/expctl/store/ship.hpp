@@ -80,6 +80,8 @@ class BackgroundShipper {
   ShipReport totals() const;
   /// The last pass's failure, or nullopt when it succeeded.
   std::optional<std::string> problem() const;
+  /// Passes that failed so far (each one connection attempt to a server that is away).
+  std::int64_t failed_passes() const;
 
  private:
   void loop();
@@ -94,6 +96,7 @@ class BackgroundShipper {
   bool m_stop = false;
   ShipReport m_totals;
   std::optional<std::string> m_problem;
+  std::int64_t m_failed_passes = 0;
   std::optional<Store> m_local_store;
   std::optional<Store> m_server_store;
   std::thread m_thread;

@@ -155,6 +155,39 @@ TEST_CASE("ship: the first ship into a server that never analysed its metrics ta
   CHECK(analysed() == "t");
 }
 
+TEST_CASE("ship: a background shipper whose server is away retries after 1 s, then 2 s, 4 s ..., not at once",
+          "[store][ship]") {
+  // A server that is not there: a socket folder without a server in it. Before this test the
+  // retry wait was half of 1 s in whole seconds, 0: the shipper retried ~1 000 times a second and
+  // took a core from the training beside it (quick start: 1.7x the step time).
+  BackendStore node(store::StoreKind::sqlite);
+  {
+    auto local = node.open();
+    record_runs(local, 1, 1, 1, 5);
+  }
+  const fs::path away = node.dir / "no-server";
+  fs::create_directories(away);
+  std::vector<std::string> notes;
+  std::mutex notes_mutex;
+  std::int64_t failed = 0;
+  {
+    store::BackgroundShipper shipper(node.location, "host=" + away.string() + " port=5432 user=expctl dbname=expctl",
+                                     [&](const std::string& note) {
+                                       std::lock_guard lock(notes_mutex);
+                                       notes.push_back(note);
+                                     });
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+    failed = shipper.failed_passes();
+    CHECK(shipper.problem().has_value());
+  }
+  // Passes at 0 s, 1 s and 3 s (the next is due at 7 s): 3, with room for a slow machine.
+  CHECK(failed >= 2);
+  CHECK(failed <= 4);
+  std::lock_guard lock(notes_mutex);
+  REQUIRE(notes.size() == 1);  // said once, not once a pass
+  CHECK_THAT(notes[0], Catch::Contains("cannot ship to the team store now"));
+}
+
 TEST_CASE("ship: a running run is shipped as far as it goes, then caught up when it ends", "[store][ship]") {
   BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
