@@ -93,6 +93,20 @@ try {
     check(state.violations.length === 0, `${where}: CSP violations or dialogs: ${state.violations.join('; ')}`);
     return state;
   };
+  // Text a page printed by mistake: a null, an undefined or an element turned into a string (not
+  // for the pages of hostile runs, whose names include "null" and "undefined" on purpose).
+  const noStrays = async (where) => {
+    const strays = await page.evaluate(() => {
+      const found = [];
+      const walker = document.createTreeWalker(document.getElementById('main'), NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const text = node.textContent.trim();
+        if (/^(null|undefined)+$/.test(text) || text.includes('[object ')) found.push(text);
+      }
+      return found;
+    });
+    check(strays.length === 0, `${where}: stray text ${JSON.stringify(strays)} (a null or an object printed as text)`);
+  };
   const points = (id) => page.$eval(id, (canvas) => Number(canvas.getAttribute('data-points') || 0));
 
   // 1. The token once in the URL becomes a cookie; the runs table shows every run of the store.
@@ -162,6 +176,7 @@ try {
   const csvHref = await page.$eval('#chart-loss', (canvas) => canvas.closest('.chart').querySelector('a.csv').getAttribute('href'));
   check(csvHref.startsWith('/api/series.csv?'), 'CSV link: ' + csvHref);
   await canary('expctl: run', 'run page');
+  await noStrays('run page');
   await page.screenshot({ path: path.join(args.out, 'run.png'), fullPage: true });
   // The x axis and log scale come from the URL too.
   await page.goto(`${base}/run?id=${encodeURIComponent(ids.alpha)}&x=wall&log=1`, { waitUntil: 'load' });
@@ -215,11 +230,27 @@ try {
   await page.goto(`${base}/compare?a=${encodeURIComponent(ids.alpha)}&b=${encodeURIComponent(ids.beta)}`, { waitUntil: 'load' });
   await ready();
   const verdict = await page.$eval('#verdict', (node) => node.textContent);
-  const cliVerdict = JSON.parse(run(args.expctl, ['--db', db, 'compare', ids.alpha, ids.beta, '--format', 'json']).toString() || '{}').verdict;
+  const cliDocument = JSON.parse(run(args.expctl, ['--db', db, 'compare', ids.alpha, ids.beta, '--format', 'json']).toString() || '{}');
+  const cliVerdict = cliDocument.verdict;
+  // Each metric's A and B as the CLI has them, to the 4 significant digits shown (3000 once
+  // showed as "3": trailing zeros of an integer were cut as if they were a fraction's).
+  const shown = await page.evaluate(() => [...document.querySelectorAll('#metrics tbody tr')].map((tr) =>
+    [...tr.querySelectorAll('td')].slice(0, 3).map((td) => td.textContent)));
+  for (const metric of cliDocument.metrics || []) {
+    const row = shown.find((cells) => cells[0] === metric.metric);
+    check(row !== undefined, `compare page: no row for ${metric.metric}`);
+    if (!row) continue;
+    for (const [side, cell] of [['a', row[1]], ['b', row[2]]]) {
+      const want = metric[side];
+      const ok = want === null ? cell === '-' : Math.abs(Number(cell) - want) <= Math.abs(want) * 5e-4 + 1e-12;
+      check(ok, `compare page: ${metric.metric} ${side.toUpperCase()} shows ${cell}, the CLI has ${want}`);
+    }
+  }
   check(verdict.length > 0 && verdict === cliVerdict, `compare verdict ${JSON.stringify(verdict)} differs from the CLI's ${JSON.stringify(cliVerdict)}`);
   const overlaid = await points('#chart-compare-loss');
   check(overlaid === 600, `compare chart has ${overlaid} points, expected 300 per run`);
   await canary('expctl: compare', 'compare page');
+  await noStrays('compare page');
   await page.screenshot({ path: path.join(args.out, 'compare.png'), fullPage: true });
   await page.goto(`${base}/compare?a=${encodeURIComponent(ids.hostile[0])}&b=${encodeURIComponent(ids.hostile[1])}`, { waitUntil: 'load' });
   await ready();
@@ -248,6 +279,7 @@ try {
     'sweep plots: ' + JSON.stringify(sweepShown.plots));
   check(sweepShown.plots.some(([id]) => id === 'plot-final_train_loss-optim-lr'), 'plot ids as the HTML report names them: ' + JSON.stringify(sweepShown.plots));
   await canary('expctl: sweep', 'sweep page');
+  await noStrays('sweep page');
   await page.screenshot({ path: path.join(args.out, 'sweep.png'), fullPage: true });
 
   // 5. Live: the page polls with its sequence number and gains points while the run writes.

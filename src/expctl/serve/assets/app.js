@@ -22,7 +22,10 @@ function el(tag, attrs, ...children) {
   return node;
 }
 const main = () => document.getElementById('main');
-function show(...nodes) { main().replaceChildren(...nodes); }
+// Replaces a node's children as el() appends them: nested lists flattened, null and undefined
+// left out (replaceChildren itself would print them as "null" or "[object HTMLElement],...").
+function put(node, ...children) { node.replaceChildren(...children.flat(Infinity).filter((c) => c !== undefined && c !== null)); }
+function show(...nodes) { put(main(), ...nodes); }
 function query() { return new URLSearchParams(location.search); }
 function setQuery(params) {
   const clean = new URLSearchParams();
@@ -55,7 +58,15 @@ function failure(error) {
   expctl.errors.push(String(error && error.message || error));
   return el('p', { class: 'error', text: String(error && error.message || error) });
 }
-const number = (v, digits = 4) => (v === null || v === undefined ? '-' : Number(v).toPrecision(digits).replace(/\.?0+$/, ''));
+// A number in `digits` significant digits, trailing zeros of the fraction dropped; integers and
+// numbers of more integer digits than that in full (3000 stays 3000, 12345.6 is 12346).
+function number(v, digits = 4) {
+  if (v === null || v === undefined) return '-';
+  const n = Number(v);
+  if (!Number.isFinite(n)) return String(n);
+  if (Number.isInteger(n) || Math.abs(n) >= 10 ** digits) return String(Math.round(n));
+  return n.toPrecision(digits).replace(/(\.\d*?)0+(e|$)/, '$1$2').replace(/\.(e|$)/, '$1');
+}
 function duration(seconds) {
   if (seconds === null || seconds === undefined) return '-';
   if (seconds < 1) return Math.round(seconds * 1000) + 'ms';
@@ -169,14 +180,14 @@ async function runsPage() {
   async function load() {
     setQuery({ ...state, sort: state.sort === 'started' ? '' : state.sort, order: state.order === 'desc' ? '' : state.order,
       offset: state.offset || '', limit: state.limit === 50 ? '' : state.limit });
-    columnChips.replaceChildren(...state.col.map((column, i) => el('span', { class: 'chip' },
+    put(columnChips, ...state.col.map((column, i) => el('span', { class: 'chip' },
       column.replace(':', ' '), el('button', { type: 'button', class: 'remove', title: 'remove this column', text: '\u00D7',
         onclick: () => { state.col.splice(i, 1); load(); } }))));
     let page;
     try {
       page = await api('/api/runs', state);
     } catch (error) {
-      table.replaceChildren(failure(error));
+      put(table, failure(error));
       return;
     }
     const head = el('tr', {}, columns.map(([label, key]) => el('th', {
@@ -197,9 +208,9 @@ async function runsPage() {
       el('td', { class: 'num', text: duration(run.duration_s) }),
       el('td', { class: 'tags', text: (run.tags || []).join(', ') }),
       (run.metrics || []).map((value) => el('td', { class: 'num metric-cell', text: number(value) }))));
-    table.replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
+    put(table, el('thead', {}, head), el('tbody', {}, rows));
     const last = Math.min(page.total, page.offset + page.runs.length);
-    pager.replaceChildren(
+    put(pager,
       el('button', { type: 'button', disabled: page.offset === 0, text: '\u2190 newer',
         onclick: () => { state.offset = Math.max(0, page.offset - page.limit); load(); } }),
       el('span', { id: 'page-info', text: page.total ? `${page.offset + 1}\u2013${last} of ${page.total}` : 'no runs match' }),
@@ -437,7 +448,7 @@ async function comparePage() {
   show(el('h1', { text: 'Compare' }), form, result);
   async function load() {
     if (!state.a || !state.b) {
-      result.replaceChildren(el('p', { class: 'muted', text: 'name a baseline and a candidate (the runs table can pick two)' }));
+      put(result, el('p', { class: 'muted', text: 'name a baseline and a candidate (the runs table can pick two)' }));
       expctl.ready = true;
       return;
     }
@@ -445,13 +456,13 @@ async function comparePage() {
     try {
       doc = await api('/api/compare', state);
     } catch (error) {
-      result.replaceChildren(failure(error));
+      put(result, failure(error));
       expctl.ready = true;
       return;
     }
     const list = (items) => el('ul', {}, items.map((t) => el('li', { text: t })));
     const canvas = el('canvas', { id: 'chart-compare-loss' });
-    result.replaceChildren(
+    put(result,
       el('p', { id: 'verdict', class: 'verdict outcome-' + doc.outcome, text: doc.verdict }),
       doc.not_comparable.length ? [el('h2', { text: 'Not comparable' }), list(doc.not_comparable)] : null,
       doc.regressions.length ? [el('h2', { text: 'Regressions' }), list(doc.regressions)] : null,
