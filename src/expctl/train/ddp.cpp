@@ -1,13 +1,14 @@
 #include "expctl/train/ddp.hpp"
 
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <unordered_set>
+
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
-
-#include <algorithm>
-#include <map>
-#include <unordered_set>
 
 #include "expctl/train/powersgd.hpp"
 #include "expctl/util/error.hpp"
@@ -144,14 +145,17 @@ std::vector<std::vector<std::size_t>> DistributedDataParallel::bucket_assignment
 // shapes, folded into a few numbers, must match everyone's, or the all-reduces would mix tensors.
 void DistributedDataParallel::verify_same_model() {
   std::int64_t numel = 0;
-  std::int64_t shape_hash = 0;
+  // Unsigned: it wraps, and only equality matters (a signed product overflowing is undefined
+  // behaviour; UBSan stopped every DDP rank of more than a few parameters here).
+  std::uint64_t shape_hash = 0;
   for (const auto& param : m_params) {
     numel += param.numel();
     for (const auto size : param.sizes()) {
-      shape_hash = shape_hash * 1000003 + size;  // wraps; only equality matters
+      shape_hash = shape_hash * 1000003U + static_cast<std::uint64_t>(size);
     }
   }
-  auto mine = at::tensor({static_cast<std::int64_t>(m_params.size()), numel, shape_hash}, at::kLong);
+  auto mine = at::tensor({static_cast<std::int64_t>(m_params.size()), numel, std::bit_cast<std::int64_t>(shape_hash)},
+                         at::kLong);
   auto theirs = mine.clone().to(m_comm.device());
   m_comm.broadcast(theirs, 0, "broadcast of rank 0's model shape");
   theirs = theirs.cpu();
