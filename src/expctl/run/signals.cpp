@@ -1,8 +1,8 @@
 #include "expctl/run/signals.hpp"
 
-#include <unistd.h>
-
 #include <new>
+
+#include <unistd.h>
 
 #include "expctl/launch/supervisor.hpp"
 #include "expctl/util/interrupt_signals.hpp"
