@@ -21,16 +21,10 @@ std::vector<compare::RunData> load_history(const store::Store& store, const std:
 compare::Comparison compare_groups(const store::Store& store, const std::string& a, const std::string& b,
                                    const CompareRequest& request) {
   const compare::LoadOptions load{.straggler_timeline = request.straggler_timeline};
-  // Both sides loaded together (compare::load_runs reads several runs at once).
+  // A's selector first: its error is the one reported when both are wrong.
   const auto records_a = compare::resolve_group(store, a);
   const auto records_b = compare::resolve_group(store, b);
-  auto records = records_a;
-  records.insert(records.end(), records_b.begin(), records_b.end());
-  auto runs = compare::load_runs(store, records, load);
-  const std::vector<compare::RunData> runs_b(std::make_move_iterator(runs.begin() + std::ssize(records_a)),
-                                             std::make_move_iterator(runs.end()));
-  runs.erase(runs.begin() + std::ssize(records_a), runs.end());
-  const auto& runs_a = runs;
+  const auto [runs_a, runs_b] = compare::load_both(store, records_a, records_b, load);
   const auto history = load_history(store, runs_a, runs_b, request.history);
   return compare::compare_runs(runs_a, runs_b, request.options, history);
 }

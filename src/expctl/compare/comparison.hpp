@@ -89,6 +89,13 @@ RunData load_run(const store::Store& store, const store::RunRecord& run, const L
 std::vector<RunData> load_runs(const store::Store& store, const std::vector<store::RunRecord>& records,
                                const LoadOptions& options = {});
 
+/// Both sides of a comparison, loaded together by load_runs (so A's and B's runs share the
+/// readers): first A's runs, then B's, each in its records' order.
+std::pair<std::vector<RunData>, std::vector<RunData>> load_both(const store::Store& store,
+                                                                const std::vector<store::RunRecord>& a,
+                                                                const std::vector<store::RunRecord>& b,
+                                                                const LoadOptions& options = {});
+
 /// A run as history: its record and summary only (no spec, environment or series are read).
 RunData history_run(const store::RunRecord& run);
 

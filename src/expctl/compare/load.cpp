@@ -293,6 +293,19 @@ std::vector<RunData> load_runs(const store::Store& store, const std::vector<stor
   return runs;
 }
 
+std::pair<std::vector<RunData>, std::vector<RunData>> load_both(const store::Store& store,
+                                                                const std::vector<store::RunRecord>& a,
+                                                                const std::vector<store::RunRecord>& b,
+                                                                const LoadOptions& options) {
+  auto records = a;
+  records.insert(records.end(), b.begin(), b.end());
+  auto runs = load_runs(store, records, options);
+  std::vector<RunData> runs_b(std::make_move_iterator(runs.begin() + std::ssize(a)),
+                              std::make_move_iterator(runs.end()));
+  runs.erase(runs.begin() + std::ssize(a), runs.end());
+  return {std::move(runs), std::move(runs_b)};
+}
+
 std::vector<RunData> load_history(const store::Store& store, const std::vector<RunData>& a,
                                   const std::vector<RunData>& b, const HistoryOptions& options) {
   std::set<std::string> compared;

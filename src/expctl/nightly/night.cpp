@@ -6,6 +6,7 @@
 #include <ctime>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -144,13 +145,7 @@ struct Loaded {
 
 Loaded load_sides(const store::Store& db, const Sides& sides) {
   Loaded loaded;
-  auto records = sides.baseline;
-  records.insert(records.end(), sides.candidate.begin(), sides.candidate.end());
-  auto runs = compare::load_runs(db, records);
-  loaded.b.assign(std::make_move_iterator(runs.begin() + std::ssize(sides.baseline)),
-                  std::make_move_iterator(runs.end()));
-  runs.erase(runs.begin() + std::ssize(sides.baseline), runs.end());
-  loaded.a = std::move(runs);
+  std::tie(loaded.a, loaded.b) = compare::load_both(db, sides.baseline, sides.candidate);
   loaded.history = compare::load_history(db, loaded.a, loaded.b, {.limit = k_history_runs});
   return loaded;
 }
