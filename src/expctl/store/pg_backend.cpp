@@ -118,6 +118,10 @@ void PgBackend::require_run(const std::string& run_id) {
   require_changed(m_connection.exec("SELECT 1 FROM runs WHERE id = $1", {run_id}).rows(), run_id);
 }
 
+void PgBackend::hold_run(const std::string& run_id) {
+  require_changed(m_connection.exec("SELECT 1 FROM runs WHERE id = $1 FOR KEY SHARE", {run_id}).rows(), run_id);
+}
+
 void PgBackend::require_changed(std::int64_t changes, const std::string& run_id) const {
   EXPCTL_CHECK(changes > 0, util::StoreError, "no run {} in {} (see 'expctl list')", util::quoted(run_id),
                m_connection.display());
@@ -277,7 +281,7 @@ void PgBackend::append_metrics(const std::string& run_id, std::span<const Metric
                         PgConnection::real_text(points[i].value));
   }
   m_connection.transaction([&] {
-    require_run(run_id);
+    hold_run(run_id);
     m_connection.exec(k_staging_table);
     m_connection.copy_in("COPY expctl_staging_metrics (ord, key_id, rank, step, value) FROM STDIN", rows);
     // A point given twice in one batch: the later one wins, as in the SQLite backend.

@@ -19,6 +19,10 @@ class PgBackend final : public Backend, public RunQueries {
       : m_connection(std::move(connection)), m_version(version), m_conninfo(std::move(conninfo)) {}
 
   detail::PgConnection& connection() { return m_connection; }
+  /// Inside a transaction that writes a run's metrics: fails unless the run is on the server, and
+  /// holds its row (FOR KEY SHARE) until the transaction ends, so a concurrent delete_run waits and
+  /// then deletes these points too. What a foreign key's trigger did per point (schema v3).
+  void hold_run(const std::string& run_id);
 
   const std::string& display() const override { return m_connection.display(); }
   int schema_version() const override { return m_version; }

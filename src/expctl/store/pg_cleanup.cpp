@@ -13,9 +13,14 @@ constexpr const char* k_table_list =
 }  // namespace
 
 bool PgBackend::delete_run(const std::string& run_id) {
-  // ON DELETE CASCADE takes the run's ranks, metrics, artifacts, tags and shipping progress along.
-  return m_connection.transaction(
-      [&] { return m_connection.exec("DELETE FROM runs WHERE id = $1", {run_id}).changed() > 0; });
+  // ON DELETE CASCADE takes the run's ranks, artifacts, tags and shipping progress along; metrics
+  // have no foreign key (schema v3), so they go here, after the run's row: deleting it waits for
+  // any batch that holds the row (hold_run), and this statement then sees that batch's points.
+  return m_connection.transaction([&] {
+    const bool deleted = m_connection.exec("DELETE FROM runs WHERE id = $1", {run_id}).changed() > 0;
+    m_connection.exec("DELETE FROM metrics WHERE run_id = $1", {run_id});
+    return deleted;
+  });
 }
 
 std::int64_t PgBackend::database_bytes() {

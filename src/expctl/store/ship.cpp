@@ -300,6 +300,7 @@ class PointShipper {
     PgConnection& server = m_server.connection();
     server.transaction([&] {
       if (m_points > 0) {
+        m_server.hold_run(m_run.id());
         copy_points(server);
         for (const auto& [series, step] : m_progress) {
           server.exec("INSERT INTO ship_progress (run_id, key_id, rank, last_step) VALUES ($1, $2, $3, $4) "

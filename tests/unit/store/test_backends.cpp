@@ -390,6 +390,41 @@ TEMPLATE_TEST_CASE("store contract: remove_run deletes the row with its ranks, m
   CHECK(db.run(kept.id).has_value());
 }
 
+TEST_CASE(
+    "postgres: a run removed while a batch of its points is in flight keeps none of them (metrics have no "
+    "foreign key since v3: the batch holds the run's row)",
+    "[store][backends]") {
+  BackendStore where(store::StoreKind::postgresql);
+  if (!where.available)
+    return;
+  auto db = where.open();
+  const auto run = new_run(db, "in flight");
+  db.append_metrics(run.id, {{0, 1, "loss", 1.0}});
+  // A batch as the shipper writes one (PgBackend::hold_run, then the points), still open when the
+  // run is removed; its session sleeps after the INSERT, so the removal meets a batch in flight.
+  const std::string batch = fmt::format(
+      "BEGIN; SELECT 1 FROM runs WHERE id = '{0}' FOR KEY SHARE; "
+      "INSERT INTO metrics (run_id, key_id, rank, step, value) "
+      "SELECT '{0}', (SELECT id FROM metric_keys WHERE name = 'loss'), 0, s, 0.5 FROM generate_series(2, 1001) s; "
+      "SELECT pg_sleep(2); COMMIT;",
+      run.id);
+  std::thread in_flight([&] { store::testing::execute_postgres_sql(where.location, batch); });
+  for (int i = 0;
+       i < 500 && store::testing::query_postgres(
+                      where.location, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'") == "0";
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  db.remove_run(run.id);  // waits for the batch, then deletes its points with the run's
+  in_flight.join();
+  CHECK_FALSE(db.run(run.id).has_value());
+  CHECK(store::testing::query_postgres(where.location,
+                                       "SELECT count(*) FROM metrics WHERE run_id = '" + run.id + "'") == "0");
+  // And a batch for a run that is not there is refused whole.
+  CHECK_THROWS_WITH(db.append_metrics(run.id, {{0, 5, "loss", 1.0}}), Catch::Contains("no run \"" + run.id + "\""));
+  CHECK(store::testing::query_postgres(where.location, "SELECT count(*) FROM metrics") == "0");
+}
+
 TEMPLATE_TEST_CASE("store contract: the run folders' size counts every folder, a finished run's as measured when it "
                    "ended (SQLite remembers it), a running or resumed run's and an orphan's as they are now",
                    "[store][backends]", test::OnSqlite, test::OnPostgres) {
