@@ -28,6 +28,8 @@ build_packages=(
   dataset-fashion-mnist
 )
 test_packages=(
+  # ccache: the test build's compiler cache, which the container image's build reads (scripts/test.sh)
+  ccache
   # postgresql: the throwaway server the store tests run against
   postgresql
   # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)

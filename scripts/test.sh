@@ -7,7 +7,18 @@
 # those tests are reported as skipped, or fail when EXPCTL_REQUIRE_POSTGRES=1 (as in .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --preset ci
+# ccache, where installed (scripts/install-deps.sh installs it): a rebuild compiles only what a
+# change touches, and the container image's build (scripts/container-nightly.sh, after this in
+# .ci/run) reads these objects from this cache instead of compiling the same sources again: the
+# "release" preset's compile commands are the "ci" preset's. CCACHE_BASEDIR makes the cached
+# commands relative to the checkout, so they match the image's /src/expctl; the sloppiness lets
+# ccache cache the train module's precompiled header (docs/containers.md, "Compiler cache").
+launcher=()
+if command -v ccache > /dev/null; then
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake --preset ci "${launcher[@]}"
 cmake --build --preset ci
 if [[ -z "${EXPCTL_TEST_POSTGRES:-}" ]] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   pg_dir="$(mktemp -u "${TMPDIR:-/tmp}/expctl-pg.XXXXXX")"
