@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "expctl/api/runs.hpp"
+#include "expctl/compare/selector.hpp"
+#include "expctl/util/error.hpp"
 #include "expctl/util/metric_names.hpp"
 
 namespace expctl::api {
@@ -91,6 +95,28 @@ std::optional<std::int64_t> total_steps(const store::Store& store, const store::
 }
 
 }  // namespace
+
+std::int64_t WatchView::latest_step() const {
+  std::int64_t step = 0;
+  for (const auto& rank : ranks) {
+    step = std::max(step, rank.step.value_or(0));
+  }
+  return step;
+}
+
+std::string watched_run(const store::Store& store, const std::string& selector) {
+  if (!selector.empty()) {
+    return compare::resolve_one(store, selector, "watch").id;
+  }
+  auto runs = store.list_runs({.status = store::RunStatus::running, .limit = 1});
+  if (runs.empty()) {
+    runs = store.list_runs({.limit = 1});
+  }
+  if (runs.empty()) {
+    throw util::UsageError(fmt::format("{} holds no run yet: start one with expctl run SPEC", store.location()));
+  }
+  return runs.front().id;
+}
 
 WatchView watch_view(const store::Store& store, const std::string& run_id, const FolderAccess& folder) {
   WatchView view;
