@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "expctl/api/runs.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::api {
 
@@ -162,10 +163,10 @@ nlohmann::json series_document(const store::Store& store, const SeriesQuery& que
   std::vector<store::SeriesAggregate> times_total;
   std::vector<store::SeriesAggregate> times_after;
   if (query.x == XAxis::wall) {
-    times = store.series_columns(query.run_id, "step_time_ms", after);
+    times = store.series_columns(query.run_id, util::metric::step_time_ms, after);
     if (query.after_step) {
-      times_total = store.series_aggregates(query.run_id, "step_time_ms");
-      times_after = store.series_aggregates(query.run_id, "step_time_ms", after);
+      times_total = store.series_aggregates(query.run_id, util::metric::step_time_ms);
+      times_after = store.series_aggregates(query.run_id, util::metric::step_time_ms, after);
     }
   }
   const std::size_t budget = std::clamp<std::size_t>(query.points, 3, k_max_series_points);
@@ -211,17 +212,17 @@ nlohmann::json series_document(const store::Store& store, const SeriesQuery& que
 
 nlohmann::json phase_shares_document(const store::Store& store, const PhaseSharesQuery& query) {
   // The phase timers every rank stores per step (docs/run.md, "Metrics recorded").
-  static constexpr std::pair<const char*, const char*> k_phases[] = {{"data", "data_wait_ms"},
-                                                                     {"forward", "forward_ms"},
-                                                                     {"backward", "backward_ms"},
-                                                                     {"comm", "comm_wait_ms"},
-                                                                     {"optimizer", "optimizer_ms"}};
+  static constexpr std::pair<const char*, const char*> k_phases[] = {{"data", util::metric::data_wait_ms},
+                                                                     {"forward", util::metric::forward_ms},
+                                                                     {"backward", util::metric::backward_ms},
+                                                                     {"comm", util::metric::comm_wait_ms},
+                                                                     {"optimizer", util::metric::optimizer_ms}};
   const auto rank_of = [&](const std::vector<store::SeriesColumns>& columns) -> const store::SeriesColumns* {
     const auto found =
         std::find_if(columns.begin(), columns.end(), [&](const auto& c) { return c.rank == query.rank; });
     return found == columns.end() ? nullptr : &*found;
   };
-  const auto times_all = store.series_columns(query.run_id, "step_time_ms");
+  const auto times_all = store.series_columns(query.run_id, util::metric::step_time_ms);
   nlohmann::json document = json_envelope("phase-shares");
   document["run"] = query.run_id;
   document["rank"] = query.rank;

@@ -3,11 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "expctl/api/runs.hpp"
+#include "expctl/compare/selector.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::api {
 namespace {
 
+namespace metric = util::metric;
 using Points = std::vector<store::MetricPoint>;
 
 Points recent(const store::Store& store, const std::string& run, const char* name, int rank, int count) {
@@ -40,23 +46,23 @@ std::optional<PhaseShares> phase_shares(const store::Store& store, const std::st
     const auto points = recent(store, run, name, rank, k_watch_window);
     return points.empty() ? std::nullopt : std::optional(total(points) / time);  // not timed: not 0 %
   };
-  return PhaseShares{share("data_wait_ms"), share("forward_ms"), share("backward_ms"), share("comm_wait_ms"),
-                     share("optimizer_ms")};
+  return PhaseShares{share(metric::data_wait_ms), share(metric::forward_ms), share(metric::backward_ms),
+                     share(metric::comm_wait_ms), share(metric::optimizer_ms)};
 }
 
 RankView rank_view(const store::Store& store, const std::string& run, int rank) {
   RankView view;
   view.rank = rank;
-  const auto times = recent(store, run, "step_time_ms", rank, k_watch_window);
+  const auto times = recent(store, run, metric::step_time_ms, rank, k_watch_window);
   if (!times.empty()) {
     view.step = times.back().step;
   }
-  view.loss = latest(recent(store, run, "loss", rank, 1));
-  view.samples_per_sec = latest(recent(store, run, "samples_per_sec", rank, 1));
+  view.loss = latest(recent(store, run, metric::loss, rank, 1));
+  view.samples_per_sec = latest(recent(store, run, metric::samples_per_sec, rank, 1));
   view.step_time_ms = mean(times);
-  view.comm_wait_ms = mean(recent(store, run, "comm_wait_ms", rank, k_watch_window));
+  view.comm_wait_ms = mean(recent(store, run, metric::comm_wait_ms, rank, k_watch_window));
   view.phases = phase_shares(store, run, rank, times);
-  view.straggler_score = latest(recent(store, run, compare::k_straggler_series, rank, 1));
+  view.straggler_score = latest(recent(store, run, metric::straggler_score, rank, 1));
   view.straggler = view.straggler_score && *view.straggler_score >= k_straggler_mark;
   return view;
 }
@@ -69,7 +75,7 @@ std::vector<store::RankRecord> ranks_of(const store::Store& store, const store::
     return ranks;
   }
   for (const auto& series : store.metric_series(run.id)) {
-    for (int rank = 0; series.name == "step_time_ms" && rank < series.ranks; ++rank) {
+    for (int rank = 0; series.name == metric::step_time_ms && rank < series.ranks; ++rank) {
       ranks.push_back(store::RankRecord{.rank = rank, .status = run.status});
     }
   }
@@ -89,6 +95,28 @@ std::optional<std::int64_t> total_steps(const store::Store& store, const store::
 }
 
 }  // namespace
+
+std::int64_t WatchView::latest_step() const {
+  std::int64_t step = 0;
+  for (const auto& rank : ranks) {
+    step = std::max(step, rank.step.value_or(0));
+  }
+  return step;
+}
+
+std::string watched_run(const store::Store& store, const std::string& selector) {
+  if (!selector.empty()) {
+    return compare::resolve_one(store, selector, "watch").id;
+  }
+  auto runs = store.list_runs({.status = store::RunStatus::running, .limit = 1});
+  if (runs.empty()) {
+    runs = store.list_runs({.limit = 1});
+  }
+  if (runs.empty()) {
+    throw util::UsageError(fmt::format("{} holds no run yet: start one with expctl run SPEC", store.location()));
+  }
+  return runs.front().id;
+}
 
 WatchView watch_view(const store::Store& store, const std::string& run_id, const FolderAccess& folder) {
   WatchView view;

@@ -47,7 +47,14 @@ struct WatchView {
   std::optional<std::int64_t> total_steps;  ///< from the run's resolved spec, when known
   std::vector<RankView> ranks;
   bool ended() const { return run.status != store::RunStatus::running; }
+  /// The furthest step any rank has stored (0 before the first).
+  std::int64_t latest_step() const;
 };
+
+/// The run `expctl watch [RUN]` watches: without a selector the newest running run, else the
+/// newest run; otherwise the one run `selector` names (compare::resolve_one). Throws
+/// util::UsageError for a store without runs.
+std::string watched_run(const store::Store& store, const std::string& selector);
 
 /// The view of `run_id` now. The planned step count comes from the run folder's resolved.json
 /// when `folder` allows reading it.

@@ -7,15 +7,13 @@
 
 #include <iostream>
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
 #include "expctl/cli/support_result.hpp"
-#include "expctl/report/report.hpp"
-#include "expctl/spec/spec.hpp"
-#include "expctl/util/error.hpp"
+#include "expctl/nightly/ab.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -32,108 +30,52 @@ struct AbOptions {
   ReportOptions report;
 };
 
-/// "ab-20261201-101530": names the experiment's tags (ab:<name>, ab:<name>:a, ab:<name>:b).
-std::string experiment_name() { return fmt::format("ab-{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr))); }
-
-run::RunRequest side_request(const AbOptions& options, const GlobalOptions& globals, bool side_b,
-                             const std::string& name) {
-  run::RunRequest request;
-  request.spec_file = side_b ? options.spec_b : options.spec_a;
-  request.overrides = options.set_both;
-  const auto& own = side_b ? options.set_b : options.set_a;
-  request.overrides.insert(request.overrides.end(), own.begin(), own.end());
-  request.tags = options.tags;
-  request.tags.push_back("ab:" + name);
-  request.tags.push_back(fmt::format("ab:{}:{}", name, side_b ? 'b' : 'a'));
-  request.open_store = store_opener(globals);
-  request.quiet = true;
-  return request;
-}
-
-/// The run ids of each side that completed, in order.
-struct Sides {
-  std::vector<std::string> a;
-  std::vector<std::string> b;
-  bool interrupted = false;
-};
-
-// One run of one side; false when the experiment must stop (interrupted, failed, refused).
-bool run_side(const run::RunRequest& request, char side, int index, int repeat, std::vector<std::string>& ids,
-              Sides& sides) {
-  std::cerr << fmt::format("expctl ab: run {}/{} of side {} ({})...", index, repeat, side,
-                           request.spec_file.string())
-            << std::flush;
-  const auto result = run::run_spec(request);
-  if (!result.refusal.empty()) {
-    std::cerr << '\n';
-    print_run_result(result, OutputFormat::text);
-    throw util::UsageError(fmt::format("side {}: {}", side, result.refusal));
-  }
-  const std::string id = result.run ? result.run->id : std::string("-");
-  std::cerr << fmt::format(" {} {}\n", id, result.run ? store::to_string(result.run->status) : "not recorded");
-  if (result.exit_code == util::ExitCode::interrupted) {
-    sides.interrupted = true;
-    return false;
-  }
-  if (result.exit_code != util::ExitCode::ok) {
-    throw util::TrainError(fmt::format("side {}: run {} did not complete ({}); the A/B experiment stops", side, id,
-                                       result.run ? result.run->root_cause.substr(0, result.run->root_cause.find('\n'))
-                                                  : std::string("no run recorded")));
-  }
-  ids.push_back(id);
-  return true;
-}
-
-Sides run_interleaved(const AbOptions& options, const GlobalOptions& globals, const std::string& name) {
-  const auto request_a = side_request(options, globals, false, name);
-  const auto request_b = side_request(options, globals, true, name);
-  // Both sides are validated before the first run: a typo on side B must not cost side A's runs.
-  for (const auto* request : {&request_a, &request_b}) {
-    (void)spec::load_spec(request->spec_file, spec::LoadOptions{request->overrides});
-  }
-  Sides sides;
-  for (int index = 1; index <= options.repeat; ++index) {
-    // The seed override comes last, so it wins over a --set seed=...: a pair shares its seed.
-    const auto seeded = [&](run::RunRequest request) {
-      if (options.vary_seed) {
-        request.overrides.push_back(fmt::format("seed={}", index));
-      }
-      return request;
-    };
-    if (!run_side(seeded(request_a), 'A', index, options.repeat, sides.a, sides) ||
-        !run_side(seeded(request_b), 'B', index, options.repeat, sides.b, sides)) {
-      break;
+// "expctl ab: run 1/3 of side A (a.yaml)... <id> completed" on stderr; a refusal's tables instead.
+nightly::AbRequest ab_request(const AbOptions& options, const GlobalOptions& globals, const std::string& name) {
+  nightly::AbRequest request{.spec_a = options.spec_a,
+                             .spec_b = options.spec_b,
+                             .repeat = options.repeat,
+                             .vary_seed = options.vary_seed,
+                             .set_both = options.set_both,
+                             .set_a = options.set_a,
+                             .set_b = options.set_b,
+                             .tags = options.tags,
+                             .name = name,
+                             .open_store = store_opener(globals)};
+  request.starting = [repeat = options.repeat](char side, int index, const run::RunRequest& run) {
+    std::cerr << fmt::format("expctl ab: run {}/{} of side {} ({})...", index, repeat, side, run.spec_file.string())
+              << std::flush;
+  };
+  request.finished = [](char, const run::RunResult& result) {
+    if (!result.refusal.empty()) {
+      std::cerr << '\n';
+      print_run_result(result, OutputFormat::text);
+      return;
     }
-  }
-  return sides;
-}
-
-std::string group_of(const std::vector<std::string>& ids) {
-  std::string group;
-  for (const auto& id : ids) {
-    group += (group.empty() ? "" : ",") + id;
-  }
-  return group;
+    std::cerr << fmt::format(" {} {}\n", result.run ? result.run->id : std::string("-"),
+                             result.run ? store::to_string(result.run->status) : "not recorded");
+  };
+  return request;
 }
 
 void run_ab(const AbOptions& options, GlobalOptions& globals) {
   (void)make_compare_options({}, options.report.thresholds);  // a bad --threshold is refused before any run
-  const std::string name = experiment_name();
+  const std::string name = nightly::ab_experiment_name();
   std::cerr << fmt::format("expctl ab: {} runs a side, interleaved{}; every run is tagged ab:{}\n", options.repeat,
                            options.vary_seed ? "; repeat i of both sides runs with seed i (pairs)" : "", name);
-  const Sides sides = run_interleaved(options, globals, name);
-  if (sides.a.empty() || sides.b.empty()) {
+  const nightly::AbRuns runs = nightly::run_ab(ab_request(options, globals, name));
+  if (runs.a.empty() || runs.b.empty()) {
     std::cerr << fmt::format("expctl ab: interrupted before each side had a completed run; the runs tagged ab:{} "
                              "are kept\n",
                              name);
     globals.result = util::ExitCode::interrupted;
     return;
   }
-  const auto code = compare_and_report(globals, group_of(sides.a), group_of(sides.b), options.report);
+  const auto code = compare_and_report(globals, util::join(runs.a, ","), util::join(runs.b, ","), options.report);
   // The groups stay selectable by their tags, without pasting ids (docs/compare.md, Selecting runs).
   std::cerr << fmt::format("expctl ab: compare these groups again with: expctl compare all:tag:ab:{0}:a all:tag:ab:{0}:b\n",
                            name);
-  globals.result = sides.interrupted ? util::ExitCode::interrupted : code;
+  globals.result = runs.interrupted ? util::ExitCode::interrupted : code;
 }
 
 void setup_ab(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

@@ -1,17 +1,13 @@
 // `expctl gc`: reclaims space: old or failed runs (when asked), the checkpoints of completed runs,
 // orphaned run folders; then compacts the database where that pays.
 
-#include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <iostream>
 
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_cleanup.hpp"
 #include "expctl/cli/support_store.hpp"
-#include "expctl/env/version_pattern.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::cli {
@@ -44,45 +40,13 @@ std::chrono::seconds parse_age(const std::string& text) {
   throw util::UsageError(fmt::format("--older-than {}: give a whole number and a unit, e.g. 30d, 12h, 90m, 2w", text));
 }
 
-// The spec's own `tags:` label every run of it (quickstart, mlp, ...): they protect nothing. The
-// tags a run was given (--tag, ab:, sweep, nightly, drift:) do. Without the run's resolved.json
-// every tag counts.
-std::vector<std::string> spec_tags(const store::RunRecord& run) {
-  std::ifstream in(run.run_dir / "resolved.json");
-  const nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  std::vector<std::string> tags;
-  if (document.is_object() && document.contains("spec") && document["spec"].is_object() &&
-      document["spec"].contains("tags") && document["spec"]["tags"].is_array()) {
-    for (const auto& tag : document["spec"]["tags"]) {
-      if (tag.is_string()) {
-        tags.push_back(tag.get<std::string>());
-      }
-    }
-  }
-  return tags;
-}
-
-bool keeps(const GcOptions& options, const store::RunRecord& run) {
-  for (const std::string& tag : run.tags) {
-    for (const std::string& pattern : options.keep_tags) {
-      if (env::glob_match(pattern, tag)) {
-        return true;
-      }
-    }
-  }
-  const auto labels = spec_tags(run);
-  const bool tagged = std::any_of(run.tags.begin(), run.tags.end(), [&](const std::string& tag) {
-    return !tag.starts_with("baseline:") && std::find(labels.begin(), labels.end(), tag) == labels.end();
-  });
-  return (!baseline_tag(run).empty() && !options.include_baselines) || (tagged && !options.include_tagged);
-}
-
-// Runs are removed only when --older-than or --status asks for them; running runs never.
-std::vector<store::RunRecord> runs_to_remove(const store::Store& db, const GcOptions& options) {
-  if (options.older_than.empty() && options.statuses.empty()) {
-    return {};
-  }
-  std::vector<store::RunStatus> statuses;
+// The options as gc's request; a bad --status or --older-than is a usage error.
+api::GcRequest gc_request(const GcOptions& options) {
+  api::GcRequest request{.keep_tags = options.keep_tags,
+                         .include_tagged = options.include_tagged,
+                         .include_baselines = options.include_baselines,
+                         .keep_checkpoints = options.keep_checkpoints,
+                         .dry_run = options.dry_run};
   for (const std::string& text : options.statuses) {
     const auto status = store::parse_run_status(text);
     if (!status || *status == store::RunStatus::running) {
@@ -90,95 +54,17 @@ std::vector<store::RunRecord> runs_to_remove(const store::Store& db, const GcOpt
           "--status {}: give completed, failed, interrupted, diverged or lost (a running run is never collected)",
           text));
     }
-    statuses.push_back(*status);
+    request.statuses.push_back(*status);
   }
-  std::optional<store::Clock::time_point> before;
   if (!options.older_than.empty()) {
-    before = store::Clock::now() - parse_age(options.older_than);
+    request.older_than = parse_age(options.older_than);
   }
-  std::vector<store::RunRecord> runs;
-  for (store::RunRecord& run : db.list_runs()) {
-    const bool status_matches = statuses.empty() ? run.status != store::RunStatus::running
-                                                 : std::find(statuses.begin(), statuses.end(), run.status) != statuses.end();
-    const auto started = store::parse_utc(run.started_at);
-    const bool old_enough = !before || (started && *started < *before);
-    if (status_matches && old_enough && !keeps(options, run)) {
-      runs.push_back(std::move(run));
-    }
-  }
-  return runs;
-}
-
-// Checkpoints exist to resume a run, and a completed run cannot be resumed: their files go, and
-// so do their artifact rows (the trained model, model.pt, stays).
-std::vector<Removal> remove_checkpoints(store::Store& db, const std::vector<store::RunRecord>& removed_runs,
-                                        bool dry_run) {
-  std::vector<Removal> removals;
-  for (const store::RunRecord& run : db.list_runs({.status = store::RunStatus::completed})) {
-    if (std::any_of(removed_runs.begin(), removed_runs.end(), [&](const auto& other) { return other.id == run.id; })) {
-      continue;
-    }
-    const auto folder = run.run_dir / "checkpoints";
-    std::error_code error;
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
-      files.push_back(entry.path());
-    }
-    if (files.empty()) {
-      continue;
-    }
-    Removal removal{"checkpoints of", run.id, fmt::format("{} file(s)", files.size()), 0};
-    for (const auto& file : files) {
-      removal.bytes += store::Store::bytes_under(file);
-      if (!dry_run) {
-        std::filesystem::remove_all(file, error);
-      }
-    }
-    if (!dry_run) {
-      for (const auto& artifact : db.artifacts(run.id)) {
-        if (artifact.path.starts_with("checkpoints/")) {
-          db.remove_artifact(run.id, artifact.path);
-        }
-      }
-      db.remeasure_folder(run.id);  // the size `list` prints remembers the folder as it is now
-    }
-    removals.push_back(std::move(removal));
-  }
-  return removals;
-}
-
-std::vector<Removal> remove_orphans(const store::Store& db, bool dry_run) {
-  std::vector<Removal> removals;
-  for (const auto& folder : db.orphaned_folders()) {
-    Removal removal{"orphaned folder", folder.string(), "no run of the store owns it", store::Store::bytes_under(folder)};
-    if (!dry_run) {
-      std::error_code error;
-      std::filesystem::remove_all(folder, error);
-      if (error) {
-        removal.note = fmt::format("could not delete it: {}", error.message());
-        removal.bytes = 0;
-      }
-    }
-    removals.push_back(std::move(removal));
-  }
-  return removals;
+  return request;
 }
 
 void run_gc(const GcOptions& options, const GlobalOptions& globals) {
   store::Store db = open_store(globals, options.dry_run ? store::OpenMode::read_only : store::OpenMode::read_write);
-  const auto runs = runs_to_remove(db, options);
-  std::vector<Removal> removals = remove_runs(db, runs, options.dry_run);
-  if (!options.keep_checkpoints) {
-    for (auto& removal : remove_checkpoints(db, runs, options.dry_run)) {
-      removals.push_back(std::move(removal));
-    }
-  }
-  for (auto& removal : remove_orphans(db, options.dry_run)) {
-    removals.push_back(std::move(removal));
-  }
-  if (!options.dry_run) {
-    db.remember_folder_sizes();  // runs from before schema v5: `list` then walks none of them
-  }
+  const std::vector<api::Removal> removals = api::collect_garbage(db, gc_request(options));
   const bool json = options.format == "json";
   report_removals(db, removals, options.dry_run, "gc", json);
 }

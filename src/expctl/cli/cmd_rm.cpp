@@ -39,7 +39,7 @@ std::vector<store::RunRecord> runs_to_remove(const store::Store& db, const RmOpt
           "run {} is running (owner {}): stop it first (Ctrl-C in its terminal), then remove it; nothing was removed",
           run.id, run.owner.value_or("?")));
     }
-    if (const std::string tag = baseline_tag(run); !tag.empty() && !options.force) {
+    if (const std::string tag = api::baseline_tag(run); !tag.empty() && !options.force) {
       throw util::UsageError(fmt::format(
           "run {} is a baseline ({}), which compare and nightly read: set another one first (expctl baseline set RUN) "
           "or pass --force; nothing was removed",
@@ -53,7 +53,7 @@ void run_rm(const RmOptions& options, const GlobalOptions& globals) {
   store::Store db = open_store(globals, options.dry_run ? store::OpenMode::read_only : store::OpenMode::read_write);
   const auto runs = runs_to_remove(db, options);
   const bool json = options.format == "json";
-  const auto removals = remove_runs(db, runs, options.dry_run);
+  const auto removals = api::remove_runs(db, runs, options.dry_run);
   report_removals(db, removals, options.dry_run, "rm", json);
 }
 

@@ -5,11 +5,9 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
-#include "expctl/run/preflight.hpp"
 #include "expctl/spec/field_table.hpp"
-#include "expctl/spec/spec.hpp"
-#include "expctl/sweep/sweep.hpp"
-#include "expctl/util/diagnostic.hpp"
+#include "expctl/sweep/validate.hpp"
+#include "expctl/util/error.hpp"
 
 namespace expctl::cli {
 
@@ -22,89 +20,23 @@ struct ValidateOptions {
   bool print_field_table = false;
 };
 
-nlohmann::json errors_json(const util::DiagnosticError& error) {
-  nlohmann::json errors = nlohmann::json::array();
-  for (const util::Diagnostic& d : error.diagnostics()) {
-    errors.push_back({{"file", d.file}, {"line", d.line}, {"column", d.column}, {"message", d.message}});
-  }
-  return errors;
-}
-
 void print_points(const sweep::Sweep& sweep) {
   for (const sweep::Point& point : sweep.points) {
     std::cout << fmt::format("  {:>4}  {}  {}\n", point.index, point.spec.hash(), sweep::point_label(point));
   }
 }
 
-// A failure without a position in the file (a model preflight, a backend the machine lacks): one
-// error entry naming the file, and its line on stderr in text mode.
-void record_failure(nlohmann::json& entry, const std::string& file, const util::Failure& error,
-                    const ValidateOptions& options, bool& all_valid) {
-  all_valid = false;
-  entry.update({{"valid", false},
-                {"hash", nullptr},
-                {"values", nullptr},
-                {"errors", nlohmann::json::array({{{"file", file}, {"line", 0}, {"column", 0}, {"message", error.what()}}})}});
-  if (options.format == "text") {
-    std::cerr << error.report() << '\n';
+// The text mode's lines: "ok: ..." on stdout (a sweep's points under it), or the problems on stderr.
+void print_check(const sweep::FileCheck& check) {
+  if (check.spec) {
+    std::cout << "ok: " << check.file << " (spec " << check.spec->hash() << ")\n";
+  } else if (check.sweep) {
+    std::cout << "ok: " << check.file << " (sweep " << check.sweep->hash << ", " << check.sweep->points.size()
+              << " points)\n";
+    print_points(*check.sweep);
+  } else {
+    std::cerr << check.report << '\n';
   }
-}
-
-// A sweep file: its hash and every point's, or every problem of the file, its base and its points.
-nlohmann::json validate_sweep(const std::string& file, const ValidateOptions& options, bool& all_valid) {
-  nlohmann::json entry = {{"file", file}, {"kind", "sweep"}};
-  try {
-    if (!options.overrides.empty()) {
-      throw util::DiagnosticError({{file, 0, 0, "--set applies to specs: put the fields under the sweep's set:", ""}});
-    }
-    const sweep::Sweep sweep = sweep::load_sweep(file);
-    const nlohmann::json described = sweep::to_json(sweep);
-    entry.update({{"valid", true}, {"hash", sweep.hash}, {"name", sweep.name}, {"repeat", sweep.repeat},
-                  {"axes", described["axes"]}, {"points", described["points"]}, {"errors", nlohmann::json::array()}});
-    if (options.format == "text") {
-      std::cout << "ok: " << file << " (sweep " << sweep.hash << ", " << sweep.points.size() << " points)\n";
-      print_points(sweep);
-    }
-  } catch (const util::DiagnosticError& error) {
-    all_valid = false;
-    entry.update({{"valid", false}, {"hash", nullptr}, {"points", nullptr}, {"errors", errors_json(error)}});
-    if (options.format == "text") {
-      std::cerr << error.report() << '\n';
-    }
-  } catch (const util::TrainError& error) {
-    record_failure(entry, file, error, options, all_valid);
-  }
-  return entry;
-}
-
-// Validates one spec (or sweep); returns its JSON entry and, in text mode, prints the result.
-nlohmann::json validate_one(const std::string& file, const ValidateOptions& options, bool& all_valid) {
-  if (sweep::is_sweep_file(file)) {
-    return validate_sweep(file, options, all_valid);
-  }
-  nlohmann::json entry = {{"file", file}};
-  try {
-    const spec::Spec spec = spec::load_spec(file, spec::LoadOptions{options.overrides});
-    run::preflight_training(spec);  // a model file or arrays: loaded, and one step tried
-    entry.update(
-        {{"valid", true}, {"hash", spec.hash()}, {"values", spec.values()}, {"errors", nlohmann::json::array()}});
-    if (options.format == "text") {
-      std::cout << "ok: " << file << " (spec " << spec.hash() << ")\n";
-    }
-  } catch (const util::DiagnosticError& error) {
-    all_valid = false;
-    entry.update({{"valid", false}, {"hash", nullptr}, {"values", nullptr}, {"errors", errors_json(error)}});
-    if (options.format == "text") {
-      std::cerr << error.report() << '\n';
-    }
-  } catch (const util::Failure& error) {
-    // What the spec asks of this machine (a backend it lacks) or of the user's model and data.
-    if (error.exit_code() != util::ExitCode::usage) {
-      throw;
-    }
-    record_failure(entry, file, error, options, all_valid);
-  }
-  return entry;
 }
 
 void run_validate(const ValidateOptions& options, GlobalOptions& globals) {
@@ -118,7 +50,12 @@ void run_validate(const ValidateOptions& options, GlobalOptions& globals) {
   bool all_valid = true;
   nlohmann::json entries = nlohmann::json::array();
   for (const std::string& file : options.specs) {
-    entries.push_back(validate_one(file, options, all_valid));
+    const sweep::FileCheck check = sweep::check_file(file, options.overrides);
+    all_valid = all_valid && check.valid();
+    if (options.format == "text") {
+      print_check(check);
+    }
+    entries.push_back(sweep::check_json(check));
   }
   if (options.format == "json") {
     nlohmann::json document = json_envelope("validate");

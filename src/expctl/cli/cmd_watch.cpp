@@ -1,17 +1,15 @@
 // `expctl watch [RUN]`: a live view of a run's ranks, read from the store while the run writes.
 
-#include <unistd.h>
-
 #include <iostream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
+#include "expctl/api/watch.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
-#include "expctl/compare/selector.hpp"
-#include "expctl/api/watch.hpp"
-#include "expctl/util/error.hpp"
 #include "expctl/util/text_table.hpp"
 
 namespace expctl::cli {
@@ -26,21 +24,6 @@ struct WatchOptions {
   double interval_s = 1.0;
   bool once = false;
 };
-
-// Without RUN: the newest running run, else the newest run; otherwise any selector that names one run.
-std::string run_id(const store::Store& db, const std::string& selector) {
-  if (!selector.empty()) {
-    return compare::resolve_one(db, selector, "watch").id;
-  }
-  auto runs = db.list_runs({.status = store::RunStatus::running, .limit = 1});
-  if (runs.empty()) {
-    runs = db.list_runs({.limit = 1});
-  }
-  if (runs.empty()) {
-    throw util::UsageError(fmt::format("{} holds no run yet: start one with expctl run SPEC", db.location()));
-  }
-  return runs.front().id;
-}
 
 // "n/a": the phase is not timed in this run (a program's, unless it logs it).
 std::string percent(const std::optional<double>& share) {
@@ -85,12 +68,8 @@ std::string rank_table(const api::WatchView& view) {
 }
 
 std::string headline(const api::WatchView& view) {
-  std::int64_t step = 0;
-  for (const auto& rank : view.ranks) {
-    step = std::max(step, rank.step.value_or(0));
-  }
   const std::string of = view.total_steps ? fmt::format("/{}", *view.total_steps) : "";
-  return fmt::format("run {}  {}  step {}{}", view.run.id, store::to_string(view.run.status), step, of);
+  return fmt::format("run {}  {}  step {}{}", view.run.id, store::to_string(view.run.status), view.latest_step(), of);
 }
 
 class Printer {
@@ -119,7 +98,7 @@ class Printer {
 
 void run_watch(const WatchOptions& options, GlobalOptions& globals) {
   const store::Store db = open_store(globals, store::OpenMode::read_only);
-  const std::string id = run_id(db, options.selector);
+  const std::string id = api::watched_run(db, options.selector);
   Printer printer(options.format);
   api::QuietClock quiet;
   while (true) {

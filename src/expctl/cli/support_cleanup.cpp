@@ -11,56 +11,27 @@ namespace expctl::cli {
 
 namespace {
 
-constexpr std::int64_t k_compaction_pays_bytes = 4 << 20;
-
-}  // namespace
-
-std::string baseline_tag(const store::RunRecord& run) {
-  for (const std::string& tag : run.tags) {
-    if (tag.starts_with("baseline:")) {
-      return tag;
-    }
-  }
-  return "";
-}
-
-std::vector<Removal> remove_runs(store::Store& db, const std::vector<store::RunRecord>& runs, bool dry_run) {
-  std::vector<Removal> removals;
-  for (const store::RunRecord& run : runs) {
-    Removal removal{"run", run.id,
-                    fmt::format("{}, {}, {} UTC", run.name, store::to_string(run.status), short_time(run.started_at)),
-                    0};
-    removal.bytes = dry_run ? store::Store::bytes_under(run.run_dir) : db.remove_run(run.id);
-    removals.push_back(std::move(removal));
-  }
-  return removals;
-}
-
-namespace {
-
-std::string compact_if_it_pays(store::Store& db, bool dry_run, nlohmann::json& document) {
-  const std::int64_t before = db.database_bytes();
-  const std::int64_t free = db.reclaimable_bytes();
-  document["database_bytes"] = before;
-  document["compacted"] = false;
-  if (free < k_compaction_pays_bytes && free * 4 < before) {
+// The line that says what compacting did (or would do, in a dry run), empty when it does not
+// pay; the JSON document gets the database's size and whether it was compacted.
+std::string compaction_text(const api::Compaction& compaction, nlohmann::json& document) {
+  document["database_bytes"] = compaction.compacted ? compaction.compacted_bytes : compaction.database_bytes;
+  document["compacted"] = compaction.compacted;
+  if (!compaction.pays) {
     return "";
   }
-  if (dry_run) {
-    return fmt::format("would compact the database ({} of {} free)", bytes_text(free), bytes_text(before));
+  if (!compaction.compacted) {
+    return fmt::format("would compact the database ({} of {} free)", bytes_text(compaction.free_bytes),
+                       bytes_text(compaction.database_bytes));
   }
-  db.compact();
-  const std::int64_t after = db.database_bytes();
-  document["compacted"] = true;
-  document["database_bytes"] = after;
-  return fmt::format("compacted the database: {} -> {}", bytes_text(before), bytes_text(after));
+  return fmt::format("compacted the database: {} -> {}", bytes_text(compaction.database_bytes),
+                     bytes_text(compaction.compacted_bytes));
 }
 
-void print_removals(const std::vector<Removal>& removals, bool dry_run, const std::string& command,
+void print_removals(const std::vector<api::Removal>& removals, bool dry_run, const std::string& command,
                     nlohmann::json& document, bool json) {
   std::int64_t total = 0;
   document["removed"] = nlohmann::json::array();
-  for (const Removal& removal : removals) {
+  for (const api::Removal& removal : removals) {
     total += removal.bytes;
     document["removed"].push_back(
         {{"kind", removal.kind}, {"what", removal.what}, {"note", removal.note}, {"bytes", removal.bytes}});
@@ -82,11 +53,11 @@ void print_removals(const std::vector<Removal>& removals, bool dry_run, const st
 
 }  // namespace
 
-void report_removals(store::Store& db, const std::vector<Removal>& removals, bool dry_run, const std::string& command,
-                     bool json) {
+void report_removals(store::Store& db, const std::vector<api::Removal>& removals, bool dry_run,
+                     const std::string& command, bool json) {
   nlohmann::json document = json_envelope(command);
   print_removals(removals, dry_run, command, document, json);
-  const std::string compacted = compact_if_it_pays(db, dry_run, document);
+  const std::string compacted = compaction_text(api::compact_if_it_pays(db, dry_run), document);
   if (json) {
     print_json(document);
   } else if (!compacted.empty()) {

@@ -1,6 +1,5 @@
 #include "expctl/cli/support_store.hpp"
 
-#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -70,29 +69,8 @@ nlohmann::json node_lag_json(const std::optional<NodeLag>& lag) {
   return {{"local", lag->local}, {"runs_behind", lag->lag.runs_behind}, {"points_behind", lag->lag.points_behind}};
 }
 
-std::string duration_text(std::optional<double> seconds) {
-  if (!seconds || !std::isfinite(*seconds) || *seconds < 0) {
-    return "-";
-  }
-  if (*seconds < 1.0) {
-    return fmt::format("{}ms", static_cast<long>(std::lround(*seconds * 1000)));
-  }
-  if (*seconds < 60.0) {
-    return fmt::format("{:.1f}s", *seconds);
-  }
-  const long whole = std::lround(*seconds);
-  if (whole < 3600) {
-    return fmt::format("{}m{:02}s", whole / 60, whole % 60);
-  }
-  return fmt::format("{}h{:02}m", whole / 3600, (whole % 3600) / 60);
-}
-
 std::string short_time(const std::string& utc) {
-  // Only reformat what has the stored shape; anything else is shown as it is.
-  if (utc.size() < 19 || utc[10] != 'T') {
-    return utc;
-  }
-  return utc.substr(0, 10) + " " + utc.substr(11, 8);
+  return util::short_utc(utc);
 }
 
 std::string bytes_text(std::int64_t bytes) {

@@ -11,6 +11,7 @@
 #include "expctl/cli/command.hpp"
 #include "expctl/store/ship.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/util/display.hpp"
 
 namespace expctl::cli {
 
@@ -49,9 +50,9 @@ nlohmann::json node_lag_json(const std::optional<NodeLag>& lag);
 using api::run_json;
 
 /// A duration for people: "850ms", "42.0s", "3m05s", "2h04m"; "-" when unknown.
-std::string duration_text(std::optional<double> seconds);
+using util::duration_text;
 
-/// "2026-11-29T22:31:18.042Z" -> "2026-11-29 22:31:18" (UTC, to the second).
+/// "2026-11-29T22:31:18.042Z" -> "2026-11-29 22:31:18" (UTC, to the second; util::short_utc).
 std::string short_time(const std::string& utc);
 
 /// A size for people: "812 B", "4.0 KiB", "12.3 MiB", "1.20 GiB".

@@ -11,11 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/store.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::compare {
 
 /// The per-step metric of a rank's compute time over the median rank's (run/recorder.hpp).
-inline constexpr const char* k_straggler_series = "straggler_score";
+inline constexpr const char* k_straggler_series = util::metric::straggler_score;
 
 /// Shares of step time per phase; none for a phase the rank did not time (a program's run
 /// stores only what the program logs: its phases are not measured, which is not 0 %).

@@ -1,9 +1,14 @@
 #include "expctl/env/diff.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "expctl/env/fields.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
 
 namespace expctl::env {
@@ -129,6 +134,52 @@ nlohmann::json diff_rows_json(const std::vector<DiffRow>& rows) {
         {{"group", row.group}, {"field", row.field}, {"a", row.left}, {"b", row.right}, {"hashed", row.hashed}});
   }
   return array;
+}
+
+Fingerprint read_fingerprint_file(const std::string& source) {
+  std::ifstream in(source, std::ios::binary);
+  EXPCTL_CHECK(in.good(), util::EnvError, "{}: cannot read the fingerprint file", source);
+  nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+  EXPCTL_CHECK(!document.is_discarded(), util::EnvError,
+               "{}: not valid JSON: save a fingerprint with expctl env --format json > FILE", source);
+  return Fingerprint::from_json(document, source);
+}
+
+std::string adopt_run_determinism(Fingerprint& taken, const Fingerprint& run, const std::string& run_source) {
+  const nlohmann::json* seed = taken.find("determinism.seed");
+  const nlohmann::json* run_seed = run.find("determinism.seed");
+  if (seed == nullptr || *seed != "none" || run_seed == nullptr || *run_seed == "none") {
+    return "";
+  }
+  std::vector<std::string> adopted;
+  for (const auto& [name, value] : run.values()) {
+    if (name.starts_with("determinism.") && name != "determinism.seed") {
+      if (const nlohmann::json* own = taken.find(name); own == nullptr || *own != value) {
+        adopted.push_back(name);
+      }
+      taken.set(name, value);
+    }
+  }
+  return adopted.empty() ? ""
+                         : fmt::format(
+                               "note: the fingerprint without a spec is compared with the determinism settings "
+                               "run {} set from its spec ({})\n",
+                               run_source, util::join(adopted, ", "));
+}
+
+std::string code_folder_hint(const Fingerprint& taken, const Fingerprint& run) {
+  const std::string folder = taken.text("code.directory");
+  const std::string run_folder = run.text("code.directory");
+  const bool code_differs = taken.text("code.git_commit") != run.text("code.git_commit") ||
+                            taken.text("code.dirty") != run.text("code.dirty") ||
+                            taken.text("code.diff_sha256") != run.text("code.diff_sha256");
+  if (!code_differs || folder == run_folder || run_folder == "none") {
+    return "";
+  }
+  return fmt::format(
+      "note: the code state was taken in {}, the run's in its spec's folder {}: compare a fingerprint "
+      "taken there (expctl env --dir {} --format json)\n",
+      folder, run_folder, run_folder);
 }
 
 }  // namespace expctl::env

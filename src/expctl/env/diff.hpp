@@ -33,4 +33,20 @@ std::string render_diff(const std::vector<DiffRow>& rows, const std::string& lef
 /// [{"group", "field", "a", "b", "hashed"}...].
 nlohmann::json diff_rows_json(const std::vector<DiffRow>& rows);
 
+/// A fingerprint file saved with `expctl env --format json > FILE`. Throws util::EnvError naming
+/// `source` when it cannot be read or is not a fingerprint.
+Fingerprint read_fingerprint_file(const std::string& source);
+
+/// A fingerprint that `expctl env` took has no spec behind it: its determinism group holds this
+/// process's defaults (no seed), while a run's holds what its spec set. Against a run, such a
+/// fingerprint is compared with the run's determinism settings, which are the spec's and not the
+/// machine's, so that "is this the machine that run used?" gets its answer. Sets them in `taken`
+/// and returns the note that says so ("note: ...\n"), or "" when nothing was adopted.
+std::string adopt_run_determinism(Fingerprint& taken, const Fingerprint& run, const std::string& run_source);
+
+/// Where the two fingerprints recorded different folders' code state, the note that says which
+/// folder to take this machine's fingerprint in (a run records the git state of its spec's
+/// folder), or "".
+std::string code_folder_hint(const Fingerprint& taken, const Fingerprint& run);
+
 }  // namespace expctl::env

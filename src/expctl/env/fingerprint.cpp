@@ -1,6 +1,9 @@
 #include "expctl/env/fingerprint.hpp"
 
+#include <algorithm>
 #include <future>
+
+#include <fmt/format.h>
 
 #include "expctl/env/fields.hpp"
 #include "expctl/env/probes.hpp"
@@ -130,6 +133,46 @@ std::string value_text(const nlohmann::json& value) {
     return util::join(parts, ", ");
   }
   return value.dump();
+}
+
+namespace {
+
+// Maps and file lists get one entry per line, aligned under the value column.
+std::vector<std::string> value_lines(const nlohmann::json& value) {
+  if (!(value.is_object() || (value.is_array() && !value.empty() && value.front().is_object())) || value.empty()) {
+    return {value_text(value)};
+  }
+  std::vector<std::string> lines;
+  for (const auto& [key, element] : value.items()) {
+    lines.push_back(value.is_object() ? key + "=" + value_text(element) : value_text(nlohmann::json::array({element})));
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string render_fingerprint(const Fingerprint& fingerprint) {
+  size_t width = 0;
+  for (const FieldSpec& spec : fields()) {
+    width = std::max(width, key_of(spec.name).size());
+  }
+  std::string text = "fingerprint " + fingerprint.hash() + "  (SHA-256 of the fields not marked \"not hashed\")\n";
+  for (std::string_view group : groups()) {
+    text += '\n' + std::string(group) + '\n';
+    for (const FieldSpec& spec : fields()) {
+      const nlohmann::json* value = fingerprint.find(spec.name);
+      if (group_of(spec.name) != group || value == nullptr) {
+        continue;
+      }
+      const std::vector<std::string> lines = value_lines(*value);
+      for (size_t i = 0; i < lines.size(); ++i) {
+        const std::string key = i == 0 ? std::string(key_of(spec.name)) : "";
+        const std::string note = i == 0 && !spec.hashed ? "  (not hashed)" : "";
+        text += fmt::format("  {:<{}}  {}{}\n", key, width, lines[i], note);
+      }
+    }
+  }
+  return text;
 }
 
 }  // namespace expctl::env

@@ -101,4 +101,9 @@ Fingerprint collect_fingerprint(const FingerprintOptions& options = {});
 /// "k=v" joined with ", ", file lists as "path (sha256 prefix)".
 std::string value_text(const nlohmann::json& value);
 
+/// The text `expctl env` prints: the hash, then each group's fields in the field table's order,
+/// one aligned line per field (a map or a file list one line per entry), the fields that are not
+/// hashed marked so.
+std::string render_fingerprint(const Fingerprint& fingerprint);
+
 }  // namespace expctl::env

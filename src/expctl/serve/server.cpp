@@ -19,6 +19,7 @@
 #include "expctl/serve/assets.hpp"
 #include "expctl/serve/security.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::serve {
 
@@ -322,7 +323,7 @@ api::SeriesQuery series_query(const Request& request, const store::Store& store)
   query.run_id = exact_run(store, param(request, "id")).id;
   query.metric = param(request, "metric");
   if (query.metric.empty()) {
-    query.metric = "loss";
+    query.metric = util::metric::loss;
   }
   query.x = x_axis(request);
   query.points = number_param<std::size_t>(request, "points", 1000, 3, api::k_max_series_points);

@@ -23,6 +23,8 @@ inline constexpr const char* optimizer_ms = "optimizer_ms";
 inline constexpr const char* allreduce_bytes = "allreduce_bytes";
 inline constexpr const char* eval_loss = "eval_loss";          ///< rank 0, at each evaluation
 inline constexpr const char* eval_accuracy = "eval_accuracy";  ///< rank 0, at each evaluation
+/// The rank's compute time over the median rank's (the recorder's, from 2 ranks; run/recorder.hpp).
+inline constexpr const char* straggler_score = "straggler_score";
 /// Derived, never stored: the share of a step's time (all ranks together) spent waiting.
 inline constexpr const char* comm_wait_fraction = "comm_wait_fraction";
 }  // namespace metric

@@ -75,3 +75,29 @@ TEST_CASE("env diff: fields unknown to this expctl are still compared") {
   CHECK(rows[0].left == "unset");
   CHECK_FALSE(rows[0].hashed);
 }
+
+TEST_CASE("env diff against a run: a fingerprint without a spec takes the run's determinism settings, and says so") {
+  Fingerprint taken = load("node_a.json");
+  Fingerprint run = load("node_a.json");
+  taken.set("determinism.seed", "none");
+  taken.set("determinism.deterministic_algorithms", false);
+  run.set("determinism.seed", "7");
+  run.set("determinism.deterministic_algorithms", true);
+  CHECK(adopt_run_determinism(taken, run, "20261201-101530") ==
+        "note: the fingerprint without a spec is compared with the determinism settings run 20261201-101530 set from "
+        "its spec (determinism.deterministic_algorithms)\n");
+  CHECK(diff_fingerprints(taken, run).size() == 1);                     // the seed alone, which is not hashed
+  CHECK(adopt_run_determinism(taken, run, "20261201-101530").empty());  // nothing left to adopt
+}
+
+TEST_CASE("env diff against a run: different code in another folder names the run's folder") {
+  Fingerprint taken = load("node_a.json");
+  Fingerprint run = load("node_a.json");
+  taken.set("code.directory", "/home/me");
+  run.set("code.directory", "/home/me/experiments");
+  CHECK(code_folder_hint(taken, run).empty());  // the same code: no hint
+  run.set("code.dirty", true);
+  CHECK(code_folder_hint(taken, run) ==
+        "note: the code state was taken in /home/me, the run's in its spec's folder /home/me/experiments: compare a "
+        "fingerprint taken there (expctl env --dir /home/me/experiments --format json)\n");
+}

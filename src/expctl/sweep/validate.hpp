@@ -1,0 +1,44 @@
+#pragma once
+/// `expctl validate FILE`: one spec or sweep file checked as a run would check it, every problem
+/// at once. A spec is loaded with its overrides and preflighted (run/preflight.hpp: a model file
+/// or arrays loaded, one step tried); a sweep is loaded with every point (sweep.hpp). The CLI
+/// prints the result; `check_json` is its entry in `validate --format json`.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/spec/spec.hpp"
+#include "expctl/sweep/sweep.hpp"
+#include "expctl/util/diagnostic.hpp"
+
+namespace expctl::sweep {
+
+/// What checking one file found.
+struct FileCheck {
+  std::string file{};  ///< as given
+  bool is_sweep = false;
+  std::optional<spec::Spec> spec{};  ///< the valid spec
+  std::optional<Sweep> sweep{};      ///< the valid sweep
+  /// Every problem of an invalid file. A failure without a position in the file (a model
+  /// preflight, a backend the machine lacks) is one entry at line 0, with `positioned` false.
+  std::vector<util::Diagnostic> errors{};
+  bool positioned = true;
+  std::string report{};  ///< the failure as `expctl: error: ...` prints it (util::Failure::report)
+
+  bool valid() const { return spec.has_value() || sweep.has_value(); }
+};
+
+/// Checks `file`: a sweep when sweep::is_sweep_file says so (overrides are refused there: they
+/// belong under the sweep's `set:`), else a spec with `overrides` applied in order. A spec's
+/// failure that is not an input error (exit code other than 2) is thrown, not reported.
+FileCheck check_file(const std::string& file, const std::vector<std::string>& overrides);
+
+/// The file's entry of `validate --format json`: {"file", "valid", "hash", "errors": [{"file",
+/// "line", "column", "message"}], a spec's "values", a sweep's "kind": "sweep", "name", "repeat",
+/// "axes" and "points"}.
+nlohmann::json check_json(const FileCheck& check);
+
+}  // namespace expctl::sweep
