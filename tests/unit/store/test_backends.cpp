@@ -399,7 +399,7 @@ TEST_CASE(
     return;
   auto db = where.open();
   const auto run = new_run(db, "in flight");
-  db.append_metrics(run.id, {{0, 1, "loss", 1.0}});
+  db.append_metrics(run.id, std::vector<MetricPoint>{{0, 1, "loss", 1.0}});
   // A batch as the shipper writes one (PgBackend::hold_run, then the points), still open when the
   // run is removed; its session sleeps after the INSERT, so the removal meets a batch in flight.
   const std::string batch = fmt::format(
@@ -421,7 +421,8 @@ TEST_CASE(
   CHECK(store::testing::query_postgres(where.location,
                                        "SELECT count(*) FROM metrics WHERE run_id = '" + run.id + "'") == "0");
   // And a batch for a run that is not there is refused whole.
-  CHECK_THROWS_WITH(db.append_metrics(run.id, {{0, 5, "loss", 1.0}}), Catch::Contains("no run \"" + run.id + "\""));
+  CHECK_THROWS_WITH(db.append_metrics(run.id, std::vector<MetricPoint>{{0, 5, "loss", 1.0}}),
+                    Catch::Contains("no run \"" + run.id + "\""));
   CHECK(store::testing::query_postgres(where.location, "SELECT count(*) FROM metrics") == "0");
 }
 
