@@ -17,8 +17,8 @@
 #   --tag TAG          image tag (default: the project version): expctl/debian12-cpu:TAG
 #   --date YYYY-MM-DD  the night to tag and judge (default: today, UTC)
 #   --no-install       never apt-get install the prerequisites
-#   --no-host-cache    do not let the build read the host's ccache directory (podman only; by
-#                      default it does, read only, where ccache is installed here)
+#   --no-host-cache    do not give the build the host's ccache directory (podman only; by
+#                      default it compiles through it where ccache is installed here)
 #   -h, --help
 # Environment: CONTAINER_ENGINE=podman|docker (default podman; docker is used as it is set up:
 # nothing is installed or configured for it), DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR (debootstrap).
@@ -345,15 +345,15 @@ else
   # Docker 23; Debian 12's docker.io 20.10 needs this variable; a CLI without buildx says so).
   export DOCKER_BUILDKIT=1
 fi
-# The host's compiler cache, read only, where there is one (podman: a volume of the build; docker
-# build has none). scripts/test.sh fills it with the same compile commands, and .ci/run runs it
-# first: the image's build takes those objects instead of compiling everything a second time
-# (docs/containers.md, "Compiler cache"). ccache checks compiler, flags and headers by content.
+# The host's compiler cache, where there is one (podman: a volume of the build; docker build has
+# none). scripts/test.sh fills it with the same compile commands, and .ci/run runs it first: the
+# image's build takes those objects instead of compiling everything a second time, and adds its
+# own (docs/containers.md, "Compiler cache"). ccache checks compiler, flags and headers by content.
 if [[ $host_cache -eq 1 && "$engine" == podman ]] && command -v ccache > /dev/null; then
   host_ccache="$(ccache -k cache_dir 2> /dev/null || true)"
   if [[ -n "$host_ccache" && -d "$host_ccache" ]]; then
-    show "the host's compiler cache $host_ccache is read by the build (read only)"
-    build_args+=(--build-arg "CCACHE_REMOTE=/ccache-host" --volume "$host_ccache:/ccache-host:ro")
+    show "the build uses the host's compiler cache $host_ccache"
+    build_args+=(--build-arg "CCACHE_HOST_DIR=/ccache-host" --volume "$host_ccache:/ccache-host")
   fi
 fi
 image_size() { "$engine" image inspect --format '{{.Size}}' "$1" | awk '{ printf "%.0f MB", $1 / 1e6 }'; }
