@@ -13,13 +13,17 @@ cd "$(dirname "$0")/.."
 # "release" preset's compile commands are the "ci" preset's. CCACHE_BASEDIR makes the cached
 # commands relative to the checkout, so they match the image's /src/expctl; the sloppiness lets
 # ccache cache the train module's precompiled header (docs/containers.md, "Compiler cache").
+# ccache hashes the locale variables too (they change the compiler's messages): the build runs
+# without them, as the image's build does, or no object would match there.
 launcher=()
+build=(cmake --build --preset ci)
 if command -v ccache > /dev/null; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  build=(env -u LANG -u LANGUAGE -u LC_ALL -u LC_CTYPE -u LC_MESSAGES "${build[@]}")
 fi
 cmake --preset ci "${launcher[@]}"
-cmake --build --preset ci
+"${build[@]}"
 if [[ -z "${EXPCTL_TEST_POSTGRES:-}" ]] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   pg_dir="$(mktemp -u "${TMPDIR:-/tmp}/expctl-pg.XXXXXX")"
   trap 'scripts/pg-throwaway.sh stop "$pg_dir"' EXIT
