@@ -450,12 +450,15 @@ std::vector<MetricPoint> PgBackend::recent_metrics(const std::string& run_id, co
 
 std::vector<SeriesColumns> PgBackend::series_columns(const std::string& run_id, const std::string& name,
                                                      std::int64_t after_step) {
-  // One row per rank, its steps and values as two arrays in binary: a row per point costs the
-  // client a result cell per number (200 000 points: 0.6 M cells). The arrays are built from the
-  // rows in index order; SQL does not promise that array_agg keeps it, so it is checked here, and
-  // sorted where it was not.
+  // One row per rank, its steps and values each packed into one bytea of 8-byte big-endian words:
+  // a row per point costs the client a result cell per number (200 000 points: 0.6 M cells), and
+  // array_agg into int8[]/float8[] costs the server ~1.5x as much as string_agg of the send forms
+  // (a 200 000-point series: 87 ms against 57 ms, by libpq end to end). The words are packed from
+  // the rows in index order; SQL does not promise that the aggregate keeps it, so it is checked
+  // here, and sorted where it was not.
   const PgResult rows = m_connection.exec(
-      "SELECT rank, count(*), array_agg(step), array_agg(value) FROM (SELECT rank, step, value FROM metrics "
+      "SELECT rank, count(*), string_agg(int8send(step), ''), string_agg(float8send(value), '') FROM "
+      "(SELECT rank, step, value FROM metrics "
       "WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 "
       "ORDER BY rank, step) AS ordered GROUP BY rank ORDER BY rank",
       {run_id, name, text(after_step)}, PgFormat::binary);
@@ -465,8 +468,8 @@ std::vector<SeriesColumns> PgBackend::series_columns(const std::string& run_id, 
     const auto count = static_cast<std::size_t>(rows.int64(row, 1));
     rank.steps.reserve(count);
     rank.values.reserve(count);
-    rows.int64_array(row, 2, rank.steps);
-    rows.real_array(row, 3, rank.values);
+    rows.int64_words(row, 2, rank.steps);
+    rows.real_words(row, 3, rank.values);
     if (!std::is_sorted(rank.steps.begin(), rank.steps.end())) {
       std::vector<std::size_t> order(rank.steps.size());
       std::iota(order.begin(), order.end(), std::size_t{0});

@@ -176,42 +176,27 @@ double PgResult::real(int row, int column) const {
 
 namespace {
 
-/// The elements of a binary one-dimensional array of 8-byte values without NULLs (the wire
-/// format: ndim, has-null flag, element type, then size and lower bound per dimension, then
-/// each element as its length and bytes), each passed to `take` as its 8 bytes.
+/// A binary bytea of 8-byte big-endian words (what `string_agg(int8send(x), '')` or
+/// `float8send` builds), each passed to `take` as its 8 bytes.
 template <typename Take>
-void binary_array(const char* data, int length, Take&& take) {
-  const auto word = [&](int at) {
-    EXPCTL_CHECK(at + 4 <= length, util::InternalError, "a binary array shorter than its header");
-    return static_cast<std::int32_t>(big_endian(data + at, 4));
-  };
-  const int dimensions = word(0);
-  if (dimensions == 0) {
-    return;
-  }
-  EXPCTL_CHECK(dimensions == 1 && word(4) == 0, util::InternalError, "a binary array of {} dimensions or with NULLs",
-               dimensions);
-  const std::int64_t count = word(12);
-  EXPCTL_CHECK(count >= 0 && 20 + count * 12 == length, util::InternalError,
-               "a binary array of {} elements in {} bytes, not of 8-byte values", count, length);
-  for (std::int64_t i = 0; i < count; ++i) {
-    const char* element = data + 20 + i * 12;
-    EXPCTL_CHECK(big_endian(element, 4) == 8, util::InternalError, "a binary array element that is not 8 bytes");
-    take(big_endian(element + 4, 8));
+void packed_words(const char* data, int length, Take&& take) {
+  EXPCTL_CHECK(length % 8 == 0, util::InternalError, "a packed column of {} bytes, not of 8-byte words", length);
+  for (int at = 0; at < length; at += 8) {
+    take(big_endian(data + at, 8));
   }
 }
 
 }  // namespace
 
-void PgResult::int64_array(int row, int column, std::vector<std::int64_t>& out) const {
-  EXPCTL_CHECK(PQfformat(m_result.get(), column) == 1, util::InternalError, "an array column read as binary is text");
-  binary_array(PQgetvalue(m_result.get(), row, column), PQgetlength(m_result.get(), row, column),
+void PgResult::int64_words(int row, int column, std::vector<std::int64_t>& out) const {
+  EXPCTL_CHECK(PQfformat(m_result.get(), column) == 1, util::InternalError, "a packed column read as binary is text");
+  packed_words(PQgetvalue(m_result.get(), row, column), PQgetlength(m_result.get(), row, column),
                [&](std::uint64_t bits) { out.push_back(static_cast<std::int64_t>(bits)); });
 }
 
-void PgResult::real_array(int row, int column, std::vector<double>& out) const {
-  EXPCTL_CHECK(PQfformat(m_result.get(), column) == 1, util::InternalError, "an array column read as binary is text");
-  binary_array(PQgetvalue(m_result.get(), row, column), PQgetlength(m_result.get(), row, column),
+void PgResult::real_words(int row, int column, std::vector<double>& out) const {
+  EXPCTL_CHECK(PQfformat(m_result.get(), column) == 1, util::InternalError, "a packed column read as binary is text");
+  packed_words(PQgetvalue(m_result.get(), row, column), PQgetlength(m_result.get(), row, column),
                [&](std::uint64_t bits) { out.push_back(std::bit_cast<double>(bits)); });
 }
 
