@@ -106,11 +106,12 @@ std::filesystem::path tensorboard_dir(const json& spec) {
   return metrics->at("tensorboard").get<std::string>();
 }
 
-// The spec as the run records it: a relative metrics.tensorboard made absolute, so that a resume
-// from another directory writes into the same folder.
-json resolved_values(const spec::Spec& spec) {
+// The spec as the run records it: `run --tensorboard DIR` in place of the spec's metrics.tensorboard
+// (a location, so the hash never held it), a relative one made absolute, so that a resume from
+// another directory writes into the same folder.
+json resolved_values(const spec::Spec& spec, const std::filesystem::path& tensorboard) {
   json values = spec.values();
-  if (const auto dir = tensorboard_dir(values); !dir.empty()) {
+  if (const auto dir = tensorboard.empty() ? tensorboard_dir(values) : tensorboard; !dir.empty()) {
     values["metrics"]["tensorboard"] = std::filesystem::absolute(dir).lexically_normal().string();
   }
   return values;
@@ -603,7 +604,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   }
   store::Store store = request.open_store();
   Invocation invocation;
-  invocation.resolved.spec = resolved_values(spec);
+  invocation.resolved.spec = resolved_values(spec, request.tensorboard);
   invocation.resolved.inputs = spec.input_paths();
   invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
   invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
@@ -663,7 +664,7 @@ Invocation external_program_invocation(const RunRequest& request, const spec::Sp
   Invocation invocation;
   invocation.program = true;
   invocation.quiet = request.quiet;
-  invocation.resolved.spec = resolved_values(spec);
+  invocation.resolved.spec = resolved_values(spec, request.tensorboard);
   invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
   invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
   invocation.resolved.node.node_rank = identity.node_rank;
@@ -873,12 +874,12 @@ RunResult run_spec(const RunRequest& request) {
   }
   std::optional<launch::HeldRanks> held;
   if (!identity && invocation.program) {
-    invocation.resolved.spec = resolved_values(spec);
+    invocation.resolved.spec = resolved_values(spec, request.tensorboard);
     invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
     invocation.resolved.node = node_of(request, spec);
     prepare_program_nodes(invocation);  // several nodes: node 0 hosts the store (a port in use: exit 2)
   } else if (!identity) {
-    invocation.resolved.spec = resolved_values(spec);
+    invocation.resolved.spec = resolved_values(spec, request.tensorboard);
     invocation.resolved.inputs = spec.input_paths();
     // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
     invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
