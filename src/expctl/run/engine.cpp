@@ -790,13 +790,9 @@ RunResult run_program_as_external_rank(const RunRequest& request, const spec::Sp
 
 // ---------------------------------------------------------------------------------------------
 
+// --nnodes changes the world size, so it enters the spec (and its hash) like a --set would.
 spec::LoadOptions load_options(const RunRequest& request) {
-  spec::LoadOptions load{request.overrides};
-  if (request.nnodes > 0) {
-    // --nnodes changes the world size, so it enters the spec (and its hash) like a --set would.
-    load.overrides.push_back(fmt::format("distributed.nnodes={}", request.nnodes));
-  }
-  return load;
+  return {request.overrides, request.nnodes > 0 ? std::optional<std::int64_t>(request.nnodes) : std::nullopt};
 }
 
 RunResult refused_for_pins(const StackCheck& stack, const RunRequest& request) {
