@@ -571,10 +571,60 @@ train::TrainerConfig external_config(const spec::Spec& spec, const launch::RankI
 
 void print_line(const std::string& line) { std::cerr << line << std::endl; }
 
+// A rank other than 0 records nothing (rank 0 reports its steps at the end); its first step ends
+// the time in which a stop signal simply exits.
+class UnrecordedRank final : public train::MetricSink {
+ public:
+  void on_step(const train::StepMetrics& /*metrics*/) override { mark_training_started(); }
+  void on_eval(const train::EvalMetrics& /*metrics*/) override {}
+  void on_checkpoint(const train::CheckpointFile& /*file*/) override {}
+};
+
+// Rank 0 trains in the recording process: its records reach the recorder as the typed values they
+// are, and after each one a store that can no longer be written ends training.
+class RankZeroSink final : public train::MetricSink {
+ public:
+  explicit RankZeroSink(Recorder& recorder) : m_recorder(recorder) {}
+  void on_start(const train::TrainingStart& start) override {
+    m_recorder.on_start(start);
+    m_recorder.throw_if_fatal();
+  }
+  void on_step(const train::StepMetrics& metrics) override {
+    mark_training_started();
+    m_recorder.on_step(0, metrics);
+    m_recorder.throw_if_fatal();
+  }
+  void on_eval(const train::EvalMetrics& metrics) override {
+    m_recorder.on_eval(metrics);
+    m_recorder.throw_if_fatal();
+  }
+  void on_checkpoint(const train::CheckpointFile& file) override {
+    m_recorder.on_checkpoint(file);
+    m_recorder.throw_if_fatal();
+  }
+  void on_remote_steps(int rank, const std::vector<train::StepMetrics>& steps) override {
+    m_recorder.on_remote_steps(rank, steps);
+    m_recorder.throw_if_fatal();
+  }
+  void on_collectives(const std::string& allreduce) override {
+    m_recorder.on_collectives(allreduce);
+    m_recorder.throw_if_fatal();
+  }
+  void on_skipped_images(const std::vector<std::string>& files) override {
+    m_recorder.on_skipped_images(files);
+    m_recorder.throw_if_fatal();
+  }
+  void on_end(const train::TrainingEnd& /*end*/) override { m_recorder.throw_if_fatal(); }
+
+ private:
+  Recorder& m_recorder;
+};
+
 RunResult external_other_rank(const train::TrainerConfig& config) {
   RunResult result;
   try {
-    const auto trained = train::plugin::run_worker(config, mark_training_started, print_line, &stop_requested());
+    UnrecordedRank sink;
+    const auto trained = train::plugin::run_worker(config, sink, print_line, &stop_requested());
     result.exit_code = trained.interrupted ? util::ExitCode::interrupted : util::ExitCode::ok;
   } catch (const train::DivergedError& error) {
     std::cerr << "expctl: error: " << error.what() << std::endl;
@@ -585,14 +635,8 @@ RunResult external_other_rank(const train::TrainerConfig& config) {
 
 Verdict train_as_rank_zero(const train::TrainerConfig& config, Recorder& recorder) {
   try {
-    const auto trained = train::plugin::run_worker(
-        config,
-        [&recorder](const json& record) {
-          mark_training_started(record);
-          recorder.on_json(0, record);
-          recorder.throw_if_fatal();  // a store that can no longer be written ends training
-        },
-        print_line, &stop_requested());
+    RankZeroSink sink(recorder);
+    const auto trained = train::plugin::run_worker(config, sink, print_line, &stop_requested());
     if (trained.interrupted) {
       return {store::RunStatus::interrupted, util::ExitCode::interrupted, "interrupted by a signal"};
     }
