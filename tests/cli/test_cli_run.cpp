@@ -86,6 +86,35 @@ TEST_CASE("run: the same spec twice gives the same loss_curve_sha256 and another
   CHECK(sha_of(parse_stdout(first)) != sha_of(parse_stdout(reseeded)));
 }
 
+TEST_CASE(
+    "run: --tensorboard DIR records as the spec's metrics.tensorboard does, DIR taken from where run "
+    "starts and as it is written") {
+  RunDir d;
+  // A directory name, not a YAML value: as the override `metrics.tensorboard=@tb` it was refused
+  // ("@" starts no YAML scalar).
+  const fs::path tensorboard = d.dir / "@tb";
+  const auto run_with = [&](const std::vector<std::string>& options) {
+    std::vector<std::string> args = {"--db",  d.db.string(),       "run",      tiny_spec(),
+                                     "--set", "train.max_steps=2", "--format", "json"};
+    args.insert(args.end(), options.begin(), options.end());
+    const auto result = run_expctl(args, {}, d.dir.path().string());
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    return parse_stdout(result).at("run");
+  };
+  const json by_flag = run_with({"--tensorboard", "@tb"});
+  const json by_spec = run_with({"--set", "metrics.tensorboard='" + tensorboard.string() + "'"});
+  const json without = run_with({});
+  CHECK(by_flag.at("spec_hash") == by_spec.at("spec_hash"));
+  CHECK(by_flag.at("spec_hash") == without.at("spec_hash"));  // a location: never hashed
+  const auto resolved = [](const json& run) { return read_text(fs::path(run.at("run_dir")) / "resolved.json"); };
+  CHECK(resolved(by_flag) == resolved(by_spec));
+  CHECK(json::parse(resolved(by_flag)).at("spec").at("metrics").at("tensorboard") == tensorboard.string());
+  for (const json& run : {by_flag, by_spec}) {
+    CHECK(fs::is_directory(tensorboard / run.at("id").get<std::string>() / "rank0"));
+  }
+}
+
 TEST_CASE("run: text output names the run with its loss and accuracy and samples/s and wall time") {
   RunDir d;
   const auto result = d.expctl({"run", tiny_spec(), "--set", "train.max_steps=20"});

@@ -1,11 +1,12 @@
 // ARCHITECTURE.md's rule, enforced: a file under src/expctl/<module>/ includes only headers of
 // its own module and of the modules expctl_<module> links (module-deps.txt, from the build).
 #include <numeric>
-
-#include <catch2/catch.hpp>
+#include <set>
+#include <string>
 
 #include "layering.hpp"
 #include "support/test_support.hpp"
+#include <catch2/catch.hpp>
 
 using namespace expctl::test::layering;
 
@@ -37,6 +38,23 @@ TEST_CASE("layering: the build writes the module graph, util at the bottom and c
     CAPTURE(module);
     CHECK((module == "util" || links.contains("util")));
     CHECK_FALSE(links.contains("cli"));
+  }
+}
+
+// ARCHITECTURE.md: serve (and api, whose documents it serves) never links run, whose signal
+// handlers are process-wide. A module's line in module-deps.txt also names its PRIVATE links, so
+// checking every module they reach catches a private link of run further down (sweep once had one).
+TEST_CASE("layering: serve and api reach no module that links run") {
+  const ModuleDeps deps = read_module_deps(EXPCTL_MODULE_DEPS_FILE);
+  for (const std::string top : {"serve", "api"}) {
+    REQUIRE(deps.contains(top));
+    std::set<std::string> reached = deps.at(top);
+    reached.insert(top);
+    for (const std::string& module : reached) {
+      CAPTURE(top, module);
+      REQUIRE(deps.contains(module));
+      CHECK_FALSE(deps.at(module).contains("run"));
+    }
   }
 }
 

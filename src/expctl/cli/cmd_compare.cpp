@@ -5,7 +5,6 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
-#include "expctl/sweep/execute.hpp"
 #include "expctl/sweep/sweep.hpp"
 #include "expctl/util/error.hpp"
 

@@ -13,13 +13,9 @@ namespace {
 struct RunOptions {
   run::RunRequest request;
   std::string format = "text";
-  std::string tensorboard;
 };
 
 void run_run(RunOptions options, GlobalOptions& globals) {
-  if (!options.tensorboard.empty()) {
-    options.request.overrides.push_back("metrics.tensorboard=" + options.tensorboard);
-  }
   options.request.open_store = store_opener(globals);
   options.request.quiet = globals.quiet;
   const auto shipper = start_shipper(globals);  // with a server as --db; stops after one last pass
@@ -64,10 +60,11 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
                       "Port of node 0's rendezvous store (default: the spec's distributed.master_port). A single\n"
                       "node needs none: its ranks meet in a private file store and nothing listens")
       ->check(CLI::Range(0, 65535));
-  command->add_option("--tensorboard", options->tensorboard,
-                      "Write TensorBoard event files live under DIR: DIR/<run id>/rank<R>/ per rank and\n"
-                      "DIR/<run id>/job/ for the job-wide series (`tensorboard --logdir DIR` shows them while\n"
-                      "the run goes on; the spec's metrics.tensorboard does the same; not hashed)")
+  command
+      ->add_option("--tensorboard", options->request.tensorboard,
+                   "Write TensorBoard event files live under DIR: DIR/<run id>/rank<R>/ per rank and\n"
+                   "DIR/<run id>/job/ for the job-wide series (`tensorboard --logdir DIR` shows them while\n"
+                   "the run goes on; the spec's metrics.tensorboard does the same; not hashed)")
       ->type_name("DIR");
   command->add_option("--tag", options->request.tags, "Tag the run (repeatable)")
       ->expected(1)

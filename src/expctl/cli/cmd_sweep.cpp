@@ -1,7 +1,7 @@
 // `expctl sweep FILE`: runs the points of a sweep that the store does not hold yet (each as a
 // child `expctl run` in a slot of its own), `--report` shows the results across points, and
 // `--print-sbatch` writes the Slurm job-array script. The file format and the rules:
-// docs/sweeps.md; the sweep itself (plan, pins, slots, runner) is src/expctl/sweep/execute.hpp:
+// docs/sweeps.md; the sweep itself (plan, pins, slots, runner) is src/expctl/sweep_run/execute.hpp:
 // this file parses and prints.
 
 #include <iostream>
@@ -11,13 +11,13 @@
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
 #include "expctl/cli/support_store.hpp"
-#include "expctl/sweep/execute.hpp"
+#include "expctl/sweep_run/execute.hpp"
 
 namespace expctl::cli {
 namespace {
 
 struct SweepOptions {
-  sweep::ExecuteOptions run;
+  sweep_run::ExecuteOptions run;
   std::string file;
   bool dry_run = false;
   std::string expect_hash;
@@ -30,27 +30,27 @@ struct SweepOptions {
 };
 
 void run_points(const sweep::Sweep& sweep, const SweepOptions& options, GlobalOptions& globals) {
-  const sweep::StoreLocation where{globals.db_path, globals.local_db, store_is_file(globals), globals.verbosity};
-  const sweep::Execution execution =
-      sweep::prepare(sweep, options.run, where, [&globals] { return open_store_if_present(globals); });
+  const sweep_run::StoreLocation where{globals.db_path, globals.local_db, store_is_file(globals), globals.verbosity};
+  const sweep_run::Execution execution =
+      sweep_run::prepare(sweep, options.run, where, [&globals] { return open_store_if_present(globals); });
   if (!globals.quiet) {
-    std::cerr << sweep::plan_line(sweep, execution);
+    std::cerr << sweep_run::plan_line(sweep, execution);
   }
   const bool json = options.format == "json";
   if (options.dry_run) {
-    json ? print_json(json_envelope("sweep-plan", sweep::plan_document(sweep, execution)))
-         : void(std::cout << sweep::dry_run_text(sweep, execution));
+    json ? print_json(json_envelope("sweep-plan", sweep_run::plan_document(sweep, execution)))
+         : void(std::cout << sweep_run::dry_run_text(sweep, execution));
     return;
   }
   const auto progress =
-      globals.quiet ? sweep::ProgressSink() : sweep::stream_progress(std::cerr, ::isatty(STDERR_FILENO) == 1);
-  const sweep::RunnerResult result = sweep::execute(sweep, execution, where, progress);
+      globals.quiet ? sweep_run::ProgressSink() : sweep_run::stream_progress(std::cerr, ::isatty(STDERR_FILENO) == 1);
+  const sweep_run::RunnerResult result = sweep_run::execute(sweep, execution, where, progress);
   if (json) {
-    print_json(json_envelope("sweep", sweep::result_document(sweep, execution, result)));
+    print_json(json_envelope("sweep", sweep_run::result_document(sweep, execution, result)));
   } else if (!globals.quiet) {
-    std::cerr << sweep::result_line(sweep, execution, result, options.file);
+    std::cerr << sweep_run::result_line(sweep, execution, result, options.file);
   }
-  globals.result = sweep::exit_code_of(result);
+  globals.result = sweep_run::exit_code_of(result);
 }
 
 void run_sweep(const SweepOptions& options, GlobalOptions& globals) {
@@ -58,7 +58,7 @@ void run_sweep(const SweepOptions& options, GlobalOptions& globals) {
                "--format {} is for --report: running a sweep prints text or json", options.format);
   const sweep::Sweep sweep = sweep::load_sweep_file(options.file, options.expect_hash);
   if (options.print_sbatch) {
-    write_output(options.output, sweep::sbatch_script(sweep, options.file, globals.db_path, options.slurm));
+    write_output(options.output, sweep_run::sbatch_script(sweep, options.file, globals.db_path, options.slurm));
   } else if (options.report) {
     write_sweep_report(globals, sweep, options.metrics, options.format, options.output);
   } else {

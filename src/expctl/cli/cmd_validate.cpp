@@ -6,7 +6,7 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/spec/field_table.hpp"
-#include "expctl/sweep/validate.hpp"
+#include "expctl/sweep_run/validate.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::cli {
@@ -27,7 +27,7 @@ void print_points(const sweep::Sweep& sweep) {
 }
 
 // The text mode's lines: "ok: ..." on stdout (a sweep's points under it), or the problems on stderr.
-void print_check(const sweep::FileCheck& check) {
+void print_check(const sweep_run::FileCheck& check) {
   if (check.spec) {
     std::cout << "ok: " << check.file << " (spec " << check.spec->hash() << ")\n";
   } else if (check.sweep) {
@@ -50,12 +50,12 @@ void run_validate(const ValidateOptions& options, GlobalOptions& globals) {
   bool all_valid = true;
   nlohmann::json entries = nlohmann::json::array();
   for (const std::string& file : options.specs) {
-    const sweep::FileCheck check = sweep::check_file(file, options.overrides);
+    const sweep_run::FileCheck check = sweep_run::check_file(file, options.overrides);
     all_valid = all_valid && check.valid();
     if (options.format == "text") {
       print_check(check);
     }
-    entries.push_back(sweep::check_json(check));
+    entries.push_back(sweep_run::check_json(check));
   }
   if (options.format == "json") {
     nlohmann::json document = json_envelope("validate");

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/support_store.hpp"
-#include "expctl/sweep/execute.hpp"
+#include "expctl/sweep/report.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"

@@ -91,8 +91,10 @@ struct Invocation {
   StoreHost store_host = StoreHost::rank0;
   /// Program runs of several supervisors: this one's place in the handover at the end.
   std::optional<Handover> handover;
-  /// Under an external launcher: the one rank this process supervises (else the node's plan).
-  std::optional<launch::LaunchPlan> plan;
+  /// This node's ranks, planned once before anything is recorded; under an external launcher, the
+  /// one rank this process is.
+  launch::LaunchPlan plan;
+  bool external = false;  ///< started by an external launcher (torchrun, mpirun, srun, Kubeflow)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -106,11 +108,12 @@ std::filesystem::path tensorboard_dir(const json& spec) {
   return metrics->at("tensorboard").get<std::string>();
 }
 
-// The spec as the run records it: a relative metrics.tensorboard made absolute, so that a resume
-// from another directory writes into the same folder.
-json resolved_values(const spec::Spec& spec) {
+// The spec as the run records it: `run --tensorboard DIR` in place of the spec's metrics.tensorboard
+// (a location, so the hash never held it), a relative one made absolute, so that a resume from
+// another directory writes into the same folder.
+json resolved_values(const spec::Spec& spec, const std::filesystem::path& tensorboard) {
   json values = spec.values();
-  if (const auto dir = tensorboard_dir(values); !dir.empty()) {
+  if (const auto dir = tensorboard.empty() ? tensorboard_dir(values) : tensorboard; !dir.empty()) {
     values["metrics"]["tensorboard"] = std::filesystem::absolute(dir).lexically_normal().string();
   }
   return values;
@@ -269,15 +272,27 @@ std::vector<std::string> worker_argv(const std::string& run_dir, bool resume) {
   return argv;
 }
 
-launch::LaunchPlan plan_for(const Invocation& invocation) {
-  if (invocation.plan) {
-    return *invocation.plan;
-  }
-  auto request = node_request(invocation.resolved);
+// Plans this node's ranks once, after the rendezvous: the held ranks, the resume's checkpoint
+// check and the supervisor all use this plan (make_launch_plan chooses a single node's free port).
+void plan_node(Invocation& invocation) {
+  auto request = invocation.resolved.node;
   if (invocation.rendezvous) {
     request.rendezvous_file = invocation.rendezvous->file.string();
   }
-  return launch::make_launch_plan(request);
+  invocation.plan = launch::make_launch_plan(request);
+}
+
+// Under an external launcher: the one rank this process is (launch::identity_plan), and the node's
+// part as the run records it, taken from that plan.
+void plan_external(Invocation& invocation, const launch::RankIdentity& identity) {
+  invocation.plan = launch::identity_plan(identity);
+  invocation.external = true;
+  auto& node = invocation.resolved.node;
+  node.nnodes = invocation.plan.nnodes;
+  node.node_rank = invocation.plan.node_rank;
+  node.nproc_per_node = invocation.plan.nproc_per_node;
+  node.master_addr = invocation.plan.master_addr;
+  node.master_port = invocation.plan.master_port;
 }
 
 // A rank silent this long has stopped (its heartbeat thread beats every 250 ms even while a
@@ -467,7 +482,7 @@ json take_parts(const Handover& handover, const store::RunRecord& run, Recorder&
 
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console,
                           std::optional<launch::HeldRanks> held) {
-  const launch::LaunchPlan plan = plan_for(invocation);
+  const launch::LaunchPlan& plan = invocation.plan;
   Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start(),
                     static_cast<int>(plan.ranks.size()));
   export_tensorboard(recorder, store, invocation, plan.world_size);
@@ -531,7 +546,7 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   if (invocation.program) {
     result.summary = program_summary(steps, skipped);
     result.summary[util::summary_key::program].update(handover_summary);
-    if (invocation.plan) {
+    if (invocation.external) {
       result.summary[util::summary_key::world_size] = plan.world_size;  // the launcher's, whatever the spec says
     }
   }
@@ -556,10 +571,60 @@ train::TrainerConfig external_config(const spec::Spec& spec, const launch::RankI
 
 void print_line(const std::string& line) { std::cerr << line << std::endl; }
 
+// A rank other than 0 records nothing (rank 0 reports its steps at the end); its first step ends
+// the time in which a stop signal simply exits.
+class UnrecordedRank final : public train::MetricSink {
+ public:
+  void on_step(const train::StepMetrics& /*metrics*/) override { mark_training_started(); }
+  void on_eval(const train::EvalMetrics& /*metrics*/) override {}
+  void on_checkpoint(const train::CheckpointFile& /*file*/) override {}
+};
+
+// Rank 0 trains in the recording process: its records reach the recorder as the typed values they
+// are, and after each one a store that can no longer be written ends training.
+class RankZeroSink final : public train::MetricSink {
+ public:
+  explicit RankZeroSink(Recorder& recorder) : m_recorder(recorder) {}
+  void on_start(const train::TrainingStart& start) override {
+    m_recorder.on_start(start);
+    m_recorder.throw_if_fatal();
+  }
+  void on_step(const train::StepMetrics& metrics) override {
+    mark_training_started();
+    m_recorder.on_step(0, metrics);
+    m_recorder.throw_if_fatal();
+  }
+  void on_eval(const train::EvalMetrics& metrics) override {
+    m_recorder.on_eval(metrics);
+    m_recorder.throw_if_fatal();
+  }
+  void on_checkpoint(const train::CheckpointFile& file) override {
+    m_recorder.on_checkpoint(file);
+    m_recorder.throw_if_fatal();
+  }
+  void on_remote_steps(int rank, const std::vector<train::StepMetrics>& steps) override {
+    m_recorder.on_remote_steps(rank, steps);
+    m_recorder.throw_if_fatal();
+  }
+  void on_collectives(const std::string& allreduce) override {
+    m_recorder.on_collectives(allreduce);
+    m_recorder.throw_if_fatal();
+  }
+  void on_skipped_images(const std::vector<std::string>& files) override {
+    m_recorder.on_skipped_images(files);
+    m_recorder.throw_if_fatal();
+  }
+  void on_end(const train::TrainingEnd& /*end*/) override { m_recorder.throw_if_fatal(); }
+
+ private:
+  Recorder& m_recorder;
+};
+
 RunResult external_other_rank(const train::TrainerConfig& config) {
   RunResult result;
   try {
-    const auto trained = train::plugin::run_worker(config, mark_training_started, print_line, &stop_requested());
+    UnrecordedRank sink;
+    const auto trained = train::plugin::run_worker(config, sink, print_line, &stop_requested());
     result.exit_code = trained.interrupted ? util::ExitCode::interrupted : util::ExitCode::ok;
   } catch (const train::DivergedError& error) {
     std::cerr << "expctl: error: " << error.what() << std::endl;
@@ -570,14 +635,8 @@ RunResult external_other_rank(const train::TrainerConfig& config) {
 
 Verdict train_as_rank_zero(const train::TrainerConfig& config, Recorder& recorder) {
   try {
-    const auto trained = train::plugin::run_worker(
-        config,
-        [&recorder](const json& record) {
-          mark_training_started(record);
-          recorder.on_json(0, record);
-          recorder.throw_if_fatal();  // a store that can no longer be written ends training
-        },
-        print_line, &stop_requested());
+    RankZeroSink sink(recorder);
+    const auto trained = train::plugin::run_worker(config, sink, print_line, &stop_requested());
     if (trained.interrupted) {
       return {store::RunStatus::interrupted, util::ExitCode::interrupted, "interrupted by a signal"};
     }
@@ -603,13 +662,10 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   }
   store::Store store = request.open_store();
   Invocation invocation;
-  invocation.resolved.spec = resolved_values(spec);
+  invocation.resolved.spec = resolved_values(spec, request.tensorboard);
   invocation.resolved.inputs = spec.input_paths();
   invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
-  invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
-  invocation.resolved.node.node_rank = identity.node_rank;
-  invocation.resolved.node.master_addr = identity.master_addr;
-  invocation.resolved.node.master_port = identity.master_port;
+  plan_external(invocation, identity);
   invocation.drift = stack.drifted();
   invocation.quiet = request.quiet;
   auto tags = request.tags;
@@ -622,7 +678,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   RunFacts facts;
   {
     Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
-    export_tensorboard(recorder, store, invocation, identity.world_size);
+    export_tensorboard(recorder, store, invocation, invocation.plan.world_size);
     verdict = train_as_rank_zero(config, recorder);
     console.finish();
     recorder.drain();
@@ -648,7 +704,7 @@ void prepare_program_nodes(Invocation& invocation) {
     return;
   }
   train::plugin::preload();  // the store's client and server live in the training plugin
-  invocation.rendezvous = host_rendezvous(node, invocation.resolved.spec);
+  invocation.rendezvous = host_rendezvous(node, timeout_of(invocation.resolved.spec));
   invocation.store_host = StoreHost::expctl;
   invocation.handover = Handover{node.master_addr, static_cast<std::uint16_t>(node.master_port), node.node_rank,
                                  node.nnodes, "node", "", timeout_of(invocation.resolved.spec)};
@@ -663,13 +719,9 @@ Invocation external_program_invocation(const RunRequest& request, const spec::Sp
   Invocation invocation;
   invocation.program = true;
   invocation.quiet = request.quiet;
-  invocation.resolved.spec = resolved_values(spec);
+  invocation.resolved.spec = resolved_values(spec, request.tensorboard);
   invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
-  invocation.resolved.node.nnodes = identity.world_size / std::max(1, identity.local_world_size);
-  invocation.resolved.node.node_rank = identity.node_rank;
-  invocation.resolved.node.master_addr = identity.master_addr;
-  invocation.resolved.node.master_port = identity.master_port;
-  invocation.plan = launch::identity_plan(identity);
+  plan_external(invocation, identity);
   invocation.store_host = identity.agent_store ? StoreHost::launcher : StoreHost::expctl;
   const auto timeout = timeout_of(invocation.resolved.spec);
   invocation.handover =
@@ -741,8 +793,8 @@ RunResult run_program_as_other_rank(Invocation& invocation) {
     launch::Supervisor supervisor(options);
     const ProgramLaunch where{invocation.run.id, scratch, published->at("checkpoint_dir").get<std::string>(), false,
                               invocation.store_host};
-    supervisor.start(program_rank_specs(*invocation.plan, invocation.resolved.spec, invocation.resolved.spec_file,
-                                        where));
+    supervisor.start(
+        program_rank_specs(invocation.plan, invocation.resolved.spec, invocation.resolved.spec_file, where));
     outcome = supervisor.wait();
     verdict = verdict_of(*outcome, std::nullopt);
   } catch (const util::Failure& error) {
@@ -789,13 +841,9 @@ RunResult run_program_as_external_rank(const RunRequest& request, const spec::Sp
 
 // ---------------------------------------------------------------------------------------------
 
+// --nnodes changes the world size, so it enters the spec (and its hash) like a --set would.
 spec::LoadOptions load_options(const RunRequest& request) {
-  spec::LoadOptions load{request.overrides};
-  if (request.nnodes > 0) {
-    // --nnodes changes the world size, so it enters the spec (and its hash) like a --set would.
-    load.overrides.push_back(fmt::format("distributed.nnodes={}", request.nnodes));
-  }
-  return load;
+  return {request.overrides, request.nnodes > 0 ? std::optional<std::int64_t>(request.nnodes) : std::nullopt};
 }
 
 RunResult refused_for_pins(const StackCheck& stack, const RunRequest& request) {
@@ -812,6 +860,7 @@ RunResult refused_for_pins(const StackCheck& stack, const RunRequest& request) {
 launch::LaunchRequest node_of(const RunRequest& request, const spec::Spec& spec) {
   launch::LaunchRequest node;
   node.nnodes = static_cast<int>(spec.get_int("distributed.nnodes"));
+  node.nproc_per_node = static_cast<int>(spec.get_int("distributed.nproc_per_node"));
   node.node_rank = request.node_rank;
   node.master_addr = request.master_addr;
   node.master_port =
@@ -837,7 +886,7 @@ void check_resumable(const store::RunRecord& run) {
 // on all of them (the ranks then pick that step collectively, across nodes too).
 void check_checkpoints(Invocation& invocation, bool from_scratch) {
   std::vector<int> ranks;
-  for (const auto& rank : plan_for(invocation).ranks) {
+  for (const auto& rank : invocation.plan.ranks) {
     ranks.push_back(rank.rank);
   }
   const auto point = train::resume_point(invocation.run.run_dir / "checkpoints", ranks, invocation.run.id);
@@ -873,21 +922,23 @@ RunResult run_spec(const RunRequest& request) {
   }
   std::optional<launch::HeldRanks> held;
   if (!identity && invocation.program) {
-    invocation.resolved.spec = resolved_values(spec);
+    invocation.resolved.spec = resolved_values(spec, request.tensorboard);
     invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
     invocation.resolved.node = node_of(request, spec);
     prepare_program_nodes(invocation);  // several nodes: node 0 hosts the store (a port in use: exit 2)
+    plan_node(invocation);
   } else if (!identity) {
-    invocation.resolved.spec = resolved_values(spec);
+    invocation.resolved.spec = resolved_values(spec, request.tensorboard);
     invocation.resolved.inputs = spec.input_paths();
     // Absolute: `resume` may run from another directory and fingerprints the spec's folder again.
     invocation.resolved.spec_file = std::filesystem::absolute(request.spec_file).string();
     invocation.resolved.node = node_of(request, spec);
     // The rendezvous is prepared before anything is recorded: a port in use leaves no trace.
-    invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
+    invocation.rendezvous = host_rendezvous(invocation.resolved.node, timeout_of(invocation.resolved.spec));
+    plan_node(invocation);
     // The ranks start now and load LibTorch while the stack is fingerprinted and the run
     // recorded; they learn the run's folder once it exists. A refusal below kills them.
-    held.emplace(launch::rank_specs(plan_for(invocation), worker_argv("-", false)));
+    held.emplace(launch::rank_specs(invocation.plan, worker_argv("-", false)));
   }
   // The supervisor itself needs LibTorch only for its build facts (the fingerprint), which are
   // cached after the first run: then it never loads it.
@@ -941,8 +992,6 @@ RunResult resume_run(const ResumeRequest& request) {
     }
     // The program keeps its own checkpoints in EXPCTL_CHECKPOINT_DIR and finds them on EXPCTL_RESUME=1.
     check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
-  } else {
-    check_checkpoints(invocation, request.from_scratch);
   }
   if (invocation.resolved.node.nnodes == 1) {
     invocation.resolved.node.master_port = 0;  // the old port may be taken by now
@@ -950,7 +999,11 @@ RunResult resume_run(const ResumeRequest& request) {
   if (invocation.program) {
     prepare_program_nodes(invocation);
   } else {
-    invocation.rendezvous = host_rendezvous(invocation.resolved.node, invocation.resolved.spec);
+    invocation.rendezvous = host_rendezvous(invocation.resolved.node, timeout_of(invocation.resolved.spec));
+  }
+  plan_node(invocation);
+  if (!invocation.program) {
+    check_checkpoints(invocation, request.from_scratch);  // against the plan's ranks, before the store changes
   }
   invocation.resume = true;
   store.resume_run(invocation.run.id);

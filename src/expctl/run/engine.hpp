@@ -31,6 +31,9 @@ struct RunRequest {
   int node_rank = 0;
   std::string master_addr;
   int master_port = -1;  ///< -1: the spec's distributed.master_port
+  /// --tensorboard DIR: the run's metrics.tensorboard in place of the spec's (a location, not
+  /// hashed); empty: the spec's.
+  std::filesystem::path tensorboard;
   OpenStore open_store;
   bool quiet = false;
 };

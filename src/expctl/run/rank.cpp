@@ -59,6 +59,18 @@ class HeartbeatThread {
   std::thread m_thread;
 };
 
+/// A rank's records on its control channel, in the wire format (train::RecordEncoder); its first
+/// step ends the time in which a stop signal simply exits.
+class ChannelSink final : public train::RecordEncoder {
+ public:
+  ChannelSink(launch::RankChannel& channel, int rank)
+      : RecordEncoder(rank, [&channel](const nlohmann::json& record) { channel.record(record.dump()); }) {}
+  void on_step(const train::StepMetrics& metrics) override {
+    mark_training_started();
+    RecordEncoder::on_step(metrics);
+  }
+};
+
 train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const launch::RankIdentity& identity,
                                  bool resume) {
   const auto resolved = read_resolved_run(run_dir);
@@ -98,14 +110,10 @@ int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
                                 std::to_string(::getpid()) + "\n");
   auto config = rank_config(run_dir, identity, resume);
   config.beacon = &beacon;
+  ChannelSink sink(channel, identity.rank);
   try {
     const auto result = train::plugin::run_worker(
-        config,
-        [&channel](const nlohmann::json& record) {
-          mark_training_started(record);
-          channel.record(record.dump());
-        },
-        [](const std::string& line) { std::cout << line << std::endl; }, &stop_requested());
+        config, sink, [](const std::string& line) { std::cout << line << std::endl; }, &stop_requested());
     if (result.interrupted) {
       std::cout << fmt::format("interrupted after step {}: checkpoint written", result.steps) << std::endl;
       return launch::k_interrupted_exit_code;

@@ -98,6 +98,7 @@ void Recorder::on_record(int rank, std::string_view payload) {
   const json record = json::parse(payload, nullptr, false);
   if (!record.is_discarded() && record.is_object()) {
     on_json(rank, record);  // anything else is not ours: the protocol lets ranks send other lines
+    after_record();         // also after a record that decoded into no typed call
   }
 }
 
@@ -122,30 +123,77 @@ void Recorder::on_json(int rank, const json& record) {
       on_eval(*eval);
     }
   } else if (kind == "remote_steps" && rank == 0) {
-    on_remote_steps(record);
+    const auto from = integer_field(record, "rank", 1, std::numeric_limits<int>::max());
+    const auto rows = record.find("rows");
+    if (!from || rows == record.end() || !rows->is_array()) {
+      return;
+    }
+    std::vector<train::StepMetrics> steps;
+    for (const auto& row : *rows) {
+      if (const auto step = train::decode_row(row)) {
+        steps.push_back(*step);
+      }
+    }
+    on_remote_steps(static_cast<int>(*from), steps);
   } else if (kind == "checkpoint") {
-    on_checkpoint(record);
+    const auto path = string_field(record, "path");
+    const auto sha256 = string_field(record, "sha256");
+    const auto size_bytes = integer_field(record, "size_bytes", 0, std::numeric_limits<std::int64_t>::max());
+    if (!path || path->empty() || !sha256 || !is_sha256_hex(*sha256) || !size_bytes) {
+      return;  // not a checkpoint record the trainer writes (the store would refuse it, failing the run)
+    }
+    train::CheckpointFile file;
+    file.path = *path;
+    file.sha256 = *sha256;
+    file.size_bytes = *size_bytes;
+    on_checkpoint(file);
   } else if (kind == "collectives" && rank == 0) {
     if (auto allreduce = string_field(record, "allreduce")) {
-      std::lock_guard lock(m_mutex);
-      m_facts.allreduce = std::move(*allreduce);
+      on_collectives(*allreduce);
     }
   } else if (kind == "skipped_images") {
     if (const auto files = record.find("files"); files != record.end() && files->is_array()) {
-      std::lock_guard lock(m_mutex);
+      std::vector<std::string> names;
       for (const auto& file : *files) {
         if (file.is_string()) {
-          m_facts.skipped_images.insert(file.get<std::string>());
+          names.push_back(file.get<std::string>());
         }
       }
+      on_skipped_images(names);
     }
   } else if (kind == "start" && rank == 0) {
-    m_console.set_world_size(static_cast<int>(
-        integer_field(record, "world_size", 1, std::numeric_limits<int>::max()).value_or(1)));
-    m_console.set_total(integer_field(record, "total_steps", 0, std::numeric_limits<std::int64_t>::max()).value_or(0));
+    on_start(
+        {.world_size =
+             static_cast<int>(integer_field(record, "world_size", 1, std::numeric_limits<int>::max()).value_or(1)),
+         .total_steps = integer_field(record, "total_steps", 0, std::numeric_limits<std::int64_t>::max()).value_or(0)});
   }
+}
+
+void Recorder::after_record() {
   enqueue_points();
   note_if_locked();
+}
+
+void Recorder::on_start(const train::TrainingStart& start) {
+  m_console.set_world_size(start.world_size);
+  m_console.set_total(start.total_steps);
+  after_record();
+}
+
+void Recorder::on_collectives(const std::string& allreduce) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_facts.allreduce = allreduce;
+  }
+  after_record();
+}
+
+void Recorder::on_skipped_images(const std::vector<std::string>& files) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_facts.skipped_images.insert(files.begin(), files.end());
+  }
+  after_record();
 }
 
 void Recorder::on_logged_step(int rank, std::int64_t step, std::vector<store::MetricPoint> points) {
@@ -213,6 +261,7 @@ void Recorder::on_step(int rank, const train::StepMetrics& step) {
   if (rank == 0) {
     m_console.step(step);
   }
+  after_record();
 }
 
 // A step's points wait until every rank this recorder hears live has reported it (the ranks are
@@ -233,14 +282,17 @@ void Recorder::hold(int rank, const train::StepMetrics& step) {
 }
 
 void Recorder::on_eval(const train::EvalMetrics& eval) {
-  std::lock_guard lock(m_mutex);
-  std::vector<store::MetricPoint> points = {{0, eval.step, util::metric::eval_loss, eval.loss}};
-  if (eval.accuracy) {
-    points.push_back({0, eval.step, util::metric::eval_accuracy, *eval.accuracy});
+  {
+    std::lock_guard lock(m_mutex);
+    std::vector<store::MetricPoint> points = {{0, eval.step, util::metric::eval_loss, eval.loss}};
+    if (eval.accuracy) {
+      points.push_back({0, eval.step, util::metric::eval_accuracy, *eval.accuracy});
+    }
+    const auto held = m_held.find(eval.step);
+    auto& target = held == m_held.end() ? m_points : held->second.rank0_extra;
+    target.insert(target.end(), points.begin(), points.end());
   }
-  const auto held = m_held.find(eval.step);
-  auto& target = held == m_held.end() ? m_points : held->second.rank0_extra;
-  target.insert(target.end(), points.begin(), points.end());
+  after_record();
 }
 
 void Recorder::emit_held_through(std::int64_t step) {
@@ -281,29 +333,19 @@ void Recorder::push_points_locked(int rank, const train::StepMetrics& step, std:
   }
 }
 
-void Recorder::on_checkpoint(const json& record) {
-  const auto path_text = string_field(record, "path");
-  const auto sha256 = string_field(record, "sha256");
-  const auto size_bytes = integer_field(record, "size_bytes", 0, std::numeric_limits<std::int64_t>::max());
-  if (!path_text || path_text->empty() || !sha256 || !is_sha256_hex(*sha256) || !size_bytes) {
-    return;  // not a checkpoint record the trainer writes (the store would refuse it, failing the run)
-  }
-  const std::filesystem::path path = *path_text;
-  const auto relative = path.lexically_relative(m_run_dir);
-  store::ArtifactRecord artifact{relative.empty() ? path.string() : relative.string(), *sha256, *size_bytes};
+void Recorder::on_checkpoint(const train::CheckpointFile& file) {
+  const auto relative = file.path.lexically_relative(m_run_dir);
+  store::ArtifactRecord artifact{relative.empty() ? file.path.string() : relative.string(), file.sha256,
+                                 file.size_bytes};
   post([artifact, id = m_run_id](store::Store& store) { store.add_artifact(id, artifact); });
+  after_record();
 }
 
-void Recorder::on_remote_steps(const json& record) {
-  const auto rank = integer_field(record, "rank", 1, std::numeric_limits<int>::max());
-  if (!rank || !record.contains("rows") || !record["rows"].is_array()) {
-    return;
+void Recorder::on_remote_steps(int rank, const std::vector<train::StepMetrics>& steps) {
+  for (const auto& step : steps) {
+    push_points(rank, step);
   }
-  for (const auto& row : record["rows"]) {
-    if (const auto step = train::decode_row(row)) {
-      push_points(static_cast<int>(*rank), *step);
-    }
-  }
+  after_record();
 }
 
 // Moves the pending points into the queue as one write, when there are enough or enough time

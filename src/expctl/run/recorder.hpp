@@ -32,6 +32,7 @@
 #include "expctl/run/console.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/tensorboard/live_export.hpp"
+#include "expctl/train/metric_sink.hpp"
 #include "expctl/train/records.hpp"
 #include "expctl/util/error.hpp"
 
@@ -82,11 +83,24 @@ class Recorder {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  /// One control-channel record of `rank`. Never throws (the supervisor drains ranks' output in
-  /// destructors): a fatal store error is reported by fatal_error(), which the supervisor polls.
+  /// One control-channel record of `rank`, decoded into the typed calls below: every field is read
+  /// with its type checked, and a record of another shape is dropped (fuzz_control_record). Never
+  /// throws (the supervisor drains ranks' output in destructors): a fatal store error is reported
+  /// by fatal_error(), which the supervisor polls.
   void on_record(int rank, std::string_view payload);
-  /// A record already parsed (external-launcher rank 0 trains in this process).
-  void on_json(int rank, const nlohmann::json& record);
+
+  /// A rank's records as train::MetricSink's typed calls: what on_record decodes a rank's line
+  /// into, and what rank 0 under an external launcher, which trains in this process, hands over
+  /// as it is (RankZeroSink in engine.cpp). Each hands the points that are due to the writer.
+  /// Never throw, as on_record.
+  void on_start(const train::TrainingStart& start);
+  void on_step(int rank, const train::StepMetrics& step);
+  void on_eval(const train::EvalMetrics& eval);
+  void on_checkpoint(const train::CheckpointFile& file);
+  /// Rank 0's report of another rank's steps (`rank`), at the end.
+  void on_remote_steps(int rank, const std::vector<train::StepMetrics>& steps);
+  void on_collectives(const std::string& allreduce);
+  void on_skipped_images(const std::vector<std::string>& files);
   /// A step a user's program logged (program_records.hpp): `points` are stored as they are (the
   /// program's own series, and what follows from them: step_time_ms, samples_per_sec), so a
   /// program run is read by the same summary, compare and export code as a built-in one.
@@ -112,15 +126,16 @@ class Recorder {
   std::map<int, std::int64_t> last_steps() const;
 
  private:
-  void on_step(int rank, const train::StepMetrics& step);
-  void on_remote_steps(const nlohmann::json& record);
-  void on_checkpoint(const nlohmann::json& record);
+  // The typed call a record of `rank` decodes into; nothing for a record of another shape.
+  void on_json(int rank, const nlohmann::json& record);
+  // Moves points due for writing to the writer, and notes a store locked for a while (calling it
+  // again at once does nothing more).
+  void after_record();
   struct HeldStep {
     std::map<int, train::StepMetrics> ranks;
     std::vector<store::MetricPoint> rank0_extra;  // eval points of the step, after rank 0's others
   };
   void hold(int rank, const train::StepMetrics& step);
-  void on_eval(const train::EvalMetrics& eval);
   void emit_held_through(std::int64_t step);
   void push_points(int rank, const train::StepMetrics& step);
   void push_points_locked(int rank, const train::StepMetrics& step, std::optional<double> straggler);

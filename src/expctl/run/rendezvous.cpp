@@ -65,8 +65,7 @@ Rendezvous::~Rendezvous() {
   }
 }
 
-std::shared_ptr<Rendezvous> host_rendezvous(launch::LaunchRequest& node, const nlohmann::json& spec) {
-  node.nproc_per_node = static_cast<int>(spec.at("distributed").at("nproc_per_node").get<std::int64_t>());
+std::shared_ptr<Rendezvous> host_rendezvous(const launch::LaunchRequest& node, std::chrono::seconds timeout) {
   launch::validate_launch_request(node);
   auto rendezvous = std::make_shared<Rendezvous>();
   if (node.nnodes == 1) {
@@ -76,10 +75,9 @@ std::shared_ptr<Rendezvous> host_rendezvous(launch::LaunchRequest& node, const n
   if (node.node_rank != 0) {
     return rendezvous;
   }
-  const auto timeout = std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
   try {
-    rendezvous->server = std::make_unique<train::plugin::StoreServer>(static_cast<std::uint16_t>(node.master_port), timeout);
-    node.master_port = rendezvous->server->port();
+    rendezvous->server =
+        std::make_unique<train::plugin::StoreServer>(static_cast<std::uint16_t>(node.master_port), timeout);
     return rendezvous;
   } catch (const util::TrainError& error) {
     throw util::UsageError(error.what());

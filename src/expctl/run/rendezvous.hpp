@@ -3,10 +3,9 @@
 /// (torchrun's agent-store model): a single node's ranks share a c10d FileStore in a private file;
 /// node 0 of several hosts the TCPStore every rank joins; other nodes host nothing.
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
-
-#include <nlohmann/json.hpp>
 
 #include "expctl/launch/launch_plan.hpp"
 
@@ -30,8 +29,9 @@ struct Rendezvous {
   ~Rendezvous();
 };
 
-/// Prepares the rendezvous for `node` (its master_port is set to the bound port on node 0). A
-/// port in use is an input error (exit 2) naming it.
-std::shared_ptr<Rendezvous> host_rendezvous(launch::LaunchRequest& node, const nlohmann::json& spec);
+/// Prepares the rendezvous for `node` (checked with launch::validate_launch_request first): node 0
+/// of several binds the master_port every node was given, and its store waits up to `timeout` for
+/// the ranks. A port in use is an input error (exit 2) naming it.
+std::shared_ptr<Rendezvous> host_rendezvous(const launch::LaunchRequest& node, std::chrono::seconds timeout);
 
 }  // namespace expctl::run

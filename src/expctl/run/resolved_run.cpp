@@ -78,8 +78,10 @@ ResolvedRun read_resolved_run(const std::filesystem::path& run_dir) {
   ResolvedRun run;
   run.spec = *spec;
   const auto distributed = run.spec.find("distributed");
-  if (distributed == run.spec.end() || !distributed->is_object() ||
-      !int_field(*distributed, "nproc_per_node", 0, 1, std::numeric_limits<int>::max()).value_or(0)) {
+  const auto nproc_per_node = distributed == run.spec.end() || !distributed->is_object()
+                                  ? std::nullopt
+                                  : int_field(*distributed, "nproc_per_node", 0, 1, std::numeric_limits<int>::max());
+  if (nproc_per_node.value_or(0) == 0) {
     throw refuse("spec.distributed.nproc_per_node must be a whole number of at least 1");
   }
   if (const auto inputs = document.find("inputs"); inputs != document.end()) {
@@ -109,14 +111,8 @@ ResolvedRun read_resolved_run(const std::filesystem::path& run_dir) {
   run.node.node_rank = *node_rank;
   run.node.master_addr = master_addr == launch->end() ? "" : master_addr->get<std::string>();
   run.node.master_port = *master_port;
+  run.node.nproc_per_node = *nproc_per_node;
   return run;
-}
-
-// read_resolved_run has checked nproc_per_node.
-launch::LaunchRequest node_request(const ResolvedRun& run) {
-  auto request = run.node;
-  request.nproc_per_node = static_cast<int>(run.spec.at("distributed").at("nproc_per_node").get<std::int64_t>());
-  return request;
 }
 
 }  // namespace expctl::run

@@ -21,7 +21,8 @@ struct ResolvedRun {
   /// empty for runs recorded before it existed.
   nlohmann::json inputs = nlohmann::json::object();
   std::string spec_file;  ///< absolute
-  /// nnodes, node_rank, master_addr, master_port (nproc_per_node comes from the spec).
+  /// nnodes, node_rank, master_addr, master_port as resolved.json's "launch" holds them, and
+  /// nproc_per_node (the spec's distributed.nproc_per_node, not written twice).
   launch::LaunchRequest node;
 };
 
@@ -29,8 +30,5 @@ struct ResolvedRun {
 void write_resolved_run(const std::filesystem::path& run_dir, const ResolvedRun& run);
 /// Reads `run_dir`/resolved.json. Throws UsageError naming the file when missing or malformed.
 ResolvedRun read_resolved_run(const std::filesystem::path& run_dir);
-
-/// The node's launch request for `spec` (nproc_per_node from distributed.nproc_per_node).
-launch::LaunchRequest node_request(const ResolvedRun& run);
 
 }  // namespace expctl::run

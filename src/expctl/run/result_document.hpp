@@ -1,6 +1,6 @@
 #pragma once
 /// The document `expctl run --format json` and `expctl resume --format json` print, and the one
-/// a sweep reads back from each point's output (sweep/runner.cpp): one codec for the writer and
+/// a sweep reads back from each point's output (sweep_run/runner.cpp): one codec for the writer and
 /// the reader, so neither parses the other's printing by hand.
 ///
 ///   {"format_version": N, "kind": "run", "run": {"id", "status", ... (api::run_json)}, "summary": {...}}

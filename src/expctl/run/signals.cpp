@@ -29,10 +29,8 @@ extern "C" void set_stop_flag(int /*signal*/) {
 }
 }  // namespace
 
-void mark_training_started(const nlohmann::json& record) {
-  if (record.value("t", "") == "step") {
-    training_started().store(true);
-  }
+void mark_training_started() {
+  training_started().store(true);
 }
 
 void install_stop_handlers() {

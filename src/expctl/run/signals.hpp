@@ -5,16 +5,14 @@
 
 #include <atomic>
 
-#include <nlohmann/json.hpp>
-
 namespace expctl::run {
 
 /// Set by the handlers once training started; ranks poll it per step.
 std::atomic<bool>& stop_requested();
 /// Set once this rank has finished its first optimizer step.
 std::atomic<bool>& training_started();
-/// Sets training_started() when `record` is a step record.
-void mark_training_started(const nlohmann::json& record);
+/// Sets training_started(): a rank's sink calls it with each step it receives.
+void mark_training_started();
 /// Installs the handlers for SIGINT/SIGTERM/SIGHUP (util::InterruptSignals with the stop flag as
 /// its hook), once per process.
 void install_stop_handlers();

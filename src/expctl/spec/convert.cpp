@@ -332,6 +332,16 @@ tl::expected<nlohmann::json, ConversionError> convert_entry(const Field& map, co
   return to_param_value(map_entry_field(map), label, node);
 }
 
+tl::expected<nlohmann::json, ConversionError> convert_integer(const Field& field, std::int64_t value,
+                                                              const std::string& label) {
+  EXPCTL_ASSERT(field.type == FieldType::integer, "{} is not an integer field", field.path);
+  if (const auto problem = range_problem(field.range, static_cast<double>(value))) {
+    return tl::unexpected<ConversionError>(
+        ConversionError{{}, fmt::format("{} must be {}, found {}", label, *problem, value)});
+  }
+  return value;
+}
+
 nlohmann::json default_value(const Field& field) {
   const YamlDocument document = load_yaml(field.default_yaml, "default");
   EXPCTL_ASSERT(document.diagnostics.empty() && !document.empty, "default of {} is not YAML", field.path);

@@ -2,6 +2,7 @@
 /// Typed conversion of one YAML value to a field's JSON value, by the rules of the field table:
 /// YAML 1.2 core-schema scalars, but strict: a quoted "64" is a string, not an integer.
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,12 @@ tl::expected<nlohmann::json, ConversionError> convert_value(const Field& field, 
 /// a sweep axis over `program.params.lr`), labelled "program.params.lr" in messages.
 tl::expected<nlohmann::json, ConversionError> convert_entry(const Field& map, const std::string& name,
                                                             const YamlNode& node);
+
+/// Checks a whole number that a command's own option gives for integer field `field` (`expctl run
+/// --nnodes 2`) against the field's range, as convert_value checks one written in YAML; the
+/// message names `label`. Throws InternalError when `field` is not an integer field.
+tl::expected<nlohmann::json, ConversionError> convert_integer(const Field& field, std::int64_t value,
+                                                              const std::string& label);
 
 /// The field's default, parsed from its YAML text by convert_value; throws InternalError when
 /// the table holds an invalid default (a unit test checks them all).

@@ -81,6 +81,9 @@ class SpecBuilder {
     for (const std::string& raw : m_options.overrides) {
       apply_override(raw);
     }
+    if (m_options.nnodes) {
+      apply_integer("distributed.nnodes", *m_options.nnodes, fmt::format("--nnodes {}", *m_options.nnodes));
+    }
     fill_derived_defaults();
     resolve_file_paths();
     apply_rules();
@@ -286,6 +289,20 @@ class SpecBuilder {
     }
     document.root.mark = {};
     apply_value(*field, document.root, {name, {}});
+  }
+
+  // A command's own option for an integer field (`run --nnodes`), checked by the field's range.
+  void apply_integer(std::string_view path, std::int64_t number, const std::string& name) {
+    const Field& field = *find_field(path);
+    auto value = convert_integer(field, number, std::string(path));
+    if (!value) {
+      problem_without_position(name, value.error().message);
+      m_invalid.emplace(field.path);
+      return;
+    }
+    m_values[pointer_of(field.path)] = std::move(*value);
+    m_origins[std::string(field.path)] = {name, {}};
+    m_invalid.erase(std::string(field.path));
   }
 
   // `--set program.params.lr=0.1`: one entry of a mapping field, typed as the file would type it.

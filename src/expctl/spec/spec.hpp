@@ -28,6 +28,9 @@ struct InputFile {
 /// Options for loading a spec.
 struct LoadOptions {
   std::vector<std::string> overrides;  ///< "key.path=value" from --set, typed by the field table, applied in order
+  /// `expctl run --nnodes N`: distributed.nnodes, after the overrides (so it wins over a --set of
+  /// it) and hashed like them, but handed over as the number it is, never as override text.
+  std::optional<std::int64_t> nnodes{};
 };
 
 /// A validated spec with defaults filled in and overrides applied.

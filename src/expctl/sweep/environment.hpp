@@ -2,10 +2,10 @@
 /// The environment side of skip-if-done: which environment hashes count as "this machine".
 ///
 /// A run records the fingerprint its `expctl run` collects. The sweep asks the same code for it
-/// (the CLI injects run::check_pinned_stack), once per distinct folder, determinism setting and
-/// profile, so a sweep's notion of "done here" can never drift from what its runs record. A slot
-/// on a GPU machine sets CUDA_VISIBLE_DEVICES, a hashed variable, so each slot's variant of the
-/// fingerprint counts too: a point done in slot 1 is done for slot 0.
+/// (sweep_run::prepare injects run::check_pinned_stack), once per distinct folder, determinism
+/// setting and profile, so a sweep's notion of "done here" can never drift from what its runs
+/// record. A slot on a GPU machine sets CUDA_VISIBLE_DEVICES, a hashed variable, so each slot's
+/// variant of the fingerprint counts too: a point done in slot 1 is done for slot 0.
 
 #include <functional>
 #include <map>

@@ -334,6 +334,11 @@ std::string render(const Report& report, std::string_view format) {
   return format == "html" ? render_html(report) : render_text(report);
 }
 
+std::string report_of(const Sweep& sweep, const store::Store& store, const std::vector<std::string>& metrics,
+                      const std::string& format) {
+  return render(build_report(sweep, completed_runs(sweep, store), metrics), format);
+}
+
 std::string render_text(const Report& report) {
   util::TextTable table(table_header(report));
   for (size_t column = report.axes.size() + 1; column < table_header(report).size(); ++column) {

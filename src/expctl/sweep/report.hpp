@@ -92,4 +92,8 @@ std::string render_html(const Report& report);
 /// The report in one of "text", "json", "markdown", "html" (anything else: text).
 std::string render(const Report& report, std::string_view format);
 
+/// The report across the sweep's points in `format`, from `store`'s completed runs.
+std::string report_of(const Sweep& sweep, const store::Store& store, const std::vector<std::string>& metrics,
+                      const std::string& format);
+
 }  // namespace expctl::sweep

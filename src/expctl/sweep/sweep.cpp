@@ -12,6 +12,7 @@
 #include "expctl/sweep/definition.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/diagnostic.hpp"
+#include "expctl/util/error.hpp"
 #include "expctl/util/sha256.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -270,6 +271,21 @@ Sweep load_sweep(const fs::path& file) {
   sweep.points = std::move(expanded.points);
   sweep.canonical = sweep_canonical(sweep);
   sweep.hash = util::sha256_hex(sweep.canonical);
+  return sweep;
+}
+
+Sweep load_sweep_file(const std::string& file, const std::string& expect_hash) {
+  if (!is_sweep_file(file) && std::filesystem::is_regular_file(file)) {
+    throw util::UsageError(
+        fmt::format("{} is not a sweep file (it has no top-level \"base:\" key): a sweep names its "
+                    "base spec and the axes to vary (docs/sweeps.md); a spec runs with expctl run",
+                    file));
+  }
+  Sweep sweep = load_sweep(file);
+  EXPCTL_CHECK(expect_hash.empty() || expect_hash == sweep.hash, util::UsageError,
+               "{} changed since --expect-hash {} was written (its sweep hash is now {}): point indexes may name other "
+               "points; write the script again with --print-sbatch",
+               file, expect_hash.substr(0, 12), sweep.hash.substr(0, 12));
   return sweep;
 }
 

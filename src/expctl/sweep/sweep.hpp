@@ -72,6 +72,11 @@ bool is_sweep_file(const std::filesystem::path& file);
 /// and each point's (prefixed "point I (axes):" and pointing at the axis value that caused it).
 Sweep load_sweep(const std::filesystem::path& file);
 
+/// load_sweep for a command given a sweep file: a spec given instead is a usage error naming the
+/// fix, and a non-empty `expect_hash` that is not the sweep's hash is one too (point indexes may
+/// have moved).
+Sweep load_sweep_file(const std::string& file, const std::string& expect_hash = {});
+
 /// "optim.lr=0.02 data.batch_size=32 seed=42"; "(base)" for a point without axes.
 std::string point_label(const Point& point);
 

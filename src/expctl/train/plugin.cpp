@@ -197,9 +197,9 @@ std::filesystem::path location() {
   return future.get().path;
 }
 
-WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
+WorkerResult run_worker(const TrainerConfig& config, MetricSink& sink, const LineSink& on_line,
                         const std::atomic<bool>* stop) {
-  return api().run_worker(config, on_record, on_line, stop);
+  return api().run_worker(config, sink, on_line, stop);
 }
 
 std::map<std::string, std::string> torch_build_fields() {

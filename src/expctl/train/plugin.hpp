@@ -38,7 +38,7 @@ void require();
 std::filesystem::path location();
 
 /// train::run_worker, inside the plugin.
-WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
+WorkerResult run_worker(const TrainerConfig& config, MetricSink& sink, const LineSink& on_line,
                         const std::atomic<bool>* stop);
 
 /// train::torch_build_fields, inside the plugin; from the cache (train/plugin_cache.hpp) when

@@ -1,7 +1,8 @@
 #pragma once
 /// The table the training plugin exports (train/plugin.hpp is its only user; plugin_entry.cpp
-/// fills it). Both sides are compiled from one tree by one compiler, so C++ types cross it; the
-/// build id and the struct sizes refuse a plugin from another build instead of crashing in it.
+/// fills it). Both sides are compiled from one tree by one compiler, so C++ types cross it (the
+/// caller's train::MetricSink too: the plugin calls it through the caller's vtable); the build id
+/// and the struct sizes refuse a plugin from another build instead of crashing in it.
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -26,7 +27,7 @@ struct Api {
   std::size_t config_size;       ///< sizeof(TrainerConfig) in the plugin
   std::size_t result_size;       ///< sizeof(WorkerResult) in the plugin
   void (*set_log_level)(util::log::Level level);
-  WorkerResult (*run_worker)(const TrainerConfig&, const RecordSink&, const LineSink&, const std::atomic<bool>*);
+  WorkerResult (*run_worker)(const TrainerConfig&, MetricSink&, const LineSink&, const std::atomic<bool>*);
   std::map<std::string, std::string> (*torch_build_fields)();
   void* (*open_store)(std::uint16_t port, std::chrono::milliseconds timeout);
   std::uint16_t (*store_port)(const void* store);

@@ -3,8 +3,9 @@
 /// fields are one table (`step_fields`): the JSON record, the all-gathered rows of remote ranks
 /// and the store's per-step metrics are all generated from it, so a field is added in one place.
 ///
-/// Records on the wire are JSON objects whose "t" names the kind:
-///   {"t":"start","rank","world_size","total_steps","steps_per_epoch","resumed_from"}
+/// A rank reports them through a MetricSink (train/metric_sink.hpp), typed; across a pipe they are
+/// JSON objects (train::RecordEncoder) whose "t" names the kind:
+///   {"t":"start","rank","world_size","total_steps","steps_per_epoch","resume"}
 ///   {"t":"step", <every step field>}
 ///   {"t":"collectives","rank","allreduce"}   once the process group is up
 ///   {"t":"skipped_images","rank","files"}   image files passed over (data.on_bad_image skip), at the end

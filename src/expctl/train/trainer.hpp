@@ -11,34 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/datasets.hpp"
 #include "expctl/train/ddp.hpp"
+#include "expctl/train/metric_sink.hpp"
 #include "expctl/train/models.hpp"
 #include "expctl/train/optim.hpp"
 #include "expctl/train/process_group.hpp"
-#include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/records.hpp"
 
 namespace expctl::train {
-
-/// Receives a rank's progress. Called on the training thread.
-class MetricSink {
- public:
-  virtual ~MetricSink() = default;
-  virtual void on_step(const StepMetrics& metrics) = 0;
-  virtual void on_eval(const EvalMetrics& metrics) = 0;
-  /// A checkpoint was written and indexed.
-  virtual void on_checkpoint(const CheckpointFile& file) = 0;
-  /// Rank 0 only, at the end: another rank's steps of this invocation (see
-  /// TrainerConfig::report_steps_from_rank).
-  virtual void on_remote_steps(int /*rank*/, const std::vector<StepMetrics>& /*steps*/) {}
-  /// Once, when the process group is up: which all-reduce algorithm runs
-  /// (Communicator::allreduce_algorithm).
-  virtual void on_collectives(const std::string& /*allreduce*/) {}
-  /// Before the final evaluation: the image files this rank passed over because they do not
-  /// decode (data.on_bad_image skip); not called when there are none.
-  virtual void on_skipped_images(const std::vector<std::string>& /*files*/) {}
-};
 
 /// How training ended on this rank.
 struct TrainResult {

@@ -10,14 +10,13 @@
 namespace expctl::train {
 namespace {
 
-using nlohmann::json;
-
-/// Forwards the trainer's progress as records, and every log_every steps a line (rank 0).
-class RecordingSink final : public MetricSink {
+/// Forwards the trainer's records to the caller's sink as they are, and every log_every steps
+/// a progress line (rank 0).
+class ProgressLines final : public MetricSink {
  public:
-  RecordingSink(const RecordSink& on_record, const LineSink& on_line, int rank, int world_size,
-                std::int64_t total_steps, std::int64_t log_every)
-      : m_on_record(on_record),
+  ProgressLines(MetricSink& sink, const LineSink& on_line, int rank, int world_size, std::int64_t total_steps,
+                std::int64_t log_every)
+      : m_sink(sink),
         m_on_line(on_line),
         m_rank(rank),
         m_world_size(world_size),
@@ -25,47 +24,26 @@ class RecordingSink final : public MetricSink {
         m_log_every(log_every) {}
 
   void on_step(const StepMetrics& m) override {
-    m_on_record(encode_step(m));
+    m_sink.on_step(m);
     if (m_rank == 0 && m_on_line && (m.step % m_log_every == 0 || m.step == m_total_steps)) {
       m_on_line(progress_line(m));
     }
   }
 
   void on_eval(const EvalMetrics& m) override {
-    m_on_record(encode_eval(m));
+    m_sink.on_eval(m);
     if (m_rank == 0 && m_on_line) {
       m_on_line(m.accuracy ? fmt::format("eval step {} loss {:.4f} accuracy {:.4f}", m.step, m.loss, *m.accuracy)
                            : fmt::format("eval step {} loss {:.4f}", m.step, m.loss));
     }
   }
 
-  // One record per rank and per block of steps, each line a few hundred KB at most.
   void on_remote_steps(int rank, const std::vector<StepMetrics>& steps) override {
-    constexpr std::size_t k_rows_per_record = 2048;
-    for (std::size_t begin = 0; begin < steps.size(); begin += k_rows_per_record) {
-      json rows = json::array();
-      for (std::size_t i = begin; i < std::min(steps.size(), begin + k_rows_per_record); ++i) {
-        rows.push_back(encode_row(steps[i]));
-      }
-      m_on_record(json{{"t", "remote_steps"}, {"rank", rank}, {"rows", std::move(rows)}});
-    }
+    m_sink.on_remote_steps(rank, steps);
   }
-
-  void on_collectives(const std::string& allreduce) override {
-    m_on_record(json{{"t", "collectives"}, {"rank", m_rank}, {"allreduce", allreduce}});
-  }
-
-  void on_skipped_images(const std::vector<std::string>& files) override {
-    m_on_record(json{{"t", "skipped_images"}, {"rank", m_rank}, {"files", files}});
-  }
-
-  void on_checkpoint(const CheckpointFile& file) override {
-    m_on_record(json{{"t", "checkpoint"},
-                     {"path", file.path.string()},
-                     {"step", file.step},
-                     {"sha256", file.sha256},
-                     {"size_bytes", file.size_bytes}});
-  }
+  void on_collectives(const std::string& allreduce) override { m_sink.on_collectives(allreduce); }
+  void on_skipped_images(const std::vector<std::string>& files) override { m_sink.on_skipped_images(files); }
+  void on_checkpoint(const CheckpointFile& file) override { m_sink.on_checkpoint(file); }
 
  private:
   std::string progress_line(const StepMetrics& m) {
@@ -81,7 +59,7 @@ class RecordingSink final : public MetricSink {
                        m.loss, m.samples_per_sec * m_world_size, eta_text(eta));
   }
 
-  const RecordSink& m_on_record;
+  MetricSink& m_sink;
   const LineSink& m_on_line;
   int m_rank;
   int m_world_size;
@@ -93,20 +71,15 @@ class RecordingSink final : public MetricSink {
 
 }  // namespace
 
-WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
+WorkerResult run_worker(const TrainerConfig& config, MetricSink& sink, const LineSink& on_line,
                         const std::atomic<bool>* stop) {
   const int world = config.group.placement.world_size;
   const std::int64_t per_epoch = steps_per_epoch(config, training_set_size(config.data), world);
   const std::int64_t total = config.max_steps > 0 ? config.max_steps : config.epochs * per_epoch;
-  on_record(json{{"t", "start"},
-                 {"rank", config.group.placement.rank},
-                 {"world_size", world},
-                 {"total_steps", total},
-                 {"steps_per_epoch", per_epoch},
-                 {"resume", config.resume}});
-  RecordingSink sink(on_record, on_line, config.group.placement.rank, world, total,
-                     std::max<std::int64_t>(1, config.log_every));
-  const TrainResult result = run_training(config, sink, stop);
+  sink.on_start({config.group.placement.rank, world, total, per_epoch, config.resume});
+  ProgressLines lines(sink, on_line, config.group.placement.rank, world, total,
+                      std::max<std::int64_t>(1, config.log_every));
+  const TrainResult result = run_training(config, lines, stop);
   WorkerResult outcome;
   outcome.steps = result.steps;
   outcome.interrupted = result.interrupted;
@@ -114,10 +87,7 @@ WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record
   if (result.final_eval) {
     outcome.eval_accuracy = result.final_eval->accuracy;
   }
-  on_record(json{{"t", "end"},
-                 {"steps", outcome.steps},
-                 {"interrupted", outcome.interrupted},
-                 {"final_train_loss", encode_number(outcome.final_train_loss)}});
+  sink.on_end({outcome.steps, outcome.interrupted, outcome.final_train_loss});
   return outcome;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 /// One rank of an `expctl run`, behind a torch-free API: the run module hands over the rank's
 /// TrainerConfig (train/options.hpp, mapped from the spec by run::train_options) and gets progress
-/// back as records (train/records.hpp). This header includes none of LibTorch.
+/// back as typed records through its MetricSink (train/metric_sink.hpp). This header includes none
+/// of LibTorch.
 
 #include <atomic>
 #include <cstdint>
@@ -10,15 +11,11 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "expctl/train/metric_sink.hpp"
 #include "expctl/train/options.hpp"
-#include "expctl/train/records.hpp"
 
 namespace expctl::train {
 
-/// Receives each record (see above), on the training thread.
-using RecordSink = std::function<void(const nlohmann::json& record)>;
 /// Receives progress lines meant for people (rank 0 only, every metrics.log_every steps).
 using LineSink = std::function<void(const std::string& line)>;
 
@@ -30,10 +27,12 @@ struct WorkerResult {
   std::optional<double> eval_accuracy;
 };
 
-/// Trains this rank. `stop` (may be null) asks for a graceful stop: the ranks finish the current
-/// step, agree, checkpoint and return with `interrupted` set. Throws util::TrainError for a bad
-/// configuration (DivergedError when the loss stops being finite), missing data or a failed collective (the message names what went wrong).
-WorkerResult run_worker(const TrainerConfig& config, const RecordSink& on_record, const LineSink& on_line,
+/// Trains this rank, reporting to `sink` (on_start first, on_end last unless training throws).
+/// `stop` (may be null) asks for a graceful stop: the ranks finish the current step, agree,
+/// checkpoint and return with `interrupted` set. Throws util::TrainError for a bad configuration
+/// (DivergedError when the loss stops being finite), missing data or a failed collective (the
+/// message names what went wrong).
+WorkerResult run_worker(const TrainerConfig& config, MetricSink& sink, const LineSink& on_line,
                         const std::atomic<bool>* stop);
 
 /// Training-set size of a dataset as the trainer will see it (for the step count and ETA):

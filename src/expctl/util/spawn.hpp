@@ -1,7 +1,7 @@
 #pragma once
 /// The one way expctl starts a child process: a rank (launch/rank_process), a sweep's point
-/// (sweep/child) and a captured command (util/subprocess). The child leads a process group of its
-/// own (so one kill reaches whatever it starts), optionally gets a signal when its parent dies,
+/// (sweep_run/child) and a captured command (util/subprocess). The child leads a process group of
+/// its own (so one kill reaches whatever it starts), optionally gets a signal when its parent dies,
 /// starts with default handlers for the signals expctl catches and an empty signal mask, and
 /// holds exactly the descriptors it is given (every other one is closed at exec). The parent gets
 /// a pidfd, which poll() reports readable when the child has ended. Linux only.

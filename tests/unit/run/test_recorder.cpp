@@ -1,17 +1,17 @@
 // The recorder turns records into stored metrics off the supervisor's thread, keeps NaN as a
 // value, buffers while another process holds the store, and reports other store failures.
-#include <sqlite3.h>
-
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
 
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "expctl/run/recorder.hpp"
 #include "expctl/store/testing.hpp"
-#include "support/test_support.hpp"
 
 namespace {
 
@@ -135,6 +135,95 @@ TEST_CASE("recorder: a checkpoint record becomes an artifact relative to the run
   REQUIRE(artifacts.size() == 1);
   CHECK(artifacts[0].path == "checkpoints/rank0-step5.pt");
   CHECK(artifacts[0].size_bytes == 123);
+}
+
+namespace {
+
+// Every record kind a rank reports, in the order a worker reports them, to `sink`.
+void report_all(train::MetricSink& sink, const std::filesystem::path& run_dir) {
+  sink.on_start({0, 2, 3, 10, false});
+  sink.on_collectives("gloo");
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    train::StepMetrics metrics;
+    metrics.step = step;
+    metrics.loss = step == 3 ? std::numeric_limits<double>::infinity() : 1.0 / static_cast<double>(step);
+    metrics.step_time_s = 0.01;
+    metrics.forward_s = 0.004;
+    metrics.samples_per_sec = 640.0;
+    sink.on_step(metrics);
+  }
+  sink.on_eval({3, 0.5, 0.75});
+  train::CheckpointFile checkpoint;
+  checkpoint.path = run_dir / "checkpoints" / "rank0-step3.pt";
+  checkpoint.step = 3;
+  checkpoint.sha256 = std::string(64, 'c');
+  checkpoint.size_bytes = 77;
+  sink.on_checkpoint(checkpoint);
+  train::StepMetrics remote;
+  remote.step = 2;
+  remote.loss = 0.25;
+  sink.on_remote_steps(1, {remote});
+  sink.on_skipped_images({"b.jpg", "a.jpg"});
+  sink.on_end({3, false, 0.25});
+}
+
+// A sink that hands each typed record to the recorder as it is (rank 0 in the recording process).
+class TypedSink final : public train::MetricSink {
+ public:
+  explicit TypedSink(run::Recorder& recorder) : m_recorder(recorder) {}
+  void on_start(const train::TrainingStart& start) override { m_recorder.on_start(start); }
+  void on_step(const train::StepMetrics& m) override { m_recorder.on_step(0, m); }
+  void on_eval(const train::EvalMetrics& m) override { m_recorder.on_eval(m); }
+  void on_checkpoint(const train::CheckpointFile& file) override { m_recorder.on_checkpoint(file); }
+  void on_remote_steps(int rank, const std::vector<train::StepMetrics>& steps) override {
+    m_recorder.on_remote_steps(rank, steps);
+  }
+  void on_collectives(const std::string& allreduce) override { m_recorder.on_collectives(allreduce); }
+  void on_skipped_images(const std::vector<std::string>& files) override { m_recorder.on_skipped_images(files); }
+
+ private:
+  run::Recorder& m_recorder;
+};
+
+std::string stored(const store::Store& db, const std::string& run) {
+  std::string text;
+  for (const auto& point : db.metrics(run)) {
+    text += fmt::format("{} {} {} {}\n", point.rank, point.step, point.name, point.value);
+  }
+  for (const auto& artifact : db.artifacts(run)) {
+    text += fmt::format("{} {} {}\n", artifact.path, artifact.sha256, artifact.size_bytes);
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("recorder: a rank's records store the same whether they come typed or over the wire", "[run][recorder]") {
+  Fixture f;
+  const auto wire_run = f.db.create_run({std::string(64, 'a'), std::nullopt, "recorder", std::nullopt});
+  run::RunFacts typed_facts;
+  run::RunFacts wire_facts;
+  {
+    run::Recorder recorder(f.db, f.run.id, f.run.run_dir, f.console, std::chrono::steady_clock::now());
+    TypedSink sink(recorder);
+    report_all(sink, f.run.run_dir);
+    recorder.drain();
+    typed_facts = recorder.facts();
+  }
+  {
+    run::Recorder recorder(f.db, wire_run.id, wire_run.run_dir, f.console, std::chrono::steady_clock::now());
+    train::RecordEncoder encoder(0, [&recorder](const json& record) { recorder.on_record(0, record.dump()); });
+    report_all(encoder, wire_run.run_dir);
+    recorder.drain();
+    wire_facts = recorder.facts();
+  }
+  CHECK(stored(f.db, f.run.id) == stored(f.db, wire_run.id));
+  CHECK(stored(f.db, f.run.id).find("checkpoints/rank0-step3.pt") != std::string::npos);
+  CHECK(f.db.metrics(f.run.id, {.name = "loss", .rank = 1}).size() == 1);  // the remote rank's step
+  CHECK(typed_facts.allreduce == wire_facts.allreduce);
+  CHECK(typed_facts.allreduce == std::optional<std::string>("gloo"));
+  CHECK(typed_facts.skipped_images == wire_facts.skipped_images);
+  CHECK(typed_facts.skipped_images.size() == 2);
 }
 
 namespace {

@@ -3,15 +3,16 @@
 #include <fstream>
 #include <limits>
 
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/run/train_options.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/train/checkpoint_files.hpp"
+#include "expctl/train/metric_sink.hpp"
 #include "expctl/train/records.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/sha256.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl;
 
@@ -44,6 +45,37 @@ TEST_CASE("records: a step survives JSON and rows bit for bit, NaN and Inf inclu
   CHECK(train::step_row(*row).size() == train::step_fields().size());
   CHECK_FALSE(train::decode_step(nlohmann::json{{"t", "step"}, {"step", 1}}).has_value());
   CHECK(std::isnan(*train::decode_number(nullptr)));  // older records wrote NaN as null
+}
+
+TEST_CASE("records: each typed record goes on the wire as the JSON object records.hpp documents", "[run][records]") {
+  std::vector<std::string> lines;
+  train::RecordEncoder encoder(3, [&lines](const nlohmann::json& record) { lines.push_back(record.dump()); });
+  encoder.on_start({3, 4, 100, 25, true});
+  encoder.on_collectives("shm");
+  train::CheckpointFile checkpoint;
+  checkpoint.rank = 3;
+  checkpoint.step = 50;
+  checkpoint.path = "/runs/r/checkpoints/rank3-step50.pt";
+  checkpoint.sha256 = std::string(64, 'f');
+  checkpoint.size_bytes = 4096;
+  encoder.on_checkpoint(checkpoint);
+  encoder.on_eval({50, 0.5, std::nullopt});
+  encoder.on_skipped_images({"x.png"});
+  encoder.on_remote_steps(5, std::vector<train::StepMetrics>(2049));  // 2048 rows per record at most
+  encoder.on_end({100, false, std::numeric_limits<double>::quiet_NaN()});
+  REQUIRE(lines.size() == 8);
+  CHECK(lines[0] == R"({"rank":3,"resume":true,"steps_per_epoch":25,"t":"start","total_steps":100,"world_size":4})");
+  CHECK(lines[1] == R"({"allreduce":"shm","rank":3,"t":"collectives"})");
+  CHECK(lines[2] == R"({"path":"/runs/r/checkpoints/rank3-step50.pt","sha256":")" + std::string(64, 'f') +
+                        R"(","size_bytes":4096,"step":50,"t":"checkpoint"})");
+  CHECK(lines[3] == train::encode_eval({50, 0.5, std::nullopt}).dump());
+  CHECK(lines[4] == R"({"files":["x.png"],"rank":3,"t":"skipped_images"})");
+  const auto first = nlohmann::json::parse(lines[5]);
+  CHECK(first.at("t") == "remote_steps");
+  CHECK(first.at("rank") == 5);
+  CHECK(first.at("rows").size() == 2048);
+  CHECK(nlohmann::json::parse(lines[6]).at("rows").size() == 1);
+  CHECK(lines[7] == R"({"final_train_loss":"nan","interrupted":false,"steps":100,"t":"end"})");
 }
 
 TEST_CASE("train options: the quick-start spec maps onto typed options", "[run][options]") {

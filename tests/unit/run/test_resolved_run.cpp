@@ -9,7 +9,8 @@
 
 using namespace expctl;
 
-TEST_CASE("resolved run: what run writes reads back - with the node's request", "[run][resolved]") {
+TEST_CASE("resolved run: what run writes reads back - with the node's request, nproc_per_node from the spec",
+          "[run][resolved]") {
   test::TempDir dir;
   run::ResolvedRun written;
   written.spec = {{"distributed", {{"nproc_per_node", 3}}}, {"seed", 7}};
@@ -22,7 +23,7 @@ TEST_CASE("resolved run: what run writes reads back - with the node's request", 
   const auto read = run::read_resolved_run(dir.path());
   CHECK(read.spec == written.spec);
   CHECK(read.spec_file == "/x/spec.yaml");
-  const auto request = run::node_request(read);
+  const auto& request = read.node;
   CHECK(request.nnodes == 2);
   CHECK(request.node_rank == 1);
   CHECK(request.nproc_per_node == 3);

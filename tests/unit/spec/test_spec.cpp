@@ -154,6 +154,21 @@ TEST_CASE("spec: --set overrides are typed by the field table and applied after 
   CHECK(ws.hash("{}\n", {"seed=1", "seed=2"}) == ws.hash("seed: 2\n"));
 }
 
+TEST_CASE("spec: run's --nnodes is a typed distributed.nnodes after the overrides, hashed as --set would be") {
+  const Workspace ws;
+  const fs::path file = ws.dir.write("n.yaml", "distributed: {nnodes: 3}\n");
+  const Spec typed = load_spec(file, LoadOptions{{"distributed.nnodes=4"}, 2});
+  CHECK(typed.get_int("distributed.nnodes") == 2);  // after the --set, as `run --nnodes 2 --set ...=4` always was
+  CHECK(typed.values()["distributed"]["nnodes"].is_number_integer());
+  CHECK(typed.hash() == load_spec(file, LoadOptions{{"distributed.nnodes=2"}}).hash());
+  CHECK(typed.canonical() ==
+        load_spec(file, LoadOptions{{"distributed.nnodes=4", "distributed.nnodes=2"}}).canonical());
+  CHECK(load_spec(file, LoadOptions{{}, std::nullopt}).get_int("distributed.nnodes") == 3);
+  CHECK(report_of([&] {
+          load_spec(file, LoadOptions{{}, 2000});
+        }) == "expctl: error: --nnodes 2000: distributed.nnodes must be between 1 and 1024, found 2000");
+}
+
 TEST_CASE("spec: an invalid override is reported by name - with the file's problems") {
   const Workspace ws;
   const std::string report = report_of([&] {

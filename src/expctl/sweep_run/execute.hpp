@@ -1,8 +1,8 @@
 #pragma once
-/// A sweep from its file to its points' results, in-process: the file loaded (and held to
-/// --expect-hash), the machine held against the base spec's pinned stack (run::check_pinned_stack,
-/// the run engine's own recipe), the slots, the plan against the store, the runner's options, the
-/// exit code and the JSON documents `expctl sweep` prints. The CLI only parses and prints.
+/// A loaded sweep run to its points' results, in-process: the machine held against the base
+/// spec's pinned stack (run::check_pinned_stack, the run engine's own recipe), the slots, the plan
+/// against the store, the runner's options, the exit code and the JSON documents `expctl sweep`
+/// prints. The CLI only parses and prints; the file itself is sweep::load_sweep_file's.
 
 #include <cstddef>
 #include <filesystem>
@@ -15,21 +15,13 @@
 
 #include "expctl/store/store.hpp"
 #include "expctl/sweep/plan.hpp"
-#include "expctl/sweep/runner.hpp"
 #include "expctl/sweep/sbatch.hpp"
 #include "expctl/sweep/slots.hpp"
 #include "expctl/sweep/sweep.hpp"
+#include "expctl/sweep_run/runner.hpp"
 #include "expctl/util/exit_code.hpp"
 
-namespace expctl::sweep {
-
-/// Loads and validates a sweep file; a spec given instead is a usage error naming the fix, and a
-/// non-empty `expect_hash` that is not the sweep's hash is one too (point indexes may have moved).
-Sweep load_sweep_file(const std::string& file, const std::string& expect_hash = {});
-
-/// The report across the sweep's points (report.hpp) in `format`, from `store`'s completed runs.
-std::string report_of(const Sweep& sweep, const store::Store& store, const std::vector<std::string>& metrics,
-                      const std::string& format);
+namespace expctl::sweep_run {
 
 /// Where the points record: what --db, --local-db and -v say.
 struct StoreLocation {
@@ -53,8 +45,8 @@ std::optional<size_t> selected_point(int point);
 
 /// The plan of one `expctl sweep` invocation.
 struct Execution {
-  std::vector<Slot> slots;
-  Plan plan;
+  std::vector<sweep::Slot> slots;
+  sweep::Plan plan;
   std::filesystem::path log_dir;  ///< <db dir>/sweeps/<name>-<hash12>
   bool external = false;          ///< a task of srun / torchrun / mpirun: the points run as its ranks
 };
@@ -62,39 +54,40 @@ struct Execution {
 /// Holds the machine against the pinned stack (util::EnvError, exit 3, when every point would be
 /// refused), sizes the slots, asks the store what is done (`open_if_present`: nullopt when there
 /// is no store yet) and plans the jobs.
-Execution prepare(const Sweep& sweep, const ExecuteOptions& options, const StoreLocation& where,
+Execution prepare(const sweep::Sweep& sweep, const ExecuteOptions& options, const StoreLocation& where,
                   const std::function<std::optional<store::Store>()>& open_if_present);
 
 /// "sweep NAME (HASH): P point(s) × R = N runs; D done, J to run ... in S slot(s) [...]; logs in DIR".
-std::string plan_line(const Sweep& sweep, const Execution& execution);
+std::string plan_line(const sweep::Sweep& sweep, const Execution& execution);
 
 /// --dry-run: one line per job ("   3  abcdef012345  lr=0.1  (resume RUN)").
-std::string dry_run_text(const Sweep& sweep, const Execution& execution);
+std::string dry_run_text(const sweep::Sweep& sweep, const Execution& execution);
 
 /// The body of the "sweep-plan" document (the CLI adds the envelope).
-nlohmann::json plan_document(const Sweep& sweep, const Execution& execution);
+nlohmann::json plan_document(const sweep::Sweep& sweep, const Execution& execution);
 
 /// Runs the planned jobs as child `expctl run`s (warning first when OMP_NUM_THREADS would size
 /// every slot's threads alike).
-RunnerResult execute(const Sweep& sweep, const Execution& execution, const StoreLocation& where, ProgressSink progress);
+RunnerResult execute(const sweep::Sweep& sweep, const Execution& execution, const StoreLocation& where,
+                     ProgressSink progress);
 
 /// 130 interrupted, the stopping point's 2 or 3, 1 when a point failed, else 0.
 util::ExitCode exit_code_of(const RunnerResult& result);
 
 /// The body of the "sweep" document (the CLI adds the envelope).
-nlohmann::json result_document(const Sweep& sweep, const Execution& execution, const RunnerResult& result);
+nlohmann::json result_document(const sweep::Sweep& sweep, const Execution& execution, const RunnerResult& result);
 
 /// The closing line ("sweep NAME: 3 of 4 started run(s) completed, ...", or "nothing to run").
-std::string result_line(const Sweep& sweep, const Execution& execution, const RunnerResult& result,
+std::string result_line(const sweep::Sweep& sweep, const Execution& execution, const RunnerResult& result,
                         const std::string& file);
 
 /// The Slurm job-array script of `--print-sbatch` (sbatch.hpp): `options`' --array-limit and
 /// --sbatch lines, task I running point I of `file` with this expctl into its own store beside
 /// `db_path`, to merge into `db_path` afterwards.
-std::string sbatch_script(const Sweep& sweep, const std::string& file, const std::string& db_path,
-                          SbatchOptions options);
+std::string sbatch_script(const sweep::Sweep& sweep, const std::string& file, const std::string& db_path,
+                          sweep::SbatchOptions options);
 
 /// This expctl's own path (/proc/self/exe), which points and Slurm tasks run.
 std::filesystem::path self_executable();
 
-}  // namespace expctl::sweep
+}  // namespace expctl::sweep_run

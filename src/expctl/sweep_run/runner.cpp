@@ -1,4 +1,4 @@
-#include "expctl/sweep/runner.hpp"
+#include "expctl/sweep_run/runner.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,12 +18,17 @@
 
 #include "expctl/run/result_document.hpp"
 #include "expctl/store/types.hpp"
-#include "expctl/sweep/child.hpp"
+#include "expctl/sweep_run/child.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/interrupt_signals.hpp"
 #include "expctl/util/strings.hpp"
 
-namespace expctl::sweep {
+namespace expctl::sweep_run {
+
+using sweep::Job;
+using sweep::Point;
+using sweep::Slot;
+using sweep::Sweep;
 
 namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
@@ -152,7 +157,7 @@ class Runner {
         detail::ChildSpec{argv, environment_of(m_options.environment, where), where.cpus, active.output, active.log});
     event(fmt::format("point {} ({}): {} in slot {} (cpus {})", job.point, point_label(m_sweep.points[job.point]),
                       job.resume_run.empty() ? "started" : "resuming run " + job.resume_run, slot,
-                      cpu_list_text(where.cpus)));
+                      sweep::cpu_list_text(where.cpus)));
     m_active[slot] = std::move(active);
   }
 
@@ -365,4 +370,4 @@ ProgressSink stream_progress(std::ostream& out, bool tty) {
   };
 }
 
-}  // namespace expctl::sweep
+}  // namespace expctl::sweep_run

@@ -1,4 +1,4 @@
-#include "expctl/sweep/execute.hpp"
+#include "expctl/sweep_run/execute.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -9,12 +9,22 @@
 #include "expctl/launch/environment.hpp"
 #include "expctl/run/stack.hpp"
 #include "expctl/sweep/environment.hpp"
-#include "expctl/sweep/report.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/strings.hpp"
 
-namespace expctl::sweep {
+namespace expctl::sweep_run {
+
+using sweep::FingerprintFn;
+using sweep::Fingerprints;
+using sweep::Job;
+using sweep::Plan;
+using sweep::Point;
+using sweep::PointState;
+using sweep::SbatchOptions;
+using sweep::Slot;
+using sweep::Sweep;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -46,8 +56,9 @@ void check_pins(const Sweep& sweep, Fingerprints& fingerprints, const std::vecto
 
 std::vector<Slot> make_slots(const ExecuteOptions& options, int gpu_count) {
   const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
-  const auto gpus = visible_gpus(devices != nullptr ? std::optional<std::string>(devices) : std::nullopt, gpu_count);
-  return plan_slots(options.parallel, allowed_cpus(), gpus);
+  const auto gpus =
+      sweep::visible_gpus(devices != nullptr ? std::optional<std::string>(devices) : std::nullopt, gpu_count);
+  return sweep::plan_slots(options.parallel, sweep::allowed_cpus(), gpus);
 }
 
 std::vector<PointState> point_states(const Sweep& sweep, const std::vector<Slot>& slots, Fingerprints& fingerprints,
@@ -55,7 +66,8 @@ std::vector<PointState> point_states(const Sweep& sweep, const std::vector<Slot>
   std::vector<PointState> states;
   for (const Point& point : sweep.points) {
     const auto runs = db.list_runs({.spec_hash_prefix = point.spec.hash()});
-    states.push_back(point_state(runs, accepted_environments(fingerprints.of(point.spec), slots), hash_tag(sweep)));
+    states.push_back(
+        sweep::point_state(runs, accepted_environments(fingerprints.of(point.spec), slots), hash_tag(sweep)));
   }
   return states;
 }
@@ -69,7 +81,7 @@ fs::path log_dir_of(const Sweep& sweep, const StoreLocation& where) {
 std::string slots_text(const std::vector<Slot>& slots) {
   std::vector<std::string> parts;
   for (const Slot& slot : slots) {
-    parts.push_back(slot.cpus.empty() ? "inherited" : "cpus " + cpu_list_text(slot.cpus));
+    parts.push_back(slot.cpus.empty() ? "inherited" : "cpus " + sweep::cpu_list_text(slot.cpus));
     if (!slot.gpus.empty()) {
       parts.back() += " gpus " + util::join(slot.gpus, ",");
     }
@@ -124,26 +136,6 @@ json sweep_json(const Sweep& sweep) {
 
 }  // namespace
 
-Sweep load_sweep_file(const std::string& file, const std::string& expect_hash) {
-  if (!is_sweep_file(file) && std::filesystem::is_regular_file(file)) {
-    throw util::UsageError(
-        fmt::format("{} is not a sweep file (it has no top-level \"base:\" key): a sweep names its "
-                    "base spec and the axes to vary (docs/sweeps.md); a spec runs with expctl run",
-                    file));
-  }
-  Sweep sweep = load_sweep(file);
-  EXPCTL_CHECK(expect_hash.empty() || expect_hash == sweep.hash, util::UsageError,
-               "{} changed since --expect-hash {} was written (its sweep hash is now {}): point indexes may name other "
-               "points; write the script again with --print-sbatch",
-               file, expect_hash.substr(0, 12), sweep.hash.substr(0, 12));
-  return sweep;
-}
-
-std::string report_of(const Sweep& sweep, const store::Store& store, const std::vector<std::string>& metrics,
-                      const std::string& format) {
-  return render(build_report(sweep, completed_runs(sweep, store), metrics), format);
-}
-
 std::optional<size_t> selected_point(int point) {
   if (point >= 0) {
     return static_cast<size_t>(point);
@@ -176,8 +168,9 @@ Execution prepare(const Sweep& sweep, const ExecuteOptions& options, const Store
   EXPCTL_CHECK(!execution.external || point, util::UsageError,
                "expctl sweep runs under a launcher (srun, torchrun, mpirun) only for one point: pass --point I "
                "(an --print-sbatch script does)");
-  execution.slots = execution.external ? std::vector<Slot>{Slot{}}
-                                       : make_slots(options, gpu_count(fingerprints.of(sweep.points.front().spec)));
+  execution.slots = execution.external
+                        ? std::vector<Slot>{Slot{}}
+                        : make_slots(options, sweep::gpu_count(fingerprints.of(sweep.points.front().spec)));
   // No store yet: nothing is done (and a dry run creates none).
   std::vector<PointState> states(sweep.points.size());
   if (!options.force && !execution.external) {
@@ -306,4 +299,4 @@ fs::path self_executable() {
   return path;
 }
 
-}  // namespace expctl::sweep
+}  // namespace expctl::sweep_run

@@ -1,4 +1,4 @@
-#include "expctl/sweep/child.hpp"
+#include "expctl/sweep_run/child.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -11,7 +11,7 @@
 
 #include "expctl/util/error.hpp"
 
-namespace expctl::sweep::detail {
+namespace expctl::sweep_run::detail {
 
 namespace {
 
@@ -63,4 +63,4 @@ void Child::signal(int signal) const {
   m_process.signal_group(signal);
 }
 
-}  // namespace expctl::sweep::detail
+}  // namespace expctl::sweep_run::detail

@@ -1,5 +1,5 @@
 #pragma once
-/// Internal to the sweep module: one point's `expctl run` (or `resume`) as a child process
+/// Internal to the sweep_run module: one point's `expctl run` (or `resume`) as a child process
 /// (util::ChildProcess). It leads its own process group (so a terminal's Ctrl-C reaches only the
 /// sweep, which forwards it once), runs with its slot's CPU affinity, gets SIGTERM when the sweep
 /// dies (so a killed sweep leaves interrupted runs, never orphans), reads /dev/null and writes its
@@ -14,7 +14,7 @@
 
 #include "expctl/util/spawn.hpp"
 
-namespace expctl::sweep::detail {
+namespace expctl::sweep_run::detail {
 
 struct ChildSpec {
   std::vector<std::string> argv;         ///< argv[0] is an absolute path
@@ -43,4 +43,4 @@ class Child {
   util::ChildProcess m_process;
 };
 
-}  // namespace expctl::sweep::detail
+}  // namespace expctl::sweep_run::detail

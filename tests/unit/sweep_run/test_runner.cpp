@@ -1,17 +1,17 @@
 // The runner, with a fake expctl (a shell script) as the points' program: slots and their CPU
 // affinity, CUDA_VISIBLE_DEVICES, the run id from the JSON output, interrupts and stopping exits.
 
-#include <sys/stat.h>
-
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
+
+#include "sweep_test_helpers.hpp"
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include "expctl/launch/environment.hpp"
-#include "expctl/sweep/runner.hpp"
-#include "sweep_test_helpers.hpp"
+#include "expctl/sweep_run/runner.hpp"
 
 using namespace expctl;
 using test::TempDir;
@@ -56,7 +56,7 @@ std::string read(const fs::path& path) {
 struct Fixture {
   TempDir dir;
   sweep::Sweep sweep = sweep::load_sweep(data("grid.yaml"));
-  sweep::RunnerOptions options;
+  sweep_run::RunnerOptions options;
 
   explicit Fixture(const std::string& mode, std::vector<sweep::Slot> slots) {
     const fs::path fake = dir.write("fake-expctl", k_fake_expctl);
@@ -84,7 +84,8 @@ struct Fixture {
   std::string recorded(size_t point, const std::string& suffix) const {
     for (const auto& entry : fs::directory_iterator(dir / "jobs")) {
       const std::string path = entry.path().string();
-      if (path.ends_with(".args") && read(entry.path()).find(fmt::format("sweep-point:{} ", point)) != std::string::npos) {
+      if (path.ends_with(".args") &&
+          read(entry.path()).find(fmt::format("sweep-point:{} ", point)) != std::string::npos) {
         return read(path.substr(0, path.size() - 5) + suffix);
       }
     }
@@ -102,11 +103,11 @@ TEST_CASE("runner: each point runs with its slot's cores, and the run id comes f
   }
   Fixture fixture("ok", {{0, {cpus[0]}, {}}, {1, {cpus[1]}, {}}});
   const auto jobs = fixture.jobs(4);
-  const sweep::RunnerResult result = sweep::run_jobs(fixture.sweep, jobs, fixture.options);
+  const sweep_run::RunnerResult result = sweep_run::run_jobs(fixture.sweep, jobs, fixture.options);
   REQUIRE(result.outcomes.size() == 4);
   CHECK_FALSE(result.interrupted);
   CHECK(result.not_started == 0);
-  for (const sweep::JobOutcome& outcome : result.outcomes) {
+  for (const sweep_run::JobOutcome& outcome : result.outcomes) {
     INFO("point " << outcome.job.point << " in slot " << outcome.slot);
     CHECK(outcome.exit_code == 0);
     CHECK_THAT(outcome.run_id, Catch::StartsWith("fake-"));
@@ -120,7 +121,7 @@ TEST_CASE("runner: each point runs with its slot's cores, and the run id comes f
 TEST_CASE("runner: a GPU slot sets CUDA_VISIBLE_DEVICES for its points") {
   Fixture fixture("ok", {{0, {}, {"2", "3"}}});
   const auto jobs = fixture.jobs(1);
-  const sweep::RunnerResult result = sweep::run_jobs(fixture.sweep, jobs, fixture.options);
+  const sweep_run::RunnerResult result = sweep_run::run_jobs(fixture.sweep, jobs, fixture.options);
   REQUIRE(result.outcomes.size() == 1);
   CHECK(fixture.recorded(0, ".cuda") == "2,3");
 }
@@ -128,7 +129,7 @@ TEST_CASE("runner: a GPU slot sets CUDA_VISIBLE_DEVICES for its points") {
 TEST_CASE("runner: an interrupt stops the sweep: the running point gets the signal and the rest never start") {
   Fixture fixture("interrupt", {{0, {}, {}}});
   const auto jobs = fixture.jobs(8);
-  const sweep::RunnerResult result = sweep::run_jobs(fixture.sweep, jobs, fixture.options);
+  const sweep_run::RunnerResult result = sweep_run::run_jobs(fixture.sweep, jobs, fixture.options);
   CHECK(result.interrupted);
   REQUIRE(result.outcomes.size() == 1);
   CHECK(result.outcomes[0].exit_code == 130);
@@ -138,12 +139,12 @@ TEST_CASE("runner: an interrupt stops the sweep: the running point gets the sign
 TEST_CASE("runner: a point that exits 3 stops the sweep, points that fail with 1 do not") {
   Fixture stops("exit3", {{0, {}, {}}});
   const auto jobs = stops.jobs(8);
-  const sweep::RunnerResult stopped = sweep::run_jobs(stops.sweep, jobs, stops.options);
+  const sweep_run::RunnerResult stopped = sweep_run::run_jobs(stops.sweep, jobs, stops.options);
   CHECK(stopped.stopped_by_exit == 3);
   CHECK(stopped.outcomes.size() == 1);
   CHECK(stopped.not_started == 7);
   Fixture fails("exit1", {{0, {}, {}}});
-  const sweep::RunnerResult failed = sweep::run_jobs(fails.sweep, fails.jobs(3), fails.options);
+  const sweep_run::RunnerResult failed = sweep_run::run_jobs(fails.sweep, fails.jobs(3), fails.options);
   CHECK(failed.stopped_by_exit == 0);
   REQUIRE(failed.outcomes.size() == 3);
   CHECK(failed.outcomes[2].exit_code == 1);
@@ -152,7 +153,7 @@ TEST_CASE("runner: a point that exits 3 stops the sweep, points that fail with 1
 TEST_CASE("runner: a point whose resume is refused starts anew, and the sweep goes on") {
   Fixture fixture("refuse-resume", {{0, {}, {}}});
   const std::vector<sweep::Job> jobs{{0, "20260101-000000-aaaaaa"}, {1, ""}};
-  const sweep::RunnerResult result = sweep::run_jobs(fixture.sweep, jobs, fixture.options);
+  const sweep_run::RunnerResult result = sweep_run::run_jobs(fixture.sweep, jobs, fixture.options);
   CHECK(result.stopped_by_exit == 0);
   CHECK(result.not_started == 0);
   REQUIRE(result.outcomes.size() == 3);
@@ -170,8 +171,10 @@ TEST_CASE("runner: the progress sink gets events and one progress line") {
   std::string progress;
   fixture.options.total_runs = 8;
   fixture.options.done_before = 6;
-  fixture.options.progress = [&](const std::string& line, bool redraw) { (redraw ? progress : events.emplace_back()) = line; };
-  sweep::run_jobs(fixture.sweep, fixture.jobs(2), fixture.options);
+  fixture.options.progress = [&](const std::string& line, bool redraw) {
+    (redraw ? progress : events.emplace_back()) = line;
+  };
+  sweep_run::run_jobs(fixture.sweep, fixture.jobs(2), fixture.options);
   REQUIRE(events.size() == 4);
   CHECK_THAT(events[0], Catch::StartsWith("point 0 (optim.lr=0.02 data.batch_size=16 seed=7): started in slot 0"));
   CHECK_THAT(events[1], Catch::StartsWith("point 0 completed in "));
@@ -180,30 +183,47 @@ TEST_CASE("runner: the progress sink gets events and one progress line") {
 
 TEST_CASE("runner: a point's command line") {
   const sweep::Sweep sweep = sweep::load_sweep(data("grid.yaml"));
-  sweep::RunnerOptions options;
+  sweep_run::RunnerOptions options;
   options.executable = "/usr/bin/expctl";
   options.global_args = {"--db", "/r/expctl.db"};
-  const auto argv = sweep::job_argv(sweep, {3, ""}, options);
-  CHECK(argv == std::vector<std::string>{"/usr/bin/expctl", "--db", "/r/expctl.db", "run", data("base.yaml"),
-                                         "--set", "train.max_steps=20", "--set", "optim.lr=0.02", "--set",
-                                         "data.batch_size=32", "--set", "seed=8", "--tag", "sweep:grid", "--tag",
-                                         "sweep-hash:" + sweep.hash, "--tag", "sweep-point:3", "--format", "json"});
-  CHECK(sweep::job_argv(sweep, {3, "20260101-000000-abcdef"}, options) ==
+  const auto argv = sweep_run::job_argv(sweep, {3, ""}, options);
+  CHECK(argv == std::vector<std::string>{"/usr/bin/expctl",
+                                         "--db",
+                                         "/r/expctl.db",
+                                         "run",
+                                         data("base.yaml"),
+                                         "--set",
+                                         "train.max_steps=20",
+                                         "--set",
+                                         "optim.lr=0.02",
+                                         "--set",
+                                         "data.batch_size=32",
+                                         "--set",
+                                         "seed=8",
+                                         "--tag",
+                                         "sweep:grid",
+                                         "--tag",
+                                         "sweep-hash:" + sweep.hash,
+                                         "--tag",
+                                         "sweep-point:3",
+                                         "--format",
+                                         "json"});
+  CHECK(sweep_run::job_argv(sweep, {3, "20260101-000000-abcdef"}, options) ==
         std::vector<std::string>{"/usr/bin/expctl", "--db", "/r/expctl.db", "resume", "20260101-000000-abcdef",
                                  "--format", "json"});
 }
 
 TEST_CASE("runner: progress line, ETA and durations") {
-  CHECK(sweep::progress_line("s", {3, 8, 2, 1, 62, 100}) ==
+  CHECK(sweep_run::progress_line("s", {3, 8, 2, 1, 62, 100}) ==
         "sweep s: 3/8 runs done, 2 running, 1 failed, elapsed 1m02s, eta 1m40s");
-  CHECK(sweep::progress_line("s", {0, 8, 1, 0, 5, -1}) == "sweep s: 0/8 runs done, 1 running, elapsed 5.0s, eta -");
+  CHECK(sweep_run::progress_line("s", {0, 8, 1, 0, 5, -1}) == "sweep s: 0/8 runs done, 1 running, elapsed 5.0s, eta -");
   const std::vector<double> finished{10, 20};
   const std::vector<double> running{5, 30};
   // 4 queued at 15 s, plus 10 s left of one running (the other is past the mean), over 2 slots.
-  CHECK(sweep::estimate_eta(finished, running, 4, 2) == Approx(35));
-  CHECK(sweep::estimate_eta({}, running, 4, 2) < 0);
-  CHECK(sweep::duration_text(0.85) == "850ms");
-  CHECK(sweep::duration_text(42) == "42.0s");
-  CHECK(sweep::duration_text(185) == "3m05s");
-  CHECK(sweep::duration_text(7440) == "2h04m");
+  CHECK(sweep_run::estimate_eta(finished, running, 4, 2) == Approx(35));
+  CHECK(sweep_run::estimate_eta({}, running, 4, 2) < 0);
+  CHECK(sweep_run::duration_text(0.85) == "850ms");
+  CHECK(sweep_run::duration_text(42) == "42.0s");
+  CHECK(sweep_run::duration_text(185) == "3m05s");
+  CHECK(sweep_run::duration_text(7440) == "2h04m");
 }

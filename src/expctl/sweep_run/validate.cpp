@@ -1,8 +1,10 @@
-#include "expctl/sweep/validate.hpp"
+#include "expctl/sweep_run/validate.hpp"
 
 #include "expctl/run/preflight.hpp"
 
-namespace expctl::sweep {
+namespace expctl::sweep_run {
+
+using sweep::Sweep;
 
 namespace {
 
@@ -33,7 +35,7 @@ FileCheck check_sweep(const std::string& file, const std::vector<std::string>& o
     if (!overrides.empty()) {
       throw util::DiagnosticError({{file, 0, 0, "--set applies to specs: put the fields under the sweep's set:", ""}});
     }
-    check.sweep = load_sweep(file);
+    check.sweep = sweep::load_sweep(file);
   } catch (const util::DiagnosticError& error) {
     record_diagnostics(check, error);
   } catch (const util::TrainError& error) {
@@ -45,7 +47,7 @@ FileCheck check_sweep(const std::string& file, const std::vector<std::string>& o
 }  // namespace
 
 FileCheck check_file(const std::string& file, const std::vector<std::string>& overrides) {
-  if (is_sweep_file(file)) {
+  if (sweep::is_sweep_file(file)) {
     return check_sweep(file, overrides);
   }
   FileCheck check{.file = file};
@@ -93,4 +95,4 @@ nlohmann::json check_json(const FileCheck& check) {
   return entry;
 }
 
-}  // namespace expctl::sweep
+}  // namespace expctl::sweep_run

@@ -25,7 +25,7 @@
 #include "expctl/sweep/slots.hpp"
 #include "expctl/sweep/sweep.hpp"
 
-namespace expctl::sweep {
+namespace expctl::sweep_run {
 
 /// Where the progress of a sweep goes: `redraw` lines replace the previous progress line on a
 /// terminal; the others are events (a point started or ended) printed once.
@@ -38,7 +38,7 @@ ProgressSink stream_progress(std::ostream& out, bool tty);
 struct RunnerOptions {
   std::filesystem::path executable;                ///< expctl itself (/proc/self/exe)
   std::vector<std::string> global_args;            ///< before the command: --db PATH, -v ...
-  std::vector<Slot> slots;                         ///< at least one
+  std::vector<sweep::Slot> slots;                  ///< at least one
   std::map<std::string, std::string> environment;  ///< the points' environment (slots add CUDA_VISIBLE_DEVICES)
   std::filesystem::path log_dir;                   ///< point-<I>.log (appended) and the point's stdout
   size_t done_before = 0;                          ///< runs already done, for the progress line
@@ -49,7 +49,7 @@ struct RunnerOptions {
 
 /// How one job ended.
 struct JobOutcome {
-  Job job;
+  sweep::Job job;
   size_t slot = 0;
   int exit_code = 0;
   std::string run_id;  ///< from the point's JSON output; empty when none was recorded
@@ -66,10 +66,10 @@ struct RunnerResult {
 
 /// The command line of `job`: `run BASE --set ... --tag sweep:... --format json`, or
 /// `resume RUN --format json`, after `options.global_args`.
-std::vector<std::string> job_argv(const Sweep& sweep, const Job& job, const RunnerOptions& options);
+std::vector<std::string> job_argv(const sweep::Sweep& sweep, const sweep::Job& job, const RunnerOptions& options);
 
 /// Runs `jobs`; returns when every started job has ended.
-RunnerResult run_jobs(const Sweep& sweep, std::span<const Job> jobs, const RunnerOptions& options);
+RunnerResult run_jobs(const sweep::Sweep& sweep, std::span<const sweep::Job> jobs, const RunnerOptions& options);
 
 /// "3/8 runs done, 2 running, 1 failed, elapsed 1m02s, eta 1m40s" (eta "-" before a job ended).
 struct ProgressState {
@@ -90,4 +90,4 @@ double estimate_eta(std::span<const double> finished_s, std::span<const double> 
 /// "850ms", "42.0s", "3m05s", "2h04m".
 std::string duration_text(double seconds);
 
-}  // namespace expctl::sweep
+}  // namespace expctl::sweep_run

@@ -14,14 +14,14 @@
 #include "expctl/sweep/sweep.hpp"
 #include "expctl/util/diagnostic.hpp"
 
-namespace expctl::sweep {
+namespace expctl::sweep_run {
 
 /// What checking one file found.
 struct FileCheck {
   std::string file{};  ///< as given
   bool is_sweep = false;
-  std::optional<spec::Spec> spec{};  ///< the valid spec
-  std::optional<Sweep> sweep{};      ///< the valid sweep
+  std::optional<spec::Spec> spec{};     ///< the valid spec
+  std::optional<sweep::Sweep> sweep{};  ///< the valid sweep
   /// Every problem of an invalid file. A failure without a position in the file (a model
   /// preflight, a backend the machine lacks) is one entry at line 0, with `positioned` false.
   std::vector<util::Diagnostic> errors{};
@@ -41,4 +41,4 @@ FileCheck check_file(const std::string& file, const std::vector<std::string>& ov
 /// "axes" and "points"}.
 nlohmann::json check_json(const FileCheck& check);
 
-}  // namespace expctl::sweep
+}  // namespace expctl::sweep_run
