@@ -295,12 +295,16 @@ void plan_external(Invocation& invocation, const launch::RankIdentity& identity)
   node.master_port = invocation.plan.master_port;
 }
 
+// distributed.timeout_s: the collective and rendezvous timeout.
+std::chrono::seconds timeout_of(const json& spec) {
+  return std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
+}
+
 // A rank silent this long has stopped (its heartbeat thread beats every 250 ms even while a
 // collective waits): well inside the collective timeout, so the stopped rank is named rather
 // than the healthy peer whose collective timed out waiting for it.
 std::chrono::milliseconds heartbeat_timeout(const json& spec) {
-  const auto timeout_s = spec.at("distributed").at("timeout_s").get<std::int64_t>();
-  return std::chrono::seconds(std::clamp<std::int64_t>(timeout_s / 3, 5, 60));
+  return std::chrono::seconds(std::clamp<std::int64_t>(timeout_of(spec).count() / 3, 5, 60));
 }
 
 void record_ranks(Recorder& recorder, const Invocation& invocation, const launch::LaunchPlan& plan,
@@ -330,8 +334,7 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, Conso
   if (invocation.program) {
     // A program's heartbeats come from the `expctl` module while its main thread moves; one that
     // never speaks the protocol is not judged at all (docs/program.md).
-    options.heartbeat_timeout =
-        std::chrono::seconds(invocation.resolved.spec.at("distributed").at("timeout_s").get<std::int64_t>());
+    options.heartbeat_timeout = timeout_of(invocation.resolved.spec);
     options.silence_counts_after_first_line = true;
   }
   options.console = [&console](std::string_view line) { console.line(line); };
@@ -690,10 +693,6 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
 
 // ---------------------------------------------------------------------------------------------
 // A program's ranks when more than one `expctl` supervises them (program_gather.hpp).
-
-std::chrono::seconds timeout_of(const json& spec) {
-  return std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
-}
 
 // Several nodes started with --nnodes: node 0 hosts the store the program's ranks join (as for
 // built-in runs, so no rank races another to bind it), and every node hands its ranks' steps to

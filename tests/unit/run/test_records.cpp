@@ -102,7 +102,7 @@ TEST_CASE("train options: the quick-start spec maps onto typed options", "[run][
 namespace {
 
 void write_checkpoint(const std::filesystem::path& dir, int rank, std::int64_t step) {
-  train::CheckpointFile file{rank, step, train::checkpoint_path(dir, rank, step), "", 0};
+  train::CheckpointFile file{rank, step, train::checkpoint_path(dir, rank, step), "", 0, ""};
   const std::string content = fmt::format("weights of rank {} at step {}", rank, step);
   REQUIRE(util::write_file_atomic(file.path, content).has_value());
   file.sha256 = util::sha256_hex(content);
