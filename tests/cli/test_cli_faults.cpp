@@ -479,9 +479,10 @@ TEST_CASE("faults: a SIGSTOPped rank is named in the root cause whatever the col
     CHECK(finished.status == store::RunStatus::failed);
     CHECK_THAT(finished.root_cause, Catch::StartsWith("rank 1 stopped answering"));
     // Where each rank was, from its last heartbeat: the stopped one mid-step, its peer blocked
-    // on the gradient all-reduce waiting for it.
+    // on the gradient all-reduce waiting for it — or, stopped near step 20, on the one all-gather
+    // of the ranks' pace (train.checkpoint_every_s), which is on no bucket.
     CHECK_THAT(finished.root_cause, Catch::Matches("rank 1 stopped answering[^\n]*; last heartbeats: rank 0 at step "
-                                                   "[0-9]+ in comm_wait on bucket 0, rank 1 at step [0-9]+ in "
+                                                   "[0-9]+ in comm_wait( on bucket 0)?, rank 1 at step [0-9]+ in "
                                                    "[a-z_]+[^\n]*(\n.*)*"));
     // Its native stack, taken before it was killed (install-deps.sh installs elfutils).
     REQUIRE_FALSE(expctl::run::stack_command(stopped).empty());

@@ -381,7 +381,7 @@ class Trainer {
     }
     if (m_config.monitored_barrier_every > 0 && m_position.step % m_config.monitored_barrier_every == 0 &&
         m_comm.world_size() > 1) {
-      enter(Phase::comm_wait);
+      enter_collective();
       m_comm.monitored_barrier(fmt::format("the monitored barrier after step {}", m_position.step));
     }
   }
@@ -389,6 +389,15 @@ class Trainer {
   void enter(Phase phase) const {
     if (m_config.beacon != nullptr) {
       m_config.beacon->enter(phase);
+    }
+  }
+
+  /// Waiting in a collective that is not a gradient bucket's all-reduce: comm_wait on no bucket
+  /// (the DDP reducer's last bucket index would name the wrong wait).
+  void enter_collective() const {
+    if (m_config.beacon != nullptr) {
+      m_config.beacon->bucket.store(-1, std::memory_order_relaxed);
+      m_config.beacon->enter(Phase::comm_wait);
     }
   }
 
@@ -439,6 +448,7 @@ class Trainer {
       double per_step = seconds_since(m_pace_from) / static_cast<double>(k_checkpoint_pace_steps);
       if (m_comm.world_size() > 1) {
         auto tensor = at::full({1}, per_step, at::kDouble).to(m_comm.device());
+        enter_collective();  // a peer that stops here leaves this rank waiting, not in optimizer
         for (const auto& theirs : m_comm.allgather(tensor, "allgather of the ranks' step pace")) {
           per_step = std::max(per_step, theirs.cpu().item<double>());
         }
