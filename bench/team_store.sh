@@ -19,6 +19,7 @@
 #   knobs: PARTS="ingest waits read" INGEST_RANKS=8 INGEST_METRICS=8 INGEST_RATE=100000
 #          INGEST_SECONDS=300 SHIP_STEPS=20000 QUICK_STEPS=300 PAIRS=5 STEPS=100000 RANKS=2 RUNS=10000
 #          REPEAT=5 OUTAGE_SECONDS=120 (the outage part: PARTS=outage, not in the default PARTS)
+#          SERVER_SETTINGS="max_wal_size=4GB ..." (ALTER SYSTEM on the bench server, then reload)
 #   outage   the server stopped (-m immediate) for OUTAGE_SECONDS while a live writer writes, then
 #            started: seconds until the server holds exactly the node's points (the issue's 120 s
 #            fault; the test suite's copy of it uses a short outage).
@@ -58,6 +59,13 @@ on_exit 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; "$root/s
 server="$("$root/scripts/pg-throwaway.sh" start "$pg_dir")"
 echo "server: PostgreSQL $(command psql "$server" -qAt -c 'SHOW server_version') (fsync $(command psql "$server" -qAt -c 'SHOW fsync'), synchronous_commit $(command psql "$server" -qAt -c 'SHOW synchronous_commit')), $(nproc --all) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 psql() { command psql "$server" -qAt -v ON_ERROR_STOP=1 "$@"; }
+for setting in ${SERVER_SETTINGS:-}; do
+  psql -c "ALTER SYSTEM SET ${setting%%=*} = '${setting#*=}'" >/dev/null
+done
+if [[ -n "${SERVER_SETTINGS:-}" ]]; then
+  psql -c "SELECT pg_reload_conf()" >/dev/null
+  echo "server settings: $SERVER_SETTINGS"
+fi
 cd "$work"
 
 now() { date +%s.%N; }
