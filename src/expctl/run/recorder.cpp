@@ -97,8 +97,11 @@ Recorder::~Recorder() {
 void Recorder::on_record(int rank, std::string_view payload) {
   const json record = json::parse(payload, nullptr, false);
   if (!record.is_discarded() && record.is_object()) {
-    on_json(rank, record);  // anything else is not ours: the protocol lets ranks send other lines
-    after_record();         // also after a record that decoded into no typed call
+    // Anything else is not ours: the protocol lets ranks send other lines. Each typed call ends
+    // with after_record(); a record that decoded into none gets it here.
+    if (!on_json(rank, record)) {
+      after_record();
+    }
   }
 }
 
@@ -112,21 +115,23 @@ void Recorder::throw_if_fatal() const {
 // out of the supervisor's callback (nlohmann's type_error did, for a string "world_size" or a
 // numeric "path") and never handed to the store (a checkpoint record with a bad sha256 failed the
 // whole run as a fatal store error): found by fuzz_control_record.
-void Recorder::on_json(int rank, const json& record) {
+bool Recorder::on_json(int rank, const json& record) {
   const std::string kind = string_field(record, "t").value_or("");
   if (kind == "step") {
     if (const auto step = train::decode_step(record)) {
       on_step(rank, *step);
+      return true;
     }
   } else if (kind == "eval" && rank == 0) {
     if (const auto eval = train::decode_eval(record)) {
       on_eval(*eval);
+      return true;
     }
   } else if (kind == "remote_steps" && rank == 0) {
     const auto from = integer_field(record, "rank", 1, std::numeric_limits<int>::max());
     const auto rows = record.find("rows");
     if (!from || rows == record.end() || !rows->is_array()) {
-      return;
+      return false;
     }
     std::vector<train::StepMetrics> steps;
     for (const auto& row : *rows) {
@@ -135,21 +140,24 @@ void Recorder::on_json(int rank, const json& record) {
       }
     }
     on_remote_steps(static_cast<int>(*from), steps);
+    return true;
   } else if (kind == "checkpoint") {
     const auto path = string_field(record, "path");
     const auto sha256 = string_field(record, "sha256");
     const auto size_bytes = integer_field(record, "size_bytes", 0, std::numeric_limits<std::int64_t>::max());
     if (!path || path->empty() || !sha256 || !is_sha256_hex(*sha256) || !size_bytes) {
-      return;  // not a checkpoint record the trainer writes (the store would refuse it, failing the run)
+      return false;  // not a checkpoint record the trainer writes (the store would refuse it, failing the run)
     }
     train::CheckpointFile file;
     file.path = *path;
     file.sha256 = *sha256;
     file.size_bytes = *size_bytes;
     on_checkpoint(file);
+    return true;
   } else if (kind == "collectives" && rank == 0) {
     if (auto allreduce = string_field(record, "allreduce")) {
       on_collectives(*allreduce);
+      return true;
     }
   } else if (kind == "skipped_images") {
     if (const auto files = record.find("files"); files != record.end() && files->is_array()) {
@@ -160,13 +168,16 @@ void Recorder::on_json(int rank, const json& record) {
         }
       }
       on_skipped_images(names);
+      return true;
     }
   } else if (kind == "start" && rank == 0) {
     on_start(
         {.world_size =
              static_cast<int>(integer_field(record, "world_size", 1, std::numeric_limits<int>::max()).value_or(1)),
          .total_steps = integer_field(record, "total_steps", 0, std::numeric_limits<std::int64_t>::max()).value_or(0)});
+    return true;
   }
+  return false;
 }
 
 void Recorder::after_record() {

@@ -127,7 +127,8 @@ class Recorder {
 
  private:
   // The typed call a record of `rank` decodes into; nothing for a record of another shape.
-  void on_json(int rank, const nlohmann::json& record);
+  // Returns whether a typed call took it.
+  bool on_json(int rank, const nlohmann::json& record);
   // Moves points due for writing to the writer, and notes a store locked for a while (calling it
   // again at once does nothing more).
   void after_record();

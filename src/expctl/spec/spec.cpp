@@ -246,9 +246,7 @@ class SpecBuilder {
       m_invalid.emplace(field.path);
       return;
     }
-    m_values[pointer_of(field.path)] = std::move(*value);
-    m_origins[std::string(field.path)] = origin;
-    m_invalid.erase(std::string(field.path));
+    accept(field, std::move(*value), origin);
     if (node.kind == YamlNode::Kind::sequence) {
       auto& marks = m_item_marks[std::string(field.path)];
       marks.clear();
@@ -300,8 +298,13 @@ class SpecBuilder {
       m_invalid.emplace(field.path);
       return;
     }
-    m_values[pointer_of(field.path)] = std::move(*value);
-    m_origins[std::string(field.path)] = {name, {}};
+    accept(field, std::move(*value), {name, {}});
+  }
+
+  // A converted value takes the field's place, with where it came from.
+  void accept(const Field& field, nlohmann::json value, const Origin& origin) {
+    m_values[pointer_of(field.path)] = std::move(value);
+    m_origins[std::string(field.path)] = origin;
     m_invalid.erase(std::string(field.path));
   }
 
