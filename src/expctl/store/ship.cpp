@@ -2,6 +2,7 @@
 #include "expctl/store/ship.hpp"
 
 #include <future>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -175,24 +176,42 @@ void ship_header(Connection& local, PgConnection& server, const LocalRun& run) {
   });
 }
 
-/// Every (key, rank) series of a run, by seeking the primary key from one series to the next.
+/// Every (key, rank) series of a run, by seeking the primary key from one key to the next and,
+/// within a key, from one rank to the next: each seek has an equality prefix and one column's
+/// range, so it costs a descent of the index. (One seek on the row value `(key_id, rank) > (?, ?)`
+/// started at the key and stepped through every point of the ranks before: a live pass read the
+/// whole run, 79 % of `sync --follow`'s CPU, growing with the run.)
 std::vector<Series> local_series(Connection& local, const std::string& run_id) {
   return local.retry([&] {
-    SQLite::Statement next(local.db(),
-                           "SELECT key_id, rank, (SELECT name FROM metric_keys WHERE id = key_id) FROM metrics "
-                           "WHERE run_id = ?1 AND (key_id, rank) > (?2, ?3) ORDER BY key_id, rank LIMIT 1");
+    SQLite::Statement next_key(local.db(),
+                               "SELECT key_id, (SELECT name FROM metric_keys WHERE id = key_id) FROM metrics "
+                               "WHERE run_id = ?1 AND key_id > ?2 ORDER BY key_id LIMIT 1");
+    SQLite::Statement next_rank(local.db(),
+                                "SELECT rank FROM metrics WHERE run_id = ?1 AND key_id = ?2 AND rank > ?3 "
+                                "ORDER BY rank LIMIT 1");
     std::vector<Series> series;
-    Series last{"", -1, -1};
+    std::int64_t key = std::numeric_limits<std::int64_t>::min();
     while (true) {
-      next.reset();
-      next.bind(1, run_id);
-      next.bind(2, static_cast<int64_t>(last.local_key));
-      next.bind(3, last.rank);
-      if (!next.executeStep()) {
+      next_key.reset();
+      next_key.bind(1, run_id);
+      next_key.bind(2, static_cast<int64_t>(key));
+      if (!next_key.executeStep()) {
         return series;
       }
-      last = Series{next.getColumn(2).getString(), next.getColumn(0).getInt64(), next.getColumn(1).getInt()};
-      series.push_back(last);
+      key = next_key.getColumn(0).getInt64();
+      const std::string name = next_key.getColumn(1).getString();
+      int rank = -1;
+      while (true) {
+        next_rank.reset();
+        next_rank.bind(1, run_id);
+        next_rank.bind(2, static_cast<int64_t>(key));
+        next_rank.bind(3, rank);
+        if (!next_rank.executeStep()) {
+          break;
+        }
+        rank = next_rank.getColumn(0).getInt();
+        series.push_back(Series{name, key, rank});
+      }
     }
   });
 }
@@ -236,8 +255,8 @@ class PointShipper {
 
   /// Sends every point past the shipped step of each series; the last batch also records the
   /// run's ship_state (complete when the run had ended when the pass read it). The next batch is
-  /// read from the local store while the server takes the one before: the two waited for each
-  /// other (a live 8-rank run at 110 000 points/s asked fell 6 s behind in 5 minutes).
+  /// read from the local store while the server takes the one before, instead of each waiting for
+  /// the other (shipping a finished 4.16 M-point store: 0.90x the time).
   void run() {
     const auto progress = server_progress(m_server.connection(), m_run.id());
     for (const Series& series : local_series(m_local, m_run.id())) {

@@ -134,6 +134,33 @@ TEST_CASE("ship: a store shipped twice, and a merged copy shipped by another nod
   check_same(local, team);
 }
 
+TEST_CASE("ship: every series is found, however the keys and ranks are spread", "[store][ship]") {
+  // The shipper finds a run's (key, rank) series by seeking from one key to the next and from one
+  // rank to the next within a key: ranks with gaps, a key only one rank logged, a key with one
+  // point, and keys whose local ids are not in name order must all arrive.
+  BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  BackendStore node(store::StoreKind::sqlite);
+  auto local = node.open();
+  local.put_spec(k_hash, k_spec, "quickstart");
+  const auto run = local.create_run({k_hash, std::nullopt, "uneven", std::nullopt});
+  std::vector<MetricPoint> points;
+  for (const int rank : {0, 2, 5}) {
+    for (int step = 1; step <= 30; ++step) points.push_back({rank, step, "z_loss", step * 0.5});
+  }
+  points.push_back({3, 9, "a_once", 1.0});
+  for (int step = -4; step <= 4; ++step) points.push_back({7, step, "m_only_rank_7", step * 1.0});
+  for (const int rank : {1, 0}) {
+    for (int step = 1; step <= 12; ++step) points.push_back({rank, step * 100, "b_sparse", step * 2.0});
+  }
+  local.append_metrics(run.id, points);
+  auto team = server.open();
+  CHECK(store::ship_lag(local, team).points_behind == static_cast<std::int64_t>(points.size()));
+  CHECK(store::ship(local, team, {.batch_points = 7}).points_shipped == static_cast<std::int64_t>(points.size()));
+  check_same(local, team);
+  CHECK(store::ship_lag(local, team).points_behind == 0);
+}
+
 TEST_CASE("ship: the first ship into a server that never analysed its metrics table analyses it", "[store][ship]") {
   // Without statistics the planner reads a long series by bitmap scan and an on-disk sort instead
   // of in index order; autovacuum would analyse the table a minute or more later.
