@@ -2,6 +2,7 @@
 // `merge --into` (idempotent), how far the server is behind a node (list, show), a SELECT-only
 // role, and the faults a user meets (unreachable server, wrong password, TLS required either way
 // round), each one line with exit 2, with a run recorded locally unaffected.
+#include <csignal>
 #include <random>
 
 #include <unistd.h>
@@ -95,6 +96,43 @@ void run_then_sync(const std::string& away, const std::string& why, const std::s
 }
 
 }  // namespace
+
+TEST_CASE("cli team store: sync on a new node with no store yet readies the server and ships nothing, --follow "
+          "waits for the store, and a --from naming no file is refused",
+          "[cli][postgres]") {
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  test::TempDir dir;
+  const fs::path local = dir / "results" / "expctl.db";
+  const Env env{{"EXPCTL_DB", server.location}, {"EXPCTL_LOCAL_DB", local.string()}};
+
+  // The README's first step on a node: nothing recorded here yet. The server's tables are made.
+  const auto first = run_expctl({"sync"}, env);
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.out, Catch::Contains("nothing to ship: this node has no store at " + local.string() + " yet"));
+  CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM runs") == "0");
+  CHECK(!fs::exists(local));
+  const auto status = run_expctl({"sync", "--status", "--format", "json"}, env);
+  REQUIRE(status.exit_code == 0);
+  CHECK(nlohmann::json::parse(status.out)["runs_behind"] == 0);
+
+  const auto typo = run_expctl({"sync", "--from", (dir / "nodes.db").string()}, env);
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.err, Catch::Contains("--from " + (dir / "nodes.db").string() + ": no such database: check the path"));
+
+  // --follow started before the node's first run ships the runs once the store appears.
+  test::cli::Background follow({test::expctl_binary(), "--db", server.location, "--local-db", local.string(), "sync",
+                           "--follow", "--interval", "0.2"},
+                          dir / "follow");
+  REQUIRE(test::cli::eventually([&] { return follow.err().find("waiting for " + local.string()) != std::string::npos; }));
+  record_local(local);
+  CHECK(test::cli::eventually([&] {
+    return store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics") == "200";
+  }));
+  ::kill(follow.pid(), SIGINT);
+  CHECK(follow.wait() == 130);
+}
 
 TEST_CASE("cli team store: sync ships a node's store once, list/show/compare read it, and sync or merge again "
           "changes nothing",

@@ -24,10 +24,6 @@ struct SyncOptions {
   std::string format = "text";
 };
 
-/// Backoff between failed passes of --follow: 1 s doubling to 30 s.
-constexpr std::chrono::seconds k_first_retry{1};
-constexpr std::chrono::seconds k_max_retry{30};
-
 volatile std::sig_atomic_t g_stop = 0;
 
 void print_report(const SyncOptions& options, const store::ShipReport& report, const store::ShipLag& lag,
@@ -64,56 +60,61 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
   check_server(globals);
   EXPCTL_CHECK(options.run.empty() || (!options.follow && !options.status), util::UsageError,
                "sync --run ships one run once: leave out --follow and --status with it");
-  if (options.from.empty()) {
-    options.from = globals.local_db;
-  }
-  GlobalOptions local_globals = globals;
-  local_globals.db_path = options.from;
-  store::Store local = open_store(local_globals, store::OpenMode::read_only);
+  const std::string given_from = options.from;
+  std::optional<store::Store> local = open_node_store(globals, given_from);
+  options.from = given_from.empty() ? globals.local_db : given_from;
   store::Store server = open_store(globals, options.status ? store::OpenMode::read_only : store::OpenMode::read_write);
-  if (options.status) {
-    print_report(options, {}, store::ship_lag(local, server), server.location());
+  if (!local && !options.follow) {  // a new node: the server's tables were created (or migrated) all the same
+    if (options.format != "text") {
+      print_report(options, {}, {}, server.location());
+    } else {
+      std::cout << fmt::format("nothing to ship: this node has no store at {} yet ('expctl run' records its runs "
+                               "there); {} is ready\n", options.from, server.location());
+    }
     return;
   }
   if (!options.follow) {
     store::ShipOptions ship_options;
     if (!options.run.empty()) {
-      ship_options.run_id = local.find_run(options.run).id;
+      ship_options.run_id = local->find_run(options.run).id;
     }
-    const store::ShipReport report = store::ship(local, server, ship_options);
-    print_report(options, report, store::ship_lag(local, server), server.location());
+    const auto report = options.status ? store::ShipReport{} : store::ship(*local, server, ship_options);
+    print_report(options, report, store::ship_lag(*local, server), server.location());
     return;
   }
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   const std::string location = server.location();
   std::optional<store::Store> connected(std::move(server));
-  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(options.interval_s));
-  auto retry = std::chrono::milliseconds(k_first_retry);
+  store::ShipPacer pacer(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(options.interval_s)));
   bool failing = false;
+  bool told_waiting = false;
   while (g_stop == 0) {
+    bool worked = true;
     try {
       if (!connected) {
         connected.emplace(open_store(globals, store::OpenMode::read_write));
       }
-      const store::ShipReport report = store::ship(local, *connected);
+      if (!local && !std::exchange(told_waiting, true)) {
+        std::cerr << fmt::format("expctl: note: waiting for {} ('expctl run' creates it)\n", options.from);
+      }
+      local = local ? std::move(local) : open_node_store(globals, given_from);
+      const store::ShipReport report = local ? store::ship(*local, *connected) : store::ShipReport{};
       if (failing || report.points_shipped > 0 || report.runs_shipped > 0) {
         std::cerr << fmt::format("expctl: shipped {} point(s) of {} run(s) to {}\n", report.points_shipped,
                                  report.runs_shipped, location);
       }
       failing = false;
-      retry = k_first_retry;
-      std::this_thread::sleep_for(wait);
-    } catch (const store::Error& error) {
+    } catch (const std::exception& error) {  // the server away, or the node's store half made: next pass
       connected.reset();
-      if (!failing) {
+      if (!std::exchange(failing, true)) {
         std::cerr << fmt::format("expctl: note: cannot ship now ({}); retrying with backoff up to {} s\n", error.what(),
-                                 k_max_retry.count());
+                                 store::ShipPacer::k_most_retry.count() / 1000);
       }
-      failing = true;
-      std::this_thread::sleep_for(retry);
-      retry = std::min<std::chrono::milliseconds>(retry * 2, k_max_retry);
+      worked = false;
     }
+    std::this_thread::sleep_for(pacer.after(worked));
   }
   globals.result = util::ExitCode::interrupted;
 }
@@ -128,7 +129,8 @@ void setup_sync(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "duplicates a point). `expctl run` does the same on a thread while it trains; use sync for\n"
       "stores written offline, before the server existed, or while it was away. Prints how far the\n"
       "server is behind afterwards. --follow keeps shipping, retrying with backoff while the server\n"
-      "is away, until Ctrl-C (exit 130).\n"
+      "is away, until Ctrl-C (exit 130). On a node with no store yet, sync readies the server's\n"
+      "tables and ships nothing, and --follow waits for the node's first run.\n"
       "Example: EXPCTL_DB=postgresql://alice@db.example/expctl expctl sync --from results/expctl.db");
   command->add_option("--from", options->from, "The node-local SQLite store to ship (default: --local-db)");
   command->add_option("--run", options->run, "Ship only this run (an id or a unique prefix; not with --follow)")

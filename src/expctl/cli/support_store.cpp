@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 
 namespace expctl::cli {
@@ -27,6 +28,17 @@ std::optional<store::Store> open_store_if_present(const GlobalOptions& globals) 
     return std::nullopt;
   }
   return open_store(globals, store::OpenMode::read_only);
+}
+
+std::optional<store::Store> open_node_store(const GlobalOptions& globals, const std::string& from) {
+  GlobalOptions local = globals;
+  local.db_path = from.empty() ? globals.local_db : from;
+  auto found = open_store_if_present(local);
+  EXPCTL_CHECK(found || from.empty(), util::StoreError,
+               "--from {}: no such database: check the path (a node's runs are recorded in --local-db, default "
+               "results/expctl.db)",
+               from);
+  return found;
 }
 
 std::string missing_database_hint(const GlobalOptions& globals) {

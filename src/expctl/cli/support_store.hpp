@@ -22,6 +22,10 @@ store::Store open_store(const GlobalOptions& globals, store::OpenMode mode);
 /// For reading commands where "no database yet" is a normal state: nullopt when the file does
 /// not exist; otherwise the store opened read-only (errors as in open_store).
 std::optional<store::Store> open_store_if_present(const GlobalOptions& globals);
+/// The node-local store to ship (`sync`): `from`, or --local-db where `from` is empty; nullopt
+/// where that default does not exist yet (a new node has nothing to ship). A `from` that names
+/// no file is a mistake: StoreError naming it.
+std::optional<store::Store> open_node_store(const GlobalOptions& globals, const std::string& from);
 
 /// True when --db / EXPCTL_DB names a SQLite file (not a server).
 bool store_is_file(const GlobalOptions& globals);

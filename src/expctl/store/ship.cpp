@@ -471,16 +471,6 @@ std::optional<ShippedRun> shipped_run(Store& server, const std::string& run_id) 
   return ShippedRun{rows.text(0, 0), rows.text(0, 1), rows.text(0, 2) == "t"};
 }
 
-namespace {
-
-/// The wait after a failed pass, doubled after each failure up to k_max_retry. (In milliseconds:
-/// as seconds, half of k_first_retry was 0 s, and a stopped server was retried ~1 000 times a
-/// second, which took a core from training: 1.7x the step time of the quick start.)
-constexpr std::chrono::milliseconds k_first_retry{1000};
-constexpr std::chrono::milliseconds k_max_retry{30000};
-
-}  // namespace
-
 BackgroundShipper::BackgroundShipper(std::string local, std::string server, Note note,
                                      std::chrono::milliseconds interval)
     : m_local(std::move(local)), m_server(std::move(server)), m_note(std::move(note)), m_interval(interval) {
@@ -556,11 +546,9 @@ bool BackgroundShipper::pass() {
 }
 
 void BackgroundShipper::loop() {
-  std::chrono::milliseconds retry = k_first_retry;
+  ShipPacer pacer(m_interval);
   while (true) {
-    const bool ok = pass();
-    const std::chrono::milliseconds wait = ok ? m_interval : retry;
-    retry = ok ? k_first_retry : std::min(retry * 2, k_max_retry);
+    const std::chrono::milliseconds wait = pacer.after(pass());
     std::unique_lock lock(m_mutex);
     m_wake.wait_for(lock, wait, [this] { return m_stop; });
     if (m_stop) {

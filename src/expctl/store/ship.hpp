@@ -10,6 +10,7 @@
 /// has been shipped whole is skipped by later passes (ship_state). Shipping the same store twice,
 /// or two merged copies of it, changes nothing. `expctl merge` into a server uses this path.
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "expctl/store/store.hpp"
 
@@ -67,6 +69,29 @@ std::optional<ShippedRun> shipped_run(Store& server, const std::string& run_id);
 /// the thread reconnects with backoff (1 s doubling to 30 s) and reports through `note` (the
 /// first failure, and when shipping works again). The destructor stops it after one last pass,
 /// unless the server is away (what is left waits for the next run or `expctl sync`).
+/// The wait before the next shipping pass: `interval` after a pass that worked; after a failed
+/// one 1 s, doubled after each further failure up to k_most_retry. (In milliseconds: as seconds,
+/// half of the first retry was 0 s, and a stopped server was retried ~1 000 times a second, which
+/// took a core from training: 1.7x the step time of the quick start.) `expctl run`'s shipper and
+/// `sync --follow` both pace by it.
+class ShipPacer {
+ public:
+  static constexpr std::chrono::milliseconds k_first_retry{1000};
+  static constexpr std::chrono::milliseconds k_most_retry{30000};
+  explicit ShipPacer(std::chrono::milliseconds interval) : m_interval(interval) {}
+  std::chrono::milliseconds after(bool worked) {
+    if (worked) {
+      m_retry = k_first_retry;
+      return m_interval;
+    }
+    return std::exchange(m_retry, std::min(m_retry * 2, k_most_retry));
+  }
+
+ private:
+  std::chrono::milliseconds m_interval;
+  std::chrono::milliseconds m_retry = k_first_retry;
+};
+
 class BackgroundShipper {
  public:
   using Note = std::function<void(const std::string&)>;
