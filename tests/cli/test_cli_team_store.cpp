@@ -97,6 +97,24 @@ void run_then_sync(const std::string& away, const std::string& why, const std::s
 
 }  // namespace
 
+TEST_CASE("cli team store: serve over a server named with a password prints it masked", "[cli][postgres]") {
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!server.available) return;
+  const Node node;
+  REQUIRE(run_expctl({"sync", "--from", node.local.string()}, {{"EXPCTL_DB", server.location}}).exit_code == 0);
+  test::TempDir dir;
+  // The test server trusts local logins, so the password is only carried, never checked.
+  const std::string with_password = server.location + " password=hunter2-serve";
+  test::cli::Background serve({test::expctl_binary(), "--db", with_password, "serve", "--port", "0"}, dir / "serve");
+  REQUIRE(test::cli::eventually([&] { return serve.out().find("Ctrl-C stops it") != std::string::npos; }));
+  INFO(serve.out());
+  CHECK_THAT(serve.out(), Catch::StartsWith("expctl serve: postgresql://postgres@"));
+  CHECK(serve.out().find("hunter2") == std::string::npos);
+  CHECK(serve.err().find("hunter2") == std::string::npos);
+  ::kill(serve.pid(), SIGINT);
+  CHECK(serve.wait() == 0);
+}
+
 TEST_CASE("cli team store: sync on a new node with no store yet readies the server and ships nothing, --follow "
           "waits for the store, and a --from naming no file is refused",
           "[cli][postgres]") {

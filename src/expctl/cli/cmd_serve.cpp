@@ -53,7 +53,8 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
   }
   serve_options.token = options.token_file.empty() ? serve::make_token() : serve::read_token_file(options.token_file);
   // The store must be there now: a dashboard over nothing is a mistake to report, not to serve.
-  (void)open_store(globals, store::OpenMode::read_only);
+  // Named as the store names itself: a password in a --db URL is masked (it printed whole).
+  const std::string where = open_store(globals, store::OpenMode::read_only).location();
 
   // SIGINT and SIGTERM are taken by one thread (sigwait) that stops the server: no process-wide
   // handler, and every server thread inherits the blocked mask.
@@ -65,7 +66,7 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
 
   serve::Server server([globals] { return open_store(globals, store::OpenMode::read_only); }, serve_options);
   const int port = server.bind();
-  std::cout << fmt::format("expctl serve: {} read-only on {}:{}\n", globals.db_path, options.host, port);
+  std::cout << fmt::format("expctl serve: {} read-only on {}:{}\n", where, options.host, port);
   std::cout << fmt::format("open  http://{}:{}/?token={}\n", url_host(options.host), port, serve_options.token);
   if (!serve::is_loopback_host(options.host)) {
     std::cout << "note: listening beyond this host without TLS: put a reverse proxy with TLS in front "
