@@ -375,3 +375,19 @@ TEST_CASE("cli sweep: --print-sbatch writes the job-array script of the golden f
   }
   CHECK(script == read_text(sweep_data("grid.sbatch")));
 }
+
+TEST_CASE("cli sweep: --print-sbatch with a server as --db puts the tasks' stores beside the node's store and never "
+          "writes the server's connection string") {
+  // No server is reached: the script is only written. Its password must not be in it.
+  const test::TempDir dir;
+  const std::string server = "host=/nonexistent port=5432 user=alice dbname=team password=hunter2-sbatch";
+  const auto result = test::run_expctl({"--db", server, "--local-db", (dir / "node" / "expctl.db").string(), "sweep",
+                                        "tests/data/sweep/grid.yaml", "--print-sbatch"},
+                                       {}, test::source_dir().string());
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("hunter2") == std::string::npos);
+  CHECK(result.out.find("host=") == std::string::npos);
+  CHECK_THAT(result.out, Catch::Contains((dir / "node" / "sweep-grid").string() + "/task-*.db --into \"$EXPCTL_DB\""));
+  CHECK_THAT(result.out, Catch::Contains("--db '" + (dir / "node" / "sweep-grid").string() + "'/task-"));
+}

@@ -29,8 +29,8 @@ struct SweepOptions {
   std::string format = "text";
 };
 
-void run_points(const sweep::Sweep& sweep, const SweepOptions& options, GlobalOptions& globals) {
-  const sweep_run::StoreLocation where{globals.db_path, globals.local_db, store_is_file(globals), globals.verbosity};
+void run_points(const sweep::Sweep& sweep, const SweepOptions& options, GlobalOptions& globals,
+                const sweep_run::StoreLocation& where) {
   const sweep_run::Execution execution =
       sweep_run::prepare(sweep, options.run, where, [&globals] { return open_store_if_present(globals); });
   if (!globals.quiet) {
@@ -57,12 +57,13 @@ void run_sweep(const SweepOptions& options, GlobalOptions& globals) {
   EXPCTL_CHECK(options.report || (options.format != "markdown" && options.format != "html"), util::UsageError,
                "--format {} is for --report: running a sweep prints text or json", options.format);
   const sweep::Sweep sweep = sweep::load_sweep_file(options.file, options.expect_hash);
+  const sweep_run::StoreLocation where{globals.db_path, globals.local_db, store_is_file(globals), globals.verbosity};
   if (options.print_sbatch) {
-    write_output(options.output, sweep_run::sbatch_script(sweep, options.file, globals.db_path, options.slurm));
+    write_output(options.output, sweep_run::sbatch_script(sweep, options.file, where, options.slurm));
   } else if (options.report) {
     write_sweep_report(globals, sweep, options.metrics, options.format, options.output);
   } else {
-    run_points(sweep, options, globals);
+    run_points(sweep, options, globals, where);
   }
 }
 

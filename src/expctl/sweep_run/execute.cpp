@@ -283,12 +283,16 @@ std::string result_line(const Sweep& sweep, const Execution& execution, const Ru
       execution.plan.done_runs + completed, execution.plan.total_runs, file);
 }
 
-std::string sbatch_script(const Sweep& sweep, const std::string& file, const std::string& db_path,
+std::string sbatch_script(const Sweep& sweep, const std::string& file, const StoreLocation& where,
                           SbatchOptions options) {
   options.sweep_file = file;
   options.executable = self_executable().string();
-  options.store_dir = (fs::path(db_path).parent_path() / ("sweep-" + sweep.name)).string();
-  options.merged_db = db_path;
+  // With a server as --db, the tasks' stores go beside the node-local store and the merge hint
+  // names the server through the environment: its connection string (which may hold a password)
+  // is never written into the script.
+  const fs::path beside = where.db_is_file ? where.db_path : where.local_db;
+  options.store_dir = (beside.parent_path() / ("sweep-" + sweep.name)).string();
+  options.merged_db = where.db_is_file ? where.db_path : "\"$EXPCTL_DB\"";
   return render_sbatch(sweep, options);
 }
 

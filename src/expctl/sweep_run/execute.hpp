@@ -83,8 +83,8 @@ std::string result_line(const sweep::Sweep& sweep, const Execution& execution, c
 
 /// The Slurm job-array script of `--print-sbatch` (sbatch.hpp): `options`' --array-limit and
 /// --sbatch lines, task I running point I of `file` with this expctl into its own store beside
-/// `db_path`, to merge into `db_path` afterwards.
-std::string sbatch_script(const sweep::Sweep& sweep, const std::string& file, const std::string& db_path,
+/// the store (beside the node-local one with a server), to merge into the store afterwards.
+std::string sbatch_script(const sweep::Sweep& sweep, const std::string& file, const StoreLocation& where,
                           sweep::SbatchOptions options);
 
 /// This expctl's own path (/proc/self/exe), which points and Slurm tasks run.
