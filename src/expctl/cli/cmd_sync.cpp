@@ -68,8 +68,8 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
     if (options.format != "text") {
       print_report(options, {}, {}, server.location());
     } else {
-      std::cout << fmt::format("nothing to ship: this node has no store at {} yet ('expctl run' records its runs "
-                               "there); {} is ready\n", options.from, server.location());
+      std::cout << fmt::format("nothing to ship: this node has no store at {} yet; {} is ready\n", options.from,
+                               server.location());
     }
     return;
   }
@@ -86,8 +86,8 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   const std::string location = server.location();
   std::optional<store::Store> connected(std::move(server));
-  store::ShipPacer pacer(std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(options.interval_s)));
+  store::ShipPacer pacer(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(options.interval_s)));
   bool failing = false;
   bool told_waiting = false;
   while (g_stop == 0) {
