@@ -47,13 +47,18 @@ class ProgressLines final : public MetricSink {
 
  private:
   std::string progress_line(const StepMetrics& m) {
-    // A moving average over the steps since the last line: one slow step must not swing the ETA.
+    // The mean time a step since the first line, as the terminal's progress line (run/console.cpp)
+    // has it: one slow step does not swing the ETA, and the evals and checkpoints between lines
+    // count by their share. (Over the steps since the last line only, the line after an eval said
+    // 13 s where 2 s were left.)
     const auto now = std::chrono::steady_clock::now();
-    const double elapsed = m_last_line ? std::chrono::duration<double>(now - *m_last_line).count() : 0.0;
-    const std::int64_t steps = m.step - m_last_step;
+    if (!m_first_line) {
+      m_first_line = now;
+      m_first_step = m.step;
+    }
+    const double elapsed = std::chrono::duration<double>(now - *m_first_line).count();
+    const std::int64_t steps = m.step - m_first_step;
     const double per_step = elapsed > 0.0 && steps > 0 ? elapsed / static_cast<double>(steps) : m.step_time_s;
-    m_last_line = now;
-    m_last_step = m.step;
     const double eta = per_step * static_cast<double>(std::max<std::int64_t>(0, m_total_steps - m.step));
     return fmt::format("step {}/{} epoch {} loss {:.4f} samples/s {:.0f} eta {}", m.step, m_total_steps, m.epoch,
                        m.loss, m.samples_per_sec * m_world_size, eta_text(eta));
@@ -65,8 +70,8 @@ class ProgressLines final : public MetricSink {
   int m_world_size;
   std::int64_t m_total_steps;
   std::int64_t m_log_every;
-  std::optional<std::chrono::steady_clock::time_point> m_last_line;
-  std::int64_t m_last_step = 0;
+  std::optional<std::chrono::steady_clock::time_point> m_first_line;
+  std::int64_t m_first_step = 0;
 };
 
 }  // namespace
