@@ -60,9 +60,8 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
   check_server(globals);
   EXPCTL_CHECK(options.run.empty() || (!options.follow && !options.status), util::UsageError,
                "sync --run ships one run once: leave out --follow and --status with it");
-  const std::string given_from = options.from;
-  std::optional<store::Store> local = open_node_store(globals, given_from);
-  options.from = given_from.empty() ? globals.local_db : given_from;
+  std::optional<store::Store> local = open_node_store(globals, options.from);
+  options.from = options.from.empty() ? globals.local_db : options.from;
   store::Store server = open_store(globals, options.status ? store::OpenMode::read_only : store::OpenMode::read_write);
   if (!local && !options.follow) {  // a new node: the server's tables were created (or migrated) all the same
     if (options.format != "text") {
@@ -89,17 +88,18 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
   store::ShipPacer pacer(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(options.interval_s)));
   bool failing = false;
-  bool told_waiting = false;
+  if (!local) {
+    std::cerr << fmt::format("expctl: note: waiting for {} ('expctl run' creates it)\n", options.from);
+  }
   while (g_stop == 0) {
     bool worked = true;
     try {
       if (!connected) {
         connected.emplace(open_store(globals, store::OpenMode::read_write));
       }
-      if (!local && !std::exchange(told_waiting, true)) {
-        std::cerr << fmt::format("expctl: note: waiting for {} ('expctl run' creates it)\n", options.from);
+      if (!local) {  // only --local-db may be missing: a --from naming no file was refused above
+        local = open_node_store(globals, {});
       }
-      local = local ? std::move(local) : open_node_store(globals, given_from);
       const store::ShipReport report = local ? store::ship(*local, *connected) : store::ShipReport{};
       if (failing || report.points_shipped > 0 || report.runs_shipped > 0) {
         std::cerr << fmt::format("expctl: shipped {} point(s) of {} run(s) to {}\n", report.points_shipped,

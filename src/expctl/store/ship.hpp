@@ -64,11 +64,6 @@ struct ShippedRun {
 /// nullopt for a run the server did not get from a shipper (written there directly, or unknown).
 std::optional<ShippedRun> shipped_run(Store& server, const std::string& run_id);
 
-/// A shipper on a thread of its own (the one `expctl run` starts when --db names a server): a
-/// pass every `interval`, on its own connections. A failing server never reaches the caller:
-/// the thread reconnects with backoff (1 s doubling to 30 s) and reports through `note` (the
-/// first failure, and when shipping works again). The destructor stops it after one last pass,
-/// unless the server is away (what is left waits for the next run or `expctl sync`).
 /// The wait before the next shipping pass: `interval` after a pass that worked; after a failed
 /// one 1 s, doubled after each further failure up to k_most_retry. (In milliseconds: as seconds,
 /// half of the first retry was 0 s, and a stopped server was retried ~1 000 times a second, which
@@ -92,6 +87,11 @@ class ShipPacer {
   std::chrono::milliseconds m_retry = k_first_retry;
 };
 
+/// A shipper on a thread of its own (the one `expctl run` starts when --db names a server): a
+/// pass every `interval`, on its own connections. A failing server never reaches the caller:
+/// the thread reconnects with backoff (1 s doubling to 30 s) and reports through `note` (the
+/// first failure, and when shipping works again). The destructor stops it after one last pass,
+/// unless the server is away (what is left waits for the next run or `expctl sync`).
 class BackgroundShipper {
  public:
   using Note = std::function<void(const std::string&)>;
