@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/train/plugin.hpp"
 #include "expctl/util/build_info.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
@@ -111,6 +112,11 @@ void check_command_word(const CLI::App& app, int argc, char** argv, const std::v
 }  // namespace
 
 int run(int argc, char** argv) {
+  // On every way out, a LibTorch load that a command started (run, resume, validate) has ended
+  // before the process exits: see train::plugin::settle.
+  struct SettleTraining {
+    ~SettleTraining() { train::plugin::settle(); }
+  } settle_training;
   CLI::App app{k_description, "expctl"};
   app.footer(exit_codes_footer() + "\nRun 'expctl <command> --help' for a command's options.");
   app.require_subcommand(1);

@@ -149,16 +149,24 @@ Loaded load() {
   return loaded;
 }
 
-// Loading always happens on a thread of its own, so preload() and require() share one path;
-// the future is held until exit, whose static destructors wait for a load still going.
+// Loading always happens on a thread of its own, so preload() and require() share one path.
+struct Loading {
+  std::mutex mutex;
+  std::shared_future<Loaded> state;
+};
+
+Loading& loading_state() {
+  static Loading loading;
+  return loading;
+}
+
 std::shared_future<Loaded> loading() {
-  static std::mutex mutex;
-  static std::shared_future<Loaded> state;
-  const std::lock_guard lock(mutex);
-  if (!state.valid()) {
-    state = std::async(std::launch::async, load).share();
+  Loading& shared = loading_state();
+  const std::lock_guard lock(shared.mutex);
+  if (!shared.state.valid()) {
+    shared.state = std::async(std::launch::async, load).share();
   }
-  return state;
+  return shared.state;
 }
 
 // Each caller reads through its own copy of the future (get() on one shared object from several
@@ -189,6 +197,18 @@ std::string build_id() {
 }
 
 void preload() { (void)loading(); }
+
+void settle() noexcept {
+  Loading& shared = loading_state();
+  std::shared_future<Loaded> state;
+  {
+    const std::lock_guard lock(shared.mutex);
+    state = shared.state;
+  }
+  if (state.valid()) {
+    state.wait();
+  }
+}
 
 void require() { (void)api(); }
 

@@ -34,6 +34,14 @@ void preload();
 /// Loads the plugin now (or waits for preload()); throws util::TrainError when it cannot.
 void require();
 
+/// Waits until a load that preload() started has ended; does nothing when none was started. The
+/// process must not begin to exit while LibTorch is being loaded: exit runs the destructors of
+/// the static objects LibTorch has constructed so far while the loading thread goes on
+/// constructing others (a refused `expctl resume` died so: SIGSEGV in libtorch_cpu, or "Tried to
+/// deregister a kernel for dispatch key QuantizedCPU but there are no kernels registered").
+/// `cli::run` calls it on every way out.
+void settle() noexcept;
+
 /// The file that was (or would be) loaded, for messages and `expctl env`.
 std::filesystem::path location();
 
