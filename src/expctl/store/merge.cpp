@@ -3,22 +3,22 @@
 // it), migrated in a temporary copy when its schema is older, attached to the destination's
 // connection and copied with INSERT ... SELECT in one IMMEDIATE transaction per source.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <random>
 #include <string_view>
 #include <thread>
 
-#include <sqlite3.h>
+#include <unistd.h>
 
 #include <SQLiteCpp/Backup.h>
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "expctl/store/connection.hpp"
+#include "expctl/store/run_folder.hpp"
 #include "expctl/store/schema.hpp"
-#include "expctl/store/store.hpp"
 #include "expctl/store/sqlite_backend.hpp"
+#include "expctl/store/store.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/strings.hpp"
@@ -268,6 +268,17 @@ void copy_rows(SQLite::Database& db, MergeResult& result) {
   exec(db, "DROP TABLE temp.merge_new");
 }
 
+/// Refuses a source holding a row whose id is not a run id: such an id would name a folder
+/// outside the runs folder when the folders are copied. Nothing of the source is merged then.
+void check_ids(SQLite::Database& db, const std::string& display) {
+  SQLite::Statement ids(db, "SELECT id FROM src.runs ORDER BY id");
+  while (ids.executeStep()) {
+    const std::string id = ids.getColumn(0).getString();
+    EXPCTL_CHECK(is_run_id(id), util::StoreError, "{}; nothing of {} is merged (delete that row there first)",
+                 invalid_run_id_text(id, display), display);
+  }
+}
+
 class Attached {
  public:
   Attached(Connection& connection, const fs::path& copy) : m_connection(connection) {
@@ -291,13 +302,21 @@ class Attached {
   Connection& m_connection;
 };
 
-void copy_folder(const fs::path& from, const fs::path& to) {
+/// A copy of the folder `from` published as `to`, its store marker naming `owner` (the
+/// destination, which knows the run now), so that the destination's gc treats it as its own.
+void copy_folder(const fs::path& from, const fs::path& to, const std::string& owner) {
   std::random_device random;
   const fs::path staging = to.parent_path() / fmt::format(".merge-{}-{:08x}", to.filename().string(), random());
   std::error_code error;
   fs::create_directories(to.parent_path(), error);
   fs::copy(from, staging, fs::copy_options::recursive | fs::copy_options::copy_symlinks, error);
   if (!error) {
+    try {
+      detail::write_folder_owner(staging, owner);
+    } catch (const util::StoreError&) {
+      fs::remove_all(staging, error);
+      throw;
+    }
     if (auto published = util::publish_directory(staging, to); !published) {
       fs::remove_all(staging, error);
       throw util::StoreError(published.error().message, util::ExitCode::run_failed);
@@ -310,17 +329,17 @@ void copy_folder(const fs::path& from, const fs::path& to) {
                          util::ExitCode::run_failed);
 }
 
-void copy_folders(const fs::path& source, const fs::path& destination_runs, MergeResult& result) {
+void copy_folders(const fs::path& source, const Store& destination, MergeResult& result) {
   std::vector<std::string> ids = result.added;
   ids.insert(ids.end(), result.present.begin(), result.present.end());
   std::error_code error;
   for (const std::string& id : ids) {
-    const fs::path from = runs_root(source) / id;
-    const fs::path to = destination_runs / id;
+    const fs::path from = runs_root(source) / id;  // check_ids held every id to the grammar
+    const fs::path to = destination.run_folder(id);
     if (!fs::is_directory(from, error)) {
       result.folders_missing.push_back(id);
     } else if (!fs::exists(to, error)) {
-      copy_folder(from, to);
+      copy_folder(from, to, destination.folder_owner());
       result.folders_copied.push_back(id);
     }
   }
@@ -349,12 +368,13 @@ MergeResult merge_store(Store& destination, const fs::path& source, const MergeO
     prepare_copy(copy.path(), display);
     const Attached attached(connection, copy.path());
     connection.write([&](SQLite::Database& db) {
+      check_ids(db, display);
       check_conflicts(db, display, connection.display());
       copy_rows(db, result);
     });
   }
   if (options.copy_run_folders) {
-    copy_folders(fs::absolute(source), destination.runs_dir(), result);
+    copy_folders(fs::absolute(source), destination, result);
   }
   return result;
 }

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <ctime>
+#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
@@ -67,7 +69,32 @@ std::string make_run_id(Clock::time_point time, const std::optional<std::string>
   return fmt::format("{}-{:06x}", second, suffix);
 }
 
-void publish_run_folder(const fs::path& root, const std::string& id, const std::string& canonical_spec) {
+std::optional<std::string> folder_owner(const fs::path& folder) {
+  std::ifstream in(folder / k_store_marker);
+  if (!in) {
+    return std::nullopt;
+  }
+  const auto marker = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!marker.is_object() || !marker.contains("store") || !marker["store"].is_string()) {
+    return std::nullopt;
+  }
+  return marker["store"].get<std::string>();
+}
+
+namespace {
+
+std::string marker_text(const std::string& owner) {
+  return nlohmann::json{{"store", owner}}.dump() + "\n";
+}
+
+}  // namespace
+
+void write_folder_owner(const fs::path& folder, const std::string& owner) {
+  throw_if_error(util::write_file_atomic(folder / k_store_marker, marker_text(owner)));
+}
+
+void publish_run_folder(const fs::path& root, const std::string& id, const std::string& canonical_spec,
+                        const std::string& owner) {
   const fs::path staging = root / fmt::format(".staging-{}-{:06x}", id, random_below(k_suffix_limit));
   try {
     fs::create_directories(root);
@@ -75,6 +102,7 @@ void publish_run_folder(const fs::path& root, const std::string& id, const std::
     fs::create_directory(staging / "logs");
     fs::create_directory(staging / "checkpoints");
     throw_if_error(util::write_file_atomic(staging / "spec.json", canonical_spec));
+    throw_if_error(util::write_file_atomic(staging / k_store_marker, marker_text(owner)));
     throw_if_error(util::publish_directory(staging, root / id));
   } catch (const fs::filesystem_error& error) {
     std::error_code ignored;

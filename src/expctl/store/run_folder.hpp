@@ -18,9 +18,24 @@ std::string run_id_second(Clock::time_point time);
 /// creation order even within one second. Called under the write lock, which makes it unique.
 std::string make_run_id(Clock::time_point time, const std::optional<std::string>& greatest_same_second);
 
-/// Creates `root/id/` holding spec.json (= `canonical_spec`), logs/ and checkpoints/: populated
-/// in a hidden staging folder under `root` and renamed into place, so it appears whole or not at
-/// all. Throws StoreError naming the folder on failure (and leaves no staging folder behind).
-void publish_run_folder(const std::filesystem::path& root, const std::string& id, const std::string& canonical_spec);
+/// The file in a run folder that names the store that created it (Store::folder_owner): `gc`
+/// takes a folder its store does not know for an orphan only when the folder is its own, so
+/// stores that share one runs/ folder (a node's store and a team server as --db, a Slurm array's
+/// task stores) never collect each other's runs.
+inline constexpr const char* k_store_marker = "store.json";
+
+/// The owner a run folder names (k_store_marker's "store"), or nullopt for a folder written before
+/// folders named their store, or whose marker cannot be read.
+std::optional<std::string> folder_owner(const std::filesystem::path& folder);
+
+/// Writes `folder`/k_store_marker naming `owner` (merge, which moves a folder to another store).
+void write_folder_owner(const std::filesystem::path& folder, const std::string& owner);
+
+/// Creates `root/id/` holding spec.json (= `canonical_spec`), the store marker naming `owner`,
+/// logs/ and checkpoints/: populated in a hidden staging folder under `root` and renamed into
+/// place, so it appears whole or not at all. Throws StoreError naming the folder on failure (and
+/// leaves no staging folder behind).
+void publish_run_folder(const std::filesystem::path& root, const std::string& id, const std::string& canonical_spec,
+                        const std::string& owner);
 
 }  // namespace expctl::store::detail

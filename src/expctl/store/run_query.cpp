@@ -33,8 +33,9 @@ RunPage query_runs(const Store& store, const RunQuery& query) {
   } else {
     page = queries->query_runs(query);
   }
+  store.drop_invalid_ids(page.runs);
   for (RunRecord& run : page.runs) {
-    run.run_dir = store.runs_dir() / run.id;
+    run.run_dir = store.run_folder(run.id);
   }
   return page;
 }

@@ -5,6 +5,10 @@
 
 namespace expctl::store::detail {
 
+/// PRAGMA application_id of expctl databases ("expc"): tells our files from other SQLite files
+/// (0 in files written before expctl set it).
+inline constexpr int k_sqlite_application_id = 0x65787063;
+
 /// Newest schema version (the number of migration steps).
 int schema_latest();
 

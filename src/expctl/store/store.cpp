@@ -12,6 +12,7 @@
 #include "expctl/store/schema.hpp"
 #include "expctl/store/selector.hpp"
 #include "expctl/store/sqlite_backend.hpp"
+#include "expctl/util/log.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::store {
@@ -142,8 +143,33 @@ std::optional<Store> Store::open_reader() const {
 }
 
 RunRecord Store::with_folder(RunRecord run) const {
-  run.run_dir = m_runs_root / run.id;
+  run.run_dir = run_folder(run.id);
   return run;
+}
+
+std::string Store::folder_owner() const {
+  if (m_file.empty()) {
+    return location();  // a server: its masked location (no password)
+  }
+  // Beside its runs/ folder (the default), a store is named by its file name alone, so a results
+  // folder moved or copied whole keeps its folders' owner.
+  return m_runs_root == runs_root(m_file) ? m_file.filename().string() : m_file.string();
+}
+
+fs::path Store::run_folder(const std::string& run_id) const {
+  EXPCTL_CHECK(is_run_id(run_id), util::StoreError, "{}", invalid_run_id_text(run_id, location()));
+  return m_runs_root / run_id;
+}
+
+void Store::drop_invalid_ids(std::vector<RunRecord>& runs) const {
+  std::erase_if(runs, [&](const RunRecord& run) {
+    if (is_run_id(run.id)) {
+      return false;
+    }
+    util::log::warn(fmt::format("{}; the row is left out (delete it with the database's own tools)",
+                                invalid_run_id_text(run.id, location())));
+    return true;
+  });
 }
 
 void Store::put_spec(const std::string& hash, const std::string& canonical, const std::string& name) {
@@ -168,7 +194,7 @@ std::optional<std::string> Store::environment(const std::string& hash) const {
 RunRecord Store::create_run(const NewRun& run) {
   check_spec_hash(run.spec_hash);
   return with_folder(m_backend->create_run(run, [&](const std::string& id, const std::string& canonical) {
-    detail::publish_run_folder(m_runs_root, id, canonical);
+    detail::publish_run_folder(m_runs_root, id, canonical, folder_owner());
   }));
 }
 
@@ -244,6 +270,7 @@ std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
     stored.limit = 0;
   }
   auto runs = m_backend->list_runs(stored);
+  drop_invalid_ids(runs);
   if (derived) {
     std::erase_if(runs, [&](const RunRecord& run) { return run.status != *filter.status; });
     if (filter.limit > 0 && runs.size() > filter.limit) {
@@ -251,22 +278,31 @@ std::vector<RunRecord> Store::list_runs(const RunFilter& filter) const {
     }
   }
   for (RunRecord& run : runs) {
-    run.run_dir = m_runs_root / run.id;
+    run.run_dir = m_runs_root / run.id;  // drop_invalid_ids kept run ids only
   }
   return runs;
 }
 
 std::optional<RunRecord> Store::run(const std::string& run_id) const {
+  if (!is_run_id(run_id)) {
+    return std::nullopt;  // no folder name, no query: an id outside the grammar names no run
+  }
   auto found = m_backend->run(run_id);
   return found ? std::optional(with_folder(std::move(*found))) : std::nullopt;
 }
 
 RunRecord Store::find_run(const std::string& selector) const {
   EXPCTL_CHECK(!selector.empty(), util::StoreError, "empty run selector: give a run id or its first characters");
-  if (auto exact = run(selector)) {
+  if (auto exact = run(selector)) {  // run() answers nullopt for anything but a run id
     return *exact;
   }
-  const auto [count, candidates] = m_backend->runs_with_prefix(selector, k_max_candidates);
+  // Only the start of a run id can match one (is_run_id_prefix): anything else reaches no query.
+  auto [count, candidates] = is_run_id_prefix(selector) ? m_backend->runs_with_prefix(selector, k_max_candidates)
+                                                        : std::pair<std::int64_t, std::vector<RunRecord>>{0, {}};
+  drop_invalid_ids(candidates);
+  if (count <= k_max_candidates) {
+    count = static_cast<std::int64_t>(candidates.size());  // all of them were read: rows left out do not count
+  }
   if (count == 0) {
     std::vector<std::string> ids;
     for (const RunRecord& known : m_backend->list_runs({})) {

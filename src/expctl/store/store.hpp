@@ -119,6 +119,16 @@ class Store {
   const std::string& location() const;
   /// The folder that holds the run folders (absolute).
   const std::filesystem::path& runs_dir() const;
+  /// runs_dir()/`run_id`: the one place a run id becomes a path. Throws StoreError unless the id
+  /// has the run-id grammar (is_run_id), so nothing read from a row ever names a folder outside.
+  std::filesystem::path run_folder(const std::string& run_id) const;
+  /// How this store's run folders name it (their store.json, detail::k_store_marker): a SQLite
+  /// store beside its runs/ folder by its file name, any other by its absolute path, a server by
+  /// its masked location.
+  std::string folder_owner() const;
+  /// Leaves out of `runs` (with a warning naming each) rows whose id is not a run id: what a
+  /// backend read is checked with before anything uses it.
+  void drop_invalid_ids(std::vector<RunRecord>& runs) const;
   /// The database behind this store.
   Backend& backend() { return *m_backend; }
   /// Schema version of the open database (latest_schema_version() unless opened for testing).
@@ -207,8 +217,13 @@ class Store {
   /// the folder held. Throws StoreError for an unknown run (the folder is left alone then).
   std::int64_t remove_run(const std::string& run_id);
   /// Folders under runs_dir() older than `min_age` whose run the database does not hold (a
-  /// crash between removing a row and its folder, a database replaced by hand). Hidden folders
-  /// (a run being created) and young ones (a row not yet committed) are never listed.
+  /// crash between removing a row and its folder, a database replaced by hand), and that are this
+  /// store's own: a folder names the store that created it (folder_owner), and one named by
+  /// another store is never an orphan here (runs/ may be shared: a node's store and a server as
+  /// --db, two task stores of a Slurm array). A folder from before folders named their store is
+  /// an orphan only when no expctl database beside runs/ knows it either. Hidden folders (a run
+  /// being created), names that are not run ids and young folders (a row not yet committed) are
+  /// never listed.
   std::vector<std::filesystem::path> orphaned_folders(std::chrono::seconds min_age = std::chrono::hours(1)) const;
   /// Bytes of the database (Backend::database_bytes) and of every run folder together: a
   /// finished run's folder as measured when it ended (or by remeasure_folder) where the backend

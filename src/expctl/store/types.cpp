@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "expctl/util/strings.hpp"
+
 namespace expctl::store {
 
 static_assert(std::size(k_run_status_names) == static_cast<size_t>(RunStatus::lost) + 1,
@@ -22,6 +24,45 @@ std::optional<RunStatus> parse_run_status(std::string_view text) {
     }
   }
   return std::nullopt;
+}
+
+namespace {
+
+/// The run id's shape, character by character: 'd' a decimal digit, 'x' a lowercase hex digit.
+constexpr std::string_view k_run_id_shape = "dddddddd-dddddd-xxxxxx";
+
+bool fits_shape(std::string_view text) {
+  if (text.size() > k_run_id_shape.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char shape = k_run_id_shape[i];
+    const bool digit = c >= '0' && c <= '9';
+    const bool fits = shape == '-' ? c == '-' : shape == 'd' ? digit : digit || (c >= 'a' && c <= 'f');
+    if (!fits) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool is_run_id(std::string_view text) {
+  return text.size() == k_run_id_shape.size() && fits_shape(text);
+}
+
+bool is_run_id_prefix(std::string_view text) {
+  return !text.empty() && fits_shape(text);
+}
+
+std::string invalid_run_id_text(std::string_view id, std::string_view where) {
+  constexpr std::size_t k_shown = 40;
+  return fmt::format(
+      "{}: {}{} is not a run id (YYYYMMDD-HHMMSS-xxxxxx, as expctl makes them): it was not written "
+      "by expctl and is never used as a folder name",
+      where, util::quoted(id.substr(0, k_shown)), id.size() > k_shown ? "..." : "");
 }
 
 std::string format_utc(Clock::time_point time) {

@@ -16,7 +16,8 @@ namespace expctl::store {
 /// Life cycle of a run (and of each of its ranks). Stored as text; the schema CHECKs the values.
 /// `diverged`: stopped because the loss became NaN or infinite. `lost` is never stored: a run
 /// stored as `running` is read back as `lost` when its owner process is gone (see
-/// derive_run_status in store.hpp).
+/// derive_run_status in store.hpp). On a team server, a run that a node ships is `lost` only when
+/// that node said so (ship_state.lost): only the node can tell a dead run from one not shipped yet.
 enum class RunStatus { running, completed, failed, interrupted, diverged, lost };
 
 /// Every status with its stored spelling, in enum order (the CHECK constraint and --help use it).
@@ -28,6 +29,18 @@ std::string_view to_string(RunStatus status);
 
 /// Parses a stored or user-given status; nullopt when it is none of k_run_status_names.
 std::optional<RunStatus> parse_run_status(std::string_view text);
+
+/// The one grammar of a run id: "YYYYMMDD-HHMMSS-xxxxxx" (digits, a dash, digits, a dash, six
+/// lowercase hex digits), as the store makes them. An id read from anywhere — a store, a server,
+/// a merge input, a ship batch — names a folder only after this check (Store::run_folder): a row
+/// whose id is "../../x" would otherwise make `gc` delete, and `merge` or `export` write, outside
+/// the runs folder.
+bool is_run_id(std::string_view text);
+/// True for a non-empty prefix of some run id (what a selector may give instead of the whole id).
+bool is_run_id_prefix(std::string_view text);
+/// "…: \"../x\" is not a run id (YYYYMMDD-HHMMSS-xxxxxx)…": the one message for an id that fails
+/// the grammar, `where` saying where it was read.
+std::string invalid_run_id_text(std::string_view id, std::string_view where);
 
 /// The wall clock run times are taken from (stored as UTC text, see format_utc).
 using Clock = std::chrono::system_clock;

@@ -141,6 +141,9 @@ std::int64_t ExportedRun::points() const {
 std::vector<ExportedRun> export_runs(const store::Store& store, const std::vector<store::RunRecord>& runs,
                                      const std::filesystem::path& out, const ExportOptions& options) {
   for (const store::RunRecord& run : runs) {
+    // Each run's folder under `out` is named by its id: one outside the grammar would name a
+    // folder elsewhere (store::Store reads leave such rows out; this holds for any caller).
+    EXPCTL_CHECK(store::is_run_id(run.id), ExportError, "{}", store::invalid_run_id_text(run.id, "export"));
     clear_or_refuse(out / run.id, options.overwrite);
   }
   std::vector<ExportedRun> exported;
