@@ -117,10 +117,18 @@ std::string fields_text(const RunDetails& details) {
 }
 
 std::string shipping_text(const Shipping& shipping) {
-  std::string text = !shipping.shipped ? "not by a shipper (written to the server directly)"
-                                       : fmt::format("from {} at {} UTC, {}", shipping.shipped->node,
-                                                     util::short_utc(shipping.shipped->shipped_at),
-                                                     shipping.shipped->complete ? "final state" : "while it ran");
+  std::string text;
+  if (!shipping.shipped) {
+    text = "not by a shipper (written to the server directly)";
+  } else if (shipping.shipped->complete) {
+    text = fmt::format("from {} at {} UTC, final state{}", shipping.shipped->node,
+                       util::short_utc(shipping.shipped->shipped_at),
+                       shipping.shipped->lost ? " (that node found its expctl run gone: lost)" : "");
+  } else {
+    // Only the node can ship how it ended: until then the run is what it was when last shipped.
+    text = fmt::format("not shipped since {} UTC from {} (it was running then; its final state has not arrived)",
+                       util::short_utc(shipping.shipped->shipped_at), shipping.shipped->node);
+  }
   if (shipping.local_points_behind) {
     const std::int64_t behind = *shipping.local_points_behind;
     text += behind == 0 ? "; this node has nothing more of it"
@@ -264,7 +272,8 @@ nlohmann::json shipping_json(const Shipping& shipping) {
   if (shipping.shipped) {
     field.update({{"node", shipping.shipped->node},
                   {"shipped_at", shipping.shipped->shipped_at},
-                  {"complete", shipping.shipped->complete}});
+                  {"complete", shipping.shipped->complete},
+                  {"lost", shipping.shipped->lost}});
   }
   return field;
 }

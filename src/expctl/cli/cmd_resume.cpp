@@ -13,14 +13,16 @@ namespace {
 struct ResumeOptions {
   run::ResumeRequest request;
   std::string format = "text";
+  double ship_wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
 };
 
 void run_resume(ResumeOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
   options.request.quiet = globals.quiet;
-  const auto shipper = start_shipper(globals);  // with a server as --db; stops after one last pass
+  const auto shipper = start_shipper(globals, options.ship_wait_s);  // with a server as --db
   globals.result = print_run_result(run::resume_run(options.request),
                                     options.format == "json" ? OutputFormat::json : OutputFormat::text);
+  finish_shipper(shipper.get(), globals, options.ship_wait_s);  // the last pass, and what it left
 }
 
 void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
@@ -45,6 +47,7 @@ void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
                     "When the run has no checkpoint (killed before its first; see train.checkpoint_every_s),\n"
                     "start it again from step 0 under the same id instead of refusing");
   add_format_option(command, options->format);
+  add_ship_wait_option(command, options->ship_wait_s);
   command->callback([options, globals] { run_resume(*options, *globals); });
 }
 

@@ -13,14 +13,16 @@ namespace {
 struct RunOptions {
   run::RunRequest request;
   std::string format = "text";
+  double ship_wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
 };
 
 void run_run(RunOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
   options.request.quiet = globals.quiet;
-  const auto shipper = start_shipper(globals);  // with a server as --db; stops after one last pass
+  const auto shipper = start_shipper(globals, options.ship_wait_s);  // with a server as --db
   globals.result = print_run_result(run::run_spec(options.request),
                                     options.format == "json" ? OutputFormat::json : OutputFormat::text);
+  finish_shipper(shipper.get(), globals, options.ship_wait_s);  // the last pass, and what it left
 }
 
 void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
@@ -70,6 +72,7 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_format_option(command, options->format);
+  add_ship_wait_option(command, options->ship_wait_s);
   command->callback([options, globals] { run_run(*options, *globals); });
 }
 

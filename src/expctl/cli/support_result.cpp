@@ -2,6 +2,7 @@
 
 #include "expctl/cli/support_result.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "expctl/cli/support_store.hpp"
 #include "expctl/compare/run_summary.hpp"
 #include "expctl/run/result_document.hpp"
+#include "expctl/store/ship_pending.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -75,16 +77,49 @@ run::OpenStore store_opener(const GlobalOptions& globals) {
   return [local] { return open_store(local, store::OpenMode::read_write); };
 }
 
-std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& globals) {
+std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& globals, double ship_wait_s) {
   if (store_is_file(globals)) {
     return nullptr;
   }
   const bool quiet = globals.quiet;
-  return std::make_unique<store::BackgroundShipper>(globals.local_db, globals.db_path, [quiet](const std::string& note) {
-    if (!quiet) {
-      std::cerr << "expctl: note: " << note << '\n';
-    }
-  });
+  return std::make_unique<store::BackgroundShipper>(
+      globals.local_db, globals.db_path,
+      [quiet](const std::string& note) {
+        if (!quiet) {
+          std::cerr << "expctl: note: " << note << '\n';
+        }
+      },
+      std::chrono::seconds(2), std::chrono::milliseconds(static_cast<std::int64_t>(ship_wait_s * 1000.0)));
+}
+
+void finish_shipper(store::BackgroundShipper* shipper, const GlobalOptions& globals, double ship_wait_s) {
+  if (shipper == nullptr) {
+    return;
+  }
+  const store::BackgroundShipper::Leftover left = shipper->finish();
+  if (left.caught_up) {
+    std::error_code ignored;
+    std::filesystem::remove(store::pending_marker(globals.local_db), ignored);  // this run's shipper sent it all
+    return;
+  }
+  const std::string why = left.problem ? fmt::format("it is away: {}", *left.problem)
+                                       : fmt::format("the last pass ran out of its {:g} s (--ship-wait)", ship_wait_s);
+  store::mark_pending(globals.local_db, why);
+  // Said under --quiet too: the team's view is not what this node holds until this ships.
+  std::cerr << fmt::format(
+      "expctl: note: {}{} point(s) of {} run(s) recorded in {} are not on the team store yet "
+      "({}); the next expctl command on this node that reads the team store ships them in the background, or "
+      "run `expctl sync` (a `sync --follow` service does it always: docs/store.md)\n",
+      left.exact ? "" : "up to ", left.points_behind, left.runs_behind, globals.local_db, why);
+}
+
+void add_ship_wait_option(CLI::App* command, double& seconds) {
+  command
+      ->add_option("--ship-wait", seconds,
+                   "With a team server as --db: how long the run's exit waits for its last shipping pass while\n"
+                   "the server is away (seconds, default 5); what is left ships later (one line says so)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->option_text("SECONDS");
 }
 
 }  // namespace expctl::cli

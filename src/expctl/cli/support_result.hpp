@@ -17,7 +17,16 @@ util::ExitCode print_run_result(const run::RunResult& result, OutputFormat forma
 run::OpenStore store_opener(const GlobalOptions& globals);
 
 /// When --db names a server: a thread that ships --local-db there while the returned object
-/// lives (notes on stderr unless --quiet). nullptr for a SQLite --db.
-std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& globals);
+/// lives (notes on stderr unless --quiet). nullptr for a SQLite --db. Its last pass waits up to
+/// `ship_wait_s` seconds for a server that is away.
+std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& globals, double ship_wait_s);
+
+/// The run's exit: the shipper's last pass, and one line (under --quiet too) when points are left
+/// behind, saying how many and what ships them (the marker of store/ship_pending.hpp is left for
+/// the next command); a caught-up server clears the marker. Does nothing for nullptr.
+void finish_shipper(store::BackgroundShipper* shipper, const GlobalOptions& globals, double ship_wait_s);
+
+/// --ship-wait SECONDS on `run` and `resume`.
+void add_ship_wait_option(CLI::App* command, double& seconds);
 
 }  // namespace expctl::cli

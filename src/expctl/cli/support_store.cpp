@@ -1,20 +1,69 @@
 #include "expctl/cli/support_store.hpp"
 
 #include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "expctl/store/ship_pending.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
+#include "expctl/util/spawn.hpp"
 
 namespace expctl::cli {
+
+namespace {
+
+/// Starts `expctl ship_pending` in the background, detached (it ends by itself after one pass),
+/// its output to /dev/null; the server and the node's store reach it through the environment.
+void start_background_ship(const GlobalOptions& globals) {
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (error || null < 0) {
+    return;
+  }
+  std::vector<std::string> environment;
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    const std::string_view entry(*variable);
+    if (!entry.starts_with("EXPCTL_DB=") && !entry.starts_with("EXPCTL_LOCAL_DB=") &&
+        !entry.starts_with("EXPCTL_RUNS_DIR=")) {
+      environment.emplace_back(entry);
+    }
+  }
+  environment.push_back("EXPCTL_DB=" + globals.db_path);
+  environment.push_back("EXPCTL_LOCAL_DB=" + globals.local_db);
+  if (!globals.runs_dir.empty()) {
+    environment.push_back("EXPCTL_RUNS_DIR=" + globals.runs_dir);
+  }
+  auto child = util::ChildProcess::spawn({.argv = {self.string(), "-q", "ship_pending"},
+                                          .environment = std::move(environment),
+                                          .fds = {null, null, null}});
+  ::close(null);
+  if (child) {
+    util::log::info(fmt::format("shipping what earlier runs left in {} in the background (pid {})", globals.local_db,
+                                child->pid()));
+    child->release();
+  }
+}
+
+}  // namespace
 
 store::Store open_store(const GlobalOptions& globals, store::OpenMode mode) {
   store::StoreOptions options;
   if (!globals.runs_dir.empty()) {
     options.runs_root = globals.runs_dir;
   }
-  return store::Store::open(globals.db_path, mode, options);
+  store::Store store = store::Store::open(globals.db_path, mode, options);
+  // A reading command on the team store: what a run's exit could not ship goes now, beside it.
+  if (mode == store::OpenMode::read_only && !store_is_file(globals) && store::has_pending(globals.local_db)) {
+    start_background_ship(globals);
+  }
+  return store;
 }
 
 bool store_is_file(const GlobalOptions& globals) {

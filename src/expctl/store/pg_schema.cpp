@@ -138,6 +138,17 @@ ALTER TABLE metrics DROP CONSTRAINT metrics_pkey,
 ALTER TABLE metrics DROP CONSTRAINT IF EXISTS metrics_run_id_fkey,
   DROP CONSTRAINT IF EXISTS metrics_key_id_fkey;
 )sql"},
+    // A shipped run whose final state has not arrived was read as `lost` as soon as its owner
+    // process was gone or its heartbeat old (a run that completed while the server was down, on a
+    // node that had not shipped it yet). Only the node can tell a dead run from an unshipped one:
+    // the server reads a shipped run as `lost` only when the node said so, here.
+    // And a series' points written at or below the step already shipped (logged late, logged
+    // again, re-logged by a resume) were never shipped: ship_progress.rewrites is how many such
+    // writes of the node's (its series_rewrites) the server has; more on the node: sent again.
+    {4, "ship_state.lost: the node's word that a shipped run's expctl died; ship_progress.rewrites", R"sql(
+ALTER TABLE ship_state ADD COLUMN lost boolean NOT NULL DEFAULT false;
+ALTER TABLE ship_progress ADD COLUMN rewrites bigint NOT NULL DEFAULT 0;
+)sql"},
 };
 
 constexpr int k_pg_latest = static_cast<int>(std::size(k_pg_migrations));

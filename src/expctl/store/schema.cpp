@@ -12,8 +12,7 @@ namespace expctl::store::detail {
 
 namespace {
 
-/// PRAGMA application_id of expctl databases ("expc"): tells our files from other SQLite files.
-constexpr int k_application_id = 0x65787063;
+constexpr int k_application_id = k_sqlite_application_id;
 
 struct Migration {
   int version;              ///< the schema version this step produces
@@ -165,6 +164,19 @@ ALTER TABLE metrics_v4 RENAME TO metrics;
     // of a second. A finished run's folder size is remembered here (NULL: walk it).
     {5, "the bytes of a finished run's folder", R"sql(
 ALTER TABLE runs ADD COLUMN folder_bytes INTEGER;
+)sql"},
+    // The shipper sends a series' points past the last step it sent: a point written at or below
+    // that step (logged late, logged again, a resume's re-logged steps) never reached the server.
+    // The writer counts such writes per series here; the shipper sends the series again when the
+    // count grew (ship.cpp).
+    {6, "series_rewrites: writes at or below a series' last step, for the shipper", R"sql(
+CREATE TABLE series_rewrites (
+  run_id   TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key_id   INTEGER NOT NULL REFERENCES metric_keys(id),
+  rank     INTEGER NOT NULL,
+  rewrites INTEGER NOT NULL,
+  PRIMARY KEY (run_id, key_id, rank)
+) WITHOUT ROWID;
 )sql"},
 };
 
@@ -344,7 +356,7 @@ void upgrade(Connection& connection, int from_version, int target_version) {
 }  // namespace
 
 int schema_latest() {
-  static_assert(k_latest == 5, "add the new migration's test and docs/store.md entry, then bump this");
+  static_assert(k_latest == 6, "add the new migration's test and docs/store.md entry, then bump this");
   return k_latest;
 }
 

@@ -146,18 +146,43 @@ constexpr Column k_tags[] = {
     {.name = "tag", .type = Type::text, .not_null = true, .bytewise = true, .check = "tag <> ''"},
 };
 constexpr Column k_ship_progress[] = {
-    {.name = "run_id", .type = Type::text, .not_null = true, .bytewise = true, .references = "runs(id)", .cascade = true},
+    {.name = "run_id",
+     .type = Type::text,
+     .not_null = true,
+     .bytewise = true,
+     .references = "runs(id)",
+     .cascade = true},
     {.name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"},
     {.name = "rank", .type = Type::int32, .not_null = true},
     {.name = "last_step", .type = Type::int64, .not_null = true},
+    {.name = "rewrites", .type = Type::int64, .not_null = true, .default_value = "0"},
+};
+/// SQLite: how many times points were written into a series at or below a step it had already
+/// (a program logging late, a step logged again, a resume re-logging the steps after its
+/// checkpoint). A shipper that sent the series up to some step sends it again when this grows.
+constexpr Column k_series_rewrites[] = {
+    {.name = "run_id",
+     .type = Type::text,
+     .not_null = true,
+     .bytewise = true,
+     .references = "runs(id)",
+     .cascade = true},
+    {.name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"},
+    {.name = "rank", .type = Type::int32, .not_null = true},
+    {.name = "rewrites", .type = Type::int64, .not_null = true},
 };
 constexpr Column k_ship_state[] = {
-    {.name = "run_id", .type = Type::text, .primary_key = true, .bytewise = true, .references = "runs(id)",
+    {.name = "run_id",
+     .type = Type::text,
+     .primary_key = true,
+     .bytewise = true,
+     .references = "runs(id)",
      .cascade = true},
     {.name = "digest", .type = Type::text, .not_null = true},
     {.name = "complete", .type = Type::boolean, .not_null = true},
     {.name = "node", .type = Type::text, .not_null = true},
     {.name = "shipped_at", .type = Type::text, .not_null = true},
+    {.name = "lost", .type = Type::boolean, .not_null = true, .default_value = "false"},
 };
 
 constexpr Table k_tables[] = {
@@ -177,8 +202,16 @@ constexpr Table k_tables[] = {
      .without_rowid = true},
     {.name = "artifacts", .columns = k_artifacts, .primary_key = "run_id, path", .without_rowid = true},
     {.name = "tags", .columns = k_tags, .primary_key = "run_id, tag", .without_rowid = true},
-    {.name = "ship_progress", .columns = k_ship_progress, .primary_key = "run_id, key_id, rank", .only = Only::postgres},
+    {.name = "ship_progress",
+     .columns = k_ship_progress,
+     .primary_key = "run_id, key_id, rank",
+     .only = Only::postgres},
     {.name = "ship_state", .columns = k_ship_state, .only = Only::postgres},
+    {.name = "series_rewrites",
+     .columns = k_series_rewrites,
+     .primary_key = "run_id, key_id, rank",
+     .without_rowid = true,
+     .only = Only::sqlite},
 };
 
 /// Indexes besides the keys. runs_by_start orders `list` (newest first); SQLite breaks ties by

@@ -10,6 +10,7 @@
 
 #include "expctl/store/pg_backend.hpp"
 #include "expctl/store/sqlite_backend.hpp"
+#include "expctl/util/log.hpp"
 #include "expctl/util/process_identity.hpp"
 #include "expctl/util/sha256.hpp"
 
@@ -36,9 +37,31 @@ struct LocalRun {
   PgParams columns;  ///< k_run_columns as text
   std::string tags;  ///< comma-separated, sorted
   std::string digest;
+  /// Stored `running`, and its owner is gone: lost, as this node (the one that can tell) reads it.
+  bool lost = false;
 
   const std::string& id() const { return *columns[0]; }
-  bool ended() const { return columns[4] != "running"; }
+  /// Its final state is known: it ended, or this node found its expctl gone.
+  bool ended() const { return columns[4] != "running" || lost; }
+};
+
+/// Whether a run stored `running` in the node's store is lost, as derive_run_status reads it
+/// from the owner columns (k_run_columns 11-15).
+bool lost_on_node(const PgParams& columns) {
+  if (columns[4] != "running" || !columns[11] || !columns[12] || !columns[13] || !columns[14]) {
+    return false;
+  }
+  const util::ProcessIdentity owner{*columns[11], std::stoll(*columns[12]), *columns[13], std::stoll(*columns[14])};
+  const auto heartbeat = columns[15] ? parse_utc(*columns[15]) : std::nullopt;
+  return derive_run_status(RunStatus::running, owner, heartbeat, Clock::now()) == RunStatus::lost;
+}
+
+/// What a run's row refers to and what hangs off it, read from the node's store with the row.
+struct RunRows {
+  std::vector<PgParams> spec;
+  std::vector<PgParams> environments;
+  std::vector<PgParams> ranks;
+  std::vector<PgParams> artifacts;
 };
 
 struct ShipState {
@@ -73,8 +96,14 @@ std::vector<LocalRun> local_runs(Connection& local, const std::optional<std::str
         run.columns.push_back(text_of(query.getColumn(column)));
         material += run.columns.back() ? *run.columns.back() + "\x1f" : "\x1e\x1f";
       }
+      if (!is_run_id(run.id())) {
+        // Never shipped: a server's readers would take it for a folder name. One line a pass.
+        util::log::warn(invalid_run_id_text(run.id(), local.display()) + "; it is not shipped");
+        continue;
+      }
       run.tags = text_of(query.getColumn(k_run_column_count)).value_or("");
-      run.digest = util::sha256_hex(material + run.tags);
+      run.lost = lost_on_node(run.columns);
+      run.digest = util::sha256_hex(material + run.tags + (run.lost ? "\x1flost" : ""));
       runs.push_back(std::move(run));
     }
     return runs;
@@ -112,68 +141,98 @@ std::vector<PgParams> local_rows(Connection& local, const char* sql, const std::
   });
 }
 
-/// The spec and environments a run refers to, then the run row, its ranks, artifacts and tags.
-void ship_header(Connection& local, PgConnection& server, const LocalRun& run) {
-  const auto spec = local_rows(local, "SELECT hash, name, canonical, created_at FROM specs WHERE hash = ?",
-                               *run.columns[1], 4);
-  const auto ranks = local_rows(
+/// The spec and environments a run refers to, its ranks and artifacts, as the node holds them.
+RunRows read_run_rows(Connection& local, const LocalRun& run) {
+  RunRows rows;
+  rows.spec =
+      local_rows(local, "SELECT hash, name, canonical, created_at FROM specs WHERE hash = ?", *run.columns[1], 4);
+  rows.ranks = local_rows(
       local, "SELECT run_id, rank, host, pid, environment_hash, status, exit_code, signal FROM ranks WHERE run_id = ?",
       run.id(), 8);
-  const auto artifacts = local_rows(local, "SELECT run_id, path, sha256, size_bytes FROM artifacts WHERE run_id = ?",
-                                    run.id(), 4);
-  std::vector<PgParams> environments;
+  rows.artifacts =
+      local_rows(local, "SELECT run_id, path, sha256, size_bytes FROM artifacts WHERE run_id = ?", run.id(), 4);
   std::vector<std::string> hashes;
   if (run.columns[2]) {
     hashes.push_back(*run.columns[2]);
   }
-  for (const auto& rank : ranks) {
+  for (const auto& rank : rows.ranks) {
     if (rank[4]) {
       hashes.push_back(*rank[4]);
     }
   }
   for (const auto& hash : hashes) {
     for (auto& row : local_rows(local, "SELECT hash, fingerprint, created_at FROM environments WHERE hash = ?", hash, 3)) {
-      environments.push_back(std::move(row));
+      rows.environments.push_back(std::move(row));
     }
   }
+  return rows;
+}
+
+/// Before any point: the spec and environments, and the run's row where the server has none yet
+/// — as a run still going (no end, no summary). Its final state comes with its last points
+/// (write_run_state), so no reader of the server ever sees a run ended with points missing.
+void ship_placeholder(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+  PgParams going = run.columns;
+  going[4] = "running";
+  going[6] = std::nullopt;  // ended_at
+  going[7] = std::nullopt;  // exit_code
+  going[8] = "";            // root_cause
+  going[10] = "{}";         // summary
   server.transaction([&] {
-    for (const auto& row : spec) {
+    for (const auto& row : rows.spec) {
       server.exec("INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
                   "ON CONFLICT (hash) DO NOTHING",
                   row);
     }
-    for (const auto& row : environments) {
+    for (const auto& row : rows.environments) {
       server.exec("INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
                   "ON CONFLICT (hash) DO NOTHING",
                   row);
     }
     server.exec(fmt::format("INSERT INTO runs ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-                            "$14, $15, $16) ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = "
-                            "excluded.status, ended_at = excluded.ended_at, exit_code = excluded.exit_code, "
-                            "root_cause = excluded.root_cause, summary = excluded.summary, owner_host = "
-                            "excluded.owner_host, owner_pid = excluded.owner_pid, owner_boot_id = "
-                            "excluded.owner_boot_id, owner_start_ticks = excluded.owner_start_ticks, heartbeat_at = "
-                            "excluded.heartbeat_at",
+                            "$14, $15, $16) ON CONFLICT (id) DO NOTHING",
                             k_run_columns),
-                run.columns);
-    for (const auto& row : ranks) {
-      server.exec("INSERT INTO ranks (run_id, rank, host, pid, environment_hash, status, exit_code, signal) "
-                  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id, rank) DO UPDATE SET host = "
-                  "excluded.host, pid = excluded.pid, environment_hash = excluded.environment_hash, status = "
-                  "excluded.status, exit_code = excluded.exit_code, signal = excluded.signal",
-                  row);
-    }
-    // Artifacts mirror the node's (a pruned checkpoint is forgotten there); tags add up, as in merge.
-    server.exec("DELETE FROM artifacts WHERE run_id = $1", {run.id()});
-    for (const auto& row : artifacts) {
-      server.exec("INSERT INTO artifacts (run_id, path, sha256, size_bytes) VALUES ($1, $2, $3, $4)", row);
-    }
-    if (!run.tags.empty()) {
-      server.exec("INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
-                  "ON CONFLICT (run_id, tag) DO NOTHING",
-                  {run.id(), run.tags});
-    }
+                going);
   });
+}
+
+/// Inside the transaction of a run's last batch: the run row as the node holds it, its ranks,
+/// artifacts and tags, and the ship state (complete when the pass read the run ended or lost).
+void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+  server.exec(fmt::format("INSERT INTO runs ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
+                          "$14, $15, $16) ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = "
+                          "excluded.status, ended_at = excluded.ended_at, exit_code = excluded.exit_code, "
+                          "root_cause = excluded.root_cause, summary = excluded.summary, owner_host = "
+                          "excluded.owner_host, owner_pid = excluded.owner_pid, owner_boot_id = "
+                          "excluded.owner_boot_id, owner_start_ticks = excluded.owner_start_ticks, heartbeat_at = "
+                          "excluded.heartbeat_at",
+                          k_run_columns),
+              run.columns);
+  for (const auto& row : rows.ranks) {
+    server.exec(
+        "INSERT INTO ranks (run_id, rank, host, pid, environment_hash, status, exit_code, signal) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id, rank) DO UPDATE SET host = "
+        "excluded.host, pid = excluded.pid, environment_hash = excluded.environment_hash, status = "
+        "excluded.status, exit_code = excluded.exit_code, signal = excluded.signal",
+        row);
+  }
+  // Artifacts mirror the node's (a pruned checkpoint is forgotten there); tags add up, as in merge.
+  server.exec("DELETE FROM artifacts WHERE run_id = $1", {run.id()});
+  for (const auto& row : rows.artifacts) {
+    server.exec("INSERT INTO artifacts (run_id, path, sha256, size_bytes) VALUES ($1, $2, $3, $4)", row);
+  }
+  if (!run.tags.empty()) {
+    server.exec(
+        "INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
+        "ON CONFLICT (run_id, tag) DO NOTHING",
+        {run.id(), run.tags});
+  }
+  server.exec(
+      "INSERT INTO ship_state (run_id, digest, complete, node, shipped_at, lost) VALUES ($1, $2, $3, $4, $5, "
+      "$6) ON CONFLICT (run_id) DO UPDATE SET digest = excluded.digest, complete = excluded.complete, "
+      "node = excluded.node, shipped_at = excluded.shipped_at, lost = excluded.lost",
+      {run.id(), run.digest, run.ended() ? "true" : "false", util::ProcessIdentity::current().host,
+       format_utc(Clock::now()), run.lost ? "true" : "false"});
 }
 
 /// Every (key, rank) series of a run, by seeking the primary key from one key to the next and,
@@ -216,24 +275,49 @@ std::vector<Series> local_series(Connection& local, const std::string& run_id) {
   });
 }
 
-/// The last step shipped per (name, rank) of a run.
-std::map<std::pair<std::string, int>, std::int64_t> server_progress(PgConnection& server, const std::string& run_id) {
+/// How far a series is on the server: the last step shipped, and how many of the node's rewrites
+/// (series_rewrites) it has been sent again for.
+struct Progress {
+  std::int64_t last_step = 0;
+  std::int64_t rewrites = 0;
+};
+using SeriesKey = std::pair<std::string, int>;  ///< (metric name, rank)
+
+/// The progress of each (name, rank) series of a run on the server.
+std::map<SeriesKey, Progress> server_progress(PgConnection& server, const std::string& run_id) {
   const PgResult rows = server.exec(
-      "SELECT k.name, p.rank, p.last_step FROM ship_progress p JOIN metric_keys k ON k.id = p.key_id "
+      "SELECT k.name, p.rank, p.last_step, p.rewrites FROM ship_progress p JOIN metric_keys k ON k.id = p.key_id "
       "WHERE p.run_id = $1",
       {run_id});
-  std::map<std::pair<std::string, int>, std::int64_t> progress;
+  std::map<SeriesKey, Progress> progress;
   for (int row = 0; row < rows.rows(); ++row) {
-    progress[{rows.text(row, 0), static_cast<int>(rows.int64(row, 1))}] = rows.int64(row, 2);
+    progress[{rows.text(row, 0), static_cast<int>(rows.int64(row, 1))}] = {rows.int64(row, 2), rows.int64(row, 3)};
   }
   return progress;
+}
+
+/// The node's rewrite counts of a run's series (series_rewrites; few rows, most runs none). Read
+/// before the points: a rewrite after this read is counted higher, and sent by a later pass.
+std::map<SeriesKey, std::int64_t> local_rewrites(Connection& local, const std::string& run_id) {
+  return local.retry([&] {
+    SQLite::Statement query(local.db(),
+                            "SELECT k.name, r.rank, r.rewrites FROM series_rewrites r JOIN metric_keys k ON "
+                            "k.id = r.key_id WHERE r.run_id = ?");
+    query.bind(1, run_id);
+    std::map<SeriesKey, std::int64_t> rewrites;
+    while (query.executeStep()) {
+      rewrites[{query.getColumn(0).getString(), query.getColumn(1).getInt()}] = query.getColumn(2).getInt64();
+    }
+    return rewrites;
+  });
 }
 
 /// One batch of points as COPY text, and the last step of each series it holds.
 struct Batch {
   std::string copy;
   std::size_t points = 0;
-  std::map<std::pair<int, int>, std::int64_t> progress;  ///< (key id, rank) -> last step in the batch
+  /// (key id, rank) -> last step in the batch, and the node's rewrites the server then has
+  std::map<std::pair<int, int>, Progress> progress;
 };
 
 /// A series of the run and how far its points have been read.
@@ -241,29 +325,52 @@ struct Cursor {
   Series series;
   int key = 0;  ///< its metric_keys.id on the server
   std::int64_t after = 0;
+  /// The node has rewritten points at or below `after` that the server has not been sent again:
+  /// the node's count, which the server's progress takes once they are.
+  std::optional<std::int64_t> resend{};
+  /// The node's rewrites when the pass began; a series new to the server gets them all with its
+  /// points, so this is what its progress records (0 for a series the server had).
+  std::int64_t rewrites_sent = 0;
 };
 
 class PointShipper {
  public:
-  PointShipper(Connection& local, PgBackend& server, const LocalRun& run, const ShipOptions& options,
-               ShipReport& report)
+  PointShipper(Connection& local, PgBackend& server, const LocalRun& run, const RunRows& rows,
+               const ShipOptions& options, ShipReport& report)
       : m_local(local),
         m_server(server),
         m_run(run),
+        m_rows(rows),
         m_batch_points(std::max<std::size_t>(1, options.batch_points)),
+        m_deadline(options.deadline),
         m_report(report) {}
 
-  /// Sends every point past the shipped step of each series; the last batch also records the
-  /// run's ship_state (complete when the run had ended when the pass read it). The next batch is
-  /// read from the local store while the server takes the one before, instead of each waiting for
-  /// the other (shipping a finished 4.16 M-point store: 0.90x the time).
-  void run() {
+  /// Sends every point past the shipped step of each series; the last batch also carries the
+  /// run's row as the node holds it and its ship_state (write_run_state). The next batch is read
+  /// from the local store while the server takes the one before, instead of each waiting for the
+  /// other (shipping a finished 4.16 M-point store: 0.90x the time). Returns false when the
+  /// deadline passed first: what was committed stays, the run's state waits for the next pass.
+  bool run() {
     const auto progress = server_progress(m_server.connection(), m_run.id());
+    const auto rewrites = local_rewrites(m_local, m_run.id());
     for (const Series& series : local_series(m_local, m_run.id())) {
       const auto found = progress.find({series.name, series.rank});
       const int key = m_server.key_id(series.name);  // outside any transaction: see PgBackend::key_id
-      m_cursors.push_back(
-          Cursor{series, key, found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second});
+      Cursor cursor{series, key,
+                    found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second.last_step};
+      const auto rewritten = rewrites.find({series.name, series.rank});
+      if (found != progress.end() && rewritten != rewrites.end() && rewritten->second > found->second.rewrites) {
+        cursor.resend = rewritten->second;
+      }
+      if (found == progress.end() && rewritten != rewrites.end()) {
+        cursor.rewrites_sent = rewritten->second;
+      }
+      m_cursors.push_back(std::move(cursor));
+    }
+    for (const Cursor& cursor : m_cursors) {
+      if (cursor.resend) {
+        resend(cursor);
+      }
     }
     Batch batch = read_batch();
     while (true) {
@@ -274,9 +381,12 @@ class PointShipper {
       }
       flush(batch, !full);
       if (!full) {
-        return;
+        return true;
       }
       batch = ahead.get();
+      if (m_deadline && std::chrono::steady_clock::now() >= *m_deadline) {
+        return false;
+      }
     }
   }
 
@@ -291,7 +401,7 @@ class PointShipper {
         if (rows == 0) {
           break;
         }
-        batch.progress[{cursor.key, cursor.series.rank}] = last;
+        batch.progress[{cursor.key, cursor.series.rank}] = {last, cursor.rewrites_sent};
         cursor.after = last;
       }
       if (batch.points >= m_batch_points) {
@@ -301,18 +411,61 @@ class PointShipper {
     return batch;
   }
 
-  /// Appends up to the batch's room of a series' points past its cursor to the batch.
-  std::pair<std::size_t, std::int64_t> read_chunk(const Cursor& cursor, Batch& batch) {
+  /// Sends a series' points at or below its shipped step again, the node's values replacing the
+  /// server's, in batches; the last one records that the server has the node's rewrites up to
+  /// `cursor.resend`. A pass killed midway sends them again next time (the same rows, the same
+  /// values). Rare: only a series written at or below a step it had shipped.
+  void resend(const Cursor& cursor) {
+    Cursor again = cursor;
+    again.after = std::numeric_limits<std::int64_t>::min();
+    while (true) {
+      Batch batch;
+      const auto [rows, last] = read_chunk(again, batch, cursor.after);
+      again.after = last;
+      const bool done = rows < m_batch_points;
+      PgConnection& server = m_server.connection();
+      server.transaction([&] {
+        m_server.hold_run(m_run.id());
+        if (rows > 0) {
+          server.exec(k_staging);
+          server.copy_in("COPY expctl_ship_staging_v2 (run_id, key_id, rank, step, value) FROM STDIN", batch.copy);
+          server.exec(
+              "INSERT INTO metrics (run_id, key_id, rank, step, value) SELECT run_id, key_id, rank, step, "
+              "value FROM expctl_ship_staging_v2 ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET "
+              "value = excluded.value");
+        }
+        if (done) {
+          server.exec(
+              "UPDATE ship_progress SET rewrites = greatest(rewrites, $4) WHERE run_id = $1 AND key_id = $2 "
+              "AND rank = $3",
+              {m_run.id(), std::to_string(cursor.key), std::to_string(cursor.series.rank),
+               std::to_string(*cursor.resend)});
+        }
+      });
+      m_report.points_shipped += static_cast<std::int64_t>(rows);
+      m_report.batches += rows > 0 ? 1 : 0;
+      if (done) {
+        return;
+      }
+    }
+  }
+
+  /// Appends up to the batch's room of a series' points past its cursor (and at most `upto`) to
+  /// the batch.
+  std::pair<std::size_t, std::int64_t> read_chunk(const Cursor& cursor, Batch& batch,
+                                                  std::int64_t upto = std::numeric_limits<std::int64_t>::max()) {
     const std::size_t room = m_batch_points - batch.points;
     return m_local.retry([&] {
-      SQLite::Statement query(m_local.db(),
-                              "SELECT step, value FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ? "
-                              "ORDER BY step LIMIT ?");
+      SQLite::Statement query(
+          m_local.db(),
+          "SELECT step, value FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ? "
+          "AND step <= ? ORDER BY step LIMIT ?");
       query.bind(1, m_run.id());
       query.bind(2, static_cast<int64_t>(cursor.series.local_key));
       query.bind(3, cursor.series.rank);
       query.bind(4, static_cast<int64_t>(cursor.after));
-      query.bind(5, static_cast<int64_t>(room));
+      query.bind(5, static_cast<int64_t>(upto));
+      query.bind(6, static_cast<int64_t>(room));
       std::size_t rows = 0;
       std::int64_t last = cursor.after;
       const std::size_t mark = batch.copy.size();
@@ -364,19 +517,18 @@ class PointShipper {
       if (batch.points > 0) {
         m_server.hold_run(m_run.id());
         copy_points(server, batch.copy);
-        for (const auto& [series, step] : batch.progress) {
-          server.exec("INSERT INTO ship_progress (run_id, key_id, rank, last_step) VALUES ($1, $2, $3, $4) "
-                      "ON CONFLICT (run_id, key_id, rank) DO UPDATE SET last_step = "
-                      "greatest(ship_progress.last_step, excluded.last_step)",
-                      {m_run.id(), std::to_string(series.first), std::to_string(series.second), std::to_string(step)});
+        for (const auto& [series, shipped] : batch.progress) {
+          server.exec(
+              "INSERT INTO ship_progress (run_id, key_id, rank, last_step, rewrites) VALUES ($1, $2, $3, $4, "
+              "$5) ON CONFLICT (run_id, key_id, rank) DO UPDATE SET last_step = "
+              "greatest(ship_progress.last_step, excluded.last_step), rewrites = "
+              "greatest(ship_progress.rewrites, excluded.rewrites)",
+              {m_run.id(), std::to_string(series.first), std::to_string(series.second),
+               std::to_string(shipped.last_step), std::to_string(shipped.rewrites)});
         }
       }
       if (last) {
-        server.exec("INSERT INTO ship_state (run_id, digest, complete, node, shipped_at) VALUES ($1, $2, $3, $4, $5) "
-                    "ON CONFLICT (run_id) DO UPDATE SET digest = excluded.digest, complete = excluded.complete, "
-                    "node = excluded.node, shipped_at = excluded.shipped_at",
-                    {m_run.id(), m_run.digest, m_run.ended() ? "true" : "false",
-                     util::ProcessIdentity::current().host, format_utc(Clock::now())});
+        write_run_state(server, m_run, m_rows);
       }
     });
     if (batch.points > 0) {
@@ -388,7 +540,9 @@ class PointShipper {
   Connection& m_local;  ///< read by one thread at a time: the reader of the next batch, or run()
   PgBackend& m_server;
   const LocalRun& m_run;
+  const RunRows& m_rows;
   const std::size_t m_batch_points;
+  const std::optional<std::chrono::steady_clock::time_point> m_deadline;
   ShipReport& m_report;
   std::vector<Cursor> m_cursors;
   std::size_t m_next = 0;  ///< the first cursor that may have points left
@@ -419,11 +573,23 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
   for (const LocalRun& run : local_runs(source, options.run_id)) {
     ++report.runs_considered;
     if (shipped_whole(run, states)) {
+      report.complete.insert(run.id() + ' ' + run.digest);
       continue;
     }
-    ship_header(source, destination.connection(), run);
-    PointShipper(source, destination, run, options, report).run();
+    if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
+      report.cut_short = true;
+      continue;  // counted, not shipped: the next pass takes it
+    }
+    const RunRows rows = read_run_rows(source, run);
+    ship_placeholder(destination.connection(), run, rows);
+    if (!PointShipper(source, destination, run, rows, options, report).run()) {
+      report.cut_short = true;
+      continue;
+    }
     ++report.runs_shipped;
+    if (run.ended()) {
+      report.complete.insert(run.id() + ' ' + run.digest);
+    }
   }
   if (report.points_shipped > 0) {
     analyze_if_never_analyzed(destination.connection());
@@ -443,9 +609,14 @@ ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& 
     }
     ++lag.runs_behind;
     const auto progress = server_progress(destination, run.id());
+    const auto rewrites = local_rewrites(source, run.id());
     for (const Series& series : local_series(source, run.id())) {
       const auto found = progress.find({series.name, series.rank});
-      const std::int64_t after = found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second;
+      std::int64_t after = found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second.last_step;
+      const auto rewritten = rewrites.find({series.name, series.rank});
+      if (found != progress.end() && rewritten != rewrites.end() && rewritten->second > found->second.rewrites) {
+        after = std::numeric_limits<std::int64_t>::min();  // the whole series goes again (an upper bound)
+      }
       lag.points_behind += source.retry([&] {
         SQLite::Statement count(source.db(),
                                 "SELECT count(*) FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ?");
@@ -464,26 +635,85 @@ ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& 
 std::optional<ShippedRun> shipped_run(Store& server, const std::string& run_id) {
   PgConnection& connection = detail::pg_backend(server, "a run's shipping state").connection();
   const PgResult rows =
-      connection.exec("SELECT node, shipped_at, complete FROM ship_state WHERE run_id = $1", {run_id});
+      connection.exec("SELECT node, shipped_at, complete, lost FROM ship_state WHERE run_id = $1", {run_id});
   if (rows.rows() == 0) {
     return std::nullopt;
   }
-  return ShippedRun{rows.text(0, 0), rows.text(0, 1), rows.text(0, 2) == "t"};
+  return ShippedRun{rows.text(0, 0), rows.text(0, 1), rows.text(0, 2) == "t", rows.text(0, 3) == "t"};
 }
 
 BackgroundShipper::BackgroundShipper(std::string local, std::string server, Note note,
-                                     std::chrono::milliseconds interval)
-    : m_local(std::move(local)), m_server(std::move(server)), m_note(std::move(note)), m_interval(interval) {
+                                     std::chrono::milliseconds interval, std::chrono::milliseconds final_wait)
+    : m_local(std::move(local)),
+      m_server(std::move(server)),
+      m_note(std::move(note)),
+      m_interval(interval),
+      m_final_wait(final_wait),
+      m_started(Clock::now()) {
   m_thread = std::thread([this] { loop(); });
 }
 
 BackgroundShipper::~BackgroundShipper() {
+  try {
+    (void)finish();
+  } catch (const std::exception& error) {
+    util::log::debug(fmt::format("shipper: the last pass failed: {}", error.what()));
+  }
+}
+
+BackgroundShipper::Leftover BackgroundShipper::finish() {
+  if (m_leftover) {
+    return *m_leftover;
+  }
   {
     std::lock_guard lock(m_mutex);
     m_stop = true;
   }
   m_wake.notify_all();
-  m_thread.join();
+  if (m_thread.joinable()) {
+    m_thread.join();
+  }
+  m_leftover = leftover();
+  return *m_leftover;
+}
+
+BackgroundShipper::Leftover BackgroundShipper::leftover() {
+  Leftover left;
+  if (!m_local_store) {
+    return left;  // no store, no run: nothing to ship
+  }
+  left.problem = problem();
+  if (!left.problem && m_server_store) {
+    try {
+      const ShipLag lag = ship_lag(*m_local_store, *m_server_store);
+      left.runs_behind = lag.runs_behind;
+      left.points_behind = lag.points_behind;
+      left.caught_up = lag.runs_behind == 0;
+      return left;
+    } catch (const std::exception& error) {
+      left.problem = error.what();
+    }
+  }
+  // The server is away: the points of the runs that changed while this shipper lived (the run
+  // it ships for) and whose final state no pass sent; older runs are not this exit's to count.
+  left.exact = false;
+  Connection& source = detail::sqlite_backend(*m_local_store, "the shipping lag").connection();
+  const std::string since = format_utc(m_started);
+  for (const LocalRun& run : local_runs(source, std::nullopt)) {
+    const auto changed_since = [&](int column) { return run.columns[column] && *run.columns[column] >= since; };
+    const bool changed = changed_since(5) || changed_since(6) || changed_since(15);
+    if (changed && !m_complete.contains(run.id() + ' ' + run.digest)) {
+      ++left.runs_behind;
+      left.points_behind += source.retry([&] {
+        SQLite::Statement count(source.db(), "SELECT count(*) FROM metrics WHERE run_id = ?");
+        count.bind(1, run.id());
+        count.executeStep();
+        return count.getColumn(0).getInt64();
+      });
+    }
+  }
+  left.caught_up = left.runs_behind == 0;
+  return left;
 }
 
 ShipReport BackgroundShipper::totals() const {
@@ -501,7 +731,7 @@ std::int64_t BackgroundShipper::failed_passes() const {
   return m_failed_passes;
 }
 
-bool BackgroundShipper::pass() {
+bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point> deadline) {
   try {
     if (!m_local_store) {
       std::error_code ec;
@@ -513,7 +743,8 @@ bool BackgroundShipper::pass() {
     if (!m_server_store) {
       m_server_store.emplace(Store::open(m_server, OpenMode::read_write));
     }
-    const ShipReport report = ship(*m_local_store, *m_server_store);
+    const ShipReport report = ship(*m_local_store, *m_server_store, ShipOptions{.deadline = deadline});
+    m_last_cut_short = report.cut_short;
     std::optional<std::string> was;
     {
       std::lock_guard lock(m_mutex);
@@ -522,6 +753,7 @@ bool BackgroundShipper::pass() {
       m_totals.points_shipped += report.points_shipped;
       m_totals.batches += report.batches;
       was = std::exchange(m_problem, std::nullopt);
+      m_complete = report.complete;
     }
     if (was && m_note) {
       m_note(fmt::format("shipping to {} works again; the store there is catching up", m_server_store->location()));
@@ -555,8 +787,12 @@ void BackgroundShipper::loop() {
       break;
     }
   }
-  if (!problem()) {
-    pass();  // the run's last records
+  // The run's last records: one pass whatever the backoff was waiting for, retried while the
+  // server is away, until final_wait has passed (a batch under way is finished, not cut).
+  const auto deadline = std::chrono::steady_clock::now() + m_final_wait;
+  while (!pass(deadline) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        std::chrono::milliseconds(250), deadline - std::chrono::steady_clock::now()));
   }
 }
 

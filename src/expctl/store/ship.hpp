@@ -17,6 +17,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -31,6 +32,10 @@ struct ShipOptions {
   std::size_t batch_points = 50'000;
   /// Only this run (all runs when unset).
   std::optional<std::string> run_id{};
+  /// Stop between batches once this has passed (what was committed stays; a run whose last batch
+  /// was not sent keeps its state on the server as it was): a run's exit waits for its last pass
+  /// a bounded time.
+  std::optional<std::chrono::steady_clock::time_point> deadline{};
 };
 
 struct ShipReport {
@@ -38,6 +43,9 @@ struct ShipReport {
   std::int64_t runs_shipped = 0;     ///< run rows written or brought up to date
   std::int64_t points_shipped = 0;   ///< metric points sent (the server may have had some already)
   std::int64_t batches = 0;          ///< server transactions that carried points
+  bool cut_short = false;            ///< the deadline passed before every run was shipped
+  /// Runs whose final state is on the server after the pass, as "id digest" (the run as read then).
+  std::set<std::string> complete{};
 };
 
 /// One pass: sends what `local` (SQLite) has and `server` (PostgreSQL) lacks. Throws
@@ -60,6 +68,7 @@ struct ShippedRun {
   std::string node{};
   std::string shipped_at{};  ///< format_utc
   bool complete = false;
+  bool lost = false;  ///< the node found the run's expctl gone (its final state is `lost`)
 };
 /// nullopt for a run the server did not get from a shipper (written there directly, or unknown).
 std::optional<ShippedRun> shipped_run(Store& server, const std::string& run_id);
@@ -90,14 +99,32 @@ class ShipPacer {
 /// A shipper on a thread of its own (the one `expctl run` starts when --db names a server): a
 /// pass every `interval`, on its own connections. A failing server never reaches the caller:
 /// the thread reconnects with backoff (1 s doubling to 30 s) and reports through `note` (the
-/// first failure, and when shipping works again). The destructor stops it after one last pass,
-/// unless the server is away (what is left waits for the next run or `expctl sync`).
+/// first failure, and when shipping works again). finish() (or the destructor) stops it after a
+/// last pass whatever the backoff was waiting for, retried until `final_wait` has passed while
+/// the server is away, and says what is left.
 class BackgroundShipper {
  public:
   using Note = std::function<void(const std::string&)>;
+  /// How long a run's exit waits for its last pass by default.
+  static constexpr std::chrono::milliseconds k_final_wait{5000};
   BackgroundShipper(std::string local, std::string server, Note note,
-                    std::chrono::milliseconds interval = std::chrono::seconds(2));
+                    std::chrono::milliseconds interval = std::chrono::seconds(2),
+                    std::chrono::milliseconds final_wait = k_final_wait);
   ~BackgroundShipper();
+
+  /// What the last pass left: nothing (caught_up), or the runs and points not on the server, and
+  /// why (the server away: points_behind then counts the points of the runs whose final state
+  /// did not arrive, an upper bound).
+  struct Leftover {
+    bool caught_up = true;
+    std::int64_t runs_behind = 0;
+    std::int64_t points_behind = 0;
+    bool exact = true;                     ///< points_behind read from the server (false: an upper bound)
+    std::optional<std::string> problem{};  ///< the server's failure, when it was away
+  };
+  /// Stops the thread after the last pass (at most `final_wait`, longer only for a batch under
+  /// way) and returns what is left; later calls return the same.
+  Leftover finish();
   BackgroundShipper(const BackgroundShipper&) = delete;
   BackgroundShipper& operator=(const BackgroundShipper&) = delete;
 
@@ -110,12 +137,19 @@ class BackgroundShipper {
 
  private:
   void loop();
-  bool pass();  ///< false when the server failed
+  /// false when the server failed; `deadline`: stop between batches then (the last pass)
+  bool pass(std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+  Leftover leftover();
 
   std::string m_local;
   std::string m_server;
   Note m_note;
   std::chrono::milliseconds m_interval;
+  std::chrono::milliseconds m_final_wait;
+  Clock::time_point m_started;         ///< when it was made: the runs that changed since are its own
+  std::optional<Leftover> m_leftover;  ///< once finish() ran
+  std::set<std::string> m_complete;    ///< ShipReport::complete of the last pass that worked
+  bool m_last_cut_short = false;       ///< the last pass stopped at its deadline
   mutable std::mutex m_mutex;
   std::condition_variable m_wake;
   bool m_stop = false;

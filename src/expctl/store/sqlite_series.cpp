@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -42,6 +43,45 @@ std::map<std::string, std::int64_t> metric_keys(SQLite::Database& db, std::span<
     find.reset();
   }
   return keys;
+}
+
+/// Counts, per series, the points of `points` at or below the series' last step before this
+/// batch (series_rewrites): what a shipper that sent the series up to that step must send again.
+/// One index seek per series of the batch; nothing is written for a batch that only appends.
+void count_rewrites(SQLite::Database& db, const std::string& run_id, const std::map<std::string, std::int64_t>& keys,
+                    std::span<const MetricPoint> points) {
+  std::map<std::pair<std::int64_t, int>, std::optional<std::int64_t>> last_before;  // (key, rank) -> last step
+  for (const MetricPoint& point : points) {
+    last_before.try_emplace({keys.at(point.name), point.rank});
+  }
+  SQLite::Statement last(db, "SELECT max(step) FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ?");
+  for (auto& [series, step] : last_before) {
+    last.bind(1, run_id);
+    last.bind(2, static_cast<int64_t>(series.first));
+    last.bind(3, series.second);
+    if (last.executeStep() && !last.getColumn(0).isNull()) {
+      step = last.getColumn(0).getInt64();
+    }
+    last.reset();
+  }
+  std::map<std::pair<std::int64_t, int>, std::int64_t> rewrites;
+  for (const MetricPoint& point : points) {
+    const auto& before = last_before.at({keys.at(point.name), point.rank});
+    if (before && point.step <= *before) {
+      ++rewrites[{keys.at(point.name), point.rank}];
+    }
+  }
+  SQLite::Statement add(db,
+                        "INSERT INTO series_rewrites (run_id, key_id, rank, rewrites) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (run_id, key_id, rank) DO UPDATE SET rewrites = rewrites + excluded.rewrites");
+  for (const auto& [series, count] : rewrites) {
+    add.bind(1, run_id);
+    add.bind(2, static_cast<int64_t>(series.first));
+    add.bind(3, series.second);
+    add.bind(4, static_cast<int64_t>(count));
+    add.exec();
+    add.reset();
+  }
 }
 
 }  // namespace
@@ -89,6 +129,7 @@ void SqliteBackend::append_metrics(const std::string& run_id, std::span<const Me
   connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
     const auto keys = metric_keys(db, points);
+    count_rewrites(db, run_id, keys, points);
     // One prepared statement for the whole batch inside one transaction: one fsync per batch.
     SQLite::Statement insert(db,
                              "INSERT INTO metrics (run_id, key_id, rank, step, value) VALUES (?, ?, ?, ?, ?) "

@@ -166,6 +166,12 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   return *this;
 }
 
+void ChildProcess::release() {
+  m_pid = -1;
+  m_status.reset();
+  close_pidfd();
+}
+
 ChildProcess::~ChildProcess() {
   if (running()) {
     kill_group_and_reap();

@@ -64,6 +64,9 @@ class ChildProcess {
   /// SIGKILL to its process group, also after it has been reaped (grandchildren it left there),
   /// then reaps it when it still runs.
   void kill_group_and_reap();
+  /// Lets the child outlive this object (and the caller): forgets it without a signal. For a child
+  /// that ends by itself, e.g. the background `expctl` that ships what a run left behind.
+  void release();
 
  private:
   void close_pidfd();
