@@ -17,8 +17,11 @@ struct ResumeOptions {
 
 void run_resume(ResumeOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
+  options.request.open_team_store = team_store_opener(globals);
   options.request.quiet = globals.quiet;
-  const auto shipper = start_shipper(globals);  // with a server as --db; stops after one last pass
+  // With a server as --db, once the run is checked; stops after one last pass.
+  std::unique_ptr<store::BackgroundShipper> shipper;
+  options.request.on_checked = [&shipper, &globals] { shipper = start_shipper(globals); };
   globals.result = print_run_result(run::resume_run(options.request),
                                     options.format == "json" ? OutputFormat::json : OutputFormat::text);
 }
