@@ -55,7 +55,7 @@ TEST_CASE("rehash: a program spec's values hash as the spec did, until its scrip
   CHECK_THAT(added[0].text, Catch::EndsWith("lib/more.py is new (not there when the run started)"));
 }
 
-TEST_CASE("rehash: a built-in spec's model and arrays are read again; a field edited in the values is named") {
+TEST_CASE("rehash: a built-in spec's model and arrays are read again, and a field edited in the values is named") {
   TempDir dir;
   dir.write("model.pt", "model v1");
   dir.write("x.npy", "inputs");
