@@ -194,7 +194,7 @@ TEST_CASE("resume checks: with a server as --db, resume names this node's store 
                  Catch::Contains("resume it there"));
   CHECK_THAT(resume(node_b, "20260101-000000"),
              Catch::Contains("no run matches \"20260101-000000\" in " + node_b.string()) &&
-                 Catch::Contains("has no run matching it either"));
+                 Catch::Contains("; and on the team store: no run matches \"20260101-000000\" in postgresql://"));
 
   // This node: found, but completed here; the server is behind.
   CHECK_THAT(resume(node_a, later),

@@ -33,8 +33,8 @@ std::optional<util::Failure> not_on_this_node(const store::Store& local, const s
     std::optional<store::RunRecord> there;
     try {
       there = compare::resolve_one(server, selector, "resume");
-    } catch (const util::Failure&) {
-      server_text = fmt::format("the team store {} has no run matching it either", server.location());
+    } catch (const util::Failure& error) {
+      server_text = fmt::format("and on the team store: {}", error.what());  // names the server and why
     }
     // The server's run is elsewhere only when this node's store lacks it by id: a lookup that
     // failed for another reason (a locked store) is that reason, said as it is.
