@@ -70,6 +70,8 @@ TEST_CASE("resume checks: a program run whose script or listed file changed, or 
   d.dir.write("prog.sh", script);
   d.dir.write("settings.txt", "v2\n");
   check_refused(d, id, {(d.dir / "settings.txt").string() + " changed since the run started"});
+  fs::remove(d.dir / "settings.txt");
+  check_refused(d, id, {"program.files: \"settings.txt\" is not a file", "put back what changed"});
   d.dir.write("settings.txt", "v1\n");
 
   // The run folder's resolved.json claims another spec: the store's hash decides.

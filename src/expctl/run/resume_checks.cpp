@@ -120,12 +120,18 @@ void check_resumed_inputs(const store::Store& store, const store::RunRecord& run
     again = spec::rehash_values(resolved.spec, resolved.spec_file);
   } catch (const util::DiagnosticError& error) {
     const auto& first = error.diagnostics().front();
-    throw util::UsageError(fmt::format("run {} cannot be resumed: {} (its spec as {} holds it): {}", run.id,
-                                       first.message, folder, fix));
+    throw util::UsageError(fmt::format(
+        "run {} cannot be resumed: {} (found checking {} against the spec hash the store holds for the run): {}",
+        run.id, first.message, folder, fix));
   }
   if (again->hash() != run.spec_hash) {
     const auto recorded = store.spec(run.spec_hash);
     const auto changes = recorded ? spec::canonical_changes(recorded->canonical, *again) : std::vector<spec::HashChange>{};
+    if (!changes.empty() && changes.front().kind == spec::HashChange::Kind::recipe) {
+      throw util::UsageError(fmt::format("run {} cannot be resumed: {}, so what it would train cannot be checked "
+                                         "against the hash the store holds for it: start a new run (expctl run {})",
+                                         run.id, changes.front().text, resolved.spec_file));
+    }
     std::string what = changes.empty() ? std::string("its files or its spec changed") : changes.front().text;
     for (std::size_t i = 1; i < changes.size() && i < 4; ++i) {
       what += "; " + changes[i].text;
