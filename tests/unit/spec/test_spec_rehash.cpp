@@ -99,3 +99,24 @@ TEST_CASE("rehash: a canonical form of another recipe version is one change, not
   CHECK(changes[0].kind == HashChange::Kind::recipe);
   CHECK_THAT(changes[0].text, Catch::Contains("hashed by version 1"));
 }
+
+TEST_CASE("rehash: the experiments' specs, pinned to a profile, on packaged data, hash again as loaded") {
+  for (const char* name : {"quickstart.yaml", "cnn.yaml", "amp_accum.yaml", "tiny-synthetic.yaml"}) {
+    CAPTURE(name);
+    const fs::path file = expctl::test::source_dir() / "experiments" / name;
+    const Spec spec = load_spec(file, {{"optim.lr=0.02", "seed=9"}});
+    const auto again = rehash_values(nlohmann::json::parse(spec.values().dump()), fs::absolute(file));
+    CHECK(again.hash() == spec.hash());
+    CHECK(again.input_paths() == spec.input_paths());
+  }
+  // The profile's content is hashed: an edited profile is named.
+  TempDir dir;
+  dir.write("envs/pin.toml", "[libtorch]\nversion = \"1.13.*\"\n");
+  const auto file = dir.write("s.yaml", "env: envs/pin.toml\n");
+  const Spec spec = load_spec(file);
+  const auto values = nlohmann::json::parse(spec.values().dump());
+  dir.write("envs/pin.toml", "[libtorch]\nversion = \"1.12.*\"\n");
+  const auto changes = canonical_changes(spec.canonical(), rehash_values(values, fs::absolute(file)));
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].text == "the env profile " + (dir / "envs" / "pin.toml").string() + " changed");
+}
