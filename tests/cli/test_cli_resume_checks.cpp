@@ -3,17 +3,17 @@
 // refused with exit 2 naming what changed, before anything changes, and resumes once it is put
 // back; with a server as --db, a run that this node's store does not hold, or holds otherwise
 // than the server, is named with the store resume looked in and what the server holds.
-#include <sys/stat.h>
-
-#include <signal.h>
-
 #include <algorithm>
 #include <fstream>
 
+#include <sys/stat.h>
+
 #include "cli/run_helpers.hpp"
-#include "expctl/util/process_identity.hpp"
 #include "support/byo_fixtures.hpp"
 #include "unit/store/backend_fixture.hpp"
+#include <signal.h>
+
+#include "expctl/util/process_identity.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -47,16 +47,18 @@ void flip_last_byte(const fs::path& file) {
 
 }  // namespace
 
-TEST_CASE("resume checks: a program run whose script or listed file changed, or whose resolved.json was edited, "
-          "is refused with exit 2 naming it, and resumes once put back") {
+TEST_CASE(
+    "resume checks: a program run whose script or listed file changed, or whose resolved.json was edited, "
+    "is refused with exit 2 naming it, and resumes once put back") {
   RunDir d;
   // Fails on its first start; on a resume (EXPCTL_RESUME=1) it completes.
   const std::string script = "#!/bin/sh\n[ \"$EXPCTL_RESUME\" = 1 ] && exit 0\nexit 3\n";
   const auto program = d.dir.write("prog.sh", script);
   ::chmod(program.c_str(), 0755);
   d.dir.write("settings.txt", "v1\n");
-  const auto spec = d.dir.write("prog.yaml", "distributed:\n  nproc_per_node: 1\nprogram:\n  command: [./prog.sh]\n"
-                                             "  files: [prog.sh, settings.txt]\n");
+  const auto spec = d.dir.write("prog.yaml",
+                                "distributed:\n  nproc_per_node: 1\nprogram:\n  command: [./prog.sh]\n"
+                                "  files: [prog.sh, settings.txt]\n");
   const auto first = d.expctl({"run", spec.string(), "--format", "json"});
   INFO(first.err);
   REQUIRE(first.exit_code == 1);
@@ -65,8 +67,10 @@ TEST_CASE("resume checks: a program run whose script or listed file changed, or 
   REQUIRE(run.status == store::RunStatus::failed);
 
   std::ofstream(program, std::ios::app) << "# edited after the run started\n";
-  check_refused(d, id, {"run " + id + " cannot be resumed: " + program.string() + " changed since the run started",
-                        "the store holds spec " + run.spec_hash.substr(0, 12), "start a new run (expctl run " + spec.string()});
+  check_refused(
+      d, id,
+      {"run " + id + " cannot be resumed: " + program.string() + " changed since the run started",
+       "the store holds spec " + run.spec_hash.substr(0, 12), "start a new run (expctl run " + spec.string()});
   d.dir.write("prog.sh", script);
   d.dir.write("settings.txt", "v2\n");
   check_refused(d, id, {(d.dir / "settings.txt").string() + " changed since the run started"});
@@ -80,8 +84,9 @@ TEST_CASE("resume checks: a program run whose script or listed file changed, or 
   json edited = json::parse(original);
   edited["spec"]["seed"] = 12345;
   std::ofstream(resolved, std::ios::trunc) << edited.dump(2);
-  check_refused(d, id, {"seed is 12345, it was", resolved.string() + " is not the spec the run was recorded with",
-                        "start a new run"});
+  check_refused(
+      d, id,
+      {"seed is 12345, it was", resolved.string() + " is not the spec the run was recorded with", "start a new run"});
   edited = json::parse(original);
   edited["inputs"][program.string()] = std::string(64, '0');
   std::ofstream(resolved, std::ios::trunc) << edited.dump(2);
@@ -94,17 +99,19 @@ TEST_CASE("resume checks: a program run whose script or listed file changed, or 
   CHECK(d.open().find_run(id).status == store::RunStatus::completed);
 }
 
-TEST_CASE("resume checks: a built-in run whose model or array changed, or whose checkpoint indexes name no run or "
-          "another, is refused with exit 2 naming the file, and resumes once put back") {
+TEST_CASE(
+    "resume checks: a built-in run whose model or array changed, or whose checkpoint indexes name no run or "
+    "another, is refused with exit 2 naming the file, and resumes once put back") {
   RunDir d;
   const fs::path inputs = d.dir / "inputs";
   fs::create_directories(inputs);
-  for (const char* name : {"cnn.pt", "fmnist-train-x.npy", "fmnist-train-y.npy", "fmnist-eval-x.npy",
-                           "fmnist-eval-y.npy"}) {
+  for (const char* name :
+       {"cnn.pt", "fmnist-train-x.npy", "fmnist-train-y.npy", "fmnist-eval-x.npy", "fmnist-eval-y.npy"}) {
     fs::copy_file(test::byo_fixtures() / name, inputs / name);
   }
-  const auto spec = d.dir.write(
-      "byo.yaml", "name: byo\nseed: 3\ndistributed: {nproc_per_node: 1, backend: gloo}\n"
+  const auto spec =
+      d.dir.write("byo.yaml",
+                  "name: byo\nseed: 3\ndistributed: {nproc_per_node: 1, backend: gloo}\n"
                   "data: {dataset: npy, batch_size: 16, train_inputs: inputs/fmnist-train-x.npy, train_targets: "
                   "inputs/fmnist-train-y.npy, eval_inputs: inputs/fmnist-eval-x.npy, eval_targets: "
                   "inputs/fmnist-eval-y.npy}\nmodel: {arch: torchscript, file: inputs/cnn.pt}\n"
@@ -113,9 +120,10 @@ TEST_CASE("resume checks: a built-in run whose model or array changed, or whose 
   const std::string id = run.id;
 
   flip_last_byte(inputs / "cnn.pt");
-  check_refused(d, id, {"run " + id + " cannot be resumed: model.file " + (inputs / "cnn.pt").string() +
-                            " changed since the run started",
-                        "start a new run"});
+  check_refused(d, id,
+                {"run " + id + " cannot be resumed: model.file " + (inputs / "cnn.pt").string() +
+                     " changed since the run started",
+                 "start a new run"});
   flip_last_byte(inputs / "cnn.pt");
   flip_last_byte(inputs / "fmnist-train-y.npy");
   check_refused(d, id, {"data.train_targets " + (inputs / "fmnist-train-y.npy").string() + " changed"});
@@ -157,7 +165,8 @@ TEST_CASE("resume checks: a built-in run whose model or array changed, or whose 
 TEST_CASE("resume checks: with a server as --db, resume names this node's store and what the server holds",
           "[cli][postgres]") {
   test::BackendStore server(store::StoreKind::postgresql);
-  if (!server.available) return;
+  if (!server.available)
+    return;
   test::TempDir dir;
   const fs::path node_a = dir / "a" / "expctl.db";
   const fs::path node_b = dir / "b" / "expctl.db";
@@ -188,12 +197,12 @@ TEST_CASE("resume checks: with a server as --db, resume names this node's store 
   };
 
   // Another node: the run is not in its store; the server says where it was recorded.
-  CHECK_THAT(resume(node_b, shipped),
-             Catch::Contains("run " + shipped + " is not in this node's store " + node_b.string() +
-                             ", which resume reads") &&
-                 Catch::Contains("the team store ") &&
-                 Catch::Contains("has it, recorded on node " + util::ProcessIdentity::current().host) &&
-                 Catch::Contains("resume it there"));
+  CHECK_THAT(
+      resume(node_b, shipped),
+      Catch::Contains("run " + shipped + " is not in this node's store " + node_b.string() + ", which resume reads") &&
+          Catch::Contains("the team store ") &&
+          Catch::Contains("has it, recorded on node " + util::ProcessIdentity::current().host) &&
+          Catch::Contains("resume it there"));
   CHECK_THAT(resume(node_b, "20260101-000000"),
              Catch::Contains("no run matches \"20260101-000000\" in " + node_b.string()) &&
                  Catch::Contains("; and on the team store: no run matches \"20260101-000000\" in postgresql://"));
@@ -203,9 +212,8 @@ TEST_CASE("resume checks: with a server as --db, resume names this node's store 
              Catch::Contains("run " + later + " is completed in this node's store " + node_a.string() +
                              ": only an interrupted, failed or lost run can be resumed; the team store ") &&
                  Catch::Contains(" shows it as ") && Catch::Contains("`expctl sync` brings the server up to date"));
-  CHECK_THAT(resume(node_a, unshipped),
-             Catch::Contains("is completed in this node's store " + node_a.string()) &&
-                 Catch::Contains("does not have it yet: `expctl sync` ships it"));
+  CHECK_THAT(resume(node_a, unshipped), Catch::Contains("is completed in this node's store " + node_a.string()) &&
+                                            Catch::Contains("does not have it yet: `expctl sync` ships it"));
   // Only read: nothing was shipped by the refused resumes.
   CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM runs") == "2");
 }

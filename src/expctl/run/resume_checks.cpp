@@ -98,17 +98,18 @@ store::RunRecord find_resumable_run(const store::Store& local, const std::string
     return std::move(*run);
   }
   if (run->status == RunStatus::diverged) {
-    throw util::UsageError(fmt::format("run {} diverged ({}): resuming would repeat the same steps; change the spec "
-                                       "(e.g. --set optim.lr=...) and start a new run",
-                                       run->id, run->root_cause.substr(0, run->root_cause.find('\n'))));
+    throw util::UsageError(
+        fmt::format("run {} diverged ({}): resuming would repeat the same steps; change the spec "
+                    "(e.g. --set optim.lr=...) and start a new run",
+                    run->id, run->root_cause.substr(0, run->root_cause.find('\n'))));
   }
   if (!open_team_store) {
     throw util::UsageError(fmt::format("run {} is {}: only an interrupted, failed or lost run can be resumed", run->id,
                                        store::to_string(run->status)));
   }
-  throw util::UsageError(fmt::format(
-      "run {} is {} in this node's store {}: only an interrupted, failed or lost run can be resumed{}", run->id,
-      store::to_string(run->status), local.location(), server_view(*run, open_team_store)));
+  throw util::UsageError(
+      fmt::format("run {} is {} in this node's store {}: only an interrupted, failed or lost run can be resumed{}",
+                  run->id, store::to_string(run->status), local.location(), server_view(*run, open_team_store)));
 }
 
 void check_resumed_inputs(const store::Store& store, const store::RunRecord& run, const ResolvedRun& resolved) {
@@ -126,11 +127,13 @@ void check_resumed_inputs(const store::Store& store, const store::RunRecord& run
   }
   if (again->hash() != run.spec_hash) {
     const auto recorded = store.spec(run.spec_hash);
-    const auto changes = recorded ? spec::canonical_changes(recorded->canonical, *again) : std::vector<spec::HashChange>{};
+    const auto changes =
+        recorded ? spec::canonical_changes(recorded->canonical, *again) : std::vector<spec::HashChange>{};
     if (!changes.empty() && changes.front().kind == spec::HashChange::Kind::recipe) {
-      throw util::UsageError(fmt::format("run {} cannot be resumed: {}, so what it would train cannot be checked "
-                                         "against the hash the store holds for it: start a new run (expctl run {})",
-                                         run.id, changes.front().text, resolved.spec_file));
+      throw util::UsageError(
+          fmt::format("run {} cannot be resumed: {}, so what it would train cannot be checked "
+                      "against the hash the store holds for it: start a new run (expctl run {})",
+                      run.id, changes.front().text, resolved.spec_file));
     }
     std::string what = changes.empty() ? std::string("its files or its spec changed") : changes.front().text;
     for (std::size_t i = 1; i < changes.size() && i < 4; ++i) {

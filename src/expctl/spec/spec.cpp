@@ -129,7 +129,8 @@ class SpecBuilder {
         return value.is_string();
       case FieldType::choice: {
         const auto choices = choices_of(field);
-        return value.is_string() && std::find(choices.begin(), choices.end(), value.get<std::string>()) != choices.end();
+        return value.is_string() &&
+               std::find(choices.begin(), choices.end(), value.get<std::string>()) != choices.end();
       }
       case FieldType::integer:
         return value.is_number_integer();
@@ -794,11 +795,11 @@ std::vector<HashChange> canonical_changes(std::string_view recorded, const Spec&
       if (old_digest == new_digest) {
         continue;
       }
-      const char* how = old_digest.is_null()              ? "is new (not there when the run started)"
-                        : new_digest.is_null()            ? "is gone (it was there when the run started)"
-                        : new_digest == json(k_absent)    ? "is missing"
-                        : old_digest == json(k_absent)    ? "is there now (it was missing when the run started)"
-                                                          : "changed";
+      const char* how = old_digest.is_null()           ? "is new (not there when the run started)"
+                        : new_digest.is_null()         ? "is gone (it was there when the run started)"
+                        : new_digest == json(k_absent) ? "is missing"
+                        : old_digest == json(k_absent) ? "is there now (it was missing when the run started)"
+                                                       : "changed";
       changes.push_back({HashChange::Kind::file, describe(name) + " " + how});
     }
   };
@@ -813,15 +814,15 @@ std::vector<HashChange> canonical_changes(std::string_view recorded, const Spec&
     return role;
   });
   if (canonical_json(before.value("env_profile", json())) != canonical_json(after.at("env_profile"))) {
-    changes.push_back({HashChange::Kind::file, now.env_profile_path()
-                                                   ? fmt::format("the env profile {} changed", now.env_profile_path()->string())
-                                                   : std::string("the env profile changed")});
+    changes.push_back({HashChange::Kind::file, now.env_profile_path() ? fmt::format("the env profile {} changed",
+                                                                                    now.env_profile_path()->string())
+                                                                      : std::string("the env profile changed")});
   }
   for (const SpecChange& change : diff_values(before.value("spec", json::object()), after.at("spec"))) {
-    changes.push_back({HashChange::Kind::field,
-                       fmt::format("{} is {}, it was {}", change.path,
-                                   change.new_value.is_null() ? "its default" : change.new_value.dump(),
-                                   change.old_value.is_null() ? "its default" : change.old_value.dump())});
+    changes.push_back(
+        {HashChange::Kind::field, fmt::format("{} is {}, it was {}", change.path,
+                                              change.new_value.is_null() ? "its default" : change.new_value.dump(),
+                                              change.old_value.is_null() ? "its default" : change.old_value.dump())});
   }
   return changes;
 }

@@ -1,14 +1,14 @@
 // A run's resolved values hashed again (spec::rehash_values, what `expctl resume` checks): the
 // same hash as the spec it was resolved from, and every hashed file or field that changed since,
 // named (spec::canonical_changes). Issue 49.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <filesystem>
 
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+
 #include "expctl/spec/spec.hpp"
 #include "expctl/util/diagnostic.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl::spec;
 using expctl::test::TempDir;
@@ -30,9 +30,10 @@ TEST_CASE("rehash: a program spec's values hash as the spec did, until its scrip
   TempDir dir;
   dir.write("train.py", "print('v1')\n");
   dir.write("lib/util.py", "x = 1\n");
-  const auto file = dir.write("p.yaml", "distributed: {nproc_per_node: 2}\nprogram:\n  command: [python3, train.py, "
-                                        "\"{params.lr}\"]\n  params: {lr: 0.1, layers: [2, 3]}\n  files: [train.py, "
-                                        "\"lib/*.py\"]\n");
+  const auto file = dir.write("p.yaml",
+                              "distributed: {nproc_per_node: 2}\nprogram:\n  command: [python3, train.py, "
+                              "\"{params.lr}\"]\n  params: {lr: 0.1, layers: [2, 3]}\n  files: [train.py, "
+                              "\"lib/*.py\"]\n");
   const Spec spec = load_spec(file, {{"program.params.lr=0.2"}});
   const nlohmann::json values = nlohmann::json::parse(spec.values().dump());  // as resolved.json reads back
   CHECK(rehash_values(values, fs::absolute(file)).hash() == spec.hash());
@@ -62,9 +63,10 @@ TEST_CASE("rehash: a built-in spec's model and arrays are read again, and a fiel
   dir.write("y.npy", "targets");
   dir.write("ex.npy", "eval inputs");
   dir.write("ey.npy", "eval targets");
-  const auto file = dir.write("b.yaml", "data: {dataset: npy, train_inputs: x.npy, train_targets: y.npy, "
-                                        "eval_inputs: ex.npy, eval_targets: ey.npy}\n"
-                                        "model: {arch: torchscript, file: model.pt}\noptim: {lr: 0.05}\n");
+  const auto file = dir.write("b.yaml",
+                              "data: {dataset: npy, train_inputs: x.npy, train_targets: y.npy, "
+                              "eval_inputs: ex.npy, eval_targets: ey.npy}\n"
+                              "model: {arch: torchscript, file: model.pt}\noptim: {lr: 0.05}\n");
   const Spec spec = load_spec(file);
   nlohmann::json values = nlohmann::json::parse(spec.values().dump());
   CHECK(rehash_values(values, fs::absolute(file)).hash() == spec.hash());
