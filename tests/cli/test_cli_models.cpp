@@ -335,7 +335,7 @@ TEST_CASE("models: a checkpoint of another run is refused on resume, never resum
   CHECK(refused.err.find(name + ".pt: written by run " + other_id + ", not by this run " + id) != std::string::npos);
   CHECK(d.open().find_run(id).status != store::RunStatus::completed);
 
-  // Copied with an index rewritten to name this run (or written before indexes named runs): the
+  // Copied with an index rewritten to name this run: the
   // ranks' restored parameters disagree, and the resume stops there.
   json index = json::parse(read_text(checkpoints / (name + ".json")));
   index["run_id"] = id;

@@ -18,8 +18,13 @@ struct ResumeOptions {
 
 void run_resume(ResumeOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
+  options.request.open_team_store = team_store_opener(globals);
   options.request.quiet = globals.quiet;
-  const auto shipper = start_shipper(globals, options.ship_wait_s);  // with a server as --db
+  // With a server as --db, once the run is checked; finish_shipper makes its last pass.
+  std::unique_ptr<store::BackgroundShipper> shipper;
+  options.request.on_checked = [&shipper, &globals, &options] {
+    shipper = start_shipper(globals, options.ship_wait_s);
+  };
   globals.result = print_run_result(run::resume_run(options.request),
                                     options.format == "json" ? OutputFormat::json : OutputFormat::text);
   finish_shipper(shipper.get(), globals, options.ship_wait_s);  // the last pass, and what it left

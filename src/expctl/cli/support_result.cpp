@@ -77,6 +77,13 @@ run::OpenStore store_opener(const GlobalOptions& globals) {
   return [local] { return open_store(local, store::OpenMode::read_write); };
 }
 
+run::OpenStore team_store_opener(const GlobalOptions& globals) {
+  if (store_is_file(globals)) {
+    return {};
+  }
+  return [globals] { return open_store(globals, store::OpenMode::read_only); };
+}
+
 std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& globals, double ship_wait_s) {
   if (store_is_file(globals)) {
     return nullptr;

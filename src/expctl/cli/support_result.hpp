@@ -16,6 +16,10 @@ util::ExitCode print_run_result(const run::RunResult& result, OutputFormat forma
 /// node-local store of --local-db instead (runs never wait on the network; see start_shipper).
 run::OpenStore store_opener(const GlobalOptions& globals);
 
+/// When --db names a server: opens it read-only (what `resume` tells about a run it does not find
+/// on this node); empty for a SQLite --db.
+run::OpenStore team_store_opener(const GlobalOptions& globals);
+
 /// When --db names a server: a thread that ships --local-db there while the returned object
 /// lives (notes on stderr unless --quiet). nullptr for a SQLite --db. Its last pass waits up to
 /// `ship_wait_s` seconds for a server that is away.

@@ -26,6 +26,7 @@
 #include "expctl/run/recorder.hpp"
 #include "expctl/run/rendezvous.hpp"
 #include "expctl/run/resolved_run.hpp"
+#include "expctl/run/resume_checks.hpp"
 #include "expctl/run/signals.hpp"
 #include "expctl/run/stack.hpp"
 #include "expctl/run/summary.hpp"
@@ -867,20 +868,6 @@ launch::LaunchRequest node_of(const RunRequest& request, const spec::Spec& spec)
   return node;
 }
 
-void check_resumable(const store::RunRecord& run) {
-  using store::RunStatus;
-  if (run.status == RunStatus::interrupted || run.status == RunStatus::failed || run.status == RunStatus::lost) {
-    return;
-  }
-  if (run.status == RunStatus::diverged) {
-    throw util::UsageError(fmt::format("run {} diverged ({}): resuming would repeat the same steps; change the spec "
-                                       "(e.g. --set optim.lr=...) and start a new run",
-                                       run.id, run.root_cause.substr(0, run.root_cause.find('\n'))));
-  }
-  throw util::UsageError(fmt::format("run {} is {}: only an interrupted, failed or lost run can be resumed", run.id,
-                                     store::to_string(run.status)));
-}
-
 // Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
 // on all of them (the ranks then pick that step collectively, across nodes too).
 void check_checkpoints(Invocation& invocation, bool from_scratch) {
@@ -960,12 +947,17 @@ RunResult run_spec(const RunRequest& request) {
 }
 
 RunResult resume_run(const ResumeRequest& request) {
-  train::plugin::preload();
   store::Store store = request.open_store();
   Invocation invocation;
-  invocation.run = compare::resolve_one(store, request.selector, "resume");
-  check_resumable(invocation.run);
+  invocation.run = find_resumable_run(store, request.selector, request.open_team_store);
   invocation.resolved = read_resolved_run(invocation.run.run_dir);
+  // What would train must be what the run started as, by the hash the store holds for it. The
+  // inputs' digests are remembered (util::file_digest), so this costs a stat per file; LibTorch
+  // starts loading only after it, so a refused resume never loads it: refusals that exited while
+  // the loader thread was still loading LibTorch died with SIGSEGV about 1 in 10 times (issue 49
+  // item 3, whose root cause this does not fix).
+  check_resumed_inputs(store, invocation.run, invocation.resolved);
+  train::plugin::preload();
   // A resumed run continues bit for bit only on the stack it started on.
   const auto drift = resume_drift(store, invocation.run, invocation.resolved);
   if (!drift.empty() && !request.allow_drift) {
@@ -1005,6 +997,9 @@ RunResult resume_run(const ResumeRequest& request) {
     check_checkpoints(invocation, request.from_scratch);  // against the plan's ranks, before the store changes
   }
   invocation.resume = true;
+  if (request.on_checked) {
+    request.on_checked();
+  }
   store.resume_run(invocation.run.id);
   for (const auto& row : drift) {
     store.add_tag(invocation.run.id, "drift:" + row.field);

@@ -46,6 +46,14 @@ struct ResumeRequest {
   /// a resume that silently restarts would look like one that continued).
   bool from_scratch = false;
   OpenStore open_store;
+  /// With a server as --db (open_store then opens this node's store): opens the server, only read
+  /// to say where a run that this node's store does not hold, or holds otherwise, is (empty: no
+  /// server).
+  OpenStore open_team_store;
+  /// Called once the run is found and checked, before anything changes: the CLI starts shipping
+  /// to the server here, so a refused resume ships nothing and what it said about the server is
+  /// what the server held.
+  std::function<void()> on_checked;
   bool quiet = false;
 };
 

@@ -98,7 +98,90 @@ class SpecBuilder {
     return finish();
   }
 
+  // A run's resolved values hashed again (rehash_values): no YAML is read, no rule applied (they
+  // held when the run started, and the hash says whether these are those values); the files whose
+  // content is hashed are read again, as build() reads them.
+  Spec build_from_values(const nlohmann::json& values) {
+    fill_defaults();
+    apply_values(values);
+    fill_derived_defaults();
+    resolve_file_paths();
+    check_program();
+    load_env_profile();
+    digest_inputs();
+    if (!m_diagnostics.empty()) {
+      throw util::DiagnosticError(std::move(m_diagnostics));
+    }
+    return finish();
+  }
+
  private:
+  // Whether a stored value has the JSON type the field's values have (a hand-edited resolved.json
+  // must not reach the .get<>() calls below with another type): enough to hash it safely; whether
+  // it is the run's value is the hash's question.
+  static bool fits(const Field& field, const nlohmann::json& value) {
+    const auto all = [&value](auto&& test) {
+      return value.is_array() && std::all_of(value.begin(), value.end(), test);
+    };
+    switch (field.type) {
+      case FieldType::string:
+      case FieldType::image:
+        return value.is_string();
+      case FieldType::choice: {
+        const auto choices = choices_of(field);
+        return value.is_string() &&
+               std::find(choices.begin(), choices.end(), value.get<std::string>()) != choices.end();
+      }
+      case FieldType::integer:
+        return value.is_number_integer();
+      case FieldType::floating:
+        return value.is_number_float();
+      case FieldType::boolean:
+        return value.is_boolean();
+      case FieldType::string_list:
+        return all([](const nlohmann::json& item) { return item.is_string(); });
+      case FieldType::integer_list:
+        return all([](const nlohmann::json& item) { return item.is_number_integer(); });
+      case FieldType::float_list:
+        return all([](const nlohmann::json& item) { return item.is_number_float(); });
+      case FieldType::threshold:
+        return value.is_string() || value.is_number_float();
+      case FieldType::param_map:
+        return value.is_object();
+      case FieldType::string_map:
+        return value.is_object() &&
+               std::all_of(value.begin(), value.end(), [](const nlohmann::json& item) { return item.is_string(); });
+      case FieldType::param_value:
+        return true;
+    }
+    return false;
+  }
+
+  // Each field's stored value over its default; a field the tree lacks (written before the field
+  // existed) keeps its default, which is how such a field's absence was hashed.
+  void apply_values(const nlohmann::json& values) {
+    for (const Field& field : fields()) {
+      const nlohmann::json* value = &values;
+      for (const std::string& name : util::split(std::string(field.path), '.')) {
+        const auto found = value->is_object() ? value->find(name) : value->end();
+        value = value->is_object() && found != value->end() ? &*found : nullptr;
+        if (value == nullptr) {
+          break;
+        }
+      }
+      if (value == nullptr) {
+        continue;
+      }
+      if (!fits(field, *value)) {
+        problem_without_position(m_name, fmt::format("{} holds {}, not a value of this field ({})", field.path,
+                                                     value->dump(), type_name(field.type)));
+        m_invalid.emplace(field.path);
+        continue;
+      }
+      m_values[pointer_of(field.path)] = *value;
+    }
+  }
+
   // Where a value the user set came from, to point diagnostics about it.
   struct Origin {
     std::string file;  // the spec file, or "--set key=value"
@@ -633,6 +716,11 @@ Spec load_spec(const fs::path& file, const LoadOptions& options) {
   return SpecBuilder(file, options).build();
 }
 
+Spec rehash_values(const nlohmann::json& values, const fs::path& spec_file) {
+  const LoadOptions options;
+  return SpecBuilder(spec_file, options).build_from_values(values);
+}
+
 std::vector<SpecChange> diff_values(const nlohmann::json& a, const nlohmann::json& b) {
   const auto value_at = [](const nlohmann::json& tree, const nlohmann::json::json_pointer& pointer) {
     return tree.is_object() && tree.contains(pointer) ? tree.at(pointer) : nlohmann::json();
@@ -670,6 +758,71 @@ std::vector<SpecChange> diff_specs(const Spec& a, const Spec& b) {
     if (before != after) {
       changes.push_back({role + " (content)", before, after, true});
     }
+  }
+  return changes;
+}
+
+std::vector<HashChange> canonical_changes(std::string_view recorded, const Spec& now) {
+  using nlohmann::json;
+  const json before = json::parse(recorded, nullptr, false);
+  const json after = json::parse(now.canonical());
+  if (!before.is_object()) {
+    return {{HashChange::Kind::recipe, "the recorded spec is not a canonical form (the store's spec row is damaged)"}};
+  }
+  if (canonical_json(before.value("expctl_spec_version", json())) != canonical_json(after.at("expctl_spec_version"))) {
+    return {{HashChange::Kind::recipe,
+             fmt::format("the spec hash recipe is version {} in this expctl, the run's was hashed by version {}",
+                         after.at("expctl_spec_version").dump(), before.value("expctl_spec_version", json()).dump())}};
+  }
+  std::vector<HashChange> changes;
+  // Each side's entries under `key` (an object, or none), compared entry by entry.
+  const auto entries = [](const json& document, const char* key) {
+    const auto found = document.find(key);
+    return found != document.end() && found->is_object() ? *found : json::object();
+  };
+  const auto compare = [&](const char* key, const auto& describe) {
+    const json old_entries = entries(before, key);
+    const json new_entries = entries(after, key);
+    std::set<std::string> names;
+    for (const auto* side : {&old_entries, &new_entries}) {
+      for (const auto& [name, digest] : side->items()) {
+        names.insert(name);
+      }
+    }
+    for (const std::string& name : names) {
+      const json old_digest = old_entries.value(name, json());
+      const json new_digest = new_entries.value(name, json());
+      if (old_digest == new_digest) {
+        continue;
+      }
+      const char* how = old_digest.is_null()           ? "is new (not there when the run started)"
+                        : new_digest.is_null()         ? "is gone (it was there when the run started)"
+                        : new_digest == json(k_absent) ? "is missing"
+                        : old_digest == json(k_absent) ? "is there now (it was missing when the run started)"
+                                                       : "changed";
+      changes.push_back({HashChange::Kind::file, describe(name) + " " + how});
+    }
+  };
+  const fs::path dir = fs::absolute(now.file()).parent_path();
+  compare("program_files", [&](const std::string& name) { return (dir / name).lexically_normal().string(); });
+  compare("inputs", [&](const std::string& role) {
+    for (const InputFile& input : now.inputs()) {
+      if (input.role == role) {
+        return role + " " + input.path.string();
+      }
+    }
+    return role;
+  });
+  if (canonical_json(before.value("env_profile", json())) != canonical_json(after.at("env_profile"))) {
+    changes.push_back({HashChange::Kind::file, now.env_profile_path() ? fmt::format("the env profile {} changed",
+                                                                                    now.env_profile_path()->string())
+                                                                      : std::string("the env profile changed")});
+  }
+  for (const SpecChange& change : diff_values(before.value("spec", json::object()), after.at("spec"))) {
+    changes.push_back(
+        {HashChange::Kind::field, fmt::format("{} is {}, it was {}", change.path,
+                                              change.new_value.is_null() ? "its default" : change.new_value.dump(),
+                                              change.old_value.is_null() ? "its default" : change.old_value.dump())});
   }
   return changes;
 }

@@ -94,6 +94,30 @@ class Spec {
 /// problems are named "--set key=value" instead of a position).
 Spec load_spec(const std::filesystem::path& file, const LoadOptions& options = {});
 
+/// A run's spec hashed again (`expctl resume` checks what it resumes): `values` as Spec::values()
+/// gave them (a run's resolved.json) over the defaults, and the files whose content is hashed —
+/// the program's files, model.file, the arrays, a packaged dataset's files, the env profile — read
+/// again, relative names from `spec_file`'s folder as load_spec takes them. The spec file itself is
+/// not read: the run is what its values say. Throws util::DiagnosticError (exit 2) for a value of
+/// another type than its field's, or a file that cannot be read.
+Spec rehash_values(const nlohmann::json& values, const std::filesystem::path& spec_file);
+
+/// One part of a spec's canonical form that differs from the one a hash was recorded with.
+struct HashChange {
+  enum class Kind {
+    recipe,  ///< another expctl_spec_version: nothing else can be compared
+    file,    ///< a hashed file's content (program file, input, env profile), or its presence
+    field,   ///< a hashed field's value
+  };
+  Kind kind = Kind::file;
+  /// "/work/exp/train.py changed", "model.file /data/cnn.pt is missing", "optim.lr is 0.2, it was 0.1"
+  std::string text;
+};
+
+/// What differs between the canonical form a spec hash was recorded with (`recorded`: the
+/// store's SpecRecord::canonical) and `now`'s: files first (each named by its path), then fields.
+std::vector<HashChange> canonical_changes(std::string_view recorded, const Spec& now);
+
 /// One field that differs between two specs.
 struct SpecChange {
   std::string path;          ///< dotted key path, or "env (profile content)" when only the profile differs

@@ -121,7 +121,21 @@ std::vector<CheckpointFile> list_checkpoints(const std::filesystem::path& dir, i
 }
 
 std::string verify_checkpoint(const CheckpointFile& file, std::string_view run_id) {
-  if (!run_id.empty() && !file.run_id.empty() && file.run_id != run_id) {
+  // An index that does not say whose checkpoint it is cannot be told from another run's or rank's
+  // copied here: refused like one that names another (issue 49).
+  if (!run_id.empty() && file.run_id.empty()) {
+    return fmt::format(
+        "{}: its index {} names no run, so it cannot be told from another run's checkpoint: "
+        "remove it",
+        file.path.string(), index_path(file.path).filename().string());
+  }
+  if (file.rank < 0) {
+    return fmt::format(
+        "{}: its index {} names no rank, so it cannot be told from another rank's checkpoint: "
+        "remove it",
+        file.path.string(), index_path(file.path).filename().string());
+  }
+  if (!run_id.empty() && file.run_id != run_id) {
     return fmt::format("{}: written by run {}, not by this run {} (a checkpoint of another run was copied here): "
                        "remove it",
                        file.path.string(), file.run_id, run_id);

@@ -5,7 +5,8 @@
 /// A rank writes `rank<R>-step<S>.pt` (atomically) and then its index `rank<R>-step<S>.json`
 /// ({"run_id", "rank", "step", "sha256", "size_bytes"}, atomically): a checkpoint exists once its
 /// index does, and is intact when the file's size and SHA-256 match the index, its index names
-/// the rank of its file name, and (when both are known) the run that verifies it wrote it. Each rank keeps its two
+/// the rank of its file name, and the run that verifies it wrote it (an index without a run id or
+/// a rank is not intact). Each rank keeps its two
 /// newest checkpoints, so while one rank writes step S the previous step is still complete on
 /// every rank (a rank reaches step S only after every rank finished the collectives that follow
 /// the previous checkpoint). A resume takes the newest step that every rank holds intact.
@@ -44,8 +45,9 @@ std::vector<CheckpointFile> list_checkpoints(const std::filesystem::path& dir, i
 
 /// Empty when `file` is intact; otherwise what is wrong, naming the file ("...rank1-step20.pt:
 /// SHA-256 differs from its index (the file is corrupt)").
-/// With `run_id`, a checkpoint another run wrote is refused too (an index without a run id, from
-/// before it was recorded, passes that check).
+/// With `run_id`, a checkpoint another run wrote is refused too, and so is one whose index names no
+/// run (written before indexes named their run, or by hand): nothing tells it from another run's.
+/// An index that names no rank is refused always.
 std::string verify_checkpoint(const CheckpointFile& file, std::string_view run_id = {});
 
 /// The rank's newest intact checkpoint, or nullopt; `problems` collects why newer ones were

@@ -169,3 +169,30 @@ TEST_CASE("checkpoint files: an index of the wrong shape is no index - never a c
   CHECK(train::list_checkpoints(dir.path(), 0).size() == 2);  // read, then refused by verify_checkpoint
   CHECK(train::resume_point(dir.path(), {0}).step == 10);
 }
+
+TEST_CASE("checkpoint files: an index that names no run or no rank is refused when a run verifies it",
+          "[run][checkpoints]") {
+  // Issue 49: nothing tells such a checkpoint from another run's or rank's copied into the folder.
+  test::TempDir dir;
+  const std::string run = "20261206-070000-0001";
+  write_checkpoint(dir.path(), 0, 10);  // an index without "run_id", as written before indexes named runs
+  auto point = train::resume_point(dir.path(), {0}, run);
+  CHECK_FALSE(point.step.has_value());
+  CHECK_THAT(point.refusal, Catch::Contains("rank0-step10.pt: its index rank0-step10.json names no run"));
+  CHECK(train::resume_point(dir.path(), {0}).step == 10);  // no run to verify against: the old rule
+
+  const auto index = train::checkpoint_path(dir.path(), 0, 10).replace_extension(".json");
+  auto document = nlohmann::json::parse(util::read_file(index).value());
+  document["run_id"] = run;
+  document.erase("rank");
+  std::ofstream(index, std::ios::trunc) << document.dump();
+  point = train::resume_point(dir.path(), {0}, run);
+  CHECK_FALSE(point.step.has_value());
+  CHECK_THAT(point.refusal, Catch::Contains("rank0-step10.pt: its index rank0-step10.json names no rank"));
+
+  document["rank"] = 0;
+  std::ofstream(index, std::ios::trunc) << document.dump();
+  CHECK(train::resume_point(dir.path(), {0}, run).step == 10);
+  CHECK_THAT(train::resume_point(dir.path(), {0}, "20261206-070000-0002").refusal,
+             Catch::Contains("written by run " + run + ", not by this run 20261206-070000-0002"));
+}
