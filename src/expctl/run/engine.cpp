@@ -953,9 +953,8 @@ RunResult resume_run(const ResumeRequest& request) {
   invocation.resolved = read_resolved_run(invocation.run.run_dir);
   // What would train must be what the run started as, by the hash the store holds for it. The
   // inputs' digests are remembered (util::file_digest), so this costs a stat per file; LibTorch
-  // starts loading only after it, so a refused resume never loads it: refusals that exited while
-  // the loader thread was still loading LibTorch died with SIGSEGV about 1 in 10 times (issue 49
-  // item 3, whose root cause this does not fix).
+  // starts loading only after it, so a refused resume never loads it. (Refusals after the preload
+  // exit only once the load has ended: cli::run waits for it, train::plugin::settle.)
   check_resumed_inputs(store, invocation.run, invocation.resolved);
   train::plugin::preload();
   // A resumed run continues bit for bit only on the stack it started on.
