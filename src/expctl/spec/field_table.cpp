@@ -126,12 +126,13 @@ std::span<const Field> table() {
      "SHA-256 joins the spec hash; a missing file joins as absent).",
      "`/usr/share/datasets/<dataset>` (empty for synthetic)"},
     {"data.train_inputs", T::string, "\"\"", "", any(), no_items(), H::file_content,
-     "npy: the training inputs, a C-ordered `.npy` array of float32, float16 or uint8 (uint8 is scaled to [0, 1]) "
-     "whose first dimension is the sample. A path relative to the spec's folder; its content is hashed, not its path.",
+     "npy: the training inputs, a C-ordered `.npy` array of float32, float16 or uint8 (uint8 is scaled to [0, 1]), "
+     "or int64, int32 or uint16 ids (token ids: int64 to the model, never scaled), whose first dimension is the "
+     "sample. A path relative to the spec's folder; its content is hashed, not its path.",
      ""},
     {"data.train_targets", T::string, "\"\"", "", any(), no_items(), H::file_content,
-     "npy: the training targets, one per sample: int64 or int32 class indices (`train.loss: cross_entropy`) or "
-     "float32 values (`mse`). Content hashed.",
+     "npy: the training targets, one per sample: int64, int32 or uint16 class indices (`train.loss: "
+     "cross_entropy`; `[N, T]` for a sequence's tokens) or float32 values (`mse`). Content hashed.",
      ""},
     {"data.eval_inputs", T::string, "\"\"", "", any(), no_items(), H::file_content,
      "npy: the evaluation inputs, shaped like the training inputs. Content hashed.", ""},

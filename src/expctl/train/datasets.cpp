@@ -139,8 +139,19 @@ std::vector<std::int64_t> TensorDataset::sample_shape() const {
 at::Tensor TensorDataset::rows(const at::Tensor& index) const {
   if (!pixels.defined()) {
     auto selected = images.index_select(0, index);
-    // Mapped float16/float64 arrays are converted per batch, never whole.
-    return selected.scalar_type() == at::kFloat ? selected : selected.to(at::kFloat);
+    // Mapped arrays are converted per batch, never whole: float16/float64 to float32, integer ids
+    // to int64 (int16 elements are uint16 ids: load_npy refuses int16 arrays).
+    switch (selected.scalar_type()) {
+      case at::kFloat:
+      case at::kLong:
+        return selected;
+      case at::kInt:
+        return selected.to(at::kLong);
+      case at::kShort:
+        return selected.to(at::kInt).bitwise_and_(0xFFFF).to(at::kLong);
+      default:
+        return selected.to(at::kFloat);
+    }
   }
   if (pixels.device().is_cpu()) {
     return decode_rows_cpu(pixels, lookup, index);
@@ -250,8 +261,22 @@ at::ScalarType torch_dtype(NpyDtype dtype) {
       return at::kInt;
     case NpyDtype::int64:
       return at::kLong;
+    case NpyDtype::uint16:
+      return at::kShort;  // LibTorch 1.13 has no uint16: the bits as int16, widened by integer_ids()
   }
   return at::kFloat;
+}
+
+// Integer elements as int64 values; uint16 arrives as int16 bits (LibTorch 1.13 has no uint16).
+at::Tensor integer_ids(const at::Tensor& raw, NpyDtype dtype) {
+  if (dtype == NpyDtype::uint16) {
+    return raw.to(at::kInt).bitwise_and_(0xFFFF).to(at::kLong);
+  }
+  return raw.to(at::kLong);
+}
+
+bool is_integer_ids(NpyDtype dtype) {
+  return dtype == NpyDtype::int64 || dtype == NpyDtype::int32 || dtype == NpyDtype::uint16;
 }
 
 // The mapped elements as a tensor that keeps the mapping alive (read-only: nothing writes to it).
@@ -271,15 +296,11 @@ TensorDataset load_npy(const fs::path& inputs_file, const fs::path& targets_file
   EXPCTL_CHECK(!in.shape.empty() && in.shape[0] > 0, TrainError,
                "{}: an array of shape ({}) has no samples: the first dimension is the sample", inputs_file.string(),
                fmt::join(in.shape, ", "));
-  EXPCTL_CHECK(in.dtype == NpyDtype::float32 || in.dtype == NpyDtype::float16 || in.dtype == NpyDtype::float64 ||
-                   in.dtype == NpyDtype::uint8,
-               TrainError, "{}: inputs of dtype {} are not supported: save them as float32, float16 or uint8",
-               inputs_file.string(), npy_descr(in.dtype));
   EXPCTL_CHECK(!out.shape.empty() && out.shape[0] == in.shape[0], TrainError,
                "{}: {} targets for {} inputs in {}: the arrays' first dimensions must be equal", targets_file.string(),
                out.shape.empty() ? 0 : out.shape[0], in.shape[0], inputs_file.string());
   EXPCTL_CHECK(out.dtype != NpyDtype::uint8 && out.dtype != NpyDtype::float16, TrainError,
-               "{}: targets of dtype {} are not supported: int64 or int32 class indices, or float32 values",
+               "{}: targets of dtype {} are not supported: int64, int32 or uint16 class indices, or float32 values",
                targets_file.string(), npy_descr(out.dtype));
   TensorDataset dataset;
   const auto raw_inputs = wrap_array(inputs);
@@ -287,11 +308,11 @@ TensorDataset load_npy(const fs::path& inputs_file, const fs::path& targets_file
     dataset.pixels = raw_inputs;  // bytes scaled to [0, 1] per batch, as torchvision's ToTensor does
     dataset.lookup = pixel_lookup(nullptr);
   } else {
-    dataset.images = raw_inputs;
+    dataset.images = raw_inputs;  // ids (tokens, categories) become int64 per batch, never scaled (rows())
   }
   const auto raw_targets = wrap_array(targets);
-  const bool classes = out.dtype == NpyDtype::int64 || out.dtype == NpyDtype::int32;
-  dataset.labels = classes ? raw_targets.to(at::kLong).clone() : raw_targets.to(at::kFloat).clone();
+  const bool classes = is_integer_ids(out.dtype);
+  dataset.labels = classes ? integer_ids(raw_targets, out.dtype).clone() : raw_targets.to(at::kFloat).clone();
   if (classes) {
     const auto minimum = dataset.labels.min().item<std::int64_t>();
     EXPCTL_CHECK(minimum >= 0, TrainError, "{}: class index {} is negative: classes are 0 .. classes - 1",

@@ -33,6 +33,7 @@ struct DtypeName {
 constexpr DtypeName k_dtypes[] = {
     {NpyDtype::float32, "<f4", 4}, {NpyDtype::float16, "<f2", 2}, {NpyDtype::float64, "<f8", 8},
     {NpyDtype::uint8, "|u1", 1},   {NpyDtype::int32, "<i4", 4},   {NpyDtype::int64, "<i8", 8},
+    {NpyDtype::uint16, "<u2", 2},
 };
 
 // A cursor over the header's Python literal: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
@@ -132,8 +133,9 @@ util::Expected<NpyDtype> parse_descr(const std::string& descr) {
     return util::make_error(fmt::format("its dtype {} is big-endian: save it with arr.astype(arr.dtype.newbyteorder('<'))",
                                         descr));
   }
-  return util::make_error(fmt::format("dtype {} is not supported: use float32, float16 or uint8 inputs and int64, "
-                                      "int32 or float32 targets (arr.astype(np.float32))",
+  return util::make_error(fmt::format("dtype {} is not supported: use float32, float16 or uint8 inputs (int64, "
+                                      "int32 or uint16 for token ids) and int64, int32 or float32 targets "
+                                      "(arr.astype(np.float32))",
                                       descr));
 }
 

@@ -16,7 +16,7 @@
 namespace expctl::train {
 
 /// The element types expctl trains on (little-endian; `|u1` has no byte order).
-enum class NpyDtype { float32, float16, float64, uint8, int32, int64 };
+enum class NpyDtype { float32, float16, float64, uint8, int32, int64, uint16 };
 
 /// NumPy's spelling ("<f4", "|u1", ...).
 const char* npy_descr(NpyDtype dtype);
