@@ -169,3 +169,23 @@ TEST_CASE("checkpoint files: an index of the wrong shape is no index - never a c
   CHECK(train::list_checkpoints(dir.path(), 0).size() == 2);  // read, then refused by verify_checkpoint
   CHECK(train::resume_point(dir.path(), {0}).step == 10);
 }
+
+TEST_CASE("records: an evaluation says how it ran under AMP, and a record without it reads as before",
+          "[run][records]") {
+  train::EvalMetrics eval{20, 0.25, 0.5};
+  eval.precision = "bf16 autocast with gradients on";
+  eval.fallback = "under bf16 autocast the model failed: RuntimeError: expected scalar type BFloat16 but found Float";
+  const auto record = train::encode_eval(eval);
+  CHECK(record.at("precision") == eval.precision);
+  const auto back = train::decode_eval(record);
+  REQUIRE(back.has_value());
+  CHECK(back->precision == eval.precision);
+  CHECK(back->fallback == eval.fallback);
+  CHECK(back->accuracy == 0.5);
+  // Without AMP neither key is sent; a precision of another type is no precision.
+  CHECK_FALSE(train::encode_eval({20, 0.25, std::nullopt}).contains("precision"));
+  auto odd = record;
+  odd["precision"] = 3;
+  REQUIRE(train::decode_eval(odd).has_value());
+  CHECK(train::decode_eval(odd)->precision.empty());
+}
