@@ -228,3 +228,99 @@ TEST_CASE("token inputs: a language model that computes its own loss trains on [
   REQUIRE(curve.size() == 12);
   CHECK(curve.rbegin()->second < curve.begin()->second);
 }
+
+namespace {
+
+/// A spec in `dir` that trains the zoo's token_lm.pt on its token stream (`ext` "npy" or "bin") in
+/// windows of 12 tokens; `extra` is appended to the data section.
+fs::path stream_spec(const test::TempDir& dir, const std::string& ext, const std::string& name,
+                     const std::string& extra = ", block_size: 12") {
+  const fs::path zoo = test::model_zoo();
+  std::ofstream out(dir / name);
+  out << "name: stream\nseed: 5\ndeterminism: strict\n"
+      << "distributed: {nproc_per_node: 2, backend: gloo, timeout_s: 120}\n"
+      << "data: {dataset: tokens, batch_size: 8, train_inputs: " << (zoo / ("stream-train." + ext)).string()
+      << ", eval_inputs: " << (zoo / ("stream-eval." + ext)).string() << extra << "}\n"
+      << "model: {arch: torchscript, file: " << (zoo / "token_lm.pt").string() << "}\n"
+      << "optim: {name: sgd, lr: 2.0, momentum: 0.9}\n"
+      << "train: {max_steps: 12, eval_every: 0}\n";
+  return dir / name;
+}
+
+}  // namespace
+
+TEST_CASE("token streams: a .npy and a raw uint16 .bin stream train the same curve in windows of block_size, reruns "
+          "are bitwise, and PyTorch agrees on the evaluation over the eval stream's windows") {
+  RunDir d;
+  const auto run = [&](const std::string& ext, const std::string& name) {
+    const auto result = d.expctl({"run", stream_spec(d.dir, ext, name).string(), "--format", "json"});
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    return parse_stdout(result);
+  };
+  const json npy = run("npy", "npy.yaml");
+  const json bin = run("bin", "bin.yaml");
+  const json again = run("npy", "npy.yaml");
+  CHECK(npy.at("summary").at("steps") == 12);
+  CHECK(sha_of(bin) == sha_of(npy));
+  CHECK(sha_of(again) == sha_of(npy));
+  const auto id = npy.at("run").at("id").get<std::string>();
+  const auto curve = series(d.open(), id, "loss", 0);
+  REQUIRE(curve.size() == 12);
+  CHECK(curve.rbegin()->second < curve.begin()->second);
+
+  // Window k of the eval stream: inputs s[12k : 12k + 12], targets s[12k + 1 : 12k + 13].
+  const fs::path zoo = test::model_zoo();
+  const auto evaluated = python(
+      "import json, sys, numpy as np, torch, torch.nn.functional as F\n"
+      "m = torch.jit.load(sys.argv[1]); m.eval()\n"
+      "s = torch.from_numpy(np.load(sys.argv[2]).astype(np.int64)); T = 12; n = (s.numel() - 1) // T\n"
+      "x = s[: n * T].view(n, T); y = s[1 : n * T + 1].view(n, T)\n"
+      "with torch.no_grad(): logits = m(x).reshape(-1, 1000)\n"
+      "print(json.dumps({'loss': F.cross_entropy(logits, y.reshape(-1)).item(),\n"
+      "                  'accuracy': (logits.argmax(1) == y.reshape(-1)).double().mean().item()}))\n",
+      {(d.open().find_run(id).run_dir / "model.pt").string(), (zoo / "stream-eval.npy").string()});
+  INFO(evaluated.out << evaluated.err);
+  REQUIRE(evaluated.exit_code == 0);
+  const json theirs = json::parse(evaluated.out);
+  const double eval_loss = npy.at("summary").at("eval_loss").get<double>();
+  CHECK(std::abs(theirs.at("loss").get<double>() - eval_loss) <= 1e-5 * std::max(1.0, eval_loss));
+  CHECK(std::abs(theirs.at("accuracy").get<double>() - npy.at("summary").at("eval_accuracy").get<double>()) <=
+        1.0 / 1596.0 + 1e-12);  // 133 windows of 12 tokens: one token at most
+}
+
+TEST_CASE("token streams: a stream without block_size, with target arrays, or of two dimensions is refused before "
+          "anything runs") {
+  RunDir d;
+  const fs::path zoo = test::model_zoo();
+  struct Case {
+    std::string extra;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"", "data.dataset tokens needs data.block_size"},
+      {", block_size: 12, train_targets: " + (zoo / "tok-train-y.npy").string(),
+       "data.train_targets set but data.dataset is tokens: a token stream's targets are its next tokens"},
+      {", block_size: 12, eval_inputs: " + (zoo / "tok-eval-x-i8.npy").string(),
+       "tok-eval-x-i8.npy: a token stream is one flat array of int64, int32 or uint16 ids, not a <i8 array of shape "
+       "(256, 12)"},
+  };
+  for (const auto& c : cases) {
+    INFO("expecting \"" << c.message << "\"");
+    // A key given twice in the flow mapping is an error of its own: the stream's eval_inputs is
+    // replaced with --set instead.
+    std::string extra = c.extra;
+    std::vector<std::string> sets;
+    if (const auto at = extra.find(", eval_inputs: "); at != std::string::npos) {
+      sets = {"--set", "data.eval_inputs=" + extra.substr(at + 15)};
+      extra = extra.substr(0, at);
+    }
+    std::vector<std::string> args = {"run", stream_spec(d.dir, "npy", "bad.yaml", extra).string()};
+    args.insert(args.end(), sets.begin(), sets.end());
+    const auto result = d.expctl(args);
+    INFO(result.out << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(c.message) != std::string::npos);
+    CHECK_FALSE(d.only_run().has_value());
+  }
+}

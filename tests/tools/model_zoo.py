@@ -22,6 +22,9 @@ writes, into OUT_DIR (created; existing files are replaced):
   tok-{train,eval}-x-{i8,i4,u2}.npy   token ids [N, 12] as int64, int32 and uint16 (ids up to 999,
                       above uint8's range): the same values
   tok-{train,eval}-y.npy              int64 next-token targets [N, 12]
+  stream-{train,eval}.npy    a token stream (data.dataset tokens): 1-d uint16 ids, runs of the same
+                      next-id rule restarted every 40 tokens
+  stream-{train,eval}.bin    the same ids as raw uint16 (nanoGPT's format)
 Deterministic: the same files (bit for bit) on every call with the same torch and numpy.
 """
 import os
@@ -119,6 +122,15 @@ def main(out):
         save_npy(out, f"tok-{split}-x-i4.npy", ids[:, :T_TOKENS].astype(np.int32))
         save_npy(out, f"tok-{split}-x-u2.npy", ids[:, :T_TOKENS].astype(np.uint16))
         save_npy(out, f"tok-{split}-y.npy", ids[:, 1:])
+
+    for split, runs in (("train", 200), ("eval", 40)):
+        starts = rng.integers(0, VOCAB, size=(runs, 1))
+        ids = [starts]
+        for _ in range(39):
+            ids.append((ids[-1] * 7 + 13) % VOCAB)
+        stream = np.concatenate(ids, 1).reshape(-1).astype(np.uint16)
+        save_npy(out, f"stream-{split}.npy", stream)
+        stream.tofile(os.path.join(out, f"stream-{split}.bin"))
 
     torch.manual_seed(11)
     torch.jit.script(RaisesAtStep(3, False)).save(os.path.join(out, "raises_at_step.pt"))

@@ -37,6 +37,9 @@ constexpr DatasetInfo k_datasets[] = {
     {"imagefolder", DataSource::folders, "", {},
      "Your own images: folders of JPEG and PNG files with one sub-folder per class (`train_dir`, `eval_dir`), "
      "decoded and augmented by loader threads (docs/data.md)."},
+    {"tokens", DataSource::arrays, "", {},
+     "Your own token stream: one flat file of token ids per split (`train_inputs`, `eval_inputs`: a 1-d `.npy` of "
+     "int64, int32 or uint16, or a raw uint16 `.bin`) cut into windows of `block_size` (docs/models.md)."},
 };
 
 constexpr ModelInfo k_models[] = {

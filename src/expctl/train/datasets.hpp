@@ -118,6 +118,15 @@ TensorDataset load_idx(const std::filesystem::path& images, const std::filesyste
 /// `num_classes` is the largest class index + 1, or the values per sample of float targets.
 TensorDataset load_npy(const std::filesystem::path& inputs, const std::filesystem::path& targets);
 
+/// A token stream (data.dataset tokens): one flat file of ids, a 1-d `.npy` of int64, int32 or
+/// uint16, or a raw uint16 `.bin` (nanoGPT's format), mapped, never copied. Sample k is the window
+/// tokens[k*T, k*T + T + 1) for T = `block_size`: its inputs are the first T tokens, its targets the
+/// next token of each ([T] int64 both), so the windows tile the stream and the sampler's seeded
+/// order over them decides which window a rank trains on at each step. The classes are the ids
+/// (the largest + 1). Throws TrainError naming the file when it is no such stream or shorter than
+/// one window.
+std::unique_ptr<Dataset> load_token_stream(const std::filesystem::path& stream, std::int64_t block_size);
+
 /// Loads CIFAR-10 binary batches (data_batch_1..5.bin or test_batch.bin) from `root` or from
 /// `root`/cifar-10-batches-bin.
 TensorDataset load_cifar10(const std::filesystem::path& root, bool train);

@@ -275,6 +275,13 @@ util::Expected<NpyHeader> parse_npy_header(std::span<const std::uint8_t> bytes, 
 }
 
 NpyArray map_npy(const std::filesystem::path& path) {
+  SharedBytes bytes = map_file(path, "a NumPy .npy file");
+  auto header = parse_npy_header(bytes.span(), bytes.size());
+  EXPCTL_CHECK(header.has_value(), TrainError, "{}: {}", path.string(), header.has_value() ? "" : header.error().message);
+  return NpyArray{std::move(*header), std::move(bytes)};
+}
+
+SharedBytes map_file(const std::filesystem::path& path, const char* what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   EXPCTL_CHECK(fd >= 0, TrainError, "{}: cannot open: {}", path.string(), std::strerror(errno));
   struct stat info {};
@@ -284,13 +291,10 @@ NpyArray map_npy(const std::filesystem::path& path) {
   const int map_errno = errno;
   ::close(fd);
   EXPCTL_CHECK(stat_ok, TrainError, "{}: not a regular file", path.string());
-  EXPCTL_CHECK(size > 0, TrainError, "{}: empty file, not a NumPy .npy file", path.string());
+  EXPCTL_CHECK(size > 0, TrainError, "{}: empty file, not {}", path.string(), what);
   EXPCTL_CHECK(mapping != MAP_FAILED, TrainError, "{}: cannot map: {}", path.string(), std::strerror(map_errno));
   std::shared_ptr<const void> owner(mapping, [size](const void* address) { ::munmap(const_cast<void*>(address), size); });
-  SharedBytes bytes({static_cast<const std::uint8_t*>(mapping), size}, std::move(owner));
-  auto header = parse_npy_header(bytes.span(), size);
-  EXPCTL_CHECK(header.has_value(), TrainError, "{}: {}", path.string(), header.has_value() ? "" : header.error().message);
-  return NpyArray{std::move(*header), std::move(bytes)};
+  return SharedBytes({static_cast<const std::uint8_t*>(mapping), size}, std::move(owner));
 }
 
 }  // namespace expctl::train

@@ -46,4 +46,8 @@ struct NpyArray {
 /// cannot be opened or is not an array expctl can read.
 NpyArray map_npy(const std::filesystem::path& path);
 
+/// Maps the whole of `path` read-only (a raw token stream, data.dataset tokens); throws TrainError
+/// starting with the path when it cannot be opened, is empty ("empty file, not `what`") or mapped.
+SharedBytes map_file(const std::filesystem::path& path, const char* what);
+
 }  // namespace expctl::train

@@ -30,6 +30,7 @@ const std::vector<DatasetEntry>& dataset_table() {
       {DatasetKind::npy, "npy", "", {{0.0F}, {1.0F}}},
       // ImageNet's, as torchvision's model zoo and most recipes use them; the spec's data.mean/std override.
       {DatasetKind::imagefolder, "imagefolder", "", {{0.485F, 0.456F, 0.406F}, {0.229F, 0.224F, 0.225F}}},
+      {DatasetKind::tokens, "tokens", "", {{0.0F}, {1.0F}}},
   };
   return table;
 }
@@ -102,7 +103,7 @@ DatasetKind parse_dataset_kind(const std::string& text) {
       return entry.kind;
     }
   }
-  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic, npy or imagefolder", text));
+  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic, npy, imagefolder or tokens", text));
 }
 
 BadImagePolicy parse_bad_image_policy(const std::string& text) {
