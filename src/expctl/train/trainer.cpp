@@ -221,6 +221,7 @@ class Trainer {
     seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
     if (config.resume && !config.checkpoint_dir.empty()) {
       m_position = resume_position();
+      m_checkpointed_step = m_position.step > 0 ? m_position.step : -1;
     }
   }
 
@@ -505,10 +506,7 @@ class Trainer {
   }
 
   EvalSums eval_pass(EvalMode mode) {
-    std::optional<at::NoGradGuard> no_grad;
-    if (mode != EvalMode::autocast_with_grad) {
-      no_grad.emplace();
-    }
+    const at::AutoGradMode gradients(mode == EvalMode::autocast_with_grad);
     const auto size = m_test->size();
     const auto rows = at::arange(m_comm.rank(), size, m_comm.world_size(),
                                  at::TensorOptions().dtype(at::kLong).device(m_comm.device()));
