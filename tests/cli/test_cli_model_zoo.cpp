@@ -324,3 +324,73 @@ TEST_CASE("token streams: a stream without block_size, with target arrays, or of
     CHECK_FALSE(d.only_run().has_value());
   }
 }
+
+namespace {
+
+/// One model of the compatibility matrix (docs/models.md, "Compatibility"): its zoo file, arrays
+/// and loss, and how its evaluation runs under bf16 autocast.
+struct MatrixModel {
+  std::string file;
+  std::string data;
+  std::string inputs;
+  std::string loss;
+  std::string amp_precision;
+};
+
+/// Each cell of the matrix for `model`: 2 ranks, 8 steps, evaluated every 4 (so every cell
+/// evaluates), on a spec of its own: it completes with finite losses, or fails the test naming the
+/// cell.
+void check_matrix_row(const MatrixModel& model) {
+  struct Cell {
+    std::string name;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Cell> cells = {
+      {"fp32", {}},
+      {"amp bf16", {"train.amp.enabled=true", "train.amp.dtype=bf16"}},
+      {"accumulation x4", {"train.grad_accum_steps=4", "data.batch_size=4"}},
+      {"fp16 compression", {"distributed.grad_compression=fp16"}},
+      {"powersgd", {"distributed.grad_compression=powersgd", "distributed.powersgd_warmup_steps=2"}},
+  };
+  RunDir d;
+  const auto spec = zoo_spec(d.dir, model.file, model.data,
+                             "{max_steps: 8, eval_every: 4, loss: " + model.loss + "}", "matrix.yaml", model.inputs);
+  for (const auto& cell : cells) {
+    INFO(model.file << " x " << cell.name);
+    std::vector<std::string> args = {"run", spec.string(), "--format", "json", "--set", "optim.lr=0.01"};
+    for (const auto& set : cell.sets) {
+      args.insert(args.end(), {"--set", set});
+    }
+    const auto result = d.expctl(args);
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    const json run = parse_stdout(result);
+    const json& summary = run.at("summary");
+    CHECK(run.at("run").at("status") == "completed");
+    CHECK(summary.at("steps") == 8);
+    CHECK(std::isfinite(summary.at("final_train_loss").get<double>()));
+    CHECK(std::isfinite(summary.at("eval_loss").get<double>()));
+    if (cell.name == "amp bf16") {
+      CHECK(summary.at("eval_precision") == model.amp_precision);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("model matrix: a TransformerEncoder classifier with AMP bf16, accumulation x4, fp16 and PowerSGD "
+          "compression, each evaluated") {
+  check_matrix_row({"transformer.pt", "seq", "x", "cross_entropy", "bf16 autocast with gradients on"});
+}
+
+TEST_CASE("model matrix: an embedding + GRU language model with its own loss on token ids, in every cell") {
+  check_matrix_row({"token_lm_loss.pt", "tok", "x-u2", "model", "bf16 autocast"});
+}
+
+TEST_CASE("model matrix: an LSTM classifier in every cell") {
+  check_matrix_row({"lstm.pt", "seq", "x", "cross_entropy", "bf16 autocast"});
+}
+
+TEST_CASE("model matrix: a Conv1d + BatchNorm classifier in every cell") {
+  check_matrix_row({"bn_conv.pt", "seq", "x", "cross_entropy", "bf16 autocast"});
+}

@@ -12,6 +12,8 @@ writes, into OUT_DIR (created; existing files are replaced):
                       before the first step runs it in eval mode, untrained: it passes)
   transformer.pt      nn.TransformerEncoder classifier: 2 layers, d=64, 4 heads, batch_first; in
                       eval mode PyTorch 1.13 takes its fast path, which fails under CPU autocast
+  lstm.pt             an nn.LSTM classifier over the same sequences (its last step's state)
+  bn_conv.pt          a Conv1d + BatchNorm1d classifier over the same sequences (running statistics)
   seq-{train,eval}-{x,y}.npy   float32 sequences [N, 16, 8] and int64 classes [N] (2 classes: the
                       sign of the mean of feature 0) for the transformer
   feat-{train,eval}-{x,y}.npy  float32 [N, 8] and int64 classes [N] (3 classes) for the MLPs
@@ -69,6 +71,29 @@ class TransformerClassifier(nn.Module):
 
     def forward(self, x):
         return self.head(self.encoder(self.inp(x)).mean(1))
+
+
+class LstmClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 32, batch_first=True)
+        self.head = nn.Linear(32, 2)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.head(out[:, -1])
+
+
+class BnConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(8, 16, 3, padding=1)
+        self.bn = nn.BatchNorm1d(16)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        h = F.relu(self.bn(self.conv(x.transpose(1, 2))))
+        return self.head(h.mean(2))
 
 
 class TokenLm(nn.Module):
@@ -140,6 +165,10 @@ def main(out):
     torch.jit.script(RaisesAtStep(0, True)).save(os.path.join(out, "raises_in_eval.pt"))
     torch.manual_seed(12)
     torch.jit.script(TransformerClassifier()).save(os.path.join(out, "transformer.pt"))
+    torch.manual_seed(14)
+    torch.jit.script(LstmClassifier()).save(os.path.join(out, "lstm.pt"))
+    torch.manual_seed(15)
+    torch.jit.script(BnConv()).save(os.path.join(out, "bn_conv.pt"))
     torch.manual_seed(13)
     torch.jit.script(TokenLm(False)).save(os.path.join(out, "token_lm.pt"))
     torch.manual_seed(13)
