@@ -249,8 +249,9 @@ fs::path stream_spec(const test::TempDir& dir, const std::string& ext, const std
 
 }  // namespace
 
-TEST_CASE("token streams: a .npy and a raw uint16 .bin stream train the same curve in windows of block_size, reruns "
-          "are bitwise, and PyTorch agrees on the evaluation over the eval stream's windows") {
+TEST_CASE(
+    "token streams: a .npy and a raw uint16 .bin stream train the same curve in windows of block_size, reruns "
+    "are bitwise, and PyTorch agrees on the evaluation over the eval stream's windows") {
   RunDir d;
   const auto run = [&](const std::string& ext, const std::string& name) {
     const auto result = d.expctl({"run", stream_spec(d.dir, ext, name).string(), "--format", "json"});
@@ -289,8 +290,9 @@ TEST_CASE("token streams: a .npy and a raw uint16 .bin stream train the same cur
         1.0 / 1596.0 + 1e-12);  // 133 windows of 12 tokens: one token at most
 }
 
-TEST_CASE("token streams: a stream without block_size, with target arrays, or of two dimensions is refused before "
-          "anything runs") {
+TEST_CASE(
+    "token streams: a stream without block_size, with target arrays, or of two dimensions is refused before "
+    "anything runs") {
   RunDir d;
   const fs::path zoo = test::model_zoo();
   struct Case {
@@ -353,8 +355,8 @@ void check_matrix_row(const MatrixModel& model) {
       {"powersgd", {"distributed.grad_compression=powersgd", "distributed.powersgd_warmup_steps=2"}},
   };
   RunDir d;
-  const auto spec = zoo_spec(d.dir, model.file, model.data,
-                             "{max_steps: 8, eval_every: 4, loss: " + model.loss + "}", "matrix.yaml", model.inputs);
+  const auto spec = zoo_spec(d.dir, model.file, model.data, "{max_steps: 8, eval_every: 4, loss: " + model.loss + "}",
+                             "matrix.yaml", model.inputs);
   for (const auto& cell : cells) {
     INFO(model.file << " x " << cell.name);
     std::vector<std::string> args = {"run", spec.string(), "--format", "json", "--set", "optim.lr=0.01"};
@@ -378,8 +380,9 @@ void check_matrix_row(const MatrixModel& model) {
 
 }  // namespace
 
-TEST_CASE("model matrix: a TransformerEncoder classifier with AMP bf16, accumulation x4, fp16 and PowerSGD "
-          "compression, each evaluated") {
+TEST_CASE(
+    "model matrix: a TransformerEncoder classifier with AMP bf16, accumulation x4, fp16 and PowerSGD "
+    "compression, each evaluated") {
   check_matrix_row({"transformer.pt", "seq", "x", "cross_entropy", "bf16 autocast with gradients on"});
 }
 
@@ -393,4 +396,27 @@ TEST_CASE("model matrix: an LSTM classifier in every cell") {
 
 TEST_CASE("model matrix: a Conv1d + BatchNorm classifier in every cell") {
   check_matrix_row({"bn_conv.pt", "seq", "x", "cross_entropy", "bf16 autocast"});
+}
+
+TEST_CASE(
+    "token streams: SIGINT and resume of a language model on a token stream under AMP end with the "
+    "uninterrupted loss curve, bit for bit") {
+  RunDir d;
+  const auto spec = stream_spec(d.dir, "bin", "long.yaml");
+  const std::vector<std::string> sets = {"--set", "train.max_steps=2000",     "--set", "train.amp.enabled=true",
+                                         "--set", "train.checkpoint_every=50"};
+  std::vector<std::string> args = {"run", spec.string(), "--format", "json"};
+  args.insert(args.end(), sets.begin(), sets.end());
+  const std::string id = interrupt_when_training(d, args).id;
+  const auto resumed = d.expctl({"resume", id, "--format", "json"});
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const json resumed_doc = parse_stdout(resumed);
+  CHECK(resumed_doc.at("run").at("status") == "completed");
+  CHECK(resumed_doc.at("summary").at("invocations") == 2);
+  CHECK(resumed_doc.at("summary").at("eval_precision") == "bf16 autocast");
+  const auto reference = d.expctl(args);
+  INFO(reference.out << reference.err);
+  REQUIRE(reference.exit_code == 0);
+  CHECK(sha_of(resumed_doc) == sha_of(parse_stdout(reference)));
 }

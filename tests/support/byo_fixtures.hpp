@@ -60,7 +60,9 @@ inline std::filesystem::path byo_fixtures() { return made_fixtures("byo_fixtures
 
 /// Models a team brings, scripted from torch.nn, and their arrays (tests/tools/model_zoo.py): a
 /// model that raises mid-training or in evaluation, a TransformerEncoder for AMP, a token LM.
-inline std::filesystem::path model_zoo() { return made_fixtures("model_zoo.py"); }
+inline std::filesystem::path model_zoo() {
+  return made_fixtures("model_zoo.py");
+}
 
 /// Fashion-MNIST as image folders, PNG and JPEG, grey 28x28 and RGB 32x32, with bad files
 /// (tests/tools/image_folders.py).

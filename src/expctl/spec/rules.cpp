@@ -111,9 +111,10 @@ std::optional<std::string> tokens_need_streams(const Values& v) {
     }
   }
   if (!missing.empty()) {
-    return fmt::format("data.dataset tokens needs {}: the token stream of each split (a 1-d .npy of int64, int32 or "
-                       "uint16 ids, or a raw uint16 .bin)",
-                       fmt::join(missing, ", "));
+    return fmt::format(
+        "data.dataset tokens needs {}: the token stream of each split (a 1-d .npy of int64, int32 or "
+        "uint16 ids, or a raw uint16 .bin)",
+        fmt::join(missing, ", "));
   }
   std::vector<std::string> stray;
   for (const std::string_view field : {"data.train_targets", "data.eval_targets"}) {
@@ -195,13 +196,15 @@ std::optional<std::string> imagefolder_needs_folders(const Values& v) {
 std::optional<std::string> block_size_for_tokens(const Values& v) {
   const bool tokens = v.text("data.dataset") == "tokens";
   if (tokens && v.integer("data.block_size") == 0) {
-    return std::string("data.dataset tokens needs data.block_size: the tokens of one window (the model's context "
-                       "length)");
+    return std::string(
+        "data.dataset tokens needs data.block_size: the tokens of one window (the model's context "
+        "length)");
   }
   if (!tokens && v.integer("data.block_size") != 0) {
-    return fmt::format("data.block_size set but data.dataset is {}: it configures token streams only (set "
-                       "data.dataset tokens, or remove it)",
-                       v.text("data.dataset"));
+    return fmt::format(
+        "data.block_size set but data.dataset is {}: it configures token streams only (set "
+        "data.dataset tokens, or remove it)",
+        v.text("data.dataset"));
   }
   return std::nullopt;
 }
@@ -228,8 +231,8 @@ const Rule k_rules[] = {
     {{"schedule.warmup_steps", "train.max_steps"}, warmup_within_steps},
     {{"model.arch", "data.input_shape", "data.dataset"}, cnn_needs_image_shape},
     {{"data.dataset", "data.train_dir", "data.eval_dir", "data.image_size", "data.mean", "data.std",
-      "data.augment.random_resized_crop", "data.augment.random_crop_padding", "data.augment.hflip",
-      "data.on_bad_image", "data.loader_threads", "data.prefetch_batches"},
+      "data.augment.random_resized_crop", "data.augment.random_crop_padding", "data.augment.hflip", "data.on_bad_image",
+      "data.loader_threads", "data.prefetch_batches"},
      imagefolder_needs_folders},
 };
 

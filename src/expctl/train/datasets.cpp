@@ -274,7 +274,6 @@ at::ScalarType torch_dtype(NpyDtype dtype) {
   return at::kFloat;
 }
 
-
 bool is_integer_ids(NpyDtype dtype) {
   return dtype == NpyDtype::int64 || dtype == NpyDtype::int32 || dtype == NpyDtype::uint16;
 }

@@ -133,10 +133,11 @@ util::Expected<NpyDtype> parse_descr(const std::string& descr) {
     return util::make_error(fmt::format("its dtype {} is big-endian: save it with arr.astype(arr.dtype.newbyteorder('<'))",
                                         descr));
   }
-  return util::make_error(fmt::format("dtype {} is not supported: use float32, float16 or uint8 inputs (int64, "
-                                      "int32 or uint16 for token ids) and int64, int32 or float32 targets "
-                                      "(arr.astype(np.float32))",
-                                      descr));
+  return util::make_error(
+      fmt::format("dtype {} is not supported: use float32, float16 or uint8 inputs (int64, "
+                  "int32 or uint16 for token ids) and int64, int32 or float32 targets "
+                  "(arr.astype(np.float32))",
+                  descr));
 }
 
 util::Expected<NpyHeader> parse_dictionary(std::string_view text) {
@@ -277,7 +278,8 @@ util::Expected<NpyHeader> parse_npy_header(std::span<const std::uint8_t> bytes, 
 NpyArray map_npy(const std::filesystem::path& path) {
   SharedBytes bytes = map_file(path, "a NumPy .npy file");
   auto header = parse_npy_header(bytes.span(), bytes.size());
-  EXPCTL_CHECK(header.has_value(), TrainError, "{}: {}", path.string(), header.has_value() ? "" : header.error().message);
+  EXPCTL_CHECK(header.has_value(), TrainError, "{}: {}", path.string(),
+               header.has_value() ? "" : header.error().message);
   return NpyArray{std::move(*header), std::move(bytes)};
 }
 

@@ -1,10 +1,10 @@
-#include <fmt/format.h>
-
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "expctl/train/npy_file.hpp"
-#include "expctl/util/image_folder.hpp"
 #include "expctl/train/worker.hpp"
+#include "expctl/util/image_folder.hpp"
 
 // The torch-free part of worker.hpp: the launcher sizes a run and words its ETA without
 // loading the LibTorch plugin.

@@ -63,7 +63,8 @@ void Task::add_eval(Model& model, const at::Tensor& inputs, const at::Tensor& ta
   switch (m_kind) {
     case LossKind::cross_entropy: {
       const auto [logits, classes] = class_pairs(model.forward(inputs).to(at::kFloat), targets);
-      sums.loss += F::cross_entropy(logits, classes, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+      sums.loss +=
+          F::cross_entropy(logits, classes, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
       sums.correct = sums.correct.value_or(0.0) + (logits.argmax(1) == classes).sum().item<double>();
       sums.count += classes.size(0);
       return;

@@ -1,10 +1,12 @@
 #include "expctl/train/trainer.hpp"
 
-#include <torch/nn/functional/loss.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/functional/loss.h>
 
 #include "expctl/train/amp.hpp"
 #include "expctl/train/checkpoint.hpp"
@@ -17,9 +19,6 @@
 #include "expctl/util/error.hpp"
 #include "expctl/util/file_digest.hpp"
 #include "expctl/util/log.hpp"
-
-#include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 namespace expctl::train {
 namespace {
@@ -172,8 +171,8 @@ void probe(Model& model, const Dataset& train, const Dataset& test, LossKind los
                  model.describe(), fmt::join(outputs.sizes(), ", "), fmt::join(targets.sizes(), ", "));
     const auto top = std::max(train.largest_class(), test.largest_class());
     EXPCTL_CHECK(top < outputs.size(-1), TrainError,
-                 "the targets name class {} but {} has {} outputs: the model needs one output per class (0 .. {})",
-                 top, model.describe(), outputs.size(-1), top);
+                 "the targets name class {} but {} has {} outputs: the model needs one output per class (0 .. {})", top,
+                 model.describe(), outputs.size(-1), top);
   }
 }
 
@@ -449,10 +448,10 @@ class Trainer {
       failure = error.what();
     }
     m_model->train(true);
-    auto totals = at::tensor({sums.loss, sums.correct.value_or(0.0), static_cast<double>(sums.count),
-                              failure ? 1.0 : 0.0},
-                             at::kDouble)
-                      .to(m_comm.device());
+    auto totals =
+        at::tensor({sums.loss, sums.correct.value_or(0.0), static_cast<double>(sums.count), failure ? 1.0 : 0.0},
+                   at::kDouble)
+            .to(m_comm.device());
     m_comm.allreduce(totals, "allreduce of evaluation totals");
     totals = totals.cpu();
     if (totals[3].item<double>() > 0.0) {
@@ -551,17 +550,18 @@ class Trainer {
       checkpoint();
     }
     if (!m_config.artifact_dir.empty() && m_comm.rank() == 0) {
-      nlohmann::json metadata = {{"run_id", m_config.run_id}, {"step", m_position.step},
+      nlohmann::json metadata = {{"run_id", m_config.run_id},
+                                 {"step", m_position.step},
                                  {"eval_failed", failure.substr(0, failure.find('\n'))}};
       m_model->save_artifact(m_config.artifact_dir / "model.pt", metadata.dump());
     }
   }
 
   std::string kept_where() const {
-    std::string where = m_config.checkpoint_dir.empty()
-                            ? std::string("no checkpoint (the run has no checkpoint folder)")
-                            : fmt::format("{} (every rank's step-{} checkpoint)", m_config.checkpoint_dir.string(),
-                                          m_position.step);
+    std::string where =
+        m_config.checkpoint_dir.empty()
+            ? std::string("no checkpoint (the run has no checkpoint folder)")
+            : fmt::format("{} (every rank's step-{} checkpoint)", m_config.checkpoint_dir.string(), m_position.step);
     if (!m_config.artifact_dir.empty() && m_config.model.kind == ModelKind::torchscript) {
       where += fmt::format(" and {}", (m_config.artifact_dir / "model.pt").string());
     }
@@ -603,9 +603,8 @@ class Trainer {
     file.step = m_position.step;
     file.path = checkpoint_path(m_config.checkpoint_dir, file.rank, file.step);
     file.run_id = m_config.run_id;
-    file.sha256 = model_call("writing a checkpoint", m_position.step, [&] {
-      return save_checkpoint(file.path, *m_model, *m_optimizer, m_scaler, m_position);
-    });
+    file.sha256 = model_call("writing a checkpoint", m_position.step,
+                             [&] { return save_checkpoint(file.path, *m_model, *m_optimizer, m_scaler, m_position); });
     m_checkpointed_step = m_position.step;
     std::error_code error;
     file.size_bytes = static_cast<std::int64_t>(std::filesystem::file_size(file.path, error));

@@ -207,8 +207,9 @@ TEST_CASE("datasets: normalisation and batch gathering", "[train][data]") {
   CHECK(x.size(0) == 2);
   CHECK(torch::equal(y, torch::tensor({1, 0}, torch::kLong)));
   CHECK(parse_dataset_kind("fashion-mnist") == DatasetKind::fashion_mnist);
-  CHECK_THROWS_WITH(parse_dataset_kind("imagenet"),
-                    "unknown dataset \"imagenet\": use fashion-mnist, mnist, cifar10, synthetic, npy, imagefolder or tokens");
+  CHECK_THROWS_WITH(
+      parse_dataset_kind("imagenet"),
+      "unknown dataset \"imagenet\": use fashion-mnist, mnist, cifar10, synthetic, npy, imagefolder or tokens");
 }
 
 TEST_CASE("datasets: Debian's Fashion-MNIST test split, when installed", "[train][data]") {
@@ -412,10 +413,10 @@ TEST_CASE("datasets: a token stream is windows of block_size that tile it, its u
   const auto inputs = stream->inputs(index);
   const auto targets = stream->targets(index);
   REQUIRE(inputs.scalar_type() == at::kLong);
-  CHECK(at::equal(inputs, torch::tensor({40000, 40001, 40002, 40003, 40008, 40009, 40010, 40011, 40036, 40037, 40038,
-                                         40039},
-                                        torch::kLong)
-                              .view({3, 4})));
+  CHECK(at::equal(
+      inputs,
+      torch::tensor({40000, 40001, 40002, 40003, 40008, 40009, 40010, 40011, 40036, 40037, 40038, 40039}, torch::kLong)
+          .view({3, 4})));
   CHECK(at::equal(targets, inputs + 1));  // each input's next token
 
   // Odd bytes, too short a stream, and a 2-d array are refused, naming the file.
