@@ -58,6 +58,12 @@ inline std::filesystem::path made_fixtures(const std::string& script_name) {
 /// Scripted models and Fashion-MNIST as .npy (tests/tools/byo_fixtures.py).
 inline std::filesystem::path byo_fixtures() { return made_fixtures("byo_fixtures.py"); }
 
+/// Models a team brings, scripted from torch.nn, and their arrays (tests/tools/model_zoo.py): a
+/// model that raises mid-training or in evaluation, a TransformerEncoder for AMP, a token LM.
+inline std::filesystem::path model_zoo() {
+  return made_fixtures("model_zoo.py");
+}
+
 /// Fashion-MNIST as image folders, PNG and JPEG, grey 28x28 and RGB 32x32, with bad files
 /// (tests/tools/image_folders.py).
 inline std::filesystem::path image_folder_fixtures() { return made_fixtures("image_folders.py"); }

@@ -237,6 +237,10 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
       summary.drift = env::verify_rows_json(invocation.drift);
     }
     record_skipped_images(run, facts, summary);
+    if (facts.eval_precision) {  // under train.amp: how the evaluation ran (docs/models.md)
+      summary.others[util::summary_key::eval_precision] = *facts.eval_precision;
+      summary.others[util::summary_key::eval_fallback] = facts.eval_fallback ? json(*facts.eval_fallback) : json();
+    }
     result.summary = compare::to_json(summary);
     result.summary.update(extra_summary);
     store.set_summary(run.id, result.summary.dump());

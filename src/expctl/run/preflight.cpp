@@ -13,7 +13,8 @@
 namespace expctl::run {
 
 bool needs_preflight(const spec::Spec& spec) {
-  return spec.get_string("model.arch") == "torchscript" || spec.get_string("data.dataset") == "npy";
+  return spec.get_string("model.arch") == "torchscript" || spec.get_string("data.dataset") == "npy" ||
+         spec.get_string("data.dataset") == "tokens";
 }
 
 void check_backend(const spec::Spec& spec, std::optional<int> gpu_count) {

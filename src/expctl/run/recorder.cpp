@@ -302,6 +302,10 @@ void Recorder::on_eval(const train::EvalMetrics& eval) {
     const auto held = m_held.find(eval.step);
     auto& target = held == m_held.end() ? m_points : held->second.rank0_extra;
     target.insert(target.end(), points.begin(), points.end());
+    if (!eval.precision.empty()) {
+      m_facts.eval_precision = eval.precision;
+      m_facts.eval_fallback = eval.fallback.empty() ? std::nullopt : std::optional(eval.fallback);
+    }
   }
   after_record();
 }

@@ -67,6 +67,9 @@ struct RunFacts {
   std::optional<double> time_to_first_step;  ///< seconds from process start to rank 0's first optimizer step
   std::optional<std::string> allreduce;      ///< the all-reduce rank 0 ran ("shm", "hierarchical", "gloo", "nccl")
   std::set<std::string> skipped_images;      ///< image files any rank passed over (data.on_bad_image skip)
+  /// Under train.amp, how the last evaluation ran and why not as training does (train::EvalMetrics).
+  std::optional<std::string> eval_precision;
+  std::optional<std::string> eval_fallback;
 };
 
 class Recorder {

@@ -26,6 +26,7 @@ train::DatasetOptions dataset_options(const json& spec) {
   options.train_targets = data.value("train_targets", std::string());
   options.eval_inputs = data.value("eval_inputs", std::string());
   options.eval_targets = data.value("eval_targets", std::string());
+  options.block_size = data.value("block_size", std::int64_t{0});
   // Image folders (absent before they existed, like every field below).
   options.train_dir = data.value("train_dir", std::string());
   options.eval_dir = data.value("eval_dir", std::string());

@@ -22,6 +22,8 @@ constexpr std::string_view k_cifar10_files[] = {
     "cifar-10-batches-bin/data_batch_5.bin|data_batch_5.bin", "cifar-10-batches-bin/test_batch.bin|test_batch.bin",
 };
 
+// One row per dataset, laid out by hand: clang-format would put each argument on a line of its own.
+// clang-format off
 constexpr DatasetInfo k_datasets[] = {
     {"fashion-mnist", DataSource::packaged, "/usr/share/datasets/fashion-mnist", k_fashion_mnist_files,
      "Fashion-MNIST (Debian's `dataset-fashion-mnist`): 60000 + 10000 grey 28x28 images, 10 classes."},
@@ -37,7 +39,11 @@ constexpr DatasetInfo k_datasets[] = {
     {"imagefolder", DataSource::folders, "", {},
      "Your own images: folders of JPEG and PNG files with one sub-folder per class (`train_dir`, `eval_dir`), "
      "decoded and augmented by loader threads (docs/data.md)."},
+    {"tokens", DataSource::arrays, "", {},
+     "Your own token stream: one flat file of token ids per split (`train_inputs`, `eval_inputs`: a 1-d `.npy` of "
+     "int64, int32 or uint16, or a raw uint16 `.bin`) cut into windows of `block_size` (docs/models.md)."},
 };
+// clang-format on
 
 constexpr ModelInfo k_models[] = {
     {"mlp", "fully connected layers (`hidden_sizes`) with ReLU"},

@@ -63,6 +63,9 @@ const std::string& loss_choices() {
 // The table. Columns: path, type, default (YAML), choices, range, list size, hashing, doc,
 // derived-default doc. Documentation order; sections stay together.
 std::span<const Field> table() {
+  // One row per field, laid out by hand (a field's lines together): clang-format would reflow the
+  // whole table on any change to a row, so it leaves the table alone (scripts/format_check.sh).
+  // clang-format off
   static const Field k_fields[] = {
     {"name", T::string, "\"\"", "", any(), no_items(), H::excluded, "Display name of the experiment.",
      "the spec file's name without extension"},
@@ -118,23 +121,27 @@ std::span<const Field> table() {
 
     {"data.dataset", T::choice, "fashion-mnist", dataset_choices(), any(), no_items(), H::hashed,
      "Training and evaluation data: `fashion-mnist`, `mnist`, `cifar10` (packaged files under `root`), `synthetic` "
-     "(generated), `npy` (your own NumPy arrays, docs/models.md) or `imagefolder` (folders of JPEG and PNG "
-     "files, docs/data.md).",
+     "(generated), `npy` (your own NumPy arrays, docs/models.md), `imagefolder` (folders of JPEG and PNG "
+     "files, docs/data.md) or `tokens` (a token stream per split in windows of `block_size`, docs/models.md).",
      ""},
     {"data.root", T::string, "\"\"", "", any(), no_items(), H::excluded,
      "Directory holding a packaged dataset's files; a location, so not hashed: the files' content is (each file's "
      "SHA-256 joins the spec hash; a missing file joins as absent).",
      "`/usr/share/datasets/<dataset>` (empty for synthetic)"},
     {"data.train_inputs", T::string, "\"\"", "", any(), no_items(), H::file_content,
-     "npy: the training inputs, a C-ordered `.npy` array of float32, float16 or uint8 (uint8 is scaled to [0, 1]) "
-     "whose first dimension is the sample. A path relative to the spec's folder; its content is hashed, not its path.",
+     "npy: the training inputs, a C-ordered `.npy` array of float32, float16 or uint8 (uint8 is scaled to [0, 1]), "
+     "or int64, int32 or uint16 ids (token ids: int64 to the model, never scaled), whose first dimension is the "
+     "sample. tokens: the training token stream, a 1-d `.npy` of int64, int32 or uint16 ids or a raw uint16 "
+     "`.bin`. A path relative to the spec's folder; its content is hashed, not its path.",
      ""},
     {"data.train_targets", T::string, "\"\"", "", any(), no_items(), H::file_content,
-     "npy: the training targets, one per sample: int64 or int32 class indices (`train.loss: cross_entropy`) or "
-     "float32 values (`mse`). Content hashed.",
+     "npy: the training targets, one per sample: int64, int32 or uint16 class indices (`train.loss: "
+     "cross_entropy`; `[N, T]` for a sequence's tokens) or float32 values (`mse`). Content hashed.",
      ""},
     {"data.eval_inputs", T::string, "\"\"", "", any(), no_items(), H::file_content,
-     "npy: the evaluation inputs, shaped like the training inputs. Content hashed.", ""},
+     "npy: the evaluation inputs, shaped like the training inputs. tokens: the evaluation token stream. Content "
+     "hashed.",
+     ""},
     {"data.eval_targets", T::string, "\"\"", "", any(), no_items(), H::file_content,
      "npy: the evaluation targets. Content hashed.", ""},
     {"data.train_dir", T::string, "\"\"", "", any(), no_items(), H::folder_content,
@@ -186,6 +193,10 @@ std::span<const Field> table() {
      "Drop the last incomplete batch of an epoch instead of padding the shard.", ""},
     {"data.normalize", T::boolean, "true", "", any(), no_items(), H::hashed,
      "Standardise inputs with the dataset's mean and standard deviation.", ""},
+    {"data.block_size", T::integer, "0", "", between(0, 1e7), no_items(), H::hashed_unless_default,
+     "tokens only: the tokens of one window (the model's context length); the stream is cut into windows of "
+     "block_size + 1 tokens, inputs the first block_size, targets the last (docs/models.md).",
+     ""},
     {"data.num_samples", T::integer, "1024", "", between(1, 1e7), no_items(), H::hashed,
      "Synthetic dataset only: number of training samples.", ""},
     {"data.num_classes", T::integer, "10", "", between(2, 10000), no_items(), H::hashed,
@@ -315,6 +326,7 @@ std::span<const Field> table() {
      "percentage points.",
      ""},
   };
+  // clang-format on
   return k_fields;
 }
 

@@ -101,7 +101,38 @@ std::optional<std::string> torchscript_needs_file(const Values& v) {
 constexpr std::string_view k_array_fields[] = {"data.train_inputs", "data.train_targets", "data.eval_inputs",
                                                "data.eval_targets"};
 
+// A token stream is one file per split (data.train_inputs, data.eval_inputs): its targets are its
+// next tokens, so target arrays are refused rather than ignored.
+std::optional<std::string> tokens_need_streams(const Values& v) {
+  std::vector<std::string> missing;
+  for (const std::string_view field : {"data.train_inputs", "data.eval_inputs"}) {
+    if (v.text(field).empty()) {
+      missing.emplace_back(field);
+    }
+  }
+  if (!missing.empty()) {
+    return fmt::format(
+        "data.dataset tokens needs {}: the token stream of each split (a 1-d .npy of int64, int32 or "
+        "uint16 ids, or a raw uint16 .bin)",
+        fmt::join(missing, ", "));
+  }
+  std::vector<std::string> stray;
+  for (const std::string_view field : {"data.train_targets", "data.eval_targets"}) {
+    if (!v.text(field).empty()) {
+      stray.emplace_back(field);
+    }
+  }
+  if (!stray.empty()) {
+    return fmt::format("{} set but data.dataset is tokens: a token stream's targets are its next tokens; remove them",
+                       fmt::join(stray, ", "));
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> npy_needs_arrays(const Values& v) {
+  if (v.text("data.dataset") == "tokens") {
+    return tokens_need_streams(v);
+  }
   const bool arrays = v.text("data.dataset") == "npy";
   std::vector<std::string> missing;
   std::vector<std::string> stray;
@@ -162,6 +193,22 @@ std::optional<std::string> imagefolder_needs_folders(const Values& v) {
   return std::nullopt;
 }
 
+std::optional<std::string> block_size_for_tokens(const Values& v) {
+  const bool tokens = v.text("data.dataset") == "tokens";
+  if (tokens && v.integer("data.block_size") == 0) {
+    return std::string(
+        "data.dataset tokens needs data.block_size: the tokens of one window (the model's context "
+        "length)");
+  }
+  if (!tokens && v.integer("data.block_size") != 0) {
+    return fmt::format(
+        "data.block_size set but data.dataset is {}: it configures token streams only (set "
+        "data.dataset tokens, or remove it)",
+        v.text("data.dataset"));
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> model_loss_needs_torchscript(const Values& v) {
   if (v.text("train.loss") == "model" && v.text("model.arch") != "torchscript") {
     return fmt::format("train.loss model needs a torchscript model whose forward(inputs, targets) returns the loss; "
@@ -175,6 +222,7 @@ const Rule k_rules[] = {
     {{"model.arch", "model.file"}, torchscript_needs_file},
     {{"data.dataset", "data.train_inputs", "data.train_targets", "data.eval_inputs", "data.eval_targets"},
      npy_needs_arrays},
+    {{"data.dataset", "data.block_size"}, block_size_for_tokens},
     {{"train.loss", "model.arch"}, model_loss_needs_torchscript},
     {{"train.max_steps", "train.epochs"}, epochs_or_steps},
     {{"train.amp.dtype", "distributed.backend", "train.amp.enabled"}, fp16_needs_cuda},
@@ -183,8 +231,8 @@ const Rule k_rules[] = {
     {{"schedule.warmup_steps", "train.max_steps"}, warmup_within_steps},
     {{"model.arch", "data.input_shape", "data.dataset"}, cnn_needs_image_shape},
     {{"data.dataset", "data.train_dir", "data.eval_dir", "data.image_size", "data.mean", "data.std",
-      "data.augment.random_resized_crop", "data.augment.random_crop_padding", "data.augment.hflip",
-      "data.on_bad_image", "data.loader_threads", "data.prefetch_batches"},
+      "data.augment.random_resized_crop", "data.augment.random_crop_padding", "data.augment.hflip", "data.on_bad_image",
+      "data.loader_threads", "data.prefetch_batches"},
      imagefolder_needs_folders},
 };
 

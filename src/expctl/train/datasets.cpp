@@ -110,6 +110,19 @@ fs::path find_idx(const fs::path& root, const std::string& name) {
   return fs::exists(gz) || !fs::exists(root / name) ? gz : root / name;
 }
 
+// Integer ids as int64 values: int16 elements are uint16 ids (LibTorch 1.13 has no uint16; int16
+// arrays are refused by load_npy), masked back to 0 .. 65535.
+at::Tensor ids_as_int64(const at::Tensor& ids) {
+  switch (ids.scalar_type()) {
+    case at::kLong:
+      return ids;
+    case at::kShort:
+      return ids.to(at::kInt).bitwise_and_(0xFFFF).to(at::kLong);
+    default:
+      return ids.to(at::kLong);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -139,8 +152,13 @@ std::vector<std::int64_t> TensorDataset::sample_shape() const {
 at::Tensor TensorDataset::rows(const at::Tensor& index) const {
   if (!pixels.defined()) {
     auto selected = images.index_select(0, index);
-    // Mapped float16/float64 arrays are converted per batch, never whole.
-    return selected.scalar_type() == at::kFloat ? selected : selected.to(at::kFloat);
+    // Mapped arrays are converted per batch, never whole: float16/float64 to float32, integer ids
+    // to int64 (int16 elements are uint16 ids: load_npy refuses int16 arrays).
+    if (selected.scalar_type() == at::kFloat) {
+      return selected;
+    }
+    return at::isIntegralType(selected.scalar_type(), /*includeBool=*/false) ? ids_as_int64(selected)
+                                                                             : selected.to(at::kFloat);
   }
   if (pixels.device().is_cpu()) {
     return decode_rows_cpu(pixels, lookup, index);
@@ -250,8 +268,14 @@ at::ScalarType torch_dtype(NpyDtype dtype) {
       return at::kInt;
     case NpyDtype::int64:
       return at::kLong;
+    case NpyDtype::uint16:
+      return at::kShort;  // LibTorch 1.13 has no uint16: the bits as int16, widened by ids_as_int64()
   }
   return at::kFloat;
+}
+
+bool is_integer_ids(NpyDtype dtype) {
+  return dtype == NpyDtype::int64 || dtype == NpyDtype::int32 || dtype == NpyDtype::uint16;
 }
 
 // The mapped elements as a tensor that keeps the mapping alive (read-only: nothing writes to it).
@@ -271,15 +295,11 @@ TensorDataset load_npy(const fs::path& inputs_file, const fs::path& targets_file
   EXPCTL_CHECK(!in.shape.empty() && in.shape[0] > 0, TrainError,
                "{}: an array of shape ({}) has no samples: the first dimension is the sample", inputs_file.string(),
                fmt::join(in.shape, ", "));
-  EXPCTL_CHECK(in.dtype == NpyDtype::float32 || in.dtype == NpyDtype::float16 || in.dtype == NpyDtype::float64 ||
-                   in.dtype == NpyDtype::uint8,
-               TrainError, "{}: inputs of dtype {} are not supported: save them as float32, float16 or uint8",
-               inputs_file.string(), npy_descr(in.dtype));
   EXPCTL_CHECK(!out.shape.empty() && out.shape[0] == in.shape[0], TrainError,
                "{}: {} targets for {} inputs in {}: the arrays' first dimensions must be equal", targets_file.string(),
                out.shape.empty() ? 0 : out.shape[0], in.shape[0], inputs_file.string());
   EXPCTL_CHECK(out.dtype != NpyDtype::uint8 && out.dtype != NpyDtype::float16, TrainError,
-               "{}: targets of dtype {} are not supported: int64 or int32 class indices, or float32 values",
+               "{}: targets of dtype {} are not supported: int64, int32 or uint16 class indices, or float32 values",
                targets_file.string(), npy_descr(out.dtype));
   TensorDataset dataset;
   const auto raw_inputs = wrap_array(inputs);
@@ -287,11 +307,11 @@ TensorDataset load_npy(const fs::path& inputs_file, const fs::path& targets_file
     dataset.pixels = raw_inputs;  // bytes scaled to [0, 1] per batch, as torchvision's ToTensor does
     dataset.lookup = pixel_lookup(nullptr);
   } else {
-    dataset.images = raw_inputs;
+    dataset.images = raw_inputs;  // ids (tokens, categories) become int64 per batch, never scaled (rows())
   }
   const auto raw_targets = wrap_array(targets);
-  const bool classes = out.dtype == NpyDtype::int64 || out.dtype == NpyDtype::int32;
-  dataset.labels = classes ? raw_targets.to(at::kLong).clone() : raw_targets.to(at::kFloat).clone();
+  const bool classes = is_integer_ids(out.dtype);
+  dataset.labels = classes ? ids_as_int64(raw_targets).clone() : raw_targets.to(at::kFloat).clone();
   if (classes) {
     const auto minimum = dataset.labels.min().item<std::int64_t>();
     EXPCTL_CHECK(minimum >= 0, TrainError, "{}: class index {} is negative: classes are 0 .. classes - 1",
@@ -301,6 +321,78 @@ TensorDataset load_npy(const fs::path& inputs_file, const fs::path& targets_file
     dataset.classes = dataset.labels.numel() / dataset.labels.size(0);  // values per sample
   }
   return dataset;
+}
+
+namespace {
+
+class TokenStreamDataset final : public Dataset {
+ public:
+  TokenStreamDataset(at::Tensor tokens, std::int64_t block_size, std::int64_t largest)
+      : m_tokens(std::move(tokens)), m_block(block_size), m_largest(largest) {}
+
+  std::int64_t size() const override { return (m_tokens.size(0) - 1) / m_block; }
+  std::vector<std::int64_t> sample_shape() const override { return {m_block}; }
+  std::int64_t num_classes() const override { return m_largest + 1; }
+  bool class_targets() const override { return true; }
+  std::int64_t largest_class() const override { return m_largest; }
+  at::Tensor inputs(const at::Tensor& index) const override { return windows(index, 0); }
+  at::Tensor targets(const at::Tensor& index) const override { return windows(index, 1); }
+  at::Device device() const override { return m_tokens.device(); }
+  void move_to(const at::Device& device) override { m_tokens = m_tokens.to(device); }
+
+ private:
+  // [n, T] int64: the T tokens of each window `index`, from its first (`shift` 0) or second (1).
+  at::Tensor windows(const at::Tensor& index, std::int64_t shift) const {
+    const auto offsets = at::arange(shift, shift + m_block, index.options());
+    const auto positions = (index * m_block).unsqueeze(1) + offsets.unsqueeze(0);
+    return ids_as_int64(m_tokens.index_select(0, positions.reshape({-1}))).view({index.size(0), m_block});
+  }
+
+  at::Tensor m_tokens;  // 1-d, mapped: int64, int32, or int16 holding uint16 ids
+  std::int64_t m_block;
+  std::int64_t m_largest;
+};
+
+// The stream as a 1-d tensor over its mapping.
+at::Tensor map_token_stream(const fs::path& path) {
+  if (path.extension() == ".bin") {
+    const SharedBytes bytes = map_file(path, "a token stream");
+    EXPCTL_CHECK(bytes.size() % 2 == 0, TrainError,
+                 "{}: {} bytes is not a whole number of uint16 tokens: a .bin token stream is raw little-endian "
+                 "uint16 ids (np.array(ids, dtype=np.uint16).tofile(path))",
+                 path.string(), bytes.size());
+    return at::from_blob(
+        const_cast<std::uint8_t*>(bytes.data()), {static_cast<std::int64_t>(bytes.size() / 2)},
+        [owner = bytes.owner()](void*) {}, at::TensorOptions().dtype(at::kShort));
+  }
+  const NpyArray array = map_npy(path);
+  EXPCTL_CHECK(array.header.shape.size() == 1 && is_integer_ids(array.header.dtype), TrainError,
+               "{}: a token stream is one flat array of int64, int32 or uint16 ids, not a {} array of shape ({}): "
+               "save ids.reshape(-1).astype(np.uint16)",
+               path.string(), npy_descr(array.header.dtype), fmt::join(array.header.shape, ", "));
+  return wrap_array(array);
+}
+
+}  // namespace
+
+std::unique_ptr<Dataset> load_token_stream(const fs::path& stream, std::int64_t block_size) {
+  EXPCTL_CHECK(block_size > 0, TrainError, "data.dataset tokens needs data.block_size > 0");
+  const auto tokens = map_token_stream(stream);
+  EXPCTL_CHECK(tokens.size(0) > block_size, TrainError,
+               "{}: {} tokens, fewer than one window of data.block_size {} + 1", stream.string(), tokens.size(0),
+               block_size);
+  // The ids' range, a chunk at a time (no int64 copy of the whole stream).
+  std::int64_t smallest = 0;
+  std::int64_t largest = 0;
+  constexpr std::int64_t k_chunk = 1 << 22;
+  for (std::int64_t begin = 0; begin < tokens.size(0); begin += k_chunk) {
+    const auto chunk = ids_as_int64(tokens.narrow(0, begin, std::min(k_chunk, tokens.size(0) - begin)));
+    smallest = std::min(smallest, chunk.min().item<std::int64_t>());
+    largest = std::max(largest, chunk.max().item<std::int64_t>());
+  }
+  EXPCTL_CHECK(smallest >= 0, TrainError, "{}: token id {} is negative: ids are 0 .. vocabulary size - 1",
+               stream.string(), smallest);
+  return std::make_unique<TokenStreamDataset>(tokens, block_size, largest);
 }
 
 std::unique_ptr<Dataset> load_dataset(const DatasetOptions& options) {
@@ -332,6 +424,8 @@ std::unique_ptr<Dataset> load_dataset(const DatasetOptions& options) {
                                                            : load_npy(options.eval_inputs, options.eval_targets));
     case DatasetKind::imagefolder:
       return load_image_folder(options);
+    case DatasetKind::tokens:
+      return load_token_stream(options.train ? options.train_inputs : options.eval_inputs, options.block_size);
   }
   EXPCTL_ASSERT(false, "dataset kind {} has no loader", static_cast<int>(options.kind));
   return nullptr;

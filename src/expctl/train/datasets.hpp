@@ -45,7 +45,8 @@ class Dataset {
   virtual bool class_targets() const = 0;
   /// The largest class index among the targets (class targets only).
   virtual std::int64_t largest_class() const = 0;
-  /// The float32 inputs of the samples `index` (int64, on device()), in that order.
+  /// The inputs of the samples `index` (int64, on device()), in that order: float32, or int64
+  /// for integer ids (token ids, categories: never scaled).
   virtual at::Tensor inputs(const at::Tensor& index) const = 0;
   /// Their targets: int64 classes [n] or float32 values [n, ...].
   virtual at::Tensor targets(const at::Tensor& index) const = 0;
@@ -72,8 +73,9 @@ struct TensorDataset final : Dataset {
         pixels(std::move(pixels_)),
         lookup(std::move(lookup_)) {}
 
-  at::Tensor images;  ///< [N, C, H, W] float32 ([N, features] for a 1-d synthetic shape); undefined
-                      ///< when `pixels` holds the set
+  at::Tensor images;  ///< [N, C, H, W] float32 ([N, features] for a 1-d synthetic shape), or a
+                      ///< mapped array (float16/64, or int64/int32 ids, int16 for uint16 ids:
+                      ///< converted per batch by rows()); undefined when `pixels` holds the set
   at::Tensor labels;  ///< [N] int64 in [0, classes), or float32 regression targets [N, ...]
   std::int64_t classes = 0;
   /// IDX sets (Fashion-MNIST, MNIST) keep their bytes: [N, C, H, W] uint8, mapped from the decode
@@ -94,7 +96,7 @@ struct TensorDataset final : Dataset {
   at::Device device() const override { return labels.device(); }
   void move_to(const at::Device& device) override;
 
-  /// The float32 images at `index` (int64, on the data's device), in that order.
+  /// The inputs at `index` (int64, on the data's device), in that order: float32, or int64 ids.
   at::Tensor rows(const at::Tensor& index) const;
   /// Every image as float32 (decodes the whole set: for tests and small sets).
   at::Tensor all_images() const;
@@ -110,10 +112,20 @@ TensorDataset load_idx(const std::filesystem::path& images, const std::filesyste
                  std::int64_t num_classes = 10);
 
 /// Maps a pair of NumPy arrays: inputs [N, ...] of float32, float16, float64 (converted to
-/// float32 per batch) or uint8 (scaled to [0, 1] per batch), targets [N] of int64/int32 class
-/// indices or [N, ...] float values. Neither is copied: the ranks of a host share the page cache.
+/// float32 per batch), uint8 (scaled to [0, 1] per batch) or int64, int32, uint16 ids (int64 per
+/// batch, never scaled: token ids); targets [N, ...] of int64/int32/uint16 class indices (a
+/// sequence's [N, T] too) or float values. Neither is copied: the ranks of a host share the page cache.
 /// `num_classes` is the largest class index + 1, or the values per sample of float targets.
 TensorDataset load_npy(const std::filesystem::path& inputs, const std::filesystem::path& targets);
+
+/// A token stream (data.dataset tokens): one flat file of ids, a 1-d `.npy` of int64, int32 or
+/// uint16, or a raw uint16 `.bin` (nanoGPT's format), mapped, never copied. Sample k is the window
+/// tokens[k*T, k*T + T + 1) for T = `block_size`: its inputs are the first T tokens, its targets the
+/// next token of each ([T] int64 both), so the windows tile the stream and the sampler's seeded
+/// order over them decides which window a rank trains on at each step. The classes are the ids
+/// (the largest + 1). Throws TrainError naming the file when it is no such stream or shorter than
+/// one window.
+std::unique_ptr<Dataset> load_token_stream(const std::filesystem::path& stream, std::int64_t block_size);
 
 /// Loads CIFAR-10 binary batches (data_batch_1..5.bin or test_batch.bin) from `root` or from
 /// `root`/cifar-10-batches-bin.

@@ -33,6 +33,7 @@ struct DtypeName {
 constexpr DtypeName k_dtypes[] = {
     {NpyDtype::float32, "<f4", 4}, {NpyDtype::float16, "<f2", 2}, {NpyDtype::float64, "<f8", 8},
     {NpyDtype::uint8, "|u1", 1},   {NpyDtype::int32, "<i4", 4},   {NpyDtype::int64, "<i8", 8},
+    {NpyDtype::uint16, "<u2", 2},
 };
 
 // A cursor over the header's Python literal: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
@@ -132,9 +133,11 @@ util::Expected<NpyDtype> parse_descr(const std::string& descr) {
     return util::make_error(fmt::format("its dtype {} is big-endian: save it with arr.astype(arr.dtype.newbyteorder('<'))",
                                         descr));
   }
-  return util::make_error(fmt::format("dtype {} is not supported: use float32, float16 or uint8 inputs and int64, "
-                                      "int32 or float32 targets (arr.astype(np.float32))",
-                                      descr));
+  return util::make_error(
+      fmt::format("dtype {} is not supported: use float32, float16 or uint8 inputs (int64, "
+                  "int32 or uint16 for token ids) and int64, int32 or float32 targets "
+                  "(arr.astype(np.float32))",
+                  descr));
 }
 
 util::Expected<NpyHeader> parse_dictionary(std::string_view text) {
@@ -273,6 +276,14 @@ util::Expected<NpyHeader> parse_npy_header(std::span<const std::uint8_t> bytes, 
 }
 
 NpyArray map_npy(const std::filesystem::path& path) {
+  SharedBytes bytes = map_file(path, "a NumPy .npy file");
+  auto header = parse_npy_header(bytes.span(), bytes.size());
+  EXPCTL_CHECK(header.has_value(), TrainError, "{}: {}", path.string(),
+               header.has_value() ? "" : header.error().message);
+  return NpyArray{std::move(*header), std::move(bytes)};
+}
+
+SharedBytes map_file(const std::filesystem::path& path, const char* what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   EXPCTL_CHECK(fd >= 0, TrainError, "{}: cannot open: {}", path.string(), std::strerror(errno));
   struct stat info {};
@@ -282,13 +293,10 @@ NpyArray map_npy(const std::filesystem::path& path) {
   const int map_errno = errno;
   ::close(fd);
   EXPCTL_CHECK(stat_ok, TrainError, "{}: not a regular file", path.string());
-  EXPCTL_CHECK(size > 0, TrainError, "{}: empty file, not a NumPy .npy file", path.string());
+  EXPCTL_CHECK(size > 0, TrainError, "{}: empty file, not {}", path.string(), what);
   EXPCTL_CHECK(mapping != MAP_FAILED, TrainError, "{}: cannot map: {}", path.string(), std::strerror(map_errno));
   std::shared_ptr<const void> owner(mapping, [size](const void* address) { ::munmap(const_cast<void*>(address), size); });
-  SharedBytes bytes({static_cast<const std::uint8_t*>(mapping), size}, std::move(owner));
-  auto header = parse_npy_header(bytes.span(), size);
-  EXPCTL_CHECK(header.has_value(), TrainError, "{}: {}", path.string(), header.has_value() ? "" : header.error().message);
-  return NpyArray{std::move(*header), std::move(bytes)};
+  return SharedBytes({static_cast<const std::uint8_t*>(mapping), size}, std::move(owner));
 }
 
 }  // namespace expctl::train

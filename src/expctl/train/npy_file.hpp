@@ -16,7 +16,7 @@
 namespace expctl::train {
 
 /// The element types expctl trains on (little-endian; `|u1` has no byte order).
-enum class NpyDtype { float32, float16, float64, uint8, int32, int64 };
+enum class NpyDtype { float32, float16, float64, uint8, int32, int64, uint16 };
 
 /// NumPy's spelling ("<f4", "|u1", ...).
 const char* npy_descr(NpyDtype dtype);
@@ -45,5 +45,9 @@ struct NpyArray {
 /// Maps `path` read-only and parses its header; throws TrainError starting with the path when it
 /// cannot be opened or is not an array expctl can read.
 NpyArray map_npy(const std::filesystem::path& path);
+
+/// Maps the whole of `path` read-only (a raw token stream, data.dataset tokens); throws TrainError
+/// starting with the path when it cannot be opened, is empty ("empty file, not `what`") or mapped.
+SharedBytes map_file(const std::filesystem::path& path, const char* what);
 
 }  // namespace expctl::train

@@ -24,12 +24,15 @@ const std::vector<DatasetEntry>& dataset_table() {
   static const std::vector<DatasetEntry> table = {
       {DatasetKind::fashion_mnist, "fashion-mnist", "/usr/share/datasets/fashion-mnist", {{0.2860F}, {0.3530F}}},
       {DatasetKind::mnist, "mnist", "/usr/share/datasets/mnist", {{0.1307F}, {0.3081F}}},
-      {DatasetKind::cifar10, "cifar10", "/usr/share/datasets/cifar10",
+      {DatasetKind::cifar10,
+       "cifar10",
+       "/usr/share/datasets/cifar10",
        {{0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}}},
       {DatasetKind::synthetic, "synthetic", "", {{0.0F}, {1.0F}}},
       {DatasetKind::npy, "npy", "", {{0.0F}, {1.0F}}},
       // ImageNet's, as torchvision's model zoo and most recipes use them; the spec's data.mean/std override.
       {DatasetKind::imagefolder, "imagefolder", "", {{0.485F, 0.456F, 0.406F}, {0.229F, 0.224F, 0.225F}}},
+      {DatasetKind::tokens, "tokens", "", {{0.0F}, {1.0F}}},
   };
   return table;
 }
@@ -102,7 +105,8 @@ DatasetKind parse_dataset_kind(const std::string& text) {
       return entry.kind;
     }
   }
-  throw TrainError(fmt::format("unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic, npy or imagefolder", text));
+  throw TrainError(fmt::format(
+      "unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic, npy, imagefolder or tokens", text));
 }
 
 BadImagePolicy parse_bad_image_policy(const std::string& text) {

@@ -23,9 +23,9 @@ namespace expctl::train {
 // Data
 
 /// The spec's `data.dataset` (names: spec/catalog.cpp; a test ties the two).
-enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic, npy, imagefolder };
+enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic, npy, imagefolder, tokens };
 
-/// Parses "fashion-mnist", "mnist", "cifar10", "synthetic", "npy" or "imagefolder"; throws TrainError
+/// Parses "fashion-mnist", "mnist", "cifar10", "synthetic", "npy", "imagefolder" or "tokens"; throws TrainError
 /// otherwise.
 DatasetKind parse_dataset_kind(const std::string& text);
 /// The spec spelling of `kind`.
@@ -69,6 +69,9 @@ struct DatasetOptions {
   std::filesystem::path train_targets;
   std::filesystem::path eval_inputs;
   std::filesystem::path eval_targets;
+  // tokens only: the token streams are train_inputs and eval_inputs; a sample is a window of
+  // block_size + 1 tokens (train/datasets.hpp, load_token_stream).
+  std::int64_t block_size = 0;
   // imagefolder only (train/image_folder_dataset.hpp): the folders of each split, what a sample
   // goes through (its normalisation included: `normalize` false leaves mean 0 and std 1), what a
   // bad file does, and the loader threads.

@@ -1,8 +1,10 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "expctl/train/npy_file.hpp"
-#include "expctl/util/image_folder.hpp"
 #include "expctl/train/worker.hpp"
+#include "expctl/util/image_folder.hpp"
 
 // The torch-free part of worker.hpp: the launcher sizes a run and words its ETA without
 // loading the LibTorch plugin.
@@ -21,6 +23,17 @@ std::int64_t training_set_size(const DatasetOptions& data) {
     case DatasetKind::npy: {
       const auto inputs = map_npy(data.train_inputs);  // the header only is read: the rest stays mapped
       return inputs.header.shape.empty() ? 0 : inputs.header.shape[0];
+    }
+    case DatasetKind::tokens: {
+      // Windows of block_size + 1 tokens, each starting where the last one's inputs end.
+      const std::int64_t tokens =
+          data.train_inputs.extension() == ".bin"
+              ? static_cast<std::int64_t>(map_file(data.train_inputs, "a token stream").size() / 2)
+              : [&] {
+                  const auto stream = map_npy(data.train_inputs);
+                  return stream.header.shape.empty() ? 0 : stream.header.shape[0];
+                }();
+      return data.block_size > 0 ? std::max<std::int64_t>(0, tokens - 1) / data.block_size : 0;
     }
     case DatasetKind::imagefolder: {
       const auto index = util::index_image_folder(data.train_dir);  // listed, not read

@@ -185,6 +185,12 @@ json encode_eval(const EvalMetrics& metrics) {
   if (metrics.accuracy) {
     record["accuracy"] = encode_number(*metrics.accuracy);
   }
+  if (!metrics.precision.empty()) {
+    record["precision"] = metrics.precision;
+  }
+  if (!metrics.fallback.empty()) {
+    record["fallback"] = metrics.fallback;
+  }
   return record;
 }
 
@@ -195,7 +201,14 @@ std::optional<EvalMetrics> decode_eval(const json& record) {
       (record.contains("accuracy") && !accuracy)) {
     return std::nullopt;
   }
-  return EvalMetrics{record["step"].get<std::int64_t>(), *loss, accuracy};
+  EvalMetrics metrics{record["step"].get<std::int64_t>(), *loss, accuracy};
+  const auto text = [&record](const char* key) {
+    const auto found = record.find(key);
+    return found != record.end() && found->is_string() ? found->get<std::string>() : std::string();
+  };
+  metrics.precision = text("precision");
+  metrics.fallback = text("fallback");
+  return metrics;
 }
 
 }  // namespace expctl::train

@@ -9,7 +9,7 @@
 ///   {"t":"step", <every step field>}
 ///   {"t":"collectives","rank","allreduce"}   once the process group is up
 ///   {"t":"skipped_images","rank","files"}   image files passed over (data.on_bad_image skip), at the end
-///   {"t":"eval","step","loss","accuracy"}
+///   {"t":"eval","step","loss","accuracy","precision","fallback"}   the last two under AMP only
 ///   {"t":"checkpoint","path","step","sha256","size_bytes"}
 ///   {"t":"remote_steps","rank","rows":[[<step fields in table order>],...]}  rank 0, at the end
 ///   {"t":"end","steps","interrupted","final_train_loss"}
@@ -75,6 +75,12 @@ struct EvalMetrics {
   double loss = 0.0;
   /// Classification only (train.loss cross_entropy); absent for regression and model losses.
   std::optional<double> accuracy;
+  /// Under train.amp, how it ran: "bf16 autocast" (as training does), "bf16 autocast with
+  /// gradients on" (where the model's inference fast path does not support the autocast) or
+  /// "fp32 without autocast"; empty without AMP.
+  std::string precision = {};
+  /// Why it did not run as training does ("under bf16 autocast the model failed: ..."); empty when it did.
+  std::string fallback = {};
 };
 
 /// One field of the step record.
@@ -107,7 +113,7 @@ StepMetrics step_from_row(std::span<const double> row);
 nlohmann::json encode_row(const StepMetrics& metrics);
 std::optional<StepMetrics> decode_row(const nlohmann::json& row);
 
-/// {"t":"eval","step","loss","accuracy"} and back.
+/// {"t":"eval","step","loss","accuracy","precision","fallback"} and back.
 nlohmann::json encode_eval(const EvalMetrics& metrics);
 std::optional<EvalMetrics> decode_eval(const nlohmann::json& record);
 

@@ -25,10 +25,19 @@ at::Tensor shaped_like(const at::Tensor& targets, const at::Tensor& outputs) {
   return targets.reshape(outputs.sizes());
 }
 
-void check_classes(const at::Tensor& logits, const at::Tensor& targets) {
-  EXPCTL_CHECK(logits.dim() == 2, TrainError,
-               "the model's outputs have shape [{}]; train.loss cross_entropy needs logits [batch, classes]",
-               fmt::join(logits.sizes(), ", "));
+// Logits [N, C] for targets [N], or [N, T, ..., C] for targets [N, T, ...] (a sequence's tokens):
+// flattened to [N * T * ..., C] against [N * T * ...].
+std::pair<at::Tensor, at::Tensor> class_pairs(const at::Tensor& logits, const at::Tensor& targets) {
+  const bool fits = logits.dim() == targets.dim() + 1 && logits.dim() >= 2 &&
+                    logits.sizes().slice(0, static_cast<std::size_t>(targets.dim())) == targets.sizes();
+  EXPCTL_CHECK(fits, TrainError,
+               "the model's outputs have shape [{}] for targets of shape [{}]; train.loss cross_entropy needs logits "
+               "[batch, classes] for targets [batch], or [batch, T, classes] for targets [batch, T]",
+               fmt::join(logits.sizes(), ", "), fmt::join(targets.sizes(), ", "));
+  if (logits.dim() == 2) {
+    return {logits, targets};
+  }
+  return {logits.reshape({-1, logits.size(-1)}), targets.reshape({-1})};
 }
 
 }  // namespace
@@ -36,9 +45,8 @@ void check_classes(const at::Tensor& logits, const at::Tensor& targets) {
 at::Tensor Task::loss(Model& model, const at::Tensor& inputs, const at::Tensor& targets) const {
   switch (m_kind) {
     case LossKind::cross_entropy: {
-      const auto logits = model.forward(inputs);
-      check_classes(logits, targets);
-      return F::cross_entropy(logits, targets);
+      const auto [logits, classes] = class_pairs(model.forward(inputs), targets);
+      return F::cross_entropy(logits, classes);
     }
     case LossKind::mse: {
       const auto outputs = model.forward(inputs);
@@ -54,10 +62,11 @@ void Task::add_eval(Model& model, const at::Tensor& inputs, const at::Tensor& ta
   const auto batch = static_cast<double>(inputs.size(0));
   switch (m_kind) {
     case LossKind::cross_entropy: {
-      const auto logits = model.forward(inputs).to(at::kFloat);
-      check_classes(logits, targets);
-      sums.loss += F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
-      sums.correct = sums.correct.value_or(0.0) + (logits.argmax(1) == targets).sum().item<double>();
+      const auto [logits, classes] = class_pairs(model.forward(inputs).to(at::kFloat), targets);
+      sums.loss +=
+          F::cross_entropy(logits, classes, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+      sums.correct = sums.correct.value_or(0.0) + (logits.argmax(1) == classes).sum().item<double>();
+      sums.count += classes.size(0);
       return;
     }
     case LossKind::mse: {
@@ -65,10 +74,12 @@ void Task::add_eval(Model& model, const at::Tensor& inputs, const at::Tensor& ta
       const auto errors = F::mse_loss(outputs, shaped_like(targets, outputs).to(at::kFloat),
                                       F::MSELossFuncOptions().reduction(torch::kNone));
       sums.loss += errors.reshape({inputs.size(0), -1}).mean(1).sum().item<double>();  // per-sample means
+      sums.count += inputs.size(0);
       return;
     }
     case LossKind::model:
       sums.loss += model.forward_loss(inputs, targets).to(at::kFloat).item<double>() * batch;
+      sums.count += inputs.size(0);
       return;
   }
 }

@@ -1,23 +1,24 @@
 #include "expctl/train/trainer.hpp"
 
-#include <torch/nn/functional/loss.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/functional/loss.h>
 
 #include "expctl/train/amp.hpp"
 #include "expctl/train/checkpoint.hpp"
 #include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/determinism.hpp"
 #include "expctl/train/image_folder_dataset.hpp"
+#include "expctl/train/model_failure.hpp"
 #include "expctl/train/sampler.hpp"
 #include "expctl/train/task.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/file_digest.hpp"
-
-#include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
+#include "expctl/util/log.hpp"
 
 namespace expctl::train {
 namespace {
@@ -161,15 +162,36 @@ void probe(Model& model, const Dataset& train, const Dataset& test, LossKind los
   }
   model.train(true);
   if (loss == LossKind::cross_entropy) {
-    EXPCTL_CHECK(outputs.dim() == 2, TrainError,
-                 "{} returns outputs of shape [{}]; train.loss cross_entropy needs logits [batch, classes]",
-                 model.describe(), fmt::join(outputs.sizes(), ", "));
+    const auto targets = train.targets(rows);
+    EXPCTL_CHECK(outputs.dim() == targets.dim() + 1 && outputs.dim() >= 2 &&
+                     outputs.sizes().slice(0, static_cast<std::size_t>(targets.dim())) == targets.sizes(),
+                 TrainError,
+                 "{} returns outputs of shape [{}] for targets of shape [{}]; train.loss cross_entropy needs logits "
+                 "[batch, classes] for targets [batch], or [batch, T, classes] for targets [batch, T]",
+                 model.describe(), fmt::join(outputs.sizes(), ", "), fmt::join(targets.sizes(), ", "));
     const auto top = std::max(train.largest_class(), test.largest_class());
-    EXPCTL_CHECK(top < outputs.size(1), TrainError,
-                 "the targets name class {} but {} has {} outputs: the model needs one output per class (0 .. {})",
-                 top, model.describe(), outputs.size(1), top);
+    EXPCTL_CHECK(top < outputs.size(-1), TrainError,
+                 "the targets name class {} but {} has {} outputs: the model needs one output per class (0 .. {})", top,
+                 model.describe(), outputs.size(-1), top);
   }
 }
+
+// `call` is a call into the model: an exception of its own (anything but expctl's Failure)
+// becomes a ModelError naming the model (`name()`), the phase and the step.
+template <typename Name, typename Call>
+decltype(auto) call_model(const Name& name, const char* phase, std::int64_t step, Call&& call) {
+  try {
+    return call();
+  } catch (const util::Failure&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw ModelError(model_failure_text(name(), phase, step, parse_model_error(torch_error_text(error))));
+  }
+}
+
+/// How an evaluation runs (Trainer::eval_sums): without AMP, plain fp32; under AMP, the first of
+/// the others that works for the model.
+enum class EvalMode { plain, autocast, autocast_with_grad, fp32 };
 
 /// All state of one rank's run; one method per phase.
 class Trainer {
@@ -190,6 +212,7 @@ class Trainer {
         m_total_steps(config.max_steps > 0 ? config.max_steps : config.epochs * m_steps_per_epoch) {
     m_schedule = config.schedule;
     m_schedule.total_steps = m_total_steps;
+    m_eval_mode = config.amp ? EvalMode::autocast : EvalMode::plain;
     m_ddp.set_beacon(config.beacon);
     probe(*m_model, *m_train, *m_test, config.loss);
     m_sink.on_collectives(m_comm.allreduce_algorithm());
@@ -197,6 +220,7 @@ class Trainer {
     seed_everything(derived_seed(config.seed, static_cast<std::uint64_t>(m_comm.rank())));
     if (config.resume && !config.checkpoint_dir.empty()) {
       m_position = resume_position();
+      m_checkpointed_step = m_position.step > 0 ? m_position.step : -1;
     }
   }
 
@@ -250,6 +274,13 @@ class Trainer {
   }
 
  private:
+  // A call into the model, in `phase` of `step` (call_model). Defined before its uses: its return
+  // type is deduced.
+  template <typename Call>
+  decltype(auto) model_call(const char* phase, std::int64_t step, Call&& call) const {
+    return call_model([this] { return model_name(); }, phase, step, std::forward<Call>(call));
+  }
+
   // Rank 0 writes the trained model in a format PyTorch reads, with what produced it.
   void save_artifact(const TrainResult& result) const {
     if (m_config.artifact_dir.empty() || m_comm.rank() != 0) {
@@ -292,7 +323,7 @@ class Trainer {
     if (m_config.amp) {
       autocast.emplace(m_comm.device().type(), amp_scalar_type());
     }
-    return m_task.loss(*m_model, images, labels);
+    return model_call("the training step", m_position.step + 1, [&] { return m_task.loss(*m_model, images, labels); });
   }
 
   StepMetrics train_step(const std::atomic<bool>* stop) {
@@ -330,9 +361,9 @@ class Trainer {
       const double wait_before_backward = m_comm.wait_seconds();
       if (k + 1 < m_config.grad_accum_steps) {
         auto no_sync = m_ddp.no_sync();
-        scaled.backward();
+        model_call("the training step's backward", m_position.step + 1, [&] { scaled.backward(); });
       } else {
-        scaled.backward();
+        model_call("the training step's backward", m_position.step + 1, [&] { scaled.backward(); });
         m_ddp.finish();
       }
       metrics.backward_s += watch.lap() - (m_comm.wait_seconds() - wait_before_backward);
@@ -402,11 +433,79 @@ class Trainer {
   }
 
   // Every rank evaluates a strided shard without padding; sums are all-reduced so the result is
-  // exactly the whole test split's loss and accuracy.
+  // exactly the whole test split's loss and accuracy (over every target: a sequence's tokens each
+  // count). A model that fails in evaluation fails the run only after every rank wrote a
+  // checkpoint of the training so far (and rank 0 the trained model): the ranks agree on it with
+  // the totals' all-reduce, so a rank whose shard fails does not leave the others waiting.
   EvalMetrics evaluate() {
     m_ddp.broadcast_buffers();
-    at::NoGradGuard no_grad;
     m_model->train(false);
+    EvalSums sums;
+    std::optional<std::string> failure;
+    try {
+      sums = eval_sums();
+    } catch (const ModelError& error) {
+      failure = error.what();
+    }
+    m_model->train(true);
+    auto totals =
+        at::tensor({sums.loss, sums.correct.value_or(0.0), static_cast<double>(sums.count), failure ? 1.0 : 0.0},
+                   at::kDouble)
+            .to(m_comm.device());
+    m_comm.allreduce(totals, "allreduce of evaluation totals");
+    totals = totals.cpu();
+    if (totals[3].item<double>() > 0.0) {
+      keep_training_of_failed_evaluation(failure.value_or(""));
+      // What was kept, on the first line (the traceback's frames follow it).
+      std::string text = failure.value_or(
+          fmt::format("{} failed in evaluation at step {} on another rank", model_name(), m_position.step));
+      text.insert(std::min(text.find('\n'), text.size()),
+                  fmt::format("; the training up to step {} is kept in {}", m_position.step, kept_where()));
+      throw ModelError(text);
+    }
+    const auto n = std::max(1.0, totals[2].item<double>());
+    EvalMetrics metrics{m_position.step, totals[0].item<double>() / n, std::nullopt};
+    if (sums.correct) {
+      metrics.accuracy = totals[1].item<double>() / n;
+    }
+    if (m_config.amp) {
+      metrics.precision = eval_mode_name(m_eval_mode);
+      metrics.fallback = m_eval_fallback;
+    }
+    m_sink.on_eval(metrics);
+    return metrics;
+  }
+
+  // This rank's sums in the first way of evaluating that works for the model, from the way the
+  // last evaluation took: under the training's autocast with gradients off (as PyTorch's own
+  // evaluation under torch.autocast); else under that autocast with gradients on, where PyTorch's
+  // inference fast paths, which do not all support CPU autocast (nn.TransformerEncoderLayer's in
+  // 1.13), stand aside by their own rule; else in fp32 without autocast. Without AMP there is one
+  // way. A failure of the last way is the model's.
+  EvalSums eval_sums() {
+    while (true) {
+      try {
+        return eval_pass(m_eval_mode);
+      } catch (const util::Failure&) {
+        throw;
+      } catch (const std::exception& error) {
+        const auto parsed = parse_model_error(torch_error_text(error));
+        if (m_eval_mode == EvalMode::plain || m_eval_mode == EvalMode::fp32) {
+          throw ModelError(model_failure_text(model_name(), "evaluation", m_position.step, parsed));
+        }
+        const auto from = m_eval_mode;
+        m_eval_mode = m_eval_mode == EvalMode::autocast ? EvalMode::autocast_with_grad : EvalMode::fp32;
+        m_eval_fallback = fmt::format("under {} the model failed: {}", eval_mode_name(from), parsed.message);
+        if (m_comm.rank() == 0) {
+          util::log::warn(fmt::format("evaluation at step {}: {}; evaluating {} from now on", m_position.step,
+                                      m_eval_fallback, eval_mode_name(m_eval_mode)));
+        }
+      }
+    }
+  }
+
+  EvalSums eval_pass(EvalMode mode) {
+    const at::AutoGradMode gradients(mode == EvalMode::autocast_with_grad);
     const auto size = m_test->size();
     const auto rows = at::arange(m_comm.rank(), size, m_comm.world_size(),
                                  at::TensorOptions().dtype(at::kLong).device(m_comm.device()));
@@ -415,22 +514,58 @@ class Trainer {
       const auto chunk = rows.narrow(0, begin, std::min(m_config.eval_batch_size, rows.size(0) - begin));
       const auto labels = m_test->targets(chunk);
       std::optional<AutocastGuard> autocast;
-      if (m_config.amp) {
+      if (mode == EvalMode::autocast || mode == EvalMode::autocast_with_grad) {
         autocast.emplace(m_comm.device().type(), amp_scalar_type());
       }
       m_task.add_eval(*m_model, m_test->inputs(chunk), labels, sums);
     }
-    m_model->train(true);
-    auto totals = at::tensor({sums.loss, sums.correct.value_or(0.0)}, at::kDouble).to(m_comm.device());
-    m_comm.allreduce(totals, "allreduce of evaluation totals");
-    totals = totals.cpu();
-    const auto n = static_cast<double>(size);
-    EvalMetrics metrics{m_position.step, totals[0].item<double>() / n, std::nullopt};
-    if (sums.correct) {
-      metrics.accuracy = totals[1].item<double>() / n;
+    return sums;
+  }
+
+  std::string eval_mode_name(EvalMode mode) const {
+    const char* dtype = m_config.amp_dtype == AmpDtype::fp16 ? "fp16" : "bf16";
+    switch (mode) {
+      case EvalMode::autocast:
+        return fmt::format("{} autocast", dtype);
+      case EvalMode::autocast_with_grad:
+        return fmt::format("{} autocast with gradients on", dtype);
+      case EvalMode::fp32:
+        return "fp32 without autocast";
+      case EvalMode::plain:
+        break;
     }
-    m_sink.on_eval(metrics);
-    return metrics;
+    return "fp32";
+  }
+
+  // The model as the user knows it: its file, or the built-in architecture.
+  std::string model_name() const {
+    return m_config.model.kind == ModelKind::torchscript ? m_config.model.file.string() : m_model->describe();
+  }
+
+  // Before a failed evaluation fails the run: every rank's checkpoint of this step, and rank 0's
+  // trained model (run folder's model.pt, its metadata saying why it has no evaluation).
+  void keep_training_of_failed_evaluation(const std::string& failure) {
+    enter(Phase::checkpoint);
+    if (m_checkpointed_step != m_position.step) {
+      checkpoint();
+    }
+    if (!m_config.artifact_dir.empty() && m_comm.rank() == 0) {
+      nlohmann::json metadata = {{"run_id", m_config.run_id},
+                                 {"step", m_position.step},
+                                 {"eval_failed", failure.substr(0, failure.find('\n'))}};
+      m_model->save_artifact(m_config.artifact_dir / "model.pt", metadata.dump());
+    }
+  }
+
+  std::string kept_where() const {
+    std::string where =
+        m_config.checkpoint_dir.empty()
+            ? std::string("no checkpoint (the run has no checkpoint folder)")
+            : fmt::format("{} (every rank's step-{} checkpoint)", m_config.checkpoint_dir.string(), m_position.step);
+    if (!m_config.artifact_dir.empty() && m_config.model.kind == ModelKind::torchscript) {
+      where += fmt::format(" and {}", (m_config.artifact_dir / "model.pt").string());
+    }
+    return where;
   }
 
   // train.checkpoint_every_s: every rank must write at the same step, so the seconds become a step
@@ -468,7 +603,9 @@ class Trainer {
     file.step = m_position.step;
     file.path = checkpoint_path(m_config.checkpoint_dir, file.rank, file.step);
     file.run_id = m_config.run_id;
-    file.sha256 = save_checkpoint(file.path, *m_model, *m_optimizer, m_scaler, m_position);
+    file.sha256 = model_call("writing a checkpoint", m_position.step,
+                             [&] { return save_checkpoint(file.path, *m_model, *m_optimizer, m_scaler, m_position); });
+    m_checkpointed_step = m_position.step;
     std::error_code error;
     file.size_bytes = static_cast<std::int64_t>(std::filesystem::file_size(file.path, error));
     write_checkpoint_index(file);
@@ -620,6 +757,9 @@ class Trainer {
   std::int64_t m_pace_from_step = -1;
   Clock::time_point m_pace_from;
   bool m_nonfinite_now = false;           // the last step's loss was not finite on some rank
+  EvalMode m_eval_mode = EvalMode::plain;  // how evaluation runs (eval_sums): set from train.amp
+  std::string m_eval_fallback;             // why it does not run under the training's autocast
+  std::int64_t m_checkpointed_step = -1;   // the step of this rank's newest checkpoint
   std::int64_t m_consecutive_skips = 0;
 };
 

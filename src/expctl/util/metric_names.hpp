@@ -52,6 +52,10 @@ inline constexpr const char* world_size = "world_size";
 inline constexpr const char* drift = "drift";
 inline constexpr const char* skipped_images = "skipped_images";
 inline constexpr const char* program = "program";
+/// Under train.amp: how the last evaluation ran ("bf16 autocast", "bf16 autocast with gradients
+/// on", "fp32 without autocast") and why not as training does (null when it did).
+inline constexpr const char* eval_precision = "eval_precision";
+inline constexpr const char* eval_fallback = "eval_fallback";
 }  // namespace summary_key
 
 }  // namespace expctl::util

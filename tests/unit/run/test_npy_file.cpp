@@ -57,6 +57,14 @@ TEST_CASE("npy: NumPy's headers of versions 1 to 3, every supported dtype and sh
         NpyDtype::float16);
   CHECK(parse(npy("{\"descr\": \"<i4\", \"fortran_order\": False, \"shape\": (1,)}", "abcd", 3))->dtype ==
         NpyDtype::int32);
+  // uint16: packed token ids (issue 51), two bytes each.
+  const auto tokens = parse(npy("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }", std::string(12, 'x')));
+  REQUIRE(tokens.has_value());
+  CHECK(tokens->dtype == NpyDtype::uint16);
+  CHECK(npy_item_size(NpyDtype::uint16) == 2);
+  CHECK(std::string(npy_descr(NpyDtype::uint16)) == "<u2");
+  CHECK_THAT(error_of(npy("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }", std::string(11, 'x'))),
+             Catch::Contains("truncated: its header promises a <u2 array of shape (2, 3) but the file has 11 bytes"));
 }
 
 TEST_CASE("npy: what NumPy can write but expctl cannot read is named with the fix") {

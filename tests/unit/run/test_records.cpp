@@ -196,3 +196,23 @@ TEST_CASE("checkpoint files: an index that names no run or no rank is refused wh
   CHECK_THAT(train::resume_point(dir.path(), {0}, "20261206-070000-0002").refusal,
              Catch::Contains("written by run " + run + ", not by this run 20261206-070000-0002"));
 }
+
+TEST_CASE("records: an evaluation says how it ran under AMP, and a record without it reads as before",
+          "[run][records]") {
+  train::EvalMetrics eval{20, 0.25, 0.5};
+  eval.precision = "bf16 autocast with gradients on";
+  eval.fallback = "under bf16 autocast the model failed: RuntimeError: expected scalar type BFloat16 but found Float";
+  const auto record = train::encode_eval(eval);
+  CHECK(record.at("precision") == eval.precision);
+  const auto back = train::decode_eval(record);
+  REQUIRE(back.has_value());
+  CHECK(back->precision == eval.precision);
+  CHECK(back->fallback == eval.fallback);
+  CHECK(back->accuracy == 0.5);
+  // Without AMP neither key is sent; a precision of another type is no precision.
+  CHECK_FALSE(train::encode_eval({20, 0.25, std::nullopt}).contains("precision"));
+  auto odd = record;
+  odd["precision"] = 3;
+  REQUIRE(train::decode_eval(odd).has_value());
+  CHECK(train::decode_eval(odd)->precision.empty());
+}

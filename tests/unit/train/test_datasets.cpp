@@ -207,8 +207,9 @@ TEST_CASE("datasets: normalisation and batch gathering", "[train][data]") {
   CHECK(x.size(0) == 2);
   CHECK(torch::equal(y, torch::tensor({1, 0}, torch::kLong)));
   CHECK(parse_dataset_kind("fashion-mnist") == DatasetKind::fashion_mnist);
-  CHECK_THROWS_WITH(parse_dataset_kind("imagenet"),
-                    "unknown dataset \"imagenet\": use fashion-mnist, mnist, cifar10, synthetic, npy or imagefolder");
+  CHECK_THROWS_WITH(
+      parse_dataset_kind("imagenet"),
+      "unknown dataset \"imagenet\": use fashion-mnist, mnist, cifar10, synthetic, npy, imagefolder or tokens");
 }
 
 TEST_CASE("datasets: Debian's Fashion-MNIST test split, when installed", "[train][data]") {
@@ -389,4 +390,38 @@ TEST_CASE("datasets: a cache entry is read into memory of its own, read-only, fr
   // The copy outlives the file: a replaced cache entry never changes bytes in use.
   fs::remove(path);
   CHECK(std::string(reinterpret_cast<const char*>(prefix.data()), prefix.size()) == content.substr(0, 10));
+}
+
+TEST_CASE("datasets: a token stream is windows of block_size that tile it, its uint16 ids int64 and unchanged",
+          "[train][data]") {
+  expctl::test::TempDir dir;
+  // 41 uint16 ids from 40000: above int16's range, so a sign-extended id would show.
+  std::string bytes;
+  for (std::uint16_t i = 0; i < 41; ++i) {
+    const auto id = static_cast<std::uint16_t>(40000 + i);
+    bytes.push_back(static_cast<char>(id & 0xFF));
+    bytes.push_back(static_cast<char>(id >> 8));
+  }
+  std::ofstream(dir / "train.bin", std::ios::binary) << bytes;
+  const auto stream = load_token_stream(dir / "train.bin", 4);
+  CHECK(stream->size() == 10);  // (41 - 1) / 4 windows
+  CHECK(stream->sample_shape() == std::vector<std::int64_t>{4});
+  CHECK(stream->class_targets());
+  CHECK(stream->largest_class() == 40040);
+  CHECK(stream->num_classes() == 40041);
+  const auto index = torch::tensor({0, 2, 9}, torch::kLong);
+  const auto inputs = stream->inputs(index);
+  const auto targets = stream->targets(index);
+  REQUIRE(inputs.scalar_type() == at::kLong);
+  CHECK(at::equal(
+      inputs,
+      torch::tensor({40000, 40001, 40002, 40003, 40008, 40009, 40010, 40011, 40036, 40037, 40038, 40039}, torch::kLong)
+          .view({3, 4})));
+  CHECK(at::equal(targets, inputs + 1));  // each input's next token
+
+  // Odd bytes, too short a stream, and a 2-d array are refused, naming the file.
+  std::ofstream(dir / "odd.bin", std::ios::binary) << bytes.substr(0, 81);
+  CHECK_THROWS_WITH(load_token_stream(dir / "odd.bin", 4), Catch::Contains("odd.bin: 81 bytes is not a whole number"));
+  CHECK_THROWS_WITH(load_token_stream(dir / "train.bin", 41),
+                    Catch::Contains("train.bin: 41 tokens, fewer than one window of data.block_size 41 + 1"));
 }
