@@ -420,8 +420,11 @@ class PointShipper {
     again.after = std::numeric_limits<std::int64_t>::min();
     while (true) {
       Batch batch;
-      const auto [rows, last] = read_chunk(again, batch, cursor.after);
-      again.after = last;
+      // Not a structured binding: the transaction's lambda uses `rows`, and clang 14 (the fuzz
+      // preset) refuses to capture one.
+      const std::pair<std::size_t, std::int64_t> chunk = read_chunk(again, batch, cursor.after);
+      const std::size_t rows = chunk.first;
+      again.after = chunk.second;
       const bool done = rows < m_batch_points;
       PgConnection& server = m_server.connection();
       server.transaction([&] {
