@@ -85,9 +85,10 @@ TEST_CASE(
   const auto result = d.expctl({"run", spec.string()});
   INFO(result.out << result.err);
   CHECK(result.exit_code == 1);
-  const std::string what = (test::model_zoo() / "raises_in_eval.pt").string() +
-                           " failed in evaluation at step 6: builtins.RuntimeError: evaluation is not implemented by "
-                           "this model";
+  const std::string what =
+      (test::model_zoo() / "raises_in_eval.pt").string() +
+      " failed in evaluation at step 6: builtins.RuntimeError: this test model raises in evaluation "
+      "on purpose";
   CHECK(result.err.find(what) != std::string::npos);
   CHECK(result.err.find("the training up to step 6 is kept in") != std::string::npos);
   CHECK(result.err.find("internal error") == std::string::npos);
@@ -108,7 +109,7 @@ TEST_CASE(
       {(run->run_dir / "model.pt").string()});
   INFO(loaded.out << loaded.err);
   CHECK(loaded.exit_code == 0);
-  CHECK(loaded.out.find("evaluation is not implemented by this model") != std::string::npos);
+  CHECK(loaded.out.find("this test model raises in evaluation on purpose") != std::string::npos);
 }
 
 TEST_CASE(

@@ -57,7 +57,7 @@ class RaisesAtStep(nn.Module):
             if not self.in_eval and self.calls == self.fail_at:
                 raise RuntimeError("the model's own check failed at training forward " + str(self.calls))
         elif self.in_eval and self.calls > 0:
-            raise RuntimeError("evaluation is not implemented by this model")
+            raise RuntimeError("this test model raises in evaluation on purpose")
         return self.body(x)
 
 

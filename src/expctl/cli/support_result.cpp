@@ -104,7 +104,7 @@ void finish_shipper(store::BackgroundShipper* shipper, const GlobalOptions& glob
     return;
   }
   const store::BackgroundShipper::Leftover left = shipper->finish();
-  if (left.caught_up) {
+  if (left.caught_up()) {
     std::error_code ignored;
     std::filesystem::remove(store::pending_marker(globals.local_db), ignored);  // this run's shipper sent it all
     return;

@@ -1,7 +1,6 @@
 #include "expctl/cli/support_store.hpp"
 
 #include <filesystem>
-#include <string_view>
 #include <vector>
 
 #include <fcntl.h>
@@ -9,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/launch/environment.hpp"
 #include "expctl/store/ship_pending.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
@@ -27,22 +27,14 @@ void start_background_ship(const GlobalOptions& globals) {
   if (error || null < 0) {
     return;
   }
-  std::vector<std::string> environment;
-  for (char** variable = environ; *variable != nullptr; ++variable) {
-    const std::string_view entry(*variable);
-    if (!entry.starts_with("EXPCTL_DB=") && !entry.starts_with("EXPCTL_LOCAL_DB=") &&
-        !entry.starts_with("EXPCTL_RUNS_DIR=")) {
-      environment.emplace_back(entry);
-    }
-  }
-  environment.push_back("EXPCTL_DB=" + globals.db_path);
-  environment.push_back("EXPCTL_LOCAL_DB=" + globals.local_db);
-  if (!globals.runs_dir.empty()) {
-    environment.push_back("EXPCTL_RUNS_DIR=" + globals.runs_dir);
-  }
-  auto child = util::ChildProcess::spawn({.argv = {self.string(), "-q", "ship_pending"},
-                                          .environment = std::move(environment),
-                                          .fds = {null, null, null}});
+  const launch::EnvOverrides where = {
+      {"EXPCTL_DB", globals.db_path},
+      {"EXPCTL_LOCAL_DB", globals.local_db},
+      {"EXPCTL_RUNS_DIR", globals.runs_dir.empty() ? std::nullopt : std::optional(globals.runs_dir)}};
+  auto child =
+      util::ChildProcess::spawn({.argv = {self.string(), "-q", "ship_pending"},
+                                 .environment = launch::merged_environment(launch::current_environment(), where),
+                                 .fds = {null, null, null}});
   ::close(null);
   if (child) {
     util::log::info(fmt::format("shipping what earlier runs left in {} in the background (pid {})", globals.local_db,

@@ -168,10 +168,18 @@ RunRows read_run_rows(Connection& local, const LocalRun& run) {
   return rows;
 }
 
+/// The run row's INSERT (k_run_columns), followed by `on_conflict`.
+std::string run_insert(std::string_view on_conflict) {
+  return fmt::format(
+      "INSERT INTO runs ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
+      "$16) ON CONFLICT (id) {}",
+      k_run_columns, on_conflict);
+}
+
 /// Before any point: the spec and environments, and the run's row where the server has none yet
 /// — as a run still going (no end, no summary). Its final state comes with its last points
 /// (write_run_state), so no reader of the server ever sees a run ended with points missing.
-void ship_placeholder(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+void ship_run_as_going(PgConnection& server, const LocalRun& run, const RunRows& rows) {
   PgParams going = run.columns;
   going[4] = "running";
   going[6] = std::nullopt;  // ended_at
@@ -189,24 +197,18 @@ void ship_placeholder(PgConnection& server, const LocalRun& run, const RunRows& 
                   "ON CONFLICT (hash) DO NOTHING",
                   row);
     }
-    server.exec(fmt::format("INSERT INTO runs ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-                            "$14, $15, $16) ON CONFLICT (id) DO NOTHING",
-                            k_run_columns),
-                going);
+    server.exec(run_insert("DO NOTHING"), going);
   });
 }
 
 /// Inside the transaction of a run's last batch: the run row as the node holds it, its ranks,
 /// artifacts and tags, and the ship state (complete when the pass read the run ended or lost).
 void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& rows) {
-  server.exec(fmt::format("INSERT INTO runs ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-                          "$14, $15, $16) ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = "
-                          "excluded.status, ended_at = excluded.ended_at, exit_code = excluded.exit_code, "
-                          "root_cause = excluded.root_cause, summary = excluded.summary, owner_host = "
-                          "excluded.owner_host, owner_pid = excluded.owner_pid, owner_boot_id = "
-                          "excluded.owner_boot_id, owner_start_ticks = excluded.owner_start_ticks, heartbeat_at = "
-                          "excluded.heartbeat_at",
-                          k_run_columns),
+  server.exec(run_insert("DO UPDATE SET name = excluded.name, status = excluded.status, ended_at = excluded.ended_at, "
+                         "exit_code = excluded.exit_code, root_cause = excluded.root_cause, summary = "
+                         "excluded.summary, owner_host = excluded.owner_host, owner_pid = excluded.owner_pid, "
+                         "owner_boot_id = excluded.owner_boot_id, owner_start_ticks = excluded.owner_start_ticks, "
+                         "heartbeat_at = excluded.heartbeat_at"),
               run.columns);
   for (const auto& row : rows.ranks) {
     server.exec(
@@ -312,6 +314,20 @@ std::map<SeriesKey, std::int64_t> local_rewrites(Connection& local, const std::s
   });
 }
 
+/// The node's rewrite count of a series when the server has its points up to some step but has
+/// not been sent that many rewrites again (the series' shipped steps must go again); nullopt
+/// otherwise (nothing shipped yet: everything goes anyway; or nothing rewritten since).
+std::optional<std::int64_t> rewrites_to_resend(const std::map<SeriesKey, Progress>& progress,
+                                               const std::map<SeriesKey, std::int64_t>& rewrites,
+                                               const SeriesKey& series) {
+  const auto found = progress.find(series);
+  const auto rewritten = rewrites.find(series);
+  if (found == progress.end() || rewritten == rewrites.end() || rewritten->second <= found->second.rewrites) {
+    return std::nullopt;
+  }
+  return rewritten->second;
+}
+
 /// One batch of points as COPY text, and the last step of each series it holds.
 struct Batch {
   std::string copy;
@@ -358,10 +374,8 @@ class PointShipper {
       const int key = m_server.key_id(series.name);  // outside any transaction: see PgBackend::key_id
       Cursor cursor{series, key,
                     found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second.last_step};
+      cursor.resend = rewrites_to_resend(progress, rewrites, {series.name, series.rank});
       const auto rewritten = rewrites.find({series.name, series.rank});
-      if (found != progress.end() && rewritten != rewrites.end() && rewritten->second > found->second.rewrites) {
-        cursor.resend = rewritten->second;
-      }
       if (found == progress.end() && rewritten != rewrites.end()) {
         cursor.rewrites_sent = rewritten->second;
       }
@@ -580,14 +594,12 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
       continue;
     }
     if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
-      report.cut_short = true;
-      continue;  // counted, not shipped: the next pass takes it
+      continue;  // counted, not shipped: the next pass takes it (ship_lag says so)
     }
     const RunRows rows = read_run_rows(source, run);
-    ship_placeholder(destination.connection(), run, rows);
+    ship_run_as_going(destination.connection(), run, rows);
     if (!PointShipper(source, destination, run, rows, options, report).run()) {
-      report.cut_short = true;
-      continue;
+      continue;  // the deadline came between two batches
     }
     ++report.runs_shipped;
     if (run.ended()) {
@@ -615,11 +627,10 @@ ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& 
     const auto rewrites = local_rewrites(source, run.id());
     for (const Series& series : local_series(source, run.id())) {
       const auto found = progress.find({series.name, series.rank});
-      std::int64_t after = found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second.last_step;
-      const auto rewritten = rewrites.find({series.name, series.rank});
-      if (found != progress.end() && rewritten != rewrites.end() && rewritten->second > found->second.rewrites) {
-        after = std::numeric_limits<std::int64_t>::min();  // the whole series goes again (an upper bound)
-      }
+      // A series whose shipped steps go again counts whole (an upper bound).
+      const std::int64_t after = found == progress.end() || rewrites_to_resend(progress, rewrites, found->first)
+                                     ? std::numeric_limits<std::int64_t>::min()
+                                     : found->second.last_step;
       lag.points_behind += source.retry([&] {
         SQLite::Statement count(source.db(),
                                 "SELECT count(*) FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ?");
@@ -691,7 +702,6 @@ BackgroundShipper::Leftover BackgroundShipper::leftover() {
       const ShipLag lag = ship_lag(*m_local_store, *m_server_store);
       left.runs_behind = lag.runs_behind;
       left.points_behind = lag.points_behind;
-      left.caught_up = lag.runs_behind == 0;
       return left;
     } catch (const std::exception& error) {
       left.problem = error.what();
@@ -715,7 +725,6 @@ BackgroundShipper::Leftover BackgroundShipper::leftover() {
       });
     }
   }
-  left.caught_up = left.runs_behind == 0;
   return left;
 }
 
@@ -747,7 +756,6 @@ bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point
       m_server_store.emplace(Store::open(m_server, OpenMode::read_write));
     }
     const ShipReport report = ship(*m_local_store, *m_server_store, ShipOptions{.deadline = deadline});
-    m_last_cut_short = report.cut_short;
     std::optional<std::string> was;
     {
       std::lock_guard lock(m_mutex);

@@ -43,7 +43,6 @@ struct ShipReport {
   std::int64_t runs_shipped = 0;     ///< run rows written or brought up to date
   std::int64_t points_shipped = 0;   ///< metric points sent (the server may have had some already)
   std::int64_t batches = 0;          ///< server transactions that carried points
-  bool cut_short = false;            ///< the deadline passed before every run was shipped
   /// Runs whose final state is on the server after the pass, as "id digest" (the run as read then).
   std::set<std::string> complete{};
 };
@@ -116,7 +115,7 @@ class BackgroundShipper {
   /// why (the server away: points_behind then counts the points of the runs whose final state
   /// did not arrive, an upper bound).
   struct Leftover {
-    bool caught_up = true;
+    bool caught_up() const { return runs_behind == 0; }
     std::int64_t runs_behind = 0;
     std::int64_t points_behind = 0;
     bool exact = true;                     ///< points_behind read from the server (false: an upper bound)
@@ -149,7 +148,6 @@ class BackgroundShipper {
   Clock::time_point m_started;         ///< when it was made: the runs that changed since are its own
   std::optional<Leftover> m_leftover;  ///< once finish() ran
   std::set<std::string> m_complete;    ///< ShipReport::complete of the last pass that worked
-  bool m_last_cut_short = false;       ///< the last pass stopped at its deadline
   mutable std::mutex m_mutex;
   std::condition_variable m_wake;
   bool m_stop = false;

@@ -218,7 +218,7 @@ TEST_CASE(
     const auto left = shipper.finish();
     const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - exit_started).count();
     WARN("the exit's last pass took " << exit_s << " s; the server was exact when it returned");
-    CHECK(left.caught_up);
+    CHECK(left.caught_up());
     CHECK(exit_s < 10.0);
     auto team = open_team();
     CHECK(team.run(run.id)->status == RunStatus::completed);
@@ -237,7 +237,7 @@ TEST_CASE(
     const auto left = shipper.finish();
     const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - exit_started).count();
     CHECK(exit_s < 5.0);  // bounded by final_wait (1.5 s here), not by the server
-    CHECK_FALSE(left.caught_up);
+    CHECK_FALSE(left.caught_up());
     CHECK_FALSE(left.exact);
     CHECK(left.runs_behind == 1);
     CHECK(left.points_behind == 400);  // the run's points, an upper bound
