@@ -340,6 +340,34 @@ struct MatrixModel {
   std::string amp_precision;
 };
 
+/// The matrix's resume column for `model`: a run under AMP bf16 with checkpoints, stopped with
+/// SIGINT while it trains and resumed, ends with the loss curve of the same run uninterrupted, bit
+/// for bit, and is evaluated at its end.
+void check_matrix_resume(const MatrixModel& model) {
+  INFO(model.file << " x checkpoint + resume");
+  RunDir d;
+  const auto spec = zoo_spec(d.dir, model.file, model.data,
+                             "{max_steps: 150, eval_every: 0, checkpoint_every: 25, loss: " + model.loss + "}",
+                             "resume.yaml", model.inputs);
+  const std::vector<std::string> args = {"run",   spec.string(),         "--format", "json",
+                                         "--set", "optim.lr=0.01",       "--set",    "train.amp.enabled=true",
+                                         "--set", "train.amp.dtype=bf16"};
+  const std::string id = interrupt_when_training(d, args).id;
+  const auto resumed = d.expctl({"resume", id, "--format", "json"});
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.err.find("resumed from its checkpoint at step") != std::string::npos);
+  const json resumed_doc = parse_stdout(resumed);
+  CHECK(resumed_doc.at("run").at("status") == "completed");
+  CHECK(resumed_doc.at("summary").at("invocations") == 2);
+  CHECK(resumed_doc.at("summary").at("steps") == 150);
+  CHECK(std::isfinite(resumed_doc.at("summary").at("eval_loss").get<double>()));
+  const auto reference = d.expctl(args);
+  INFO(reference.out << reference.err);
+  REQUIRE(reference.exit_code == 0);
+  CHECK(sha_of(resumed_doc) == sha_of(parse_stdout(reference)));
+}
+
 /// Each cell of the matrix for `model`: 2 ranks, 8 steps, evaluated every 4 (so every cell
 /// evaluates), on a spec of its own: it completes with finite losses, or fails the test naming the
 /// cell.
@@ -377,6 +405,7 @@ void check_matrix_row(const MatrixModel& model) {
       CHECK(summary.at("eval_precision") == model.amp_precision);
     }
   }
+  check_matrix_resume(model);
 }
 
 }  // namespace
