@@ -1,11 +1,6 @@
 #pragma once
 // Helpers of the CLI tests that run the real binary on real processes: a temporary store, a
 // command in the background (killed and reaped by its owner, never by name), polling.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -16,11 +11,19 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support/test_support.hpp"
+#include <arpa/inet.h>
 #include <catch2/catch.hpp>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <signal.h>
 
 #include "expctl/store/store.hpp"
-#include "support/test_support.hpp"
 
 namespace expctl::test::cli {
 
@@ -162,6 +165,18 @@ inline void wait_for_training(const store::RunRecord& run) {
 
 inline std::string sha_of(const json& document) { return document.at("summary").at("loss_curve_sha256").get<std::string>(); }
 
+/// A port on 127.0.0.1 nobody listens on (bound, read back, released).
+inline std::string closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return std::to_string(ntohs(address.sin_port));
+}
 
 /// Starts the `expctl run` of `args` (RunDir::argv's arguments), waits until rank 0 trains, stops it
 /// with SIGINT and returns the interrupted run once `expctl run` exited 130.

@@ -55,19 +55,6 @@ store::RunRecord start_training(const RunDir& d) {
   return *run;
 }
 
-/// A port on 127.0.0.1 nobody listens on (bound, read back, released).
-std::string closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return std::to_string(ntohs(address.sin_port));
-}
-
 }  // namespace
 
 TEST_CASE("faults: a diverging loss ends the run diverged with its step, every step before it stored") {

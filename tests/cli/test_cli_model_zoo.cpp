@@ -46,10 +46,6 @@ util::SubprocessResult python(const std::string& code, const std::vector<std::st
   return *result;
 }
 
-std::string run_id_of(const util::SubprocessResult& result) {
-  return parse_stdout(result).at("run").at("id").get<std::string>();
-}
-
 }  // namespace
 
 TEST_CASE(

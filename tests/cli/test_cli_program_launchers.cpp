@@ -161,7 +161,7 @@ TEST_CASE("program launchers: a real torchrun starts expctl on every rank, and i
 
 TEST_CASE("program launchers: two nodes started with --nnodes 2 meet, and node 0's run holds both ranks' steps") {
   const Meeting m(1);
-  const std::string port = free_port(5);
+  const std::string port = closed_port();
   const auto node = [&](int rank) {
     return std::vector<std::string>{test::expctl_binary(), "--db", (m.d.dir / ("node" + std::to_string(rank)) / "expctl.db").string(),
                                     "run", m.spec.string(), "--nnodes", "2", "--node-rank", std::to_string(rank),
@@ -190,4 +190,45 @@ TEST_CASE("program launchers: two nodes started with --nnodes 2 meet, and node 0
   const auto local = single.expctl({"run", m.spec.string(), "--set", "distributed.nproc_per_node=2", "--format", "json"});
   REQUIRE(local.exit_code == 0);
   CHECK(sha_of(doc0) == sha_of(parse_stdout(local)));
+}
+
+TEST_CASE(
+    "program launchers: a rank whose rank 0 never publishes the run exits 1 naming where it waited, and starts "
+    "no program") {
+  RunDir d;
+  const auto marker = d.dir / "program-started";
+  const auto file = d.dir.write("prog.sh", "#!/bin/sh\ntouch " + marker.string() + "\n");
+  ::chmod(file.c_str(), 0755);
+  const auto spec = d.dir.write("p.yaml",
+                                "distributed:\n  nproc_per_node: 2\n  timeout_s: 3\n"
+                                "program:\n  command: [./prog.sh]\n");
+  const std::string port = closed_port();
+  // Rank 0 is never started (refused, or dead before it published): rank 1 waits timeout_s.
+  const auto rank1 =
+      run_launcher(rank_command("mpirun", 1, port, {"--db", d.db.string(), "run", spec.string(), "--format", "json"}));
+  INFO(rank1.out << rank1.err);
+  CHECK(rank1.exit_code == 1);
+  CHECK_THAT(rank1.err,
+             Catch::Contains("rank 1: rank 0 did not publish its run at 127.0.0.1:" + port + " within 3 s") &&
+                 Catch::Contains("no program was started on this rank"));
+  CHECK_FALSE(fs::exists(marker));
+  CHECK_FALSE(fs::exists(d.db));  // nothing was recorded by a rank other than 0
+}
+
+TEST_CASE("program launchers: a rank that never hands its steps over is named in the run of record's summary") {
+  RunDir d;
+  const auto file = d.dir.write("prog.sh", "#!/bin/sh\necho '{\"step\": 1, \"loss\": 0.5}' >&$EXPCTL_METRICS_FD\n");
+  ::chmod(file.c_str(), 0755);
+  const auto spec = d.dir.write("p.yaml",
+                                "distributed:\n  nproc_per_node: 2\n  timeout_s: 3\n"
+                                "program:\n  command: [./prog.sh]\n");
+  // Only rank 0 is started: its program completes, and rank 1's part never comes.
+  const auto rank0 = run_launcher(
+      rank_command("torchrun", 0, closed_port(), {"--db", d.db.string(), "run", spec.string(), "--format", "json"}));
+  INFO(rank0.out << rank0.err);
+  REQUIRE(rank0.exit_code == 0);
+  const json document = json::parse(rank0.out);
+  CHECK(document.at("run").at("status") == "completed");
+  CHECK(document.at("summary").at("program").at("parts_missing") == "rank(s) 1 handed over no steps within 3 s");
+  CHECK(document.at("summary").at("program").at("steps_logged") == 1);
 }

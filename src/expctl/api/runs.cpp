@@ -1,6 +1,7 @@
 #include "expctl/api/runs.hpp"
 
 #include "expctl/compare/selector.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::api {
 
@@ -35,7 +36,7 @@ nlohmann::json json_envelope(const std::string& kind) {
 
 nlohmann::json run_json(const store::RunRecord& run) {
   const auto duration = run.duration_seconds();
-  return nlohmann::json{
+  nlohmann::json document{
       {"id", run.id},
       {"name", run.name},
       {"status", store::to_string(run.status)},
@@ -51,6 +52,14 @@ nlohmann::json run_json(const store::RunRecord& run) {
       {"owner", or_null(run.owner)},
       {"heartbeat_at", or_null(run.heartbeat_at)},
   };
+  // Steps the record lacks (run/summary.hpp), where the run has any: a list of runs says so too.
+  if (run.summary_json.find(util::summary_key::missing_steps) != std::string::npos) {
+    const auto summary = nlohmann::json::parse(run.summary_json, nullptr, /*allow_exceptions=*/false);
+    if (summary.is_object() && summary.contains(util::summary_key::missing_steps)) {
+      document[util::summary_key::missing_steps] = summary.at(util::summary_key::missing_steps);
+    }
+  }
+  return document;
 }
 
 std::string store_label(const store::Store& db) {

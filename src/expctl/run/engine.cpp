@@ -19,6 +19,7 @@
 #include "expctl/launch/supervisor.hpp"
 #include "expctl/run/console.hpp"
 #include "expctl/run/forensics.hpp"
+#include "expctl/run/journal.hpp"
 #include "expctl/run/outcome.hpp"
 #include "expctl/run/preflight.hpp"
 #include "expctl/run/program.hpp"
@@ -214,17 +215,26 @@ void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, c
 // all of it (the disk is still full) leaves the row `running` with no owner alive, so it reads as
 // `lost` and `expctl resume` takes it, never as ended without its summary.
 
-RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
-                   const RunFacts& facts, const json& extra_summary = json::object()) {
+//
+// `journal`: this invocation's (null under an external launcher); the invocations before it that
+// never ended (their supervisor was killed, so they stored no summary) count as invocations, with
+// the time from their start to their last record, and the journal ends once the summary is stored.
+RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict, const RunFacts& facts,
+                   const json& extra_summary = json::object(), RecordJournal* journal = nullptr) {
   const auto& run = invocation.run;
   RunResult result;
   result.exit_code = verdict.exit_code;
   try {
     record_log_artifacts(store, run);
     forget_pruned_checkpoints(store, run);
-    const compare::RunSummary previous = invocation.resume
-                                             ? compare::summary_from_json(json::parse(run.summary_json, nullptr, false))
-                                             : compare::RunSummary{};
+    compare::RunSummary previous = invocation.resume
+                                       ? compare::summary_from_json(json::parse(run.summary_json, nullptr, false))
+                                       : compare::RunSummary{};
+    if (journal != nullptr && invocation.resume) {
+      const auto& history = journal->history();
+      previous.invocations += static_cast<std::int64_t>(history.unfinished().size());
+      previous.wall_time_s = previous.wall_time_s.value_or(0.0) + history.unfinished_seconds();
+    }
     compare::RunSummary summary = compute_summary(store, run.id, previous, seconds_since(process_start()),
                                                   invocation.resume ? std::nullopt : facts.time_to_first_step);
     const json& distributed = invocation.resolved.spec.at("distributed");
@@ -245,6 +255,9 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
     result.summary.update(extra_summary);
     store.set_summary(run.id, result.summary.dump());
     store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
+    if (journal != nullptr) {
+      journal->end();
+    }
     result.run = store.run(run.id);
   } catch (const util::Failure& error) {
     std::cerr << fmt::format("expctl: error: cannot record how run {} ended ({}): {}; it shows as lost and "
@@ -488,7 +501,31 @@ json take_parts(const Handover& handover, const store::RunRecord& run, Recorder&
   return summary;
 }
 
-Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console,
+// A resume first stores what the invocations before it that never ended had received and not yet
+// written (journal.hpp), through the same decoding as live records, then journals its own.
+void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Console& console,
+                        launch::SupervisorOptions& options, ProgramRecords& program_records) {
+  auto dispatch = options.on_record;
+  if (invocation.resume) {
+    for (const auto* earlier : journal.history().unfinished()) {
+      for (const auto& [rank, record] : earlier->records) {
+        dispatch(rank, record);
+      }
+      console.note(fmt::format("invocation {} of run {} ended without storing its summary (its supervisor was "
+                               "killed): its {} journaled record(s) are stored again, and its {:.1f} s count",
+                               earlier->number, invocation.run.id, earlier->records.size(),
+                               std::max(0.0, earlier->last_seen - earlier->started)),
+                   true);
+    }
+    program_records.forget_times();
+  }
+  options.on_record = [&journal, dispatch](int rank, std::string_view record) {
+    journal.append(rank, record);
+    dispatch(rank, record);
+  };
+}
+
+Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console, RecordJournal& journal,
                           std::optional<launch::HeldRanks> held) {
   const launch::LaunchPlan& plan = invocation.plan;
   Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start(),
@@ -501,10 +538,15 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   if (invocation.program) {
     options.on_record = [&program_records](int rank, std::string_view line) { program_records.on_line(rank, line); };
   }
+  replay_and_journal(invocation, journal, console, options, program_records);
   if (!invocation.quiet) {
-    const std::string verb = !invocation.resume ? std::string("started")
-                             : invocation.resume_step
-                                 ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
+    const std::string verb =
+        !invocation.resume   ? std::string("started")
+        : invocation.program ? fmt::format(
+                                   "resumed: its program starts again with EXPCTL_RESUME=1 and continues from its own "
+                                   "checkpoint in {}, if it wrote one",
+                                   (invocation.run.run_dir / "checkpoints").string())
+        : invocation.resume_step ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
                                                *invocation.resume_step, *invocation.resume_step + 1)
                                  : std::string("resumed from scratch at step 1 (--from-scratch: it had no checkpoint)");
     std::cerr << fmt::format("run {} {}: {} rank(s) on this node, world size {}, logs in {}\n", invocation.run.id,
@@ -564,8 +606,9 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
 RunResult supervise(store::Store& store, const Invocation& invocation,
                     std::optional<launch::HeldRanks> held = std::nullopt) {
   Console console(invocation.quiet);
-  const auto supervised = run_supervisor(store, invocation, console, std::move(held));
-  return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary);
+  RecordJournal journal(invocation.run.run_dir, [&console](const std::string& text) { console.note(text, true); });
+  const auto supervised = run_supervisor(store, invocation, console, journal, std::move(held));
+  return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary, &journal);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -77,6 +77,9 @@ class ProgramRecords {
       : m_recorder(recorder), m_console(console), m_keep(keep) {}
 
   void on_line(int rank, std::string_view line);
+  /// The lines so far were an earlier invocation's (a resume's replay, journal.hpp): the next
+  /// line of a rank times no step from them.
+  void forget_times() { m_last_time.clear(); }
 
   /// Lines stored as steps, and lines skipped, over every rank.
   std::int64_t steps_logged() const { return m_steps; }

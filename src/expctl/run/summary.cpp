@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "expctl/compare/comparison.hpp"
 #include "expctl/compare/phases.hpp"
@@ -54,13 +55,44 @@ std::optional<double> last_value(const std::vector<store::MetricPoint>& points) 
   return points.empty() ? std::nullopt : std::optional<double>(points.back().value);
 }
 
+// Rank 0's logged steps: its loss's, or (a program that logs no loss) those of any of its series.
+std::vector<std::int64_t> rank0_steps(const store::Store& store, const std::string& run_id,
+                                      const std::vector<store::MetricPoint>& losses) {
+  std::set<std::int64_t> steps;
+  for (const auto& point : losses.empty() ? store.metrics(run_id, {.rank = 0}) : losses) {
+    steps.insert(point.step);
+  }
+  return {steps.begin(), steps.end()};
+}
+
 }  // namespace
+
+std::vector<std::pair<std::int64_t, std::int64_t>> missing_step_ranges(const std::vector<std::int64_t>& steps) {
+  std::map<std::int64_t, std::size_t> gaps;  // gap -> how often
+  for (std::size_t i = 1; i < steps.size(); ++i) {
+    ++gaps[steps[i] - steps[i - 1]];
+  }
+  const auto usual =
+      std::max_element(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (usual == gaps.end() || usual->first <= 0 || usual->second * 10 < (steps.size() - 1) * 9) {
+    return {};
+  }
+  const std::int64_t stride = usual->first;
+  std::vector<std::pair<std::int64_t, std::int64_t>> missing;
+  for (std::size_t i = 1; i < steps.size(); ++i) {
+    if (steps[i] - steps[i - 1] > stride) {
+      missing.emplace_back(steps[i - 1] + stride, steps[i] - (steps[i] - steps[i - 1] - 1) % stride - 1);
+    }
+  }
+  return missing;
+}
 
 compare::RunSummary compute_summary(const store::Store& store, const std::string& run_id,
                                     const compare::RunSummary& previous, double invocation_wall_s,
                                     std::optional<double> time_to_first_step_s) {
   std::vector<double> losses;
-  for (const auto& point : series(store, run_id, metric::loss, 0)) {
+  const auto loss_points = series(store, run_id, metric::loss, 0);
+  for (const auto& point : loss_points) {
     losses.push_back(point.value);
   }
   const auto steps = static_cast<std::int64_t>(losses.size());
@@ -91,6 +123,13 @@ compare::RunSummary compute_summary(const store::Store& store, const std::string
   summary.time_to_first_step_s = time_to_first_step_s ? time_to_first_step_s : previous.time_to_first_step_s;
   summary.invocations = previous.invocations + 1;
   summary.phases = compare::phases_json(compare::phase_breakdown(store, run_id));
+  if (const auto missing = missing_step_ranges(rank0_steps(store, run_id, loss_points)); !missing.empty()) {
+    nlohmann::json ranges = nlohmann::json::array();
+    for (const auto& [first, last] : missing) {
+      ranges.push_back({first, last});
+    }
+    summary.others[util::summary_key::missing_steps] = ranges;
+  }
   return summary;
 }
 

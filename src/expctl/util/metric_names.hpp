@@ -56,6 +56,9 @@ inline constexpr const char* program = "program";
 /// on", "fp32 without autocast") and why not as training does (null when it did).
 inline constexpr const char* eval_precision = "eval_precision";
 inline constexpr const char* eval_fallback = "eval_fallback";
+/// Steps the record lacks within the run's steps, judged by its logging stride: [[first, last], ...]
+/// (run::missing_step_ranges); only present when some are.
+inline constexpr const char* missing_steps = "missing_steps";
 }  // namespace summary_key
 
 }  // namespace expctl::util
