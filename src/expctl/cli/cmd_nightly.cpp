@@ -50,6 +50,9 @@ nightly::LaunchRun launcher(const GlobalOptions& globals) {
 
 void print_case(const NightlyCase& item) {
   std::cout << fmt::format("{}: {}\n", item.spec, item.comparison ? item.grade.line : "skipped: " + item.skipped);
+  for (const auto& change : item.changes) {
+    std::cout << fmt::format("  changed since the baseline: {}\n", change);
+  }
   for (const auto& note : item.grade.notes) {
     std::cout << fmt::format("  note: {}\n", note.text);
   }

@@ -1,6 +1,7 @@
 #include "expctl/compare/suite.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -165,12 +166,22 @@ SuiteEntry parse_entry(const std::filesystem::path& file, const YAML::Node& node
   if (!node.IsMap() || !node["spec"] || !node["spec"].IsScalar()) {
     place.fail(" needs `spec: FILE`");
   }
-  check_keys(
-      place, node,
-      {"spec", "set", "repeat", "repeats", "confirm_rounds", "baseline_nights", "baseline", "thresholds", "warn"});
+  check_keys(place, node,
+             {"spec", "name", "set", "repeat", "repeats", "confirm_rounds", "baseline_nights", "baseline", "thresholds",
+              "warn"});
   SuiteEntry entry;
   entry.where = fmt::format("{}: {}", file.string(), place.where);
   entry.spec = file.parent_path() / node["spec"].as<std::string>();
+  entry.identity = entry.spec.filename().string();  // the suite's name goes before it in parse_suite
+  if (const auto name = node["name"]) {
+    const std::string text = name.IsScalar() ? name.as<std::string>() : std::string();
+    if (text.empty() || std::any_of(text.begin(), text.end(), [](char c) {
+          return c == ',' || c == '/' || static_cast<unsigned char>(c) <= ' ' || c == '\x7f';
+        })) {
+      place.at(".name").fail(": a non-empty name without spaces, commas or slashes, e.g. `name: resnet-fp32`");
+    }
+    entry.identity = text;
+  }
   if (const auto overrides = node["set"]) {
     entry.overrides = string_list(place.at(".set"), overrides);
   }
@@ -223,8 +234,17 @@ Suite parse_suite(const std::filesystem::path& file, const YAML::Node& root) {
   Suite suite;
   suite.name = root["suite"] && root["suite"].IsScalar() ? root["suite"].as<std::string>() : file.stem().string();
   size_t index = 0;
+  std::map<std::string, size_t> identities;  // identity -> the first entry that has it
   for (const auto& node : root["specs"]) {
-    suite.specs.push_back(parse_entry(file, node, index++, defaults));
+    SuiteEntry entry = parse_entry(file, node, index, defaults);
+    if (const auto [first, inserted] = identities.emplace(entry.identity, index); !inserted) {
+      bad_suite(file, fmt::format("specs[{}] and specs[{}] are both entry \"{}\": give each a `name:` of its own "
+                                  "(an entry's nights are judged against its own earlier nights by that name)",
+                                  first->second, index, entry.identity));
+    }
+    entry.identity = suite.name + "/" + entry.identity;
+    suite.specs.push_back(std::move(entry));
+    ++index;
   }
   return suite;
 }

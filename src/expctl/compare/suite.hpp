@@ -8,6 +8,7 @@
 ///   baseline_nights: 5
 ///   specs:
 ///     - spec: tiny-synthetic.yaml   # relative to the suite file's directory
+///       name: tiny                  # optional: the entry's identity (default: the spec file's name)
 ///       set: [train.max_steps=40]   # optional --set overrides
 ///       repeat: 5                   # runs per night (default 1; `repeats` is the older spelling)
 ///       confirm_rounds: 3           # reruns of a suspected timing regression (default 3; 0: fail at once)
@@ -61,6 +62,10 @@ struct SuiteEntry {
   std::vector<ThresholdOverride> thresholds;  ///< fail thresholds (over the spec's regression block)
   std::vector<ThresholdOverride> warn;        ///< warn thresholds, each inside its fail threshold
   std::string where;                          ///< "suite.yaml: specs[0]", for errors found later
+  /// The entry's identity, kept across changes of its spec and files: "<suite>/<name>", the name
+  /// being the entry's `name:` or its spec file's name. Its runs are tagged nightly-entry:<identity>
+  /// and its rolling baseline follows it (docs/nightly.md, "Entries have an identity").
+  std::string identity;
 };
 
 /// A parsed suite.

@@ -38,10 +38,11 @@ std::string status_reason(const MetricRow* row) {
 }
 
 // A timing regression of the first comparison: fails only once the reruns show it again.
-MetricGrade suspected(const MetricRow& row, const Comparison& first, const Confirmation& confirmation) {
+MetricGrade suspected(const MetricRow& row, const Comparison& first, const Confirmation& confirmation,
+                      bool spec_changed) {
   const std::string& name = row.verdict.metric;
   const std::string& reason = row.verdict.reason;
-  if (correctness_failed(first)) {
+  if (correctness_failed(first, spec_changed)) {
     return {name, Grade::warn, reason + "; not rerun: the night already fails on a correctness check"};
   }
   if (confirmation.rounds == 0) {
@@ -70,11 +71,17 @@ MetricGrade warn_band(const MetricRow& row, const Comparison* warn_view) {
 }
 
 MetricGrade grade_row(const MetricRow& row, const Comparison& first, const Comparison* warn_view,
-                      const Confirmation& confirmation) {
+                      const Confirmation& confirmation, bool spec_changed) {
   switch (row.verdict.status) {
     case Status::regression:
-      return is_timing(row.verdict.metric) ? suspected(row, first, confirmation)
-                                           : MetricGrade{row.verdict.metric, Grade::fail, row.verdict.reason};
+      if (is_timing(row.verdict.metric)) {
+        return suspected(row, first, confirmation, spec_changed);
+      }
+      if (spec_changed) {
+        return {row.verdict.metric, Grade::pass,
+                "changed as expected, the spec changed since the baseline: " + row.verdict.reason};
+      }
+      return {row.verdict.metric, Grade::fail, row.verdict.reason};
     case Status::inconclusive:
       return {row.verdict.metric, Grade::warn, "inconclusive: " + row.verdict.reason};
     default:
@@ -100,8 +107,9 @@ std::vector<std::string> names_graded(const EntryGrade& grade, Grade wanted) {
   return names;
 }
 
-std::string fail_line(const EntryGrade& grade, const Comparison& first, const Confirmation& confirmation) {
-  if (correctness_failed(first)) {
+std::string fail_line(const EntryGrade& grade, const Comparison& first, const Confirmation& confirmation,
+                      bool spec_changed) {
+  if (correctness_failed(first, spec_changed)) {
     return fmt::format("fail: {} (correctness fails without rerun)", first.verdict_line());
   }
   if (const MetricGrade* reruns = grade.find("confirmation"); reruns != nullptr && grade.confirmed.empty()) {
@@ -125,9 +133,20 @@ std::string warn_line(const EntryGrade& grade) {
   return line;
 }
 
+// Correctness metrics that changed with the spec (graded pass, saying so).
+std::vector<std::string> expected_changes(const EntryGrade& grade) {
+  std::vector<std::string> names;
+  for (const auto& metric : grade.metrics) {
+    if (metric.grade == Grade::pass && metric.reason.starts_with("changed as expected")) {
+      names.push_back(metric.metric);
+    }
+  }
+  return names;
+}
+
 // The reruns may fail a correctness check of their own (a rerun that does not reproduce).
-void grade_reruns(EntryGrade& grade, const Confirmation& confirmation) {
-  if (confirmation.comparison != nullptr && correctness_failed(*confirmation.comparison)) {
+void grade_reruns(EntryGrade& grade, const Confirmation& confirmation, bool spec_changed) {
+  if (confirmation.comparison != nullptr && correctness_failed(*confirmation.comparison, spec_changed)) {
     grade.metrics.push_back({"confirmation", Grade::fail,
                              fmt::format("the {}: {}", confirmation.label, confirmation.comparison->verdict_line())});
   }
@@ -163,15 +182,16 @@ std::vector<std::string> timing_regressions(const Comparison& comparison) {
   return names;
 }
 
-bool correctness_failed(const Comparison& comparison) {
+bool correctness_failed(const Comparison& comparison, bool spec_changed) {
   return !comparison.reproducibility.identical ||
-         std::any_of(comparison.metrics.begin(), comparison.metrics.end(), [](const MetricRow& row) {
+         (!spec_changed && std::any_of(comparison.metrics.begin(), comparison.metrics.end(), [](const MetricRow& row) {
            return row.verdict.status == Status::regression && !is_timing(row.verdict.metric);
-         });
+         }));
 }
 
-bool needs_confirmation(const Comparison& first) {
-  return first.outcome == Outcome::regression && !correctness_failed(first) && !timing_regressions(first).empty();
+bool needs_confirmation(const Comparison& first, bool spec_changed) {
+  return first.outcome == Outcome::regression && !correctness_failed(first, spec_changed) &&
+         !timing_regressions(first).empty();
 }
 
 std::vector<NoiseNote> noise_floor_notes(const Comparison& comparison) {
@@ -187,7 +207,8 @@ std::vector<NoiseNote> noise_floor_notes(const Comparison& comparison) {
   return notes;
 }
 
-EntryGrade grade_entry(const Comparison& first, const Comparison* warn_view, const Confirmation& confirmation) {
+EntryGrade grade_entry(const Comparison& first, const Comparison* warn_view, const Confirmation& confirmation,
+                       bool spec_changed) {
   EntryGrade grade;
   grade.notes = noise_floor_notes(first);
   if (first.outcome == Outcome::not_comparable) {
@@ -196,16 +217,19 @@ EntryGrade grade_entry(const Comparison& first, const Comparison* warn_view, con
     return grade;
   }
   for (const auto& row : first.metrics) {
-    grade.metrics.push_back(grade_row(row, first, warn_view, confirmation));
+    grade.metrics.push_back(grade_row(row, first, warn_view, confirmation, spec_changed));
     if (grade.metrics.back().grade == Grade::fail && is_timing(row.verdict.metric) && confirmation.rounds > 0) {
       grade.confirmed.push_back(row.verdict.metric);
     }
   }
-  grade_reruns(grade, confirmation);
+  grade_reruns(grade, confirmation, spec_changed);
   grade.grade = first.reproducibility.identical ? worst(grade) : Grade::fail;
-  grade.line = grade.grade == Grade::fail   ? fail_line(grade, first, confirmation)
+  grade.line = grade.grade == Grade::fail   ? fail_line(grade, first, confirmation, spec_changed)
                : grade.grade == Grade::warn ? warn_line(grade)
-                                            : "pass: " + first.verdict_line();
+               : expected_changes(grade).empty()
+                   ? "pass: " + first.verdict_line()
+                   : fmt::format("pass: {} changed as expected (the spec changed since the baseline)",
+                                 fmt::join(expected_changes(grade), ", "));
   return grade;
 }
 

@@ -55,11 +55,13 @@ struct EntryGrade {
 std::vector<std::string> timing_regressions(const compare::Comparison& comparison);
 
 /// True when a correctness check failed: reproducibility, or a non-timing metric's regression.
-/// Those fail the night without a rerun (they are exact, or not the machine's noise).
-bool correctness_failed(const compare::Comparison& comparison);
+/// Those fail the night without a rerun (they are exact, or not the machine's noise). With
+/// `spec_changed` (the baseline ran another spec, or other hashed files) a change of a
+/// correctness metric is what the change made: expected, never a failure.
+bool correctness_failed(const compare::Comparison& comparison, bool spec_changed = false);
 
 /// True when `first` needs reruns before it may fail: a timing regression and nothing else.
-bool needs_confirmation(const compare::Comparison& first);
+bool needs_confirmation(const compare::Comparison& first, bool spec_changed = false);
 
 /// One note per timing metric whose threshold is below its measured run-to-run noise
 /// (compare::threshold_below_noise), saying where to change it.
@@ -67,8 +69,9 @@ std::vector<NoiseNote> noise_floor_notes(const compare::Comparison& comparison);
 
 /// Grades an entry: `first` (tonight against the baseline, fail thresholds), `warn_view` (the
 /// same runs against the warn thresholds; nullptr when the entry has none) and the confirmation.
+/// `spec_changed`: as for correctness_failed (a correctness metric's change then passes, saying so).
 EntryGrade grade_entry(const compare::Comparison& first, const compare::Comparison* warn_view,
-                       const Confirmation& confirmation);
+                       const Confirmation& confirmation, bool spec_changed = false);
 
 /// Marks rows whose threshold came from the suite (given to compare as overrides) as "suite".
 void label_suite_thresholds(compare::Comparison& comparison);

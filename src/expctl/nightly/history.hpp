@@ -15,6 +15,9 @@ inline constexpr std::string_view k_night_tag = "nightly:";                    /
 inline constexpr std::string_view k_night_baseline_tag = "nightly-baseline:";  ///< an A/B baseline run of D
 inline constexpr std::string_view k_confirm_tag = "nightly-confirm:";          ///< a confirmation run of D
 inline constexpr std::string_view k_failed_tag = "nightly-fail:";              ///< a candidate of a night that failed
+/// A candidate (or rerun) of the suite entry <suite>/<name> (compare::SuiteEntry::identity),
+/// whatever its spec hash: the entry's baseline follows it across spec and file changes.
+inline constexpr std::string_view k_entry_tag = "nightly-entry:";
 
 /// The night (YYYY-MM-DD) of a run's tag with `prefix`; empty when it has none.
 std::string night_of(const store::RunRecord& run, std::string_view prefix);

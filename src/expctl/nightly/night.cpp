@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include <fmt/chrono.h>
@@ -20,6 +22,8 @@
 
 namespace expctl::nightly {
 namespace {
+
+using json = nlohmann::json;
 
 constexpr size_t k_history_runs = 20;  // earlier runs per configuration behind the noise, as compare
 
@@ -67,12 +71,14 @@ std::string run_rounds(const Plan& plan, const Night& night, int rounds, std::st
   for (int round = 1; round <= rounds; ++round) {
     night.progress(fmt::format("{} {} {}/{}", plan.name(), what, round, rounds));
     if (plan.baseline) {
-      const std::string error = night.request.launch(*plan.entry.baseline, std::string(baseline_tag) + night.date());
+      const std::string error = night.request.launch(*plan.entry.baseline, {std::string(baseline_tag) + night.date()});
       if (!error.empty()) {
         return error;
       }
     }
-    const std::string error = night.request.launch(plan.candidate_config(), std::string(candidate_tag) + night.date());
+    const std::string error = night.request.launch(
+        plan.candidate_config(),
+        {std::string(candidate_tag) + night.date(), std::string(k_entry_tag) + plan.entry.identity});
     if (!error.empty()) {
       return error;
     }
@@ -85,10 +91,106 @@ struct Sides {
   std::vector<store::RunRecord> baseline;
   std::vector<store::RunRecord> candidate;
   std::string baseline_text;
+  /// The baseline is the entry's own earlier runs (pinned or rolling), some of another spec hash
+  /// than tonight's: its spec or a file it hashes changed since.
+  bool spec_changed = false;
+  std::vector<std::string> changes;  ///< what changed between the baseline and tonight
 };
 
 std::vector<store::RunRecord> runs_of(const store::Store& db, const spec::Spec& spec) {
   return db.list_runs({.spec_hash_prefix = spec.hash()});
+}
+
+// The entry's runs, newest first: those tagged with its identity, whatever their spec hash, and
+// (nights recorded before entries had one) those of tonight's spec hash.
+std::vector<store::RunRecord> entry_runs(const store::Store& db, const Plan& plan) {
+  auto runs = db.list_runs({.tag = std::string(k_entry_tag) + plan.entry.identity});
+  std::set<std::string> seen;
+  for (const auto& run : runs) {
+    seen.insert(run.id);
+  }
+  for (auto& run : runs_of(db, plan.candidate)) {
+    if (!seen.contains(run.id)) {
+      runs.push_back(std::move(run));
+    }
+  }
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const store::RunRecord& a, const store::RunRecord& b) { return a.started_at > b.started_at; });
+  return runs;
+}
+
+// Leaves of a JSON document as "a.b.c" -> value.
+void flatten(const json& value, const std::string& prefix, std::map<std::string, json>& out) {
+  if (value.is_object() && !value.empty()) {
+    for (const auto& [key, item] : value.items()) {
+      flatten(item, prefix.empty() ? key : prefix + "." + key, out);
+    }
+  } else {
+    out[prefix] = value;
+  }
+}
+
+// The fingerprint fields that differ between two environments, at most `limit` named.
+std::string environment_change(const std::string& before, const std::string& after, size_t limit = 4) {
+  std::map<std::string, json> old_fields;
+  std::map<std::string, json> new_fields;
+  flatten(json::parse(before, nullptr, false), "", old_fields);
+  flatten(json::parse(after, nullptr, false), "", new_fields);
+  std::vector<std::string> differing;
+  for (const auto& [field, value] : new_fields) {
+    const auto old_value = old_fields.find(field);
+    if (old_value == old_fields.end() || old_value->second != value) {
+      differing.push_back(fmt::format("{} {} (was {})", field, value.dump(),
+                                      old_value == old_fields.end() ? "absent" : old_value->second.dump()));
+    }
+  }
+  for (const auto& [field, value] : old_fields) {
+    if (!new_fields.contains(field)) {
+      differing.push_back(field + " gone");
+    }
+  }
+  if (differing.empty()) {
+    return {};
+  }
+  const size_t shown = std::min(limit, differing.size());
+  return fmt::format("environment: {} field(s) differ: {}{}", differing.size(),
+                     fmt::join(differing.begin(), differing.begin() + static_cast<std::ptrdiff_t>(shown), "; "),
+                     differing.size() > shown ? "; ..." : "");
+}
+
+// What changed between the entry's baseline runs and tonight's: the hashed spec fields and files
+// (against the newest baseline run of another spec hash), and the environment fingerprint.
+void describe_changes(const store::Store& db, const Plan& plan, Sides& sides) {
+  const auto other_spec = std::find_if(sides.baseline.begin(), sides.baseline.end(), [&](const store::RunRecord& run) {
+    return run.spec_hash != plan.candidate.hash();
+  });
+  if (other_spec != sides.baseline.end()) {
+    sides.spec_changed = true;
+    if (const auto recorded = db.spec(other_spec->spec_hash)) {
+      for (const auto& change : spec::canonical_changes(recorded->canonical, plan.candidate)) {
+        sides.changes.push_back(change.text);
+      }
+    }
+    if (sides.changes.empty()) {
+      sides.changes.push_back(fmt::format("spec {} (the baseline's) is now {}", other_spec->spec_hash.substr(0, 12),
+                                          plan.candidate.hash().substr(0, 12)));
+    }
+  }
+  const auto environment_of = [&](const std::vector<store::RunRecord>& runs) -> std::optional<std::string> {
+    for (const auto& run : runs) {
+      if (run.environment_hash) {
+        return db.environment(*run.environment_hash);
+      }
+    }
+    return std::nullopt;
+  };
+  const auto before = environment_of(sides.baseline);
+  const auto after = environment_of(sides.candidate);
+  if (before && after && *before != *after) {
+    if (auto text = environment_change(*before, *after); !text.empty()) {
+      sides.changes.push_back(std::move(text));
+    }
+  }
 }
 
 std::string rolling_text(const std::vector<store::RunRecord>& runs) {
@@ -105,23 +207,32 @@ std::string rolling_text(const std::vector<store::RunRecord>& runs) {
 // baseline:<name>; else the entry's runs of its last K nights that did not fail.
 Sides first_sides(const store::Store& db, const Plan& plan, const std::string& date) {
   const auto own = runs_of(db, plan.candidate);
-  Sides sides{{}, runs_of_night(own, k_night_tag, date), {}};
+  Sides sides{{}, runs_of_night(own, k_night_tag, date), {}, false, {}};
   if (plan.baseline) {
     sides.baseline = runs_of_night(runs_of(db, *plan.baseline), k_night_baseline_tag, date);
     sides.baseline_text = fmt::format("tonight's runs of {} (A/B)", plan.entry.baseline->spec.filename().string());
-  } else if (auto pinned = db.list_runs({.tag = "baseline:" + plan.name(), .limit = 1}); !pinned.empty()) {
+    return sides;  // the two configurations differ by design: nothing "changed"
+  }
+  if (auto pinned = db.list_runs({.tag = "baseline:" + plan.name(), .limit = 1}); !pinned.empty()) {
     sides.baseline = std::move(pinned);
     sides.baseline_text = "tag baseline:" + plan.name();
   } else {
-    sides.baseline = rolling_baseline(own, date, plan.entry.baseline_nights);
+    sides.baseline = rolling_baseline(entry_runs(db, plan), date, plan.entry.baseline_nights);
     sides.baseline_text = rolling_text(sides.baseline);
+  }
+  if (!sides.baseline.empty() && !sides.candidate.empty()) {
+    describe_changes(db, plan, sides);
   }
   return sides;
 }
 
 // The reruns: an A/B entry's interleaved pairs, else the candidate's reruns against the same baseline.
 Sides confirmation_sides(const store::Store& db, const Plan& plan, const std::string& date, const Sides& first) {
-  Sides sides{first.baseline, runs_of_night(runs_of(db, plan.candidate), k_confirm_tag, date), {}};
+  Sides sides{first.baseline,
+              runs_of_night(runs_of(db, plan.candidate), k_confirm_tag, date),
+              {},
+              first.spec_changed,
+              first.changes};
   if (plan.baseline) {
     sides.baseline = runs_of_night(runs_of(db, *plan.baseline), k_confirm_tag, date);
   }
@@ -182,7 +293,7 @@ std::string rerun_ids(const Sides& sides, const Plan& plan) {
 Confirmation confirm(const Plan& plan, const Night& night, const Sides& first, NightlyCase& item,
                      std::string& launch_error) {
   Confirmation confirmation{plan.entry.confirm_rounds, nullptr, {}, rerun_label(plan)};
-  if (confirmation.rounds == 0 || !needs_confirmation(*item.comparison)) {
+  if (confirmation.rounds == 0 || !needs_confirmation(*item.comparison, first.spec_changed)) {
     return confirmation;
   }
   std::string error;
@@ -216,7 +327,8 @@ std::string no_baseline_text(const Plan& plan) {
   if (plan.baseline) {
     return "no completed run of the A/B baseline tonight";
   }
-  return fmt::format("no baseline yet (no run tagged baseline:{} and no earlier nightly of this spec)", plan.name());
+  return fmt::format("no baseline yet (no run tagged baseline:{} and no earlier nightly of entry {})", plan.name(),
+                     plan.entry.identity);
 }
 
 /// One entry's night: what ran, what it was judged against, its grade.
@@ -231,7 +343,8 @@ void grade_night(const Plan& plan, const Night& night, const Sides& sides, Entry
   result.item.comparison = judge(loaded, plan.entry.thresholds);
   const auto warn_view = judge_warn(loaded, plan.entry);
   const auto confirmation = confirm(plan, night, sides, result.item, result.launch_error);
-  result.item.grade = grade_entry(*result.item.comparison, warn_view ? &*warn_view : nullptr, confirmation);
+  result.item.grade =
+      grade_entry(*result.item.comparison, warn_view ? &*warn_view : nullptr, confirmation, sides.spec_changed);
 }
 
 EntryNight run_entry(const Plan& plan, const Night& night) {
@@ -243,6 +356,7 @@ EntryNight run_entry(const Plan& plan, const Night& night) {
   const Sides sides = first_sides(night.open(store::OpenMode::read_only), plan, night.date());
   result.item.candidate = ids(sides.candidate);
   result.item.baseline = sides.baseline_text;
+  result.item.changes = sides.changes;
   if (sides.candidate.empty()) {
     result.item.skipped = result.launch_error.empty()
                               ? fmt::format("no completed run tagged {}{}", k_night_tag, night.date())
@@ -307,12 +421,13 @@ util::ExitCode night_exit(const std::vector<NightlyCase>& cases, bool launch_fai
 }
 
 LaunchRun in_process_launcher(std::function<store::Store()> open_store) {
-  return [open_store = std::move(open_store)](const compare::SuiteConfig& config, const std::string& tag) {
+  return [open_store = std::move(open_store)](const compare::SuiteConfig& config,
+                                              const std::vector<std::string>& tags) {
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
     run::RunRequest request;
     request.spec_file = config.spec;
     request.overrides = config.overrides;
-    request.tags = {tag};
+    request.tags = tags;
     request.open_store = open_store;
     request.quiet = true;
     try {
@@ -331,7 +446,7 @@ LaunchRun in_process_launcher(std::function<store::Store()> open_store) {
                          error.what());
     }
 #else
-    (void)tag;
+    (void)tags;
     (void)open_store;
     return fmt::format("expctl run {}: this expctl was built without LibTorch (EXPCTL_WITH_TORCH=OFF)",
                        config.spec.string());

@@ -21,8 +21,9 @@ namespace expctl::nightly {
 /// Opens the store of the night in `mode`.
 using OpenStore = std::function<store::Store(store::OpenMode mode)>;
 
-/// Runs one configuration, its runs tagged `tag`; returns an error text, empty on success.
-using LaunchRun = std::function<std::string(const compare::SuiteConfig& config, const std::string& tag)>;
+/// Runs one configuration, its runs tagged with `tags` (the night's tag first); returns an error
+/// text, empty on success.
+using LaunchRun = std::function<std::string(const compare::SuiteConfig& config, const std::vector<std::string>& tags)>;
 
 struct NightRequest {
   std::string date;           ///< YYYY-MM-DD (check_date)

@@ -148,6 +148,9 @@ std::string properties(const NightlyCase& item) {
   if (!item.confirmation_runs.empty()) {
     text += property("confirmation", item.confirmation_runs);
   }
+  for (const auto& change : item.changes) {
+    text += property("changed", change);
+  }
   for (const auto& note : item.grade.notes) {
     text += property("note", note.text);
   }
@@ -236,7 +239,12 @@ std::string warnings_section(const std::vector<NightlyCase>& cases) {
 }
 
 std::string details(const NightlyCase& item) {
-  std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}\n", item.spec, item.grade.line,
+  std::string changed;
+  for (const auto& change : item.changes) {
+    changed += "- " + change + "\n";
+  }
+  std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}{}\n", item.spec, item.grade.line,
+                                 changed.empty() ? "" : "Changed since the baseline:\n\n" + changed + "\n",
                                  report::render_markdown(*item.comparison));
   if (item.confirmation) {
     text += fmt::format("\n#### Confirmation: {}\n\n{}\n", item.confirmation_runs,

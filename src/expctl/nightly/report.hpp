@@ -23,6 +23,9 @@ struct NightlyCase {
   /// The reruns of a suspected timing regression judged on their own (confirm-by-rerun).
   std::optional<compare::Comparison> confirmation;
   std::string confirmation_runs;  ///< what the reruns were: "3 reruns: id, id, id"
+  /// What changed between the entry's baseline runs and tonight's (spec fields, hashed files,
+  /// the environment); empty when nothing did, and for an A/B entry.
+  std::vector<std::string> changes;
 };
 
 /// JUnit XML: one <testsuite> per entry with its grade and verdict as properties; a

@@ -26,13 +26,14 @@ struct FakeNight {
   std::vector<std::string> launched;  ///< "<spec file name> <tag>" per launch
   uint64_t seed = 1;
   int offset_s = 0;
+  double loss_start = 2.3;  ///< the runs' loss curve starts here (compare::testing::fixture_loss)
 
   nightly::NightRequest request(const std::string& date) {
     nightly::NightRequest request;
     request.date = date;
     request.open_store = [this](store::OpenMode mode) { return store::Store::open(db_path, mode); };
-    request.launch = [this](const compare::SuiteConfig& config, const std::string& tag) {
-      launched.push_back(config.spec.filename().string() + " " + tag);
+    request.launch = [this](const compare::SuiteConfig& config, const std::vector<std::string>& tags) {
+      launched.push_back(config.spec.filename().string() + " " + tags.front());
       if (!fail_with.empty()) {
         return fail_with;
       }
@@ -43,14 +44,20 @@ struct FakeNight {
       for (const double rate : run.throughput) {
         run.step_time_ms.push_back(64000.0 / rate);
       }
-      run.loss = compare::testing::fixture_loss(30);
+      run.loss = compare::testing::fixture_loss(30, loss_start);
       run.start_offset_s = offset_s += 60;
       run.canonical = spec.canonical();
-      run.tags = {tag};
+      run.tags = tags;
       compare::testing::write_run(db, run);
       return std::string();
     };
     return request;
+  }
+
+  /// The spec file edited (a team's script or hyperparameter changed between nights).
+  void edit_spec(const std::string& text) {
+    spec_file = dir.write("tiny.yaml", text);
+    spec = spec::load_spec(spec_file);
   }
 
   compare::Suite suite(const std::string& entry_lines = "") const {
@@ -108,4 +115,76 @@ TEST_CASE("every entry is checked before anything runs, and a bad date is refuse
   CHECK(night.launched.empty());
   CHECK_THROWS_AS(nightly::run_night(night.suite(), night.request("12/01/2026")), util::CompareError);
   CHECK(night.launched.empty());
+}
+
+TEST_CASE(
+    "an entry's baseline follows it across a spec change: a script 2.3x slower after an edit fails the night, "
+    "and the report says what changed") {
+  FakeNight night;
+  (void)nightly::run_night(night.suite(), night.request("2026-12-01"));
+  (void)nightly::run_night(night.suite(), night.request("2026-12-02"));
+  const std::string before = night.spec.hash();
+  night.edit_spec("name: tiny\ndata:\n  dataset: synthetic\nseed: 7\n");
+  REQUIRE(night.spec.hash() != before);
+  night.speed = 4000 / 2.3;
+  night.launched.clear();
+  const auto result = nightly::run_night(night.suite("    confirm_rounds: 2\n"), night.request("2026-12-03"));
+  REQUIRE(result.cases.size() == 1);
+  const auto& item = result.cases[0];
+  INFO(item.skipped << item.grade.line);
+  REQUIRE(item.comparison.has_value());  // before entries had an identity: "no baseline yet", exit 0
+  CHECK_THAT(item.baseline, Catch::Contains("nightly 2026-12-01 to 2026-12-02 (2 nights, 6 runs)"));
+  CHECK(item.grade.grade == nightly::Grade::fail);
+  CHECK_THAT(item.grade.line, Catch::Contains("samples_per_sec") && Catch::Contains("confirmed by 2 reruns"));
+  REQUIRE_FALSE(item.changes.empty());
+  CHECK_THAT(item.changes.front(), Catch::Contains("seed"));
+  CHECK(result.exit_code == util::ExitCode::mismatch);
+  // Tonight's runs carry the entry's identity as well as the night.
+  const auto entry = store::Store::open(night.db_path).list_runs({.tag = "nightly-entry:ci/tiny.yaml"});
+  CHECK(entry.size() == 3 + 3 + 3 + 2);
+  const auto markdown = nightly::render_nightly_markdown("ci", result.cases, "2026-12-03");
+  CHECK_THAT(markdown, Catch::Contains("Changed since the baseline:\n\n- ") && Catch::Contains("seed"));
+  CHECK_THAT(nightly::render_junit("ci", result.cases, "2026-12-03T00:00:00Z"),
+             Catch::Contains("<property name=\"changed\" value=\""));
+}
+
+TEST_CASE("a loss curve that changed with the spec is reported as expected, not as a correctness failure") {
+  FakeNight night;
+  (void)nightly::run_night(night.suite(), night.request("2026-12-01"));
+  night.loss_start = 4.6;  // the same spec, a loss twice as high: a correctness regression
+  const auto same_spec = nightly::run_night(night.suite(), night.request("2026-12-02"));
+  REQUIRE(same_spec.cases.at(0).comparison.has_value());
+  CHECK(same_spec.cases.at(0).grade.grade == nightly::Grade::fail);
+  CHECK(same_spec.exit_code == util::ExitCode::mismatch);
+
+  night.edit_spec("name: tiny\ndata:\n  dataset: synthetic\noptim:\n  lr: 0.5\n");
+  night.loss_start = 9.2;  // the changed spec learns differently
+  const auto changed = nightly::run_night(night.suite(), night.request("2026-12-03"));
+  const auto& item = changed.cases.at(0);
+  REQUIRE(item.comparison.has_value());
+  INFO(item.grade.line);
+  CHECK(item.grade.grade == nightly::Grade::pass);
+  CHECK_THAT(item.grade.line, Catch::Contains("changed as expected (the spec changed since the baseline)"));
+  const auto* loss = item.grade.find("final_train_loss");
+  REQUIRE(loss != nullptr);
+  CHECK_THAT(loss->reason, Catch::StartsWith("changed as expected"));
+  CHECK_THAT(item.changes.front(), Catch::Contains("optim.lr"));
+  CHECK(changed.exit_code == util::ExitCode::ok);
+}
+
+TEST_CASE("two entries of one spec need names of their own: an entry's identity is its name") {
+  FakeNight night;
+  const auto two = night.dir.write("two.yaml",
+                                   "suite: ci\nspecs:\n  - spec: tiny.yaml\n  - spec: tiny.yaml\n"
+                                   "    set: [seed=9]\n");
+  CHECK_THROWS_WITH(compare::load_suite(two), Catch::Contains("specs[0] and specs[1] are both entry \"tiny.yaml\": "
+                                                              "give each a `name:` of its own"));
+  const auto named = night.dir.write("named.yaml",
+                                     "suite: ci\nspecs:\n  - spec: tiny.yaml\n  - spec: tiny.yaml\n"
+                                     "    name: tiny-seed9\n    set: [seed=9]\n");
+  const auto suite = compare::load_suite(named);
+  CHECK(suite.specs.at(0).identity == "ci/tiny.yaml");
+  CHECK(suite.specs.at(1).identity == "ci/tiny-seed9");
+  const auto bad = night.dir.write("bad.yaml", "suite: ci\nspecs:\n  - spec: tiny.yaml\n    name: a b\n");
+  CHECK_THROWS_WITH(compare::load_suite(bad), Catch::Contains("specs[0].name: a non-empty name without spaces"));
 }
