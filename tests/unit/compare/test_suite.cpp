@@ -85,7 +85,7 @@ TEST_CASE("suite errors are one line naming the entry, the key and the fix") {
   CHECK_THAT(load_error("specs:\n  - spec: a.yaml\n    repeat: 2\n    repeats: 2\n"),
              Catch::Contains("give `repeat` or its older spelling `repeats`, not both"));
   CHECK_THAT(load_error("specs:\n  - spec: a.yaml\n    threshold: {samples_per_sec: -5%}\n"),
-             Catch::Contains("specs[0]: unknown key 'threshold' (known: spec, set,"));
+             Catch::Contains("specs[0]: unknown key 'threshold' (known: spec, name, set,"));
   CHECK_THAT(load_error("specs:\n  - spec: a.yaml\n    thresholds: {speed: -5%}\n"),
              Catch::Contains("specs[0].thresholds.speed: unknown metric (known: samples_per_sec"));
   CHECK_THAT(load_error("specs:\n  - spec: a.yaml\n    thresholds: {samples_per_sec: +5%}\n"),
