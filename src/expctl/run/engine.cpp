@@ -504,7 +504,7 @@ json take_parts(const Handover& handover, const store::RunRecord& run, Recorder&
 // A resume first stores what the invocations before it that never ended had received and not yet
 // written (journal.hpp), through the same decoding as live records, then journals its own.
 void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Console& console,
-                        launch::SupervisorOptions& options, ProgramRecords& program_records) {
+                        launch::SupervisorOptions& options, ProgramRecords& program_records, const Recorder& recorder) {
   auto dispatch = options.on_record;
   if (invocation.resume) {
     for (const auto* earlier : journal.history().unfinished()) {
@@ -519,8 +519,11 @@ void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Co
     }
     program_records.forget_times();
   }
-  options.on_record = [&journal, dispatch](int rank, std::string_view record) {
+  options.on_record = [&journal, &recorder, dispatch](int rank, std::string_view record) {
     journal.append(rank, record);
+    if (journal.wants_compaction() && recorder.keeping_up()) {
+      journal.compact();  // what came more than seconds ago is in the store
+    }
     dispatch(rank, record);
   };
 }
@@ -538,7 +541,7 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   if (invocation.program) {
     options.on_record = [&program_records](int rank, std::string_view line) { program_records.on_line(rank, line); };
   }
-  replay_and_journal(invocation, journal, console, options, program_records);
+  replay_and_journal(invocation, journal, console, options, program_records, recorder);
   if (!invocation.quiet) {
     const std::string verb =
         !invocation.resume   ? std::string("started")

@@ -72,7 +72,7 @@ JournalHistory read_journal(const std::filesystem::path& run_dir) {
     }
     std::string_view rest = line;
     const std::string_view kind = take_field(rest);
-    if (kind == "S" || kind == "E") {
+    if (kind == "S" || kind == "E" || kind == "T") {
       const auto invocation = number<int>(take_field(rest));
       const auto time = number<double>(take_field(rest));
       if (!invocation || !time) {
@@ -83,9 +83,9 @@ JournalHistory read_journal(const std::filesystem::path& run_dir) {
         history.invocations.push_back(
             {.number = *invocation, .started = *time, .last_seen = *time, .ended = false, .records = {}});
       } else if (const auto found = index.find(*invocation); found != index.end()) {
-        auto& ended = history.invocations[found->second];
-        ended.ended = true;
-        ended.last_seen = std::max(ended.last_seen, *time);
+        auto& earlier = history.invocations[found->second];
+        earlier.ended = earlier.ended || kind == "E";
+        earlier.last_seen = std::max(earlier.last_seen, *time);
       }
     } else if (kind == "R" && !history.invocations.empty()) {
       const auto time = number<double>(take_field(rest));
@@ -101,8 +101,9 @@ JournalHistory read_journal(const std::filesystem::path& run_dir) {
   return history;
 }
 
-RecordJournal::RecordJournal(std::filesystem::path run_dir, std::function<void(const std::string&)> warn)
-    : m_path(std::move(run_dir) / k_journal_file), m_warn(std::move(warn)) {
+RecordJournal::RecordJournal(std::filesystem::path run_dir, std::function<void(const std::string&)> warn,
+                             std::size_t compact_bytes)
+    : m_path(std::move(run_dir) / k_journal_file), m_warn(std::move(warn)), m_compact_bytes(compact_bytes) {
   m_history = read_journal(m_path.parent_path());
   for (const auto& invocation : m_history.invocations) {
     m_invocation = std::max(m_invocation, invocation.number + 1);
@@ -129,7 +130,49 @@ void RecordJournal::append(int rank, std::string_view record) {
   if (m_fd < 0 || record.find('\n') != std::string_view::npos) {
     return;
   }
-  write_line(fmt::format("R {:.3f} {} {}\n", unix_now(), rank, record));
+  const double now = unix_now();
+  std::string line = fmt::format("R {:.3f} {} {}\n", now, rank, record);
+  write_line(line);
+  m_recent_bytes += line.size();
+  m_recent.emplace_back(now, std::move(line));
+  while (m_recent.size() > 1 &&
+         (m_recent.front().first < now - k_journal_keep_seconds || m_recent_bytes > k_journal_keep_bytes)) {
+    m_recent_bytes -= m_recent.front().second.size();
+    m_recent.pop_front();
+  }
+}
+
+std::string RecordJournal::markers(bool ended_too) const {
+  std::string text;
+  for (const auto& invocation : m_history.invocations) {
+    text += marker('S', invocation.number, invocation.started);
+    // An earlier invocation that never ended keeps counting as one (with its time) until this
+    // one's summary counts it; its records were replayed into the store.
+    text += marker(invocation.ended || ended_too ? 'E' : 'T', invocation.number, invocation.last_seen);
+  }
+  return text + marker('S', m_invocation, m_started);
+}
+
+void RecordJournal::compact() {
+  if (m_fd < 0) {
+    return;
+  }
+  std::string text = markers(/*ended_too=*/false);
+  for (const auto& [time, line] : m_recent) {
+    text += line;
+  }
+  if (const auto written = util::write_file_atomic(m_path, text); !written) {
+    m_warn(fmt::format("warning: cannot compact the record journal {}: {}; it keeps growing", m_path.string(),
+                       written.error().message));
+    m_compact_bytes *= 2;  // not again at once
+    return;
+  }
+  ::close(m_fd);  // the old file, renamed over
+  m_fd = ::open(m_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  m_bytes = text.size();
+  if (m_fd < 0) {
+    m_warn(fmt::format("warning: cannot reopen the record journal {}: {}", m_path.string(), std::strerror(errno)));
+  }
 }
 
 void RecordJournal::end() {
@@ -139,14 +182,8 @@ void RecordJournal::end() {
   ::close(m_fd);
   m_fd = -1;
   // Every record is in the store now: keep the markers (each invocation's start and end) only.
-  std::string markers;
-  for (const auto& invocation : m_history.invocations) {
-    markers += marker('S', invocation.number, invocation.started);
-    markers += marker('E', invocation.number, invocation.last_seen);  // an unfinished one ends with this
-  }
-  markers += marker('S', m_invocation, m_started);
-  markers += marker('E', m_invocation, unix_now());
-  if (const auto written = util::write_file_atomic(m_path, markers); !written) {
+  const std::string text = markers(/*ended_too=*/true) + marker('E', m_invocation, unix_now());
+  if (const auto written = util::write_file_atomic(m_path, text); !written) {
     m_warn(fmt::format("warning: cannot compact the record journal {}: {}", m_path.string(), written.error().message));
   }
 }
@@ -168,6 +205,7 @@ void RecordJournal::write_line(const std::string& line) {
       return;
     }
     left.remove_prefix(static_cast<std::size_t>(wrote));
+    m_bytes += static_cast<std::size_t>(wrote);
   }
 }
 

@@ -13,10 +13,17 @@
 ///   R <unix seconds> <rank> <record>        a record of a rank (the control-channel payload, or
 ///                                           a program's metrics line), as the supervisor read it
 ///   E <invocation> <unix seconds>           that invocation ended and its summary is stored
+///   T <invocation> <unix seconds>           an earlier invocation that never ended was last
+///                                           heard from then (its records are in the store)
 ///
 /// When an invocation ends, its records are in the store: the journal is written again with its
-/// markers only, so it holds the records of at most the invocation under way.
+/// markers only, so it holds the records of at most the invocation under way. A long invocation's
+/// journal is bounded too: past k_journal_compact_bytes, while the recorder keeps up, it is written
+/// again with the markers and the records of the last k_journal_keep_seconds only (older ones are
+/// in the store), so a run of a million steps keeps megabytes, not gigabytes.
 
+#include <cstddef>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -27,6 +34,11 @@
 namespace expctl::run {
 
 inline constexpr const char* k_journal_file = "records.journal";
+/// A journal past this size is compacted (RecordJournal::compact).
+inline constexpr std::size_t k_journal_compact_bytes = std::size_t{64} << 20;
+/// Compaction keeps the records of this many seconds, and at most k_journal_keep_bytes of them.
+inline constexpr double k_journal_keep_seconds = 30.0;
+inline constexpr std::size_t k_journal_keep_bytes = std::size_t{16} << 20;
 
 /// What a journal says about the invocations before this one.
 struct JournalHistory {
@@ -54,7 +66,9 @@ JournalHistory read_journal(const std::filesystem::path& run_dir);
 /// once through `warn` and stops journaling; the run goes on (the store remains its record).
 class RecordJournal {
  public:
-  RecordJournal(std::filesystem::path run_dir, std::function<void(const std::string&)> warn);
+  /// `compact_bytes`: the size past which wants_compaction() (k_journal_compact_bytes).
+  RecordJournal(std::filesystem::path run_dir, std::function<void(const std::string&)> warn,
+                std::size_t compact_bytes = k_journal_compact_bytes);
   ~RecordJournal();
   RecordJournal(const RecordJournal&) = delete;
   RecordJournal& operator=(const RecordJournal&) = delete;
@@ -64,11 +78,20 @@ class RecordJournal {
   /// What the journal held before this invocation started.
   const JournalHistory& history() const { return m_history; }
   void append(int rank, std::string_view record);
+  /// The journal has grown past its compaction size.
+  bool wants_compaction() const { return m_fd >= 0 && m_bytes > m_compact_bytes; }
+  /// Writes the journal again with the markers (earlier invocations' records dropped: a resume
+  /// replayed them into the store) and this invocation's records of the last
+  /// k_journal_keep_seconds. Call only while the recorder keeps up (Recorder::keeping_up), so
+  /// that every older record is in the store.
+  void compact();
   /// The invocation ended and its summary is stored: the journal keeps only the markers.
   void end();
 
  private:
   void write_line(const std::string& line);
+  // The markers of every invocation before this one and this one's start.
+  std::string markers(bool ended_too) const;
 
   std::filesystem::path m_path;
   std::function<void(const std::string&)> m_warn;
@@ -76,6 +99,10 @@ class RecordJournal {
   int m_invocation = 1;
   double m_started = 0.0;
   int m_fd = -1;
+  std::size_t m_compact_bytes = k_journal_compact_bytes;
+  std::size_t m_bytes = 0;                              // written since the file was last written whole
+  std::deque<std::pair<double, std::string>> m_recent;  // this invocation's lines (time, line), newest last
+  std::size_t m_recent_bytes = 0;
 };
 
 }  // namespace expctl::run

@@ -437,6 +437,12 @@ void Recorder::drain() {
   }
 }
 
+bool Recorder::keeping_up() const {
+  std::lock_guard lock(m_mutex);
+  return !m_fatal && m_queue.size() <= 2 && m_held.size() < 16 &&
+         (!m_writing || SteadyClock::now() - m_write_started < k_locked_note_after);
+}
+
 std::optional<std::string> Recorder::fatal_error() const {
   std::lock_guard lock(m_mutex);
   return m_fatal;

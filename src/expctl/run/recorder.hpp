@@ -120,6 +120,10 @@ class Recorder {
   void drain();
   /// The writer's fatal error message, once there was one.
   std::optional<std::string> fatal_error() const;
+  /// True while the writer keeps up: at most a couple of batches queued, none being written for
+  /// longer than k_locked_note_after (a locked store), fewer than 16 steps held for slower ranks. Then what
+  /// the ranks reported more than seconds ago is in the store (the record journal's compaction).
+  bool keeping_up() const;
 
   /// What the ranks reported about the run as a whole (RunFacts).
   RunFacts facts() const;
