@@ -620,6 +620,8 @@ struct Server::Impl {
         return;
       }
       response.set_content(std::string(asset->bytes), std::string(asset->content_type));
+      // In place of the default no-store (set_header adds a second header; with both, no-store wins).
+      response.headers.erase("Cache-Control");
       response.set_header("Cache-Control", "private, max-age=3600");
     });
     http.Get("/api/runs", route([this](const Request& request, Response& response) {

@@ -276,8 +276,16 @@ TEST_CASE("serve: security headers on every answer, JSON with < escaped", "[serv
       CHECK(reply.has_header("X-Content-Type-Options: nosniff"));
       CHECK(reply.has_header("Referrer-Policy: no-referrer"));
       CHECK(reply.has_header("frame-ancestors 'none'"));
+      CHECK(reply.has_header("X-Frame-Options: DENY"));
+      CHECK(reply.has_header("Cache-Control: no-store\r"));
     }
   }
+  // The embedded assets may be kept an hour, by this browser only.
+  const Reply asset = ask(port, request(port, "/assets/app.js", bearer()));
+  CHECK(asset.status == 200);
+  CHECK(asset.has_header("Cache-Control: private, max-age=3600"));
+  CHECK_FALSE(asset.has_header("no-store"));
+  CHECK(asset.has_header("X-Frame-Options: DENY"));
   const auto run = served.fixture.new_run("</script><img src=x onerror=alert(1)>");
   const Reply reply = ask(port, request(port, "/api/runs", bearer()));
   CHECK(reply.status == 200);
