@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 
 #include "expctl/store/store.hpp"
+#include "expctl/store/testing.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -83,6 +84,29 @@ TEST_CASE("cli serve: a token file others can read is refused with exit 2 and th
   CHECK(loose.exit_code == 2);
   CHECK(loose.err.find("chmod 600 " + token.string()) != std::string::npos);
   CHECK(loose.out.find("open  http") == std::string::npos);  // never listened
+}
+
+TEST_CASE("cli serve: an older store is refused in one line and left byte for byte, never migrated") {
+  test::TempDir dir;
+  const auto db = dir / "expctl.db";
+  { store::testing::open_at_schema_version(db, 1); }
+  const std::string before = read_text(db);
+  REQUIRE_FALSE(before.empty());
+  const auto served = test::run_expctl({"--db", db.string(), "serve", "--port", "0"});
+  CHECK(served.exit_code == 2);
+  CHECK(served.err.find("written by an older expctl (schema v1") != std::string::npos);
+  CHECK(served.err.find("upgrade it once with 'expctl --db " + db.string() + " list'") != std::string::npos);
+  CHECK(served.out.find("open  http") == std::string::npos);
+  CHECK(read_text(db) == before);
+  // Nothing else written either: a WAL reader's -shm index, and a -wal that stays empty.
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    INFO(name);
+    CHECK((name == "expctl.db" || name == "expctl.db-shm" || name == "expctl.db-wal"));
+    if (name == "expctl.db-wal") {
+      CHECK(fs::file_size(entry.path()) == 0);
+    }
+  }
 }
 
 TEST_CASE("cli serve: SIGTERM closes a trickling client's connection and exits 0 within a second") {
