@@ -714,15 +714,14 @@ Server::Server(StoreOpener open, ServeOptions options) : m_impl(std::make_unique
     headers.emplace(key, value);
   }
   impl.http.set_default_headers(headers);
-  // One request per connection. cpp-httplib 0.11.4 keeps a connection open after a refused
-  // request whatever the response says, and then skips the body it did not read: a chunked one
-  // until its last chunk, however long that takes (the unbounded read of CVE-2025-53629).
-  // Closing after every answer ends that at once, and costs a loopback connect per request; the
-  // live pages poll once a second, so nothing is lost.
+  // One request per connection (HttpServer's reader hands the library one head and closes after
+  // its answer). cpp-httplib 0.11.4 would keep a connection open after a refused request whatever
+  // the response says, and then skip the body it did not read: a chunked one until its last
+  // chunk, however long that takes (the unbounded read of CVE-2025-53629). Closing after every
+  // answer ends that at once, and costs a loopback connect per request; the live pages poll once
+  // a second, so nothing is lost. The timeouts of a connection are HttpServer's (k_head_deadline_s,
+  // k_idle_timeout_s, k_write_deadline_s); the library's apply to no read or write of a socket.
   impl.http.set_keep_alive_max_count(1);
-  impl.http.set_keep_alive_timeout(impl.options.keep_alive_s);
-  impl.http.set_read_timeout(5);
-  impl.http.set_write_timeout(5);
   impl.http.set_payload_max_length(0);
   // "Expect: 100-continue" would invite the body we never read. Answered whole here (any status
   // but 100 and 417 makes the library send `response` and stop; 417 itself it would send as a

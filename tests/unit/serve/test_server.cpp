@@ -11,9 +11,7 @@
 #include <unistd.h>
 
 #include "store_fixture.hpp"
-#include <arpa/inet.h>
 #include <catch2/catch.hpp>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
 
 #include "expctl/serve/assets.hpp"
@@ -33,14 +31,9 @@ struct Reply {
 };
 
 int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   // No REQUIRE here: the pollers call this from their own threads, and Catch2 is not thread-safe.
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
+  const int fd = test::connect_loopback(port);
+  if (fd < 0) {
     throw std::runtime_error("cannot connect to the server under test");
   }
   return fd;
