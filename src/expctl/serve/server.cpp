@@ -574,7 +574,11 @@ struct Server::Impl {
         }
       }
       response.status = 303;
-      response.set_header("Location", (request.path.starts_with("/") ? request.path : "/") + query);
+      // A path of this server only: "//host/..." or "/\\host" (decoded from %2f, %5c) would send the
+      // browser to another site.
+      const bool own_path =
+          request.path.starts_with("/") && !request.path.starts_with("//") && !request.path.starts_with("/\\");
+      response.set_header("Location", (own_path ? request.path : "/") + query);
       return httplib::Server::HandlerResponse::Handled;
     }
     return refuse(response, 401,
