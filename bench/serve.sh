@@ -44,6 +44,7 @@ on_exit 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/
 echo "machine: $(nproc --all) cores, load $(cut -d' ' -f1-3 /proc/loadavg)$(busy)"
 token=bench-token-0123456789abcdef
 echo "$token" >"$work/token"
+chmod 600 "$work/token"  # expctl serve refuses a token file others can read
 
 # Starts expctl serve on store $1 and sets $port, $server_pid.
 serve() {

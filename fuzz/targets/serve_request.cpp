@@ -1,6 +1,7 @@
 // fuzz_serve_request: one HTTP request to `expctl serve`, through serve::Server::answer: the same
-// parsing (cpp-httplib's), limits, security checks, token and routes as a connection from
-// 127.0.0.1, over a store of a few runs (metrics, phases, tags, a hostile name) and one sweep.
+// bounded head reader (serve::scan_request_head), then parsing (cpp-httplib's), limits, security
+// checks, token and routes as a connection from 127.0.0.1, over a store of a few runs (metrics,
+// phases, tags, a hostile name) and one sweep.
 //
 // Input: the request's target (path and query) on the first line, then header lines; the target
 // adds the request line `GET <target> HTTP/1.1`, `Host: 127.0.0.1:8080` and the token, so the
@@ -9,7 +10,9 @@
 // process, so "@RUN@" and "@RUN2@" in the input stand for the ids of two stored runs.
 //
 // A finding, besides a crash or a sanitizer report: an answer that is not HTTP, or a 500 (every
-// route turns a bad request into 400/404; a 500 is an exception the request caused).
+// route turns a bad request into 400/404; a 500 is an exception the request caused), or a prefix
+// of the request on which the head reader decides other than on the whole (a socket hands it each
+// longer prefix as the bytes arrive, so a decision must not change with more bytes).
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -17,6 +20,7 @@
 
 #include "fuzz_support.hpp"
 
+#include "expctl/serve/security.hpp"
 #include "expctl/serve/server.hpp"
 #include "expctl/store/store.hpp"
 
@@ -111,6 +115,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
        {std::pair<std::string_view, const std::string&>{"@RUN2@", g_runs[1]}, {"@RUN@", g_runs[0]}}) {
     for (auto at = request.find(mark); at != std::string::npos; at = request.find(mark, at + id.size())) {
       request.replace(at, mark.size(), id);
+    }
+  }
+  using expctl::serve::HeadScan;
+  const HeadScan whole = expctl::serve::scan_request_head(request);
+  const std::size_t step = std::max<std::size_t>(1, request.size() / 64);
+  for (std::size_t n = 0; n < request.size(); n += step) {
+    const HeadScan part = expctl::serve::scan_request_head(std::string_view(request).substr(0, n));
+    if (part.state != HeadScan::State::need_more &&
+        (part.state != whole.state || part.status != whole.status || part.head_bytes != whole.head_bytes)) {
+      std::fprintf(stderr, "the head reader decided on %zu bytes otherwise than on all %zu\n", n, request.size());
+      std::abort();
     }
   }
   const std::string answer = served.answer(request);

@@ -47,7 +47,7 @@ function run(bin, argv) {
 }
 function startServer() {
   const tokenFile = path.join(work, 'token');
-  writeFileSync(tokenFile, 'browser-test-token-0123456789\n');
+  writeFileSync(tokenFile, 'browser-test-token-0123456789\n', { mode: 0o600 });  // expctl serve refuses a token file others can read
   const child = spawn(args.expctl, ['--db', db, 'serve', '--port', '0', '--token-file', tokenFile, '--sweep', sweepFile], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   return new Promise((resolve, reject) => {

@@ -110,3 +110,19 @@ TEST_CASE("secret masking: an allow-listed secret never reaches the store, run f
     CHECK_FALSE(files_containing(dir / "results", name).empty());
   }
 }
+
+TEST_CASE("secret masking: a connection string libpq cannot parse is refused without any of its text") {
+  // libpq's own message quotes the token it could not parse: here the password, whose '%' is not
+  // followed by two hex digits.
+  for (const std::string conninfo : {std::string("postgresql://alice:p%zz") + k_secret + "@localhost/expctl",
+                                     std::string("host=localhost password=") + k_secret + "%zz dbname",
+                                     std::string("host=localhost password='") + k_secret}) {
+    INFO(conninfo);
+    const auto result = run_expctl({"--db", conninfo, "list"});
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("is malformed") != std::string::npos);
+    CHECK(result.err.find("s3cr3t") == std::string::npos);
+    CHECK(result.out.find("s3cr3t") == std::string::npos);
+    CHECK(result.err.find("%zz") == std::string::npos);
+  }
+}

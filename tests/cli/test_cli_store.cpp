@@ -346,3 +346,42 @@ TEST_CASE("cli store: rm deletes runs with their folders, gc reclaims checkpoint
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Catch::StartsWith("expctl: error: no run matches"));
 }
+
+TEST_CASE("cli store: stored strings reach the terminal with their control characters escaped") {
+  // A run name and root cause as a teammate's row (or a rank's last output lines) may hold
+  // them: clear the screen, set the window title, write the clipboard (OSC 52), a C1 CSI.
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = util::sha256_hex("escapes");
+  std::string id;
+  {
+    auto db = store::Store::open(db_path);
+    db.put_spec(hash, R"({"name":"escapes"})", "escapes");
+    const auto run = db.create_run({hash, std::nullopt, "evil\x1b[2Jname\x1b]52;c;cHduZWQ=\x07", std::nullopt});
+    id = run.id;
+    db.append_metrics(run.id, std::vector<store::MetricPoint>{{0, 1, "loss", 1.0}});
+    db.finish_run(run.id, store::RunStatus::failed, 1,
+                  "rank 0 said \x1b]0;title\x07 then\r\xc2\x9b"
+                  "2J");
+  }
+  const auto expctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--db", db_path.string()});
+    return run_expctl(args);
+  };
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"list"}, {"show", id}, {"compare", id, id}, {"watch", id, "--once"}}) {
+    const auto result = expctl(args);
+    INFO(args.front() << "\n" << result.out << result.err);
+    CHECK(!result.out.empty());
+    for (const std::string& bytes : {result.out, result.err}) {
+      CHECK(bytes.find('\x1b') == std::string::npos);
+      CHECK(bytes.find('\x07') == std::string::npos);
+      CHECK(bytes.find('\r') == std::string::npos);
+      CHECK(bytes.find("\xc2\x9b") == std::string::npos);
+    }
+  }
+  const auto shown = expctl({"show", id});
+  CHECK(shown.out.find(R"(evil\x1b[2Jname\x1b]52;c;cHduZWQ=\x07)") != std::string::npos);  // readable, inert
+  CHECK(shown.out.find(R"(rank 0 said \x1b]0;title\x07 then\r\u009b2J)") != std::string::npos);
+  CHECK(expctl({"list"}).out.find(R"(evil\x1b[2Jname)") != std::string::npos);
+}

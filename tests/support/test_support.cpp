@@ -4,8 +4,13 @@
 #include <fstream>
 #include <random>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <netinet/in.h>
 
 namespace expctl::test {
 
@@ -40,5 +45,18 @@ fs::path TempDir::write(const std::string& name, const std::string& content) con
 fs::path source_dir() { return EXPCTL_SOURCE_DIR; }
 
 fs::path build_dir() { return EXPCTL_BUILD_DIR; }
+
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 }  // namespace expctl::test

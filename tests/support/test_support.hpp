@@ -33,6 +33,10 @@ std::string expctl_binary();
 /// Absolute path of the source tree (for tests/data, experiments/, envs/).
 std::filesystem::path source_dir();
 
+/// A TCP connection to 127.0.0.1:`port` (a server under test), or -1. No Catch2 assertion inside:
+/// safe from a test's own threads.
+int connect_loopback(int port);
+
 /// Runs `expctl args...` with EXPCTL_DB and NO_COLOR unset unless given in `env`.
 util::SubprocessResult run_expctl(const std::vector<std::string>& args,
                                   const std::map<std::string, std::optional<std::string>>& env = {},

@@ -8,6 +8,7 @@
 #include "expctl/cli/support_store.hpp"
 #include "expctl/compare/selector.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -41,8 +42,9 @@ void run_baseline_set(const BaselineOptions& options, GlobalOptions& globals) {
     print_json(document);
     return;
   }
-  std::cout << fmt::format("{} is now the baseline of {} (tag {}){}\n", run.id, run.name, tag,
-                           previous.empty() ? "" : fmt::format("; was {}", fmt::join(previous, ", ")));
+  std::cout << util::terminal_safe(
+      fmt::format("{} is now the baseline of {} (tag {}){}\n", run.id, run.name, tag,
+                  previous.empty() ? "" : fmt::format("; was {}", fmt::join(previous, ", "))));
 }
 
 void setup_baseline(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

@@ -12,6 +12,7 @@
 #include "expctl/util/error.hpp"
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
 #include "expctl/cli/support_result.hpp"
+#include "expctl/util/strings.hpp"
 #endif
 
 namespace expctl::cli {
@@ -49,12 +50,13 @@ nightly::LaunchRun launcher(const GlobalOptions& globals) {
 }
 
 void print_case(const NightlyCase& item) {
-  std::cout << fmt::format("{}: {}\n", item.spec, item.comparison ? item.grade.line : "skipped: " + item.skipped);
+  std::cout << util::terminal_safe(
+      fmt::format("{}: {}\n", item.spec, item.comparison ? item.grade.line : "skipped: " + item.skipped));
   for (const auto& change : item.changes) {
-    std::cout << fmt::format("  changed since the baseline: {}\n", change);
+    std::cout << util::terminal_safe(fmt::format("  changed since the baseline: {}\n", change));
   }
   for (const auto& note : item.grade.notes) {
-    std::cout << fmt::format("  note: {}\n", note.text);
+    std::cout << util::terminal_safe(fmt::format("  note: {}\n", note.text));
   }
 }
 

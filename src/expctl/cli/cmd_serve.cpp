@@ -54,7 +54,8 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
   serve_options.token = options.token_file.empty() ? serve::make_token() : serve::read_token_file(options.token_file);
   // The store must be there now: a dashboard over nothing is a mistake to report, not to serve.
   // Named as the store names itself: a password in a --db URL is masked (it printed whole).
-  const std::string where = open_store(globals, store::OpenMode::read_only).location();
+  // An older SQLite store is refused, not migrated: serve never writes (docs/serve.md).
+  const std::string where = open_store(globals, store::OpenMode::read_only, /*upgrade=*/false).location();
 
   // SIGINT and SIGTERM are taken by one thread (sigwait) that stops the server: no process-wide
   // handler, and every server thread inherits the blocked mask.
@@ -64,7 +65,8 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  serve::Server server([globals] { return open_store(globals, store::OpenMode::read_only); }, serve_options);
+  serve::Server server([globals] { return open_store(globals, store::OpenMode::read_only, /*upgrade=*/false); },
+                       serve_options);
   const int port = server.bind();
   std::cout << fmt::format("expctl serve: {} read-only on {}:{}\n", where, options.host, port);
   std::cout << fmt::format("open  http://{}:{}/?token={}\n", url_host(options.host), port, serve_options.token);

@@ -7,6 +7,7 @@
 #include "expctl/api/show.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::cli {
 
@@ -39,7 +40,7 @@ void run_show(const ShowOptions& options, const GlobalOptions& globals) {
     print_json(document);
     return;
   }
-  std::cout << api::details_text(details, shipping);
+  std::cout << util::terminal_safe(api::details_text(details, shipping));  // stored strings, shown raw before
 }
 
 void setup_show(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

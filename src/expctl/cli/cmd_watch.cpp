@@ -10,6 +10,7 @@
 #include "expctl/api/watch.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
 
 namespace expctl::cli {
@@ -81,7 +82,7 @@ class Printer {
       std::cout << api::view_json(view).dump() << std::endl;  // one line per refresh, for scripts
       return;
     }
-    const std::string text = headline(view) + "\n" + rank_table(view);
+    const std::string text = util::terminal_safe(headline(view) + "\n" + rank_table(view));
     if (m_terminal) {
       std::cout << "\x1b[H\x1b[2J" << text << std::flush;  // redraw in place
     } else if (text != m_last) {
@@ -107,8 +108,9 @@ void run_watch(const WatchOptions& options, GlobalOptions& globals) {
     printer.print(view);
     if (view.ended() || options.once) {
       if (options.format != "json" && view.ended()) {
-        std::cout << fmt::format("run {} ended: {}{}\n", id, store::to_string(view.run.status),
-                                 view.run.root_cause.empty() ? "" : " (" + view.run.root_cause + ")");
+        std::cout << util::terminal_safe(
+            fmt::format("run {} ended: {}{}\n", id, store::to_string(view.run.status),
+                        view.run.root_cause.empty() ? "" : " (" + view.run.root_cause + ")"));
       }
       return;
     }

@@ -45,8 +45,9 @@ void start_background_ship(const GlobalOptions& globals) {
 
 }  // namespace
 
-store::Store open_store(const GlobalOptions& globals, store::OpenMode mode) {
+store::Store open_store(const GlobalOptions& globals, store::OpenMode mode, bool upgrade) {
   store::StoreOptions options;
+  options.upgrade = upgrade;
   if (!globals.runs_dir.empty()) {
     options.runs_root = globals.runs_dir;
   }

@@ -17,7 +17,9 @@ namespace expctl::cli {
 
 /// Opens the database named by --db / EXPCTL_DB. read_only requires it to exist (StoreError,
 /// exit 2, naming the path and how to pick another); read_write creates it.
-store::Store open_store(const GlobalOptions& globals, store::OpenMode mode);
+/// `upgrade` false: an older SQLite store is refused in one line instead of migrated in place (for
+/// commands that never write).
+store::Store open_store(const GlobalOptions& globals, store::OpenMode mode, bool upgrade = true);
 
 /// For reading commands where "no database yet" is a normal state: nullopt when the file does
 /// not exist; otherwise the store opened read-only (errors as in open_store).

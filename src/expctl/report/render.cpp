@@ -4,6 +4,7 @@
 
 #include "expctl/report/format.hpp"
 #include "expctl/report/report.hpp"
+#include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
 
 namespace expctl::report {
@@ -280,22 +281,25 @@ std::optional<Format> parse_format(std::string_view name) {
 }
 
 std::string render_text(const compare::Comparison& comparison, const TextOptions& options) {
-  std::string text = paint(comparison.verdict_line(), outcome_color(comparison.outcome), options) + "\n";
+  // Stored strings (run names, spec values, notes) reach every part: each is made terminal_safe
+  // before the colours, which are the only escape sequences this text may hold.
+  const auto safe = [](const std::string& part) { return util::terminal_safe(part); };
+  std::string text = paint(safe(comparison.verdict_line()), outcome_color(comparison.outcome), options) + "\n";
   for (const auto& line : detail::change_lines(comparison)) {
-    text += "  " + line + "\n";
+    text += "  " + safe(line) + "\n";
   }
-  text += "\n" + side_line("A", comparison.a) + side_line("B", comparison.b);
-  const auto heading = [&](std::string_view title) { return "\n" + paint(title, k_bold, options) + "\n"; };
+  text += "\n" + safe(side_line("A", comparison.a) + side_line("B", comparison.b));
+  const auto heading = [&](const std::string& title) { return "\n" + paint(safe(title), k_bold, options) + "\n"; };
   text += heading(comparison.ignored.empty()
                       ? "Spec differences"
                       : fmt::format("Spec differences (ignoring {})", fmt::join(comparison.ignored, ", ")));
-  text += text_spec_section(comparison);
-  text += heading("Environment differences") + text_env_section(comparison);
-  text += heading("Metrics") + text_metrics_section(comparison);
-  text += heading("Runs") + text_runs_section(comparison);
-  text += heading("Loss curves") + "  " + detail::curve_text(comparison.curve) + "\n";
+  text += safe(text_spec_section(comparison));
+  text += heading("Environment differences") + safe(text_env_section(comparison));
+  text += heading("Metrics") + safe(text_metrics_section(comparison));
+  text += heading("Runs") + safe(text_runs_section(comparison));
+  text += heading("Loss curves") + "  " + safe(detail::curve_text(comparison.curve)) + "\n";
   if (comparison.reproducibility.required) {
-    text += "  reproducibility: " + comparison.reproducibility.reason + "\n";
+    text += "  reproducibility: " + safe(comparison.reproducibility.reason) + "\n";
   }
   return text;
 }

@@ -1,17 +1,18 @@
 #include "expctl/serve/security.hpp"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 
+#include <sys/random.h>
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
+#include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
-#include "expctl/util/atomic_file.hpp"
 
 namespace expctl::serve {
 
@@ -51,6 +52,14 @@ std::string make_token() {
 }
 
 std::string read_token_file(const std::string& path) {
+  // Checked before reading, as ssh checks a key: a token others can read is everyone's.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && (info.st_mode & 077) != 0) {
+    throw util::UsageError(
+        fmt::format("--token-file {}: other users can read or change it (mode {:04o}): run "
+                    "'chmod 600 {}' first",
+                    path, info.st_mode & 07777, path));
+  }
   const auto text = util::read_file(path);
   if (!text) {
     throw util::UsageError(fmt::format("--token-file {}: cannot read it ({}): write the token into it first",
@@ -136,6 +145,9 @@ Verdict check_request(const RequestFacts& request, const std::vector<std::string
   if (request.method != "GET" && request.method != "HEAD") {
     return {405, "this server is read-only: only GET and HEAD are answered"};
   }
+  if (request.has_expect) {
+    return {417, "requests carry no body here, so nothing is expected"};
+  }
   if (request.has_transfer_encoding ||
       (request.content_length && util::trim(*request.content_length) != "0")) {
     return {413, "requests carry no body here"};
@@ -156,6 +168,50 @@ Verdict check_request(const RequestFacts& request, const std::vector<std::string
     return {403, "requests from another site are refused"};
   }
   return {};
+}
+
+HeadScan scan_request_head(std::string_view received) {
+  HeadScan scan;
+  const auto refuse = [&scan](int status, std::string reason) {
+    scan.state = HeadScan::State::refused;
+    scan.status = status;
+    scan.reason = std::move(reason);
+    return scan;
+  };
+  const auto line_end = received.find('\n');
+  if ((line_end == std::string_view::npos ? received.size() : line_end + 1) > k_max_request_line_bytes) {
+    return refuse(414, fmt::format("the request line is longer than {} bytes", k_max_request_line_bytes));
+  }
+  if (line_end == std::string_view::npos) {
+    return scan;
+  }
+  const auto too_many = [&refuse] {
+    return refuse(431, fmt::format("more than {} headers or {} bytes of them", k_max_header_count, k_max_header_bytes));
+  };
+  std::size_t count = 0;
+  std::size_t bytes = 0;
+  for (std::size_t at = line_end + 1;;) {
+    const auto end = received.find('\n', at);
+    const std::string_view line =
+        received.substr(at, end == std::string_view::npos ? std::string_view::npos : end + 1 - at);
+    if (line == "\r\n" || line == "\n") {
+      scan.state = HeadScan::State::complete;
+      scan.head_bytes = at + line.size();
+      return scan;
+    }
+    // A partial line may still be the blank one ("\r" so far): it counts once it is more.
+    bytes += line == "\r" ? 0 : line.size();
+    if (bytes > k_max_header_bytes) {
+      return too_many();
+    }
+    if (end == std::string_view::npos) {
+      return scan;
+    }
+    if (++count > k_max_header_count) {
+      return too_many();
+    }
+    at = end + 1;
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> security_headers() {

@@ -17,12 +17,22 @@ inline constexpr std::size_t k_max_target_bytes = 2048;
 inline constexpr std::size_t k_max_header_count = 64;
 inline constexpr std::size_t k_max_header_bytes = 16 * 1024;
 inline constexpr std::size_t k_max_params = 32;
+/// The request line ("GET TARGET HTTP/1.1"): the target's limit and room for a method and version.
+inline constexpr std::size_t k_max_request_line_bytes = k_max_target_bytes + 64;
+/// A request's head (request line and headers) must arrive whole within this, however it trickles.
+inline constexpr int k_head_deadline_s = 10;
+/// A connection that sends nothing for this long is closed.
+inline constexpr int k_idle_timeout_s = 5;
+/// An answer must be taken by the client within this (a reader that never reads holds no thread).
+inline constexpr int k_write_deadline_s = 10;
 
 /// A random token: 24 bytes from the kernel (getrandom) as 48 lowercase hex digits.
 std::string make_token();
 
 /// A token file's content, trimmed; throws util::UsageError (exit 2) naming the file when it
-/// cannot be read or holds fewer than 16 characters or characters outside [A-Za-z0-9._~-].
+/// cannot be read, is readable or writable by its group or others (as ssh refuses a loose key:
+/// the line says `chmod 600 FILE`), or holds fewer than 16 characters or characters outside
+/// [A-Za-z0-9._~-].
 std::string read_token_file(const std::string& path);
 
 /// Equal in time independent of where they differ (a token is a secret).
@@ -59,15 +69,33 @@ struct RequestFacts {
   std::size_t header_bytes = 0;
   std::optional<std::string> content_length;
   bool has_transfer_encoding = false;
+  bool has_expect = false;  ///< an `Expect:` header (it would invite a body)
   std::string host;
   std::optional<std::string> origin;
   std::optional<std::string> sec_fetch_site;
 };
 
-/// Methods (405), bodies (413: no request has one; chunked bodies are refused unread), sizes
+/// Methods (405), `Expect:` (417), bodies (413: no request has one; chunked bodies are refused unread), sizes
 /// (414, 431), Host (403) and Origin (403), in that order. Authentication is apart (it may
 /// answer with a cookie and a redirect).
 Verdict check_request(const RequestFacts& request, const std::vector<std::string>& allowed);
+
+/// What the bounded reader in front of cpp-httplib makes of the bytes of a request received so
+/// far. The library reads a head line by line into a growing string with no count limit and checks
+/// sizes only afterwards, so nothing reaches it before this says `complete`.
+struct HeadScan {
+  enum class State { need_more, complete, refused };
+  State state = State::need_more;
+  std::size_t head_bytes = 0;  ///< complete: the request line and headers with the blank line
+  int status = 0;              ///< refused: 414 (request line) or 431 (headers)
+  std::string reason;          ///< refused: one line for the body
+};
+
+/// Scans `received` (a request's first bytes): a request line of at most
+/// k_max_request_line_bytes, then at most k_max_header_count header lines of at most
+/// k_max_header_bytes together, then a blank line. Refuses as soon as a limit is passed, before
+/// the rest arrives.
+HeadScan scan_request_head(std::string_view received);
 
 /// The headers every response carries.
 std::vector<std::pair<std::string, std::string>> security_headers();

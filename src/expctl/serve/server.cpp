@@ -1,11 +1,18 @@
 #include "expctl/serve/server.hpp"
 
+#include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -28,49 +35,36 @@ namespace {
 using httplib::Request;
 using httplib::Response;
 
-/// One thread per connection, at most `limit` at once; the rest wait in order. cpp-httplib's
-/// default pool has max(8, cores - 1) threads that each hold a connection for its whole life, so
-/// eight slow or idle clients (or event streams) starve everyone else; threads cost ~10 KiB of
-/// touched stack each, so hundreds of idle connections are cheap, and keep-alive closes them.
+/// One thread per connection, at most `limit` at once. cpp-httplib's default pool has
+/// max(8, cores - 1) threads that each hold a connection for its whole life, so eight slow or idle
+/// clients starve everyone else; threads cost ~10 KiB of touched stack each, so hundreds of
+/// connections are cheap, and the head deadline and idle timeout end every one. At the limit the
+/// accepting thread waits here for a free slot: the connections past the limit wait in the
+/// kernel's listen queue (holding no descriptor and no memory of ours), not in a queue of ours.
 class ConnectionThreads : public httplib::TaskQueue {
  public:
   explicit ConnectionThreads(std::size_t limit) : m_limit(limit) {}
 
   void enqueue(std::function<void()> task) override {
-    std::lock_guard lock(m_mutex);
-    if (m_active < m_limit) {
-      start(std::move(task));
-    } else {
-      m_waiting.push_back(std::move(task));
-    }
+    std::unique_lock lock(m_mutex);
+    m_done.wait(lock, [this] { return m_active < m_limit; });
+    ++m_active;
+    std::thread([this, task = std::move(task)] {
+      task();
+      std::lock_guard done(m_mutex);
+      --m_active;
+      m_done.notify_all();
+    }).detach();
   }
 
   void shutdown() override {
     std::unique_lock lock(m_mutex);
-    m_done.wait(lock, [this] { return m_active == 0 && m_waiting.empty(); });
+    m_done.wait(lock, [this] { return m_active == 0; });
   }
 
  private:
-  void start(std::function<void()> task) {  // m_mutex held
-    ++m_active;
-    std::thread([this, task = std::move(task)]() mutable {
-      for (;;) {
-        task();
-        std::lock_guard lock(m_mutex);
-        if (m_waiting.empty()) {
-          --m_active;
-          m_done.notify_all();
-          return;
-        }
-        task = std::move(m_waiting.front());
-        m_waiting.pop_front();
-      }
-    }).detach();
-  }
-
   std::size_t m_limit;
   std::size_t m_active = 0;
-  std::deque<std::function<void()>> m_waiting;
   std::mutex m_mutex;
   std::condition_variable m_done;
 };
@@ -132,11 +126,67 @@ class StorePool {
   std::condition_variable m_ready;
 };
 
-/// cpp-httplib with a listen backlog fit for many clients: Debian's build listens with a backlog
-/// of 5 (CPPHTTPLIB_LISTEN_BACKLOG), so a burst of connections beyond that waited in SYN
-/// retries (seconds). Linux lets listen() be called again on the bound socket to change it.
+using Clock = std::chrono::steady_clock;
+
+/// Writes all of `data` to `fd` by `deadline`; false when the client does not take it in time.
+bool send_all(int fd, std::string_view data, Clock::time_point deadline) {
+  while (!data.empty()) {
+    const ssize_t sent = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) {
+      data.remove_prefix(static_cast<std::size_t>(sent));
+      continue;
+    }
+    if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return false;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd poller{fd, POLLOUT, 0};
+    if (left <= 0 || ::poll(&poller, 1, static_cast<int>(left)) < 0 || (poller.revents & (POLLERR | POLLHUP)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// A whole answer to a request the library never saw (its head too long, or too slow), with the
+/// headers every answer carries.
+std::string refusal(int status, const std::string& reason) {
+  const char* phrase = status == 408   ? "Request Timeout"
+                       : status == 414 ? "URI Too Long"
+                       : status == 431 ? "Request Header Fields Too Large"
+                                       : "Bad Request";
+  const std::string body = safe_json_text(nlohmann::json{{"error", reason}, {"status", status}}.dump());
+  std::string text = fmt::format("HTTP/1.1 {} {}\r\n", status, phrase);
+  for (const auto& [key, value] : security_headers()) {
+    text += key + ": " + value + "\r\n";
+  }
+  return text + fmt::format(
+                    "Content-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\n"
+                    "Connection: close\r\n\r\n{}",
+                    body.size(), body);
+}
+
+/// cpp-httplib, with a bounded reader in front of its request parsing and a listen backlog fit
+/// for many clients.
+///
+/// The library (0.11.4) reads a request's head line by line into growing strings, keeps any
+/// number of header lines and times out per read only, all before expctl's guard runs: a 128 MiB
+/// request line, 25 000 header lines or a client trickling a byte every 3 s each cost memory or a
+/// thread for as long as the client liked. Here each connection's head is read first, by
+/// scan_request_head's limits, within k_head_deadline_s in all and k_idle_timeout_s of silence;
+/// only a complete head within the limits reaches the library, as bytes in memory (`respond`, the
+/// same path Server::answer takes). The answer is then written within k_write_deadline_s, and
+/// stop() shuts every open connection down so the server ends within a second.
+///
+/// Debian's build listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG), so a burst of
+/// connections beyond that waited in SYN retries (seconds); Linux lets listen() be called again
+/// on the bound socket to change it.
 class HttpServer : public httplib::Server {
  public:
+  /// The bytes to send back for the bytes of a request received so far, or nothing while the head
+  /// is incomplete.
+  std::function<std::optional<std::string>(std::string_view)> respond;
+
   void widen_backlog() {
     if (svr_sock_ != INVALID_SOCKET) {
       ::listen(svr_sock_, SOMAXCONN);
@@ -152,6 +202,98 @@ class HttpServer : public httplib::Server {
       request.remote_port = 40000;
     });
   }
+  /// Every open connection shut down (their threads see the end at once), and those accepted
+  /// from now on closed unread.
+  void close_connections() {
+    std::lock_guard lock(m_open_mutex);
+    m_closing = true;
+    for (const int fd : m_open) {
+      ::shutdown(fd, SHUT_RDWR);
+    }
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    {
+      std::lock_guard lock(m_open_mutex);
+      if (!m_closing) {
+        m_open.insert(sock);
+      } else {
+        ::close(sock);
+        return false;
+      }
+    }
+    serve_connection(sock);
+    {
+      std::lock_guard lock(m_open_mutex);  // never shut down by close_connections() once closed
+      m_open.erase(sock);
+      ::close(sock);
+    }
+    return true;
+  }
+
+  void serve_connection(int fd) {
+    const auto started = Clock::now();
+    const auto head_deadline = started + std::chrono::seconds(k_head_deadline_s);
+    auto last_byte = started;
+    std::string received;
+    char buffer[4096];
+    for (;;) {
+      const auto now = Clock::now();
+      const auto until = std::min(head_deadline, last_byte + std::chrono::seconds(k_idle_timeout_s));
+      if (now >= until) {
+        if (!received.empty()) {  // a silent new connection (a browser's preconnect) gets no answer
+          send_all(fd, refusal(408, "the request's head did not arrive in time"), now + std::chrono::seconds(1));
+        }
+        return;
+      }
+      pollfd poller{fd, POLLIN, 0};
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1;
+      if (::poll(&poller, 1, static_cast<int>(wait)) <= 0) {
+        continue;
+      }
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        return;  // the client went away (or stop() shut the connection down)
+      }
+      if (n < 0) {
+        continue;
+      }
+      received.append(buffer, static_cast<std::size_t>(n));
+      last_byte = Clock::now();
+      if (const auto answer = respond(received)) {
+        if (send_all(fd, *answer, Clock::now() + std::chrono::seconds(k_write_deadline_s))) {
+          linger(fd);
+        }
+        return;
+      }
+    }
+  }
+
+  /// After the answer: the client's end of the stream, for a moment, so a close with its unread
+  /// bytes (a refused body) does not reset the connection before it has read the answer.
+  static void linger(int fd) {
+    ::shutdown(fd, SHUT_WR);
+    const auto until = Clock::now() + std::chrono::milliseconds(500);
+    char buffer[4096];
+    std::size_t drained = 0;
+    while (drained < 256 * 1024) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      pollfd poller{fd, POLLIN, 0};
+      if (left <= 0 || ::poll(&poller, 1, static_cast<int>(left)) <= 0) {
+        return;
+      }
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n <= 0) {
+        return;
+      }
+      drained += static_cast<std::size_t>(n);
+    }
+  }
+
+  std::mutex m_open_mutex;
+  std::set<int> m_open;
+  bool m_closing = false;
 };
 
 /// A connection's bytes in memory: reads take from the request, writes go to the answer.
@@ -352,19 +494,38 @@ struct Server::Impl {
     cookie_name = fmt::format("expctl_token_{}", bound);
   }
 
+  // A request's bytes so far: nothing while its head is incomplete; a refusal when it passes a
+  // limit; else the library's answer to the head alone (no body is ever read).
+  std::optional<std::string> respond(std::string_view received) {
+    const HeadScan scan = scan_request_head(received);
+    if (scan.state == HeadScan::State::need_more) {
+      return std::nullopt;
+    }
+    if (scan.state == HeadScan::State::refused) {
+      return refusal(scan.status, scan.reason);
+    }
+    MemoryStream stream(received.substr(0, scan.head_bytes));
+    http.answer(stream);
+    return stream.take_output();
+  }
+
   // Every request: the checks of security.hpp, then the token (Bearer, cookie, or once ?token=).
   httplib::Server::HandlerResponse guard(const Request& request, Response& response) {
     RequestFacts facts;
     facts.method = request.method;
     facts.target = request.target;
-    facts.header_count = request.headers.size();
     for (const auto& [key, value] : request.headers) {
-      facts.header_bytes += key.size() + value.size() + 4;
+      // The client's headers, not the four the library adds (REMOTE_ADDR, LOCAL_PORT, ...).
+      if (key != "REMOTE_ADDR" && key != "REMOTE_PORT" && key != "LOCAL_ADDR" && key != "LOCAL_PORT") {
+        ++facts.header_count;
+        facts.header_bytes += key.size() + value.size() + 4;
+      }
     }
     if (request.has_header("Content-Length")) {
       facts.content_length = request.get_header_value("Content-Length");
     }
     facts.has_transfer_encoding = request.has_header("Transfer-Encoding");
+    facts.has_expect = request.has_header("Expect");
     facts.host = request.get_header_value("Host");
     if (request.has_header("Origin")) {
       facts.origin = request.get_header_value("Origin");
@@ -377,6 +538,11 @@ struct Server::Impl {
     // team's reverse proxy compresses (and caches) better. The request is the library's own
     // non-const object, handed to this handler as const.
     const_cast<Request&>(request).headers.erase("Accept-Encoding");
+    // One range at most: the library answers many with a multipart body that repeats its part
+    // headers per range (a 7.9 KB Range header drew 708 KB), so many get the whole body instead.
+    if (request.ranges.size() > 1) {
+      const_cast<Request&>(request).ranges.clear();
+    }
     const Verdict verdict = check_request(facts, allowed);
     if (verdict.status == 0 && request.params.size() > k_max_params) {
       return refuse(response, 414, fmt::format("more than {} query parameters", k_max_params));
@@ -408,7 +574,11 @@ struct Server::Impl {
         }
       }
       response.status = 303;
-      response.set_header("Location", (request.path.starts_with("/") ? request.path : "/") + query);
+      // A path of this server only: "//host/..." or "/\\host" (decoded from %2f, %5c) would send the
+      // browser to another site.
+      const bool own_path =
+          request.path.starts_with("/") && !request.path.starts_with("//") && !request.path.starts_with("/\\");
+      response.set_header("Location", (own_path ? request.path : "/") + query);
       return httplib::Server::HandlerResponse::Handled;
     }
     return refuse(response, 401,
@@ -454,6 +624,8 @@ struct Server::Impl {
         return;
       }
       response.set_content(std::string(asset->bytes), std::string(asset->content_type));
+      // In place of the default no-store (set_header adds a second header; with both, no-store wins).
+      response.headers.erase("Cache-Control");
       response.set_header("Cache-Control", "private, max-age=3600");
     });
     http.Get("/api/runs", route([this](const Request& request, Response& response) {
@@ -546,30 +718,36 @@ Server::Server(StoreOpener open, ServeOptions options) : m_impl(std::make_unique
     headers.emplace(key, value);
   }
   impl.http.set_default_headers(headers);
-  // One request per connection. cpp-httplib 0.11.4 keeps a connection open after a refused
-  // request whatever the response says, and then skips the body it did not read: a chunked one
-  // until its last chunk, however long that takes (the unbounded read of CVE-2025-53629).
-  // Closing after every answer ends that at once, and costs a loopback connect per request; the
-  // live pages poll once a second, so nothing is lost.
+  // One request per connection (HttpServer's reader hands the library one head and closes after
+  // its answer). cpp-httplib 0.11.4 would keep a connection open after a refused request whatever
+  // the response says, and then skip the body it did not read: a chunked one until its last
+  // chunk, however long that takes (the unbounded read of CVE-2025-53629). Closing after every
+  // answer ends that at once, and costs a loopback connect per request; the live pages poll once
+  // a second, so nothing is lost. The timeouts of a connection are HttpServer's (k_head_deadline_s,
+  // k_idle_timeout_s, k_write_deadline_s); the library's apply to no read or write of a socket.
   impl.http.set_keep_alive_max_count(1);
-  impl.http.set_keep_alive_timeout(impl.options.keep_alive_s);
-  impl.http.set_read_timeout(5);
-  impl.http.set_write_timeout(5);
   impl.http.set_payload_max_length(0);
-  // "Expect: 100-continue" would invite the body we never read.
+  // "Expect: 100-continue" would invite the body we never read. Answered whole here (any status
+  // but 100 and 417 makes the library send `response` and stop; 417 itself it would send as a
+  // bare status line and then route the request anyway). The guard refuses any other Expect.
   impl.http.set_expect_100_continue_handler([](const Request&, Response& response) {
-    send_error(response, 417, "requests carry no body here");
-    return 417;
+    send_error(response, 417, "requests carry no body here, so nothing is expected");
+    response.set_header("Connection", "close");
+    return 0;
   });
   impl.http.set_pre_routing_handler([&impl](const Request& request, Response& response) {
     return impl.guard(request, response);
   });
   impl.http.set_post_routing_handler([&impl](const Request&, Response&) { ++impl.answered; });
-  impl.http.set_error_handler([](const Request&, Response& response) {
+  impl.http.set_error_handler([](const Request& request, Response& response) {
+    // An error is answered whole, never a range of it (the library applies a request's ranges to
+    // error bodies too).
+    const_cast<Request&>(request).ranges.clear();
     if (response.body.empty()) {
       send_error(response, response.status, response.status == 404 ? "no such page" : "bad request");
     }
   });
+  impl.http.respond = [&impl](std::string_view received) { return impl.respond(received); };
   impl.add_routes();
   impl.listening_on(impl.options.port);  // until bind() knows the port
 }
@@ -596,9 +774,7 @@ int Server::bind() {
 }
 
 std::string Server::answer(std::string_view raw_request) {
-  MemoryStream stream(raw_request);
-  m_impl->http.answer(stream);
-  return stream.take_output();
+  return m_impl->respond(raw_request).value_or(std::string());
 }
 
 void Server::run() {
@@ -607,6 +783,7 @@ void Server::run() {
 
 void Server::stop() {
   m_impl->http.stop();
+  m_impl->http.close_connections();
 }
 
 std::size_t Server::requests() const {

@@ -29,7 +29,6 @@ struct ServeOptions {
   std::size_t max_connections = 512;     ///< connections served at once; more wait their turn
   std::size_t store_connections = 8;     ///< read-only store connections (requests in flight)
   api::FolderAccess folder{api::FolderPolicy::under_runs_root};
-  int keep_alive_s = 5;  ///< an idle connection is closed after this
   /// Sweeps the sweep page shows (`expctl serve --sweep FILE`, loaded at start: a request never
   /// names a file), by name.
   std::vector<std::shared_ptr<const sweep::Sweep>> sweeps;

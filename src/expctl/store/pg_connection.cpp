@@ -75,11 +75,14 @@ std::string masked_conninfo(const std::string& conninfo) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
   if (options == nullptr) {
-    const std::string message = first_line(error);
+    // libpq's message quotes the part it could not parse, which may be a password (a mistyped
+    // percent-escape in one): it is not shown, only what to look for.
     PQfreemem(error);
-    throw Error(fmt::format("the PostgreSQL connection string in --db / EXPCTL_DB is malformed ({}): see docs/store.md",
-                            message),
-                FailureKind::input, ExitCode::usage);
+    throw Error(
+        "the PostgreSQL connection string in --db / EXPCTL_DB is malformed: libpq cannot parse it (look for "
+        "a '%' not followed by two hex digits, a keyword without '=', an unclosed quote); its text is not "
+        "shown since it may hold a password: see docs/store.md",
+        FailureKind::input, ExitCode::usage);
   }
   const std::string service = option(options, "service");
   const std::string user = option(options, "user");

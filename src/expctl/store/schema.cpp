@@ -360,7 +360,7 @@ int schema_latest() {
   return k_latest;
 }
 
-int prepare(Connection& connection, int target_version) {
+int prepare(Connection& connection, int target_version, bool allow_upgrade) {
   EXPCTL_ASSERT(target_version >= 1 && target_version <= k_latest, "schema version {}", target_version);
   // Read first: a file that is not SQLite fails here, before anything could be written to it.
   const Identity identity = read_first(connection);
@@ -368,6 +368,13 @@ int prepare(Connection& connection, int target_version) {
   if (connection.read_only() && identity.version == 0) {
     throw util::StoreError(
         fmt::format("{}: empty file, not an expctl database yet: check --db / EXPCTL_DB", connection.display()));
+  }
+  if (!allow_upgrade && identity.version != 0 && identity.version < target_version) {
+    throw util::StoreError(fmt::format("{}: written by an older expctl (schema v{}, this one needs v{}), and this "
+                                       "command never writes: upgrade it once with 'expctl --db {} list', then "
+                                       "run this again",
+                                       connection.display(), identity.version, target_version, connection.display()),
+                           util::ExitCode::usage);
   }
   use_full_sync(connection);
   if (identity.version < target_version) {

@@ -15,7 +15,8 @@ int schema_latest();
 /// Readies an open connection: refuses a file that is not an expctl database or that a newer
 /// expctl wrote, switches a writable database to WAL, turns on foreign keys and full sync, and
 /// migrates up to `target_version` (each step and the version bump in one IMMEDIATE
-/// transaction). Returns the schema version the database is at afterwards.
-int prepare(Connection& connection, int target_version);
+/// transaction; with `allow_upgrade` false an older database is refused in one line instead, unwritten).
+/// Returns the schema version the database is at afterwards.
+int prepare(Connection& connection, int target_version, bool allow_upgrade = true);
 
 }  // namespace expctl::store::detail

@@ -78,7 +78,7 @@ std::vector<RunRecord> read_runs(SQLite::Statement& query) {
 
 }  // namespace
 
-std::unique_ptr<SqliteBackend> open_sqlite(const fs::path& path, OpenMode mode, int target_version) {
+std::unique_ptr<SqliteBackend> open_sqlite(const fs::path& path, OpenMode mode, int target_version, bool upgrade) {
   const std::string display = path.string();
   EXPCTL_CHECK(!path.empty(), util::StoreError, "the database path is empty: pass --db PATH or set EXPCTL_DB");
   std::error_code ec;
@@ -96,7 +96,7 @@ std::unique_ptr<SqliteBackend> open_sqlite(const fs::path& path, OpenMode mode, 
   const bool writing = mode == OpenMode::read_write;
   Connection connection(absolute, display, writing ? Access::read_write : Access::read_only, writing);
   connection.set_read_only(mode == OpenMode::read_only);
-  const int version = prepare(connection, target_version);
+  const int version = prepare(connection, target_version, upgrade);
   return std::make_unique<SqliteBackend>(std::move(connection), version);
 }
 

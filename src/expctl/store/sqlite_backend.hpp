@@ -71,7 +71,8 @@ class SqliteBackend final : public Backend, public RunQueries {
 namespace detail {
 
 /// Opens the SQLite database at `path` and prepares it at `target_version` (Store::open uses the latest).
-std::unique_ptr<SqliteBackend> open_sqlite(const std::filesystem::path& path, OpenMode mode, int target_version);
+std::unique_ptr<SqliteBackend> open_sqlite(const std::filesystem::path& path, OpenMode mode, int target_version,
+                                           bool upgrade = true);
 
 /// The SQLite backend of `store`; throws StoreError naming `what` when the store is not SQLite.
 SqliteBackend& sqlite_backend(Store& store, const char* what);

@@ -101,7 +101,7 @@ StoreLocation parse_store_location(const std::string& location) {
 Store Store::open(const std::string& location, OpenMode mode, const StoreOptions& options) {
   const StoreLocation where = parse_store_location(location);
   if (where.kind == StoreKind::sqlite) {
-    auto backend = detail::open_sqlite(where.target, mode, detail::schema_latest());
+    auto backend = detail::open_sqlite(where.target, mode, detail::schema_latest(), options.upgrade);
     fs::path file = backend->path();
     fs::path root = options.runs_root ? fs::absolute(*options.runs_root) : runs_root(file);
     return Store(std::move(backend), std::move(root), std::move(file));

@@ -77,6 +77,9 @@ struct StoreOptions {
   /// Where run folders go. Default: `runs/` beside a SQLite file; for a store on a server,
   /// `results/runs` under the current directory (run folders stay on the node that ran them).
   std::optional<std::filesystem::path> runs_root{};
+  /// An older SQLite store is migrated in place when opened, even for reading. false: it is
+  /// refused in one line naming the command that upgrades it (`expctl serve`, which never writes).
+  bool upgrade = true;
 };
 
 /// One rank's points of one metric series as columns (bulk readers want no per-point name).

@@ -27,7 +27,15 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
 std::string_view trim(std::string_view text);
 bool starts_with(std::string_view text, std::string_view prefix);
 
-/// Quotes a value for a message: "value" with control characters escaped.
+/// Quotes a value for a message: "value" with control characters escaped as terminal_safe does.
 std::string quoted(std::string_view value);
+
+/// Text safe to print to a terminal, for strings a store holds (run names, root causes, notes,
+/// tags: anyone with write access to a team store writes them): control characters become
+/// visible escapes (`\x1b`, `\r`, and U+0080-U+009F as `\u009b`), so a stored string cannot clear
+/// the screen, move the cursor, set the window title or the clipboard (OSC 52). Newlines and tabs
+/// are kept when `keep_newlines` (free text), escaped as `\n` and `\t` otherwise (a table cell).
+/// Idempotent: its output holds no control character.
+std::string terminal_safe(std::string_view text, bool keep_newlines = true);
 
 }  // namespace expctl::util

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::util {
 
@@ -21,7 +22,13 @@ std::string pad(const std::string& text, size_t width, TextTable::Align align) {
 
 }  // namespace
 
-TextTable::TextTable(std::vector<std::string> header) : m_header(std::move(header)), m_align(m_header.size(), Align::left) {}
+// Cells hold stored strings (run names, tags, metric names): terminal_safe, one line each.
+TextTable::TextTable(std::vector<std::string> header)
+    : m_header(std::move(header)), m_align(m_header.size(), Align::left) {
+  for (auto& cell : m_header) {
+    cell = terminal_safe(cell, /*keep_newlines=*/false);
+  }
+}
 
 void TextTable::set_align(size_t column, Align align) {
   EXPCTL_ASSERT(column < m_align.size(), "column {} out of range", column);
@@ -31,6 +38,9 @@ void TextTable::set_align(size_t column, Align align) {
 void TextTable::add_row(std::vector<std::string> cells) {
   EXPCTL_ASSERT(cells.size() <= m_header.size(), "row has {} cells, table has {} columns", cells.size(), m_header.size());
   cells.resize(m_header.size());
+  for (auto& cell : cells) {
+    cell = terminal_safe(cell, /*keep_newlines=*/false);
+  }
   m_rows.push_back(std::move(cells));
 }
 

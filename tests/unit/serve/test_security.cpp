@@ -1,7 +1,8 @@
 // The server's security rules as pure functions (serve/security.hpp).
-#include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "support/test_support.hpp"
+#include <catch2/catch.hpp>
 
 #include "expctl/serve/security.hpp"
 #include "expctl/util/error.hpp"
@@ -36,11 +37,30 @@ TEST_CASE("tokens are 48 random hex digits and compared whole", "[serve]") {
 
 TEST_CASE("a token file is read trimmed and a weak one is refused by name", "[serve]") {
   test::TempDir dir;
-  CHECK(read_token_file(dir.write("good", "  abcdefghijklmnop0123\n").string()) == "abcdefghijklmnop0123");
-  CHECK_THROWS_WITH(read_token_file(dir.write("short", "abc\n").string()), Catch::Contains("at least 16"));
-  CHECK_THROWS_WITH(read_token_file(dir.write("spaces", "abcdefgh ijklmnopq\n").string()),
-                    Catch::Contains("at least 16"));
+  const auto private_file = [&dir](const std::string& name, const std::string& text) {
+    const auto path = dir.write(name, text);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    return path.string();
+  };
+  CHECK(read_token_file(private_file("good", "  abcdefghijklmnop0123\n")) == "abcdefghijklmnop0123");
+  CHECK_THROWS_WITH(read_token_file(private_file("short", "abc\n")), Catch::Contains("at least 16"));
+  CHECK_THROWS_WITH(read_token_file(private_file("spaces", "abcdefgh ijklmnopq\n")), Catch::Contains("at least 16"));
   CHECK_THROWS_AS(read_token_file((dir / "missing").string()), util::UsageError);
+}
+
+TEST_CASE("a token file others can read or write is refused as ssh refuses a loose key", "[serve]") {
+  test::TempDir dir;
+  const auto path = dir.write("token", "abcdefghijklmnop0123\n");
+  using std::filesystem::perms;
+  for (const perms loose : {perms::group_read, perms::others_read, perms::group_write, perms::others_write}) {
+    std::filesystem::permissions(path, perms::owner_read | perms::owner_write | loose);
+    INFO(static_cast<int>(loose));
+    CHECK_THROWS_AS(read_token_file(path.string()), util::UsageError);
+    CHECK_THROWS_WITH(read_token_file(path.string()), Catch::Contains("chmod 600 " + path.string()) &&
+                                                          Catch::Contains("other users can read or change it"));
+  }
+  std::filesystem::permissions(path, perms::owner_read);
+  CHECK(read_token_file(path.string()) == "abcdefghijklmnop0123");
 }
 
 TEST_CASE("the Host allow-list holds loopback names, the bound address and proxy names", "[serve]") {
@@ -143,4 +163,47 @@ TEST_CASE("every response's security headers include a strict CSP", "[serve]") {
   CHECK(csp.find("unsafe") == std::string::npos);
   CHECK(nosniff);
   CHECK(no_referrer);
+}
+
+TEST_CASE("the request head is scanned for its limits before the library reads it", "[serve]") {
+  using State = HeadScan::State;
+  const std::string line = "GET /api/runs HTTP/1.1\r\n";
+  CHECK(scan_request_head("").state == State::need_more);
+  CHECK(scan_request_head("GET /api/ru").state == State::need_more);
+  CHECK(scan_request_head(line + "Host: x\r\n").state == State::need_more);
+  CHECK(scan_request_head(line + "Host: x\r\n\r").state == State::need_more);
+  HeadScan scan = scan_request_head(line + "Host: x\r\n\r\nBODY");
+  CHECK(scan.state == State::complete);
+  CHECK(scan.head_bytes == line.size() + 9 + 2);  // the body is never part of the head
+  CHECK(scan_request_head(line + "\r\n").head_bytes == line.size() + 2);
+  CHECK(scan_request_head("GET / HTTP/1.1\nHost: x\n\n").state == State::complete);
+
+  // The request line: refused as soon as it is too long, whether or not it has ended.
+  const std::string longest = "GET /" + std::string(k_max_request_line_bytes - 16, 'a') + " HTTP/1.1\r\n";
+  REQUIRE(longest.size() == k_max_request_line_bytes);
+  CHECK(scan_request_head(longest + "\r\n").state == State::complete);
+  scan = scan_request_head("GET /" + std::string(k_max_request_line_bytes, 'a'));
+  CHECK(scan.state == State::refused);
+  CHECK(scan.status == 414);
+  CHECK(scan_request_head("GET /" + std::string(k_max_request_line_bytes - 15, 'a') + " HTTP/1.1\r\n").status == 414);
+
+  // Headers: at most k_max_header_count lines and k_max_header_bytes, counted as they arrive.
+  std::string headers;
+  for (std::size_t i = 0; i < k_max_header_count; ++i) {
+    headers += "X: 1\r\n";
+  }
+  CHECK(scan_request_head(line + headers + "\r\n").state == State::complete);
+  scan = scan_request_head(line + headers + "X: 1\r\n");
+  CHECK(scan.state == State::refused);
+  CHECK(scan.status == 431);
+  const std::string filled = "X: " + std::string(k_max_header_bytes - 5, 'v') + "\r\n";  // exactly the limit
+  CHECK(scan_request_head(line + filled + "\r\n").state == State::complete);
+  CHECK(scan_request_head(line + filled + "Y").status == 431);  // a byte more, before its line ends
+  CHECK(scan_request_head(line + "X: " + std::string(k_max_header_bytes, 'v')).status == 431);
+}
+
+TEST_CASE("an Expect header is refused 417 before a body could be invited", "[serve]") {
+  RequestFacts facts = good_request();
+  facts.has_expect = true;
+  CHECK(check_request(facts, allowed_hosts("127.0.0.1", 8080, {})).status == 417);
 }

@@ -11,9 +11,7 @@
 #include <unistd.h>
 
 #include "store_fixture.hpp"
-#include <arpa/inet.h>
 #include <catch2/catch.hpp>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
 
 #include "expctl/serve/assets.hpp"
@@ -33,14 +31,9 @@ struct Reply {
 };
 
 int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   // No REQUIRE here: the pollers call this from their own threads, and Catch2 is not thread-safe.
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
+  const int fd = test::connect_loopback(port);
+  if (fd < 0) {
     throw std::runtime_error("cannot connect to the server under test");
   }
   return fd;
@@ -75,6 +68,36 @@ Reply parse(const std::string& data) {
     reply.status = std::stoi(data.substr(9, 3));
   }
   return reply;
+}
+
+/// Sends as much of `total` bytes (`first`, then `filler` repeated) as the server takes before it
+/// answers and closes; returns the bytes sent and the answer.
+std::pair<std::size_t, std::string> flood(int port, const std::string& first, char filler, std::size_t total) {
+  const int fd = connect_to(port);
+  std::size_t sent = 0;
+  const std::string block = first + std::string(65536 - first.size(), filler);
+  const std::string more(65536, filler);
+  std::string answer;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (sent < total && std::chrono::steady_clock::now() < deadline) {
+    const std::string& chunk = sent == 0 ? block : more;
+    const ssize_t n = ::send(fd, chunk.data(), std::min(chunk.size(), total - sent), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN) {
+      break;  // the server closed
+    }
+    pollfd poller{fd, POLLOUT | POLLIN, 0};
+    ::poll(&poller, 1, 100);
+    if ((poller.revents & POLLIN) != 0) {
+      break;  // it answered: read that
+    }
+  }
+  answer = read_all(fd, std::chrono::seconds(3));
+  ::close(fd);
+  return {sent, answer};
 }
 
 /// Sends `raw` as it is and reads the answer.
@@ -119,7 +142,9 @@ struct Served {
   }
   ~Served() {
     server->stop();
-    thread.join();
+    if (thread.joinable()) {
+      thread.join();
+    }
   }
 };
 
@@ -148,6 +173,14 @@ TEST_CASE("serve: every request needs the token, and ?token= once becomes a cook
   reply = ask(port, request(port, "/api/runs", "Cookie: other=1; " + cookie + "\r\n"));
   CHECK(reply.status == 200);
   CHECK(ask(port, request(port, "/api/runs", "Cookie: expctl_token_1=" + k_token + "\r\n")).status == 401);
+
+  // The redirect stays on this server, whatever the path decodes to.
+  for (const std::string& path : {"//evil.example/x", "/%2fevil.example/x", "/%5cevil.example", "/\\evil.example"}) {
+    INFO(path);
+    reply = ask(port, request(port, path + "?token=" + k_token));
+    CHECK(reply.status == 303);
+    CHECK(reply.has_header("Location: /\r"));
+  }
 }
 
 TEST_CASE("serve: a foreign Host or Origin is refused even with the token", "[serve]") {
@@ -244,8 +277,16 @@ TEST_CASE("serve: security headers on every answer, JSON with < escaped", "[serv
       CHECK(reply.has_header("X-Content-Type-Options: nosniff"));
       CHECK(reply.has_header("Referrer-Policy: no-referrer"));
       CHECK(reply.has_header("frame-ancestors 'none'"));
+      CHECK(reply.has_header("X-Frame-Options: DENY"));
+      CHECK(reply.has_header("Cache-Control: no-store\r"));
     }
   }
+  // The embedded assets may be kept an hour, by this browser only.
+  const Reply asset = ask(port, request(port, "/assets/app.js", bearer()));
+  CHECK(asset.status == 200);
+  CHECK(asset.has_header("Cache-Control: private, max-age=3600"));
+  CHECK_FALSE(asset.has_header("no-store"));
+  CHECK(asset.has_header("X-Frame-Options: DENY"));
   const auto run = served.fixture.new_run("</script><img src=x onerror=alert(1)>");
   const Reply reply = ask(port, request(port, "/api/runs", bearer()));
   CHECK(reply.status == 200);
@@ -398,4 +439,190 @@ TEST_CASE("serve: idle connections and eight live pollers do not hold up another
   CHECK(failed_polls == 0);
   // Well under the 5 s keep-alive timeout the idle connections would have held the pool for.
   CHECK(took < std::chrono::seconds(3));
+}
+
+TEST_CASE("serve: a 128 MiB request line is refused 414 after its first 2 KiB", "[serve]") {
+  Served served;
+  const auto [sent, answer] = flood(served.port, "GET /", 'a', 128u << 20);
+  const Reply reply = parse(answer);
+  CHECK(reply.status == 414);
+  CHECK(reply.body.find("request line is longer than") != std::string::npos);
+  CHECK(reply.has_header("X-Frame-Options: DENY"));
+  CHECK(reply.has_header("Cache-Control: no-store"));
+  // The server stopped reading at once: what was sent is what the sockets' buffers held.
+  CHECK(sent < (32u << 20));
+}
+
+TEST_CASE("serve: 25 000 header lines or 16 KiB of headers are refused 431", "[serve]") {
+  Served served;
+  const int port = served.port;
+  std::string lines = "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n";
+  for (int i = 0; i < 25'000; ++i) {
+    lines += "X-" + std::to_string(i) + ": 1\r\n";
+  }
+  const int fd = connect_to(port);
+  ::send(fd, lines.data(), lines.size(), MSG_NOSIGNAL);  // may fail part way: the server closed
+  Reply reply = parse(read_all(fd, std::chrono::seconds(5)));
+  ::close(fd);
+  CHECK(reply.status == 431);
+  CHECK(reply.body.find("more than 64 headers or 16384 bytes of them") != std::string::npos);
+
+  // The size limit: five headers of 4 KiB are 20 KiB; three are within it.
+  const std::string big(4096, 'v');
+  std::string five;
+  std::string three;
+  for (int i = 0; i < 5; ++i) {
+    (i < 3 ? three : five) += "X-Big-" + std::to_string(i) + ": " + big + "\r\n";
+  }
+  five = three + five;
+  CHECK(ask(port, request(port, "/api/runs", bearer() + five)).status == 431);
+  CHECK(ask(port, request(port, "/api/runs", bearer() + three)).status == 200);
+  // Up to 64 headers of the client's are answered.
+  std::string sixty;
+  for (int i = 0; i < 60; ++i) {
+    sixty += "X-" + std::to_string(i) + ": 1\r\n";
+  }
+  CHECK(ask(port, request(port, "/api/runs", bearer() + sixty)).status == 200);
+}
+
+TEST_CASE("serve: a trickling client is cut off at the 10 s head deadline, a silent one after 5 s", "[serve]") {
+  Served served;
+  const int port = served.port;
+  const auto started = std::chrono::steady_clock::now();
+  const int silent = connect_to(port);
+  const int trickler = connect_to(port);
+  // One byte a second: never silent for 5 s, never a whole head.
+  std::atomic<bool> stop{false};
+  std::thread dripping([&] {
+    const std::string slow = "GET /api/runs HTTP/1.1\r\nX-Slow: " + std::string(100, 'a');
+    for (std::size_t i = 0; i < slow.size() && !stop; ++i) {
+      if (::send(trickler, &slow[i], 1, MSG_NOSIGNAL) != 1) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  });
+  const std::string nothing = read_all(silent, std::chrono::seconds(15));  // until the server closes
+  const auto silent_for = std::chrono::steady_clock::now() - started;
+  const Reply cut = parse(read_all(trickler, std::chrono::seconds(15)));
+  const auto trickled_for = std::chrono::steady_clock::now() - started;
+  stop = true;
+  dripping.join();
+  ::close(silent);
+  ::close(trickler);
+  CHECK(nothing.empty());  // closed without an answer (a browser's preconnected socket)
+  CHECK(silent_for >= std::chrono::milliseconds(4900));
+  CHECK(silent_for < std::chrono::seconds(8));
+  CHECK(cut.status == 408);
+  CHECK(trickled_for >= std::chrono::milliseconds(9900));
+  CHECK(trickled_for < std::chrono::seconds(13));
+}
+
+TEST_CASE("serve: stop() closes open connections and returns within a second", "[serve]") {
+  Served served;
+  const int port = served.port;
+  const int idle = connect_to(port);
+  const int partial = connect_to(port);
+  const std::string half = "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n";
+  ::send(partial, half.data(), half.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both held by the server
+  const auto started = std::chrono::steady_clock::now();
+  served.server->stop();
+  served.thread.join();
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(took < std::chrono::seconds(1));
+  CHECK(read_all(idle, std::chrono::seconds(1)).empty());  // closed, no answer
+  CHECK(read_all(partial, std::chrono::seconds(1)).empty());
+  ::close(idle);
+  ::close(partial);
+}
+
+TEST_CASE("serve: --max-connections connections are served at once and the rest wait their turn", "[serve]") {
+  serve::ServeOptions options;
+  options.max_connections = 2;
+  Served served(options);
+  const int port = served.port;
+  const int first = connect_to(port);
+  const int second = connect_to(port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int third = connect_to(port);  // the kernel's listen queue takes it
+  const std::string raw = request(port, "/api/runs", bearer());
+  ::send(third, raw.data(), raw.size(), MSG_NOSIGNAL);
+  CHECK(read_all(third, std::chrono::seconds(1)).empty());  // waiting its turn
+  ::close(first);
+  const Reply reply = parse(read_all(third, std::chrono::seconds(3)));
+  CHECK(reply.status == 200);
+  ::close(second);
+  ::close(third);
+}
+
+TEST_CASE("serve: a Range header gets the whole body or one range, never many", "[serve]") {
+  Served served;
+  const int port = served.port;
+  const auto chart = serve::find_asset("/assets/chart.js");
+  REQUIRE(chart);
+  std::string ranges = "Range: bytes=0-";
+  for (int i = 1; i < 2600; ++i) {
+    ranges += ",0-";
+  }
+  ranges += "\r\n";  // 7.8 KB: each range the whole file
+  Reply reply = ask(port, request(port, "/assets/chart.js", bearer() + ranges));
+  CHECK(reply.status == 200);
+  CHECK(reply.body == chart->bytes);
+  CHECK_FALSE(reply.has_header("multipart/byteranges"));
+  reply = ask(port, request(port, "/assets/chart.js", ranges));  // no token
+  CHECK(reply.status == 401);
+  CHECK(reply.body.size() < 1024);
+  CHECK(reply.body.starts_with("{\"error\""));
+
+  reply = ask(port, request(port, "/assets/chart.js", bearer() + "Range: bytes=10-109\r\n"));
+  CHECK(reply.status == 206);
+  CHECK(reply.body == chart->bytes.substr(10, 100));
+  CHECK(reply.has_header("Content-Range: bytes 10-109/" + std::to_string(chart->bytes.size())));
+  reply = ask(port, request(port, "/nope", bearer() + "Range: bytes=0-3\r\n"));  // errors whole
+  CHECK(reply.status == 404);
+  CHECK(reply.body.starts_with("{\"error\""));
+  CHECK(reply.body.ends_with("}"));
+}
+
+TEST_CASE("serve: a request with an Expect header gets one answer, 417", "[serve]") {
+  Served served;
+  const int port = served.port;
+  for (const std::string& expect : {std::string("Expect: 100-continue\r\nContent-Length: 5\r\n"),
+                                    std::string("Expect: 100-continue\r\n"), std::string("Expect: other\r\n")}) {
+    INFO(expect);
+    const int fd = connect_to(port);
+    const std::string raw = request(port, "/api/runs", bearer() + expect);
+    ::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+    const std::string answer = read_all(fd, std::chrono::seconds(3));
+    ::close(fd);
+    CHECK(answer.starts_with("HTTP/1.1 417"));
+    CHECK(answer.find("HTTP/1.1", 1) == std::string::npos);  // nothing routed after it
+    CHECK(parse(answer).body.find("nothing is expected") != std::string::npos);
+  }
+}
+
+TEST_CASE("serve: two dashboards on two ports keep apart cookies", "[serve]") {
+  Served one;
+  serve::ServeOptions other_options;
+  Served two(other_options);
+  const auto cookie_of = [](const Served& served) {
+    const Reply reply = ask(served.port, request(served.port, "/?token=" + k_token));
+    REQUIRE(reply.status == 303);
+    const auto at = reply.head.find("Set-Cookie: ");
+    REQUIRE(at != std::string::npos);
+    const std::string line = reply.head.substr(at + 12, reply.head.find("\r\n", at) - at - 12);
+    return line.substr(0, line.find(';'));
+  };
+  const std::string first = cookie_of(one);
+  const std::string second = cookie_of(two);
+  const auto name = [](const std::string& pair) { return pair.substr(0, pair.find('=')); };
+  CHECK(name(first) == "expctl_token_" + std::to_string(one.port));
+  CHECK(name(second) == "expctl_token_" + std::to_string(two.port));
+  CHECK(name(first) != name(second));  // a browser keeps both (cookies ignore ports)
+  // The browser sends both cookies to both; each server takes its own.
+  const std::string jar = "Cookie: " + first + "; " + second + "\r\n";
+  CHECK(ask(one.port, request(one.port, "/api/runs", jar)).status == 200);
+  CHECK(ask(two.port, request(two.port, "/api/runs", jar)).status == 200);
+  CHECK(ask(one.port, request(one.port, "/api/runs", "Cookie: " + second + "\r\n")).status == 401);
 }

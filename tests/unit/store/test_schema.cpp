@@ -59,6 +59,35 @@ TEST_CASE("schema: reading an older database upgrades it in place") {
   CHECK(db.list_runs().empty());
 }
 
+TEST_CASE("schema: opened with upgrade off, an older database is refused in one line and left byte for byte") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  { store::testing::open_at_schema_version(db_path, 1); }
+  const auto before = util::read_file(db_path);
+  REQUIRE(before);
+  store::StoreOptions options;
+  options.upgrade = false;
+  for (const auto mode : {store::OpenMode::read_only, store::OpenMode::read_write}) {
+    CHECK_THROWS_WITH(store::Store::open(db_path.string(), mode, options),
+                      db_path.string() + ": written by an older expctl (schema v1, this one needs v" +
+                          std::to_string(store::latest_schema_version()) +
+                          "), and this command never writes: upgrade it once with 'expctl --db " + db_path.string() +
+                          " list', then run this again");
+  }
+  try {
+    store::Store::open(db_path.string(), store::OpenMode::read_only, options);
+  } catch (const util::StoreError& error) {
+    CHECK(error.exit_code() == util::ExitCode::usage);
+  }
+  const auto after = util::read_file(db_path);
+  REQUIRE(after);
+  CHECK(*after == *before);
+  // A current one opens as ever.
+  { store::Store::open(db_path); }
+  CHECK(store::Store::open(db_path.string(), store::OpenMode::read_only, options).schema_version() ==
+        store::latest_schema_version());
+}
+
 TEST_CASE("schema: a database from a newer expctl is refused, and left as it is") {
   test::TempDir dir;
   const fs::path db_path = dir / "expctl.db";

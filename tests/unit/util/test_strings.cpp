@@ -35,3 +35,24 @@ TEST_CASE("strings: split, join, trim, quoted") {
   CHECK(trim("  a b \n") == "a b");
   CHECK(quoted("a\"b\n") == R"("a\"b\n")");
 }
+
+TEST_CASE("strings: terminal_safe escapes every control character a stored string may hold") {
+  // Clear screen, a window title (OSC 0), the clipboard (OSC 52), a carriage return over the
+  // line, DEL, and C1 controls in UTF-8 (U+009B is CSI on its own).
+  const std::string hostile =
+      "a\x1b[2Jb\x1b]0;title\x07"
+      "c\x1b]52;c;cHduZWQ=\x1b\\d\re\x7f\xc2\x9b"
+      "31mf\xc2\x85";
+  const std::string safe = terminal_safe(hostile);
+  CHECK(safe == R"(a\x1b[2Jb\x1b]0;title\x07c\x1b]52;c;cHduZWQ=\x1b\d\re\x7f\u009b31mf\u0085)");
+  for (const char c : safe) {
+    CHECK(static_cast<unsigned char>(c) >= 0x20);
+    CHECK(c != 0x7f);
+  }
+  CHECK(terminal_safe(safe) == safe);  // idempotent
+  // Text stays text: newlines and tabs in free text, UTF-8 letters (é is C3 A9, ‐ is E2 80 90).
+  CHECK(terminal_safe("line 1\n\tline 2 \xc3\xa9\xe2\x80\x90\xc2\xa0") ==
+        "line 1\n\tline 2 \xc3\xa9\xe2\x80\x90\xc2\xa0");
+  CHECK(terminal_safe("a\nb\tc", /*keep_newlines=*/false) == R"(a\nb\tc)");
+  CHECK(quoted("x\x1b[2Jy\x7f\xc2\x9b") == R"("x\x1b[2Jy\x7f\u009b")");
+}
