@@ -328,3 +328,25 @@ TEST_CASE("program: phases the program did not time show as not measured, never 
   CHECK(view.at("ranks").at(0).at("phase_shares").at("comm").is_null());
   CHECK(view.at("ranks").at(0).at("phase_shares").at("forward").get<double>() > 0.0);
 }
+
+TEST_CASE("program: --set, a nightly entry's set and ab naming an undeclared parameter exit 2 before any run") {
+  const SmallProgram p("exit 0\n", 1, "");
+  p.d.dir.write("prog.yaml",
+                "distributed:\n  nproc_per_node: 1\nprogram:\n  command: [./prog.sh]\n"
+                "  params: {lr: 0.05, batch_size: 32}\n");
+  const auto run = p.run({"--set", "program.params.learning_rate=0.1"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.err ==
+        "expctl: error: --set program.params.learning_rate=0.1: unknown parameter \"learning_rate\" in "
+        "\"program.params\": the spec declares batch_size, lr; a new parameter is declared under "
+        "program.params in the spec file\n");
+  const auto suite =
+      p.d.dir.write("suite.yaml", "suite: s\nspecs:\n  - spec: prog.yaml\n    set: [program.params.lrr=0.1]\n");
+  const auto night = p.d.expctl({"nightly", suite.string(), "--junit", "-", "--summary", "-"});
+  CHECK(night.exit_code == 2);
+  CHECK_THAT(night.err, Catch::Contains("unknown parameter \"lrr\" in \"program.params\" (did you mean \"lr\"?)"));
+  const auto ab = p.d.expctl({"ab", p.spec.string(), p.spec.string(), "--set-b", "program.params.batchsize=8"});
+  CHECK(ab.exit_code == 2);
+  CHECK_THAT(ab.err, Catch::Contains("(did you mean \"batch_size\"?)"));
+  CHECK_FALSE((fs::exists(p.d.db) && !p.d.open().list_runs().empty()));
+}

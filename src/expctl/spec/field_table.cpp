@@ -283,8 +283,9 @@ std::span<const Field> table() {
      "trainer, configured by `model`, `data`, `optim`, `schedule` and `train`, which a program spec may not set.",
      ""},
     {"program.params", T::param_map, "{}", "", any(), no_items(), H::hashed_unless_default,
-     "The program's parameters: any names with scalar or list values (`lr: 0.1`), hashed; `--set "
-     "program.params.lr=0.2` and sweep axes set one. The program reads them through the placeholders, "
+     "The program's parameters, declared here: any names with scalar or list values (`lr: 0.1`), hashed; `--set "
+     "program.params.lr=0.2`, sweep axes and a suite's `set:` give a declared one another value, never add one. "
+     "The program reads them through the placeholders, "
      "`expctl.params()` or the JSON file named by `EXPCTL_PARAMS_FILE`.",
      ""},
     {"program.files", T::string_list, "[]", "", any(), items(0, 256), H::files_content,

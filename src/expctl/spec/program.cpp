@@ -144,10 +144,12 @@ std::optional<std::string> placeholder_problem(std::string_view argument, const 
       for (const auto& [key, value] : params.items()) {
         names.push_back(key);
       }
-      return fmt::format("placeholder {} names no parameter in program.params ({}): add it there, e.g. with "
-                         "--set program.params.{}=...",
-                         util::quoted("{" + piece.text + "}"), names.empty() ? "none set" : util::join(names, ", "),
-                         name);
+      const auto suggestion = util::closest_match(name, names);
+      return fmt::format(
+          "placeholder {} names no parameter in program.params ({}){}: declare it there, e.g. "
+          "params: {{{}: ...}}",
+          util::quoted("{" + piece.text + "}"), names.empty() ? "none declared" : util::join(names, ", "),
+          suggestion ? fmt::format(" (did you mean {}?)", util::quoted("{params." + *suggestion + "}")) : "", name);
     }
     std::string message = fmt::format("unknown placeholder {}: use {{params.NAME}}, {{seed}} or {{run_id}} "
                                       "(write {{{{ and }}}} for literal braces)",

@@ -78,6 +78,7 @@ class SpecBuilder {
     if (const auto text = read_spec()) {
       apply_document(load_yaml(*text, m_name), *text);
     }
+    declare_params();
     for (const std::string& raw : m_options.overrides) {
       apply_override(raw);
     }
@@ -369,6 +370,14 @@ class SpecBuilder {
       document.root.kind = YamlNode::Kind::scalar;  // "--set name=" means the empty string
     }
     document.root.mark = {};
+    if (field->path == "program.params" && document.root.kind == YamlNode::Kind::mapping) {
+      for (const auto& [key, value] : document.root.entries) {
+        if (auto problem = undeclared_param(key.value)) {
+          problem_without_position(name, std::move(*problem));
+          return;
+        }
+      }
+    }
     apply_value(*field, document.root, {name, {}});
   }
 
@@ -391,9 +400,45 @@ class SpecBuilder {
     m_invalid.erase(std::string(field.path));
   }
 
+  // The spec file's program.params is the list of the program's parameters: an override (--set,
+  // a sweep axis, a suite's set:) may give one another value, never add one, so a misspelt name
+  // cannot be recorded as a parameter the program never read.
+  void declare_params() {
+    const nlohmann::json& params = m_values["program"]["params"];
+    m_declared_params.emplace();
+    for (const auto& [param, value] : params.items()) {
+      m_declared_params->push_back(param);
+    }
+  }
+
+  // Why `param` may not be overridden (not declared in the spec file); nullopt when it may.
+  std::optional<std::string> undeclared_param(const std::string& param) const {
+    if (!m_declared_params ||
+        std::find(m_declared_params->begin(), m_declared_params->end(), param) != m_declared_params->end()) {
+      return std::nullopt;
+    }
+    std::string message = fmt::format("unknown parameter {} in \"program.params\"", util::quoted(param));
+    if (const auto suggestion = util::closest_match(param, *m_declared_params)) {
+      message += fmt::format(" (did you mean {}?)", util::quoted(*suggestion));
+    }
+    if (m_declared_params->empty()) {
+      return message + ": the spec declares no parameters; declare it under program.params in the spec file";
+    }
+    return message + fmt::format(
+                         ": the spec declares {}; a new parameter is declared under program.params in the "
+                         "spec file",
+                         util::join(*m_declared_params, ", "));
+  }
+
   // `--set program.params.lr=0.1`: one entry of a mapping field, typed as the file would type it.
   void apply_entry_override(const Field& map, const std::string& entry, const std::string& text,
                             const std::string& name) {
+    if (map.path == "program.params") {
+      if (auto problem = undeclared_param(entry)) {
+        problem_without_position(name, std::move(*problem));
+        return;
+      }
+    }
     YamlDocument document = load_yaml(text, name, k_override_limits);
     if (!document.diagnostics.empty()) {
       problem_without_position(name,
@@ -673,6 +718,7 @@ class SpecBuilder {
   std::set<std::string> m_invalid;
   std::map<std::string, std::vector<SourceMark>> m_item_marks;  // list fields: where each item was written
   nlohmann::json m_program_files;                                // path -> sha256; null without a program
+  std::optional<std::vector<std::string>> m_declared_params;     // the file's program.params names; unset: no file
   std::optional<fs::path> m_env_profile_path;
   nlohmann::json m_env_profile;
   std::vector<InputFile> m_inputs;

@@ -47,16 +47,15 @@ struct Workspace {
 
 }  // namespace
 
-TEST_CASE("program: params keep their YAML types and --set adds or replaces one") {
+TEST_CASE("program: params keep their YAML types and --set replaces a declared one") {
   const Workspace ws;
-  const Spec spec = ws.load(k_program, {"program.params.lr=0.2", "program.params.extra=\"7\"", "program.env.A=1"});
+  const Spec spec = ws.load(k_program, {"program.params.lr=0.2", "program.params.optimizer=\"7\"", "program.env.A=1"});
   const auto& params = spec.values()["program"]["params"];
   CHECK(params["lr"] == 0.2);
   CHECK(params["lr"].is_number_float());
   CHECK(params["batch_size"].is_number_integer());
   CHECK(params["hidden"] == nlohmann::json::array({32, 16}));
-  CHECK(params["optimizer"] == "adam");
-  CHECK(params["extra"] == "7");  // quoted: a string
+  CHECK(params["optimizer"] == "7");  // quoted: a string
   CHECK(spec.values()["program"]["env"]["A"] == "1");
   CHECK(spec.program_files() == nlohmann::json{{"train.py", spec.program_files()["train.py"]}});
 }
@@ -66,7 +65,6 @@ TEST_CASE("program: params, env and the script's content enter the hash, workdir
   const std::string base = ws.hash(k_program);
   CHECK(ws.hash(k_program, {"program.params.lr=0.2"}) != base);
   CHECK(ws.hash(k_program, {"program.params.batch_size=64.0"}) != base);  // a float is another value
-  CHECK(ws.hash(k_program, {"program.params.new=1"}) != base);
   CHECK(ws.hash(k_program, {"program.env.OMP_PROC_BIND=close"}) != base);
   CHECK(ws.hash(k_program, {"program.workdir=/tmp"}) == base);
   ws.dir.write("train.py", "print('hello, edited')\n");
@@ -92,6 +90,25 @@ TEST_CASE("program: program.files globs are hashed by content, a spec without a 
   CHECK(ws.load("seed: 3\n").program_files().is_null());
 }
 
+TEST_CASE("program: a --set of a parameter the spec does not declare is refused, naming the declared ones") {
+  const Workspace ws;
+  const std::string report = ws.errors(k_program, {"program.params.learning_rate=0.1", "program.params.lrr=0.1"});
+  CHECK(report.find("--set program.params.learning_rate=0.1: unknown parameter \"learning_rate\" in "
+                    "\"program.params\": the spec declares batch_size, hidden, lr, optimizer; a new parameter is "
+                    "declared under program.params in the spec file") != std::string::npos);
+  CHECK(report.find("--set program.params.lrr=0.1: unknown parameter \"lrr\" in \"program.params\" (did you mean "
+                    "\"lr\"?)") != std::string::npos);
+  // The whole mapping at once: the same rule for each name.
+  CHECK(ws.errors(k_program, {"program.params={lr: 0.2, momentum: 0.9}"}).find("unknown parameter \"momentum\"") !=
+        std::string::npos);
+  CHECK(ws.load(k_program, {"program.params={lr: 0.2}"}).values()["program"]["params"]["lr"] == 0.2);
+  // A spec that declares none says so.
+  const std::string bare = "program:\n  command: [python3, train.py]\n";
+  CHECK(ws.errors(bare, {"program.params.lr=0.1"}).find("the spec declares no parameters") != std::string::npos);
+  // A declared parameter no placeholder names is fine: the program reads it with expctl.params().
+  CHECK(ws.load(bare + "  params: {lr: 0.1}\n", {"program.params.lr=0.2"}).values()["program"]["params"]["lr"] == 0.2);
+}
+
 TEST_CASE("program: trainer sections are refused with one line each, at their position") {
   const Workspace ws;
   const std::string report = ws.errors(k_program + "optim:\n  lr: 0.5\n", {"train.max_steps=5"});
@@ -105,7 +122,7 @@ TEST_CASE("program: unknown placeholders are errors at the argument that holds t
   const std::string report = ws.errors("program:\n  command:\n    - python3\n    - train.py\n    - \"{params.lrate}\"\n"
                                        "    - \"{sed}\"\n  params: {lr: 0.1}\n");
   CHECK(report.find(":5:7: program.command[2]: placeholder \"{params.lrate}\" names no parameter in program.params "
-                    "(lr): add it there, e.g. with --set program.params.lrate=...") != std::string::npos);
+                    "(lr): declare it there, e.g. params: {lrate: ...}") != std::string::npos);
   CHECK(report.find(":6:7: program.command[3]: unknown placeholder \"{sed}\": use {params.NAME}, {seed} or {run_id} "
                     "(write {{ and }} for literal braces)") != std::string::npos);
 }
