@@ -1,11 +1,13 @@
 // A team's own training program under `expctl run` (docs/program.md): the canonical PyTorch DDP
 // script of experiments/python-ddp (Debian's python3-torch, Gloo on CPU, 2 ranks) and small
 // programs that misbehave on purpose. Real processes; everything started here ends here.
-#include <sys/stat.h>
-
 #include <cmath>
 
+#include <sys/stat.h>
+
 #include "cli/run_helpers.hpp"
+
+#include "expctl/spec/program.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -349,4 +351,40 @@ TEST_CASE("program: --set, a nightly entry's set and ab naming an undeclared par
   CHECK(ab.exit_code == 2);
   CHECK_THAT(ab.err, Catch::Contains("(did you mean \"batch_size\"?)"));
   CHECK_FALSE((fs::exists(p.d.db) && !p.d.open().list_runs().empty()));
+}
+
+TEST_CASE("program: show and ab hold a program run's spec without the built-in trainer's settings") {
+  const SmallProgram p(
+      "for s in 1 2 3; do echo \"{\\\"step\\\": $s, \\\"loss\\\": 1.0, \\\"samples\\\": 8}\" >&3; "
+      "sleep 0.05; done\n",
+      1);
+  const auto result = p.run();
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const std::string id = parse_stdout(result).at("run").at("id");
+  const auto shown = p.d.expctl({"show", id});
+  REQUIRE(shown.exit_code == 0);
+  CHECK_THAT(shown.out, Catch::Contains("\n  program\n") && Catch::Contains("\n  distributed\n"));
+  for (const char* section : {"\n  model\n", "\n  data\n", "\n  optim\n", "\n  schedule\n", "\n  train\n",
+                              "bucket_cap_mb", "grad_compression"}) {
+    INFO(section);
+    CHECK_THAT(shown.out, !Catch::Contains(section));
+  }
+  const auto json_shown = p.d.expctl({"show", id, "--format", "json"});
+  REQUIRE(json_shown.exit_code == 0);
+  const json values = json::parse(json_shown.out).at("spec").at("values");
+  CHECK_FALSE(values.contains("data"));
+  CHECK(values.at("program").at("command") == json::array({"./prog.sh"}));
+  // A/B of the program against a built-in spec: what both specs hold is compared (the reported
+  // failure: "not comparable: different datasets (fashion-mnist vs npy)", an unused default).
+  const auto ab = p.d.expctl(
+      {"ab", p.spec.string(), tiny_spec(), "--repeat", "2", "--set-b", "train.max_steps=10", "--format", "json"});
+  INFO(ab.out << ab.err);
+  CHECK(ab.exit_code != 2);
+  CHECK_THAT(ab.out + ab.err, !Catch::Contains("not comparable") && !Catch::Contains("datasets"));
+  const json report = json::parse(ab.out);
+  for (const auto& change : report.at("spec_changes")) {
+    INFO(change.dump());
+    CHECK_FALSE(spec::is_trainer_setting(change.at("path").get<std::string>()));
+  }
 }

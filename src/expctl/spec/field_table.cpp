@@ -280,7 +280,8 @@ std::span<const Field> table() {
      "Run this program on every rank instead of the built-in trainer: its argv (argv[0] is looked up in PATH, "
      "relative paths from `program.workdir`), launched with torchrun's environment (docs/program.md). "
      "`{params.NAME}`, `{seed}` and `{run_id}` are replaced; `{{` and `}}` are literal braces. Empty: the built-in "
-     "trainer, configured by `model`, `data`, `optim`, `schedule` and `train`, which a program spec may not set.",
+     "trainer, configured by `model`, `data`, `optim`, `schedule` and `train`, which a program spec may not set "
+     "(nor the trainer's fields of `distributed` and `metrics`) and does not hold.",
      ""},
     {"program.params", T::param_map, "{}", "", any(), no_items(), H::hashed_unless_default,
      "The program's parameters, declared here: any names with scalar or list values (`lr: 0.1`), hashed; `--set "

@@ -126,6 +126,34 @@ bool has_program(const nlohmann::json& values) {
   return program != values.end() && program->contains("command") && !program->at("command").empty();
 }
 
+bool is_trainer_setting(std::string_view path) {
+  const std::string_view section = path.substr(0, path.find('.'));
+  return std::find(std::begin(k_trainer_sections), std::end(k_trainer_sections), section) !=
+             std::end(k_trainer_sections) ||
+         std::find(std::begin(k_trainer_fields), std::end(k_trainer_fields), path) != std::end(k_trainer_fields);
+}
+
+bool applies(const nlohmann::json& values, std::string_view path) {
+  return !has_program(values) || !is_trainer_setting(path);
+}
+
+nlohmann::json applicable_values(nlohmann::json values) {
+  if (!values.is_object() || !has_program(values)) {
+    return values;
+  }
+  for (const std::string_view section : k_trainer_sections) {
+    values.erase(std::string(section));
+  }
+  for (const std::string_view field : k_trainer_fields) {
+    const size_t dot = field.find('.');
+    const auto section = values.find(std::string(field.substr(0, dot)));
+    if (section != values.end() && section->is_object()) {
+      section->erase(std::string(field.substr(dot + 1)));
+    }
+  }
+  return values;
+}
+
 std::optional<std::string> placeholder_problem(std::string_view argument, const nlohmann::json& params) {
   const auto pieces = pieces_of(argument);
   if (!pieces) {

@@ -18,8 +18,32 @@ namespace expctl::spec {
 /// The sections that configure the built-in trainer: a spec with a program may not set them.
 inline constexpr std::string_view k_trainer_sections[] = {"model", "data", "optim", "schedule", "train"};
 
+/// The fields of shared sections that only the built-in trainer reads (its DDP, its metric
+/// cadence): a program spec may not set them either. The rest of `distributed` places the ranks.
+inline constexpr std::string_view k_trainer_fields[] = {"distributed.backend",
+                                                        "distributed.bucket_cap_mb",
+                                                        "distributed.grad_compression",
+                                                        "distributed.powersgd_rank",
+                                                        "distributed.powersgd_warmup_steps",
+                                                        "distributed.allreduce",
+                                                        "distributed.monitored_barrier_every",
+                                                        "metrics.log_every"};
+
+/// True when `path` (a field's dotted path, or a section's name) configures only the built-in
+/// trainer: one of k_trainer_sections or inside one, or one of k_trainer_fields.
+bool is_trainer_setting(std::string_view path);
+
 /// True when the resolved values name a program (program.command is not empty).
 bool has_program(const nlohmann::json& values);
+
+/// True when `path` (a dotted field path or a section) configures anything for a spec with these
+/// values: a trainer setting does not for a program spec.
+bool applies(const nlohmann::json& values, std::string_view path);
+
+/// `values` (a spec's, or a stored run's) without what configures nothing for it: a program
+/// spec's resolved values, its hash, `show`, the dashboard and `compare` hold no trainer setting
+/// (docs/program.md). Values that are not a program spec's come back as they are.
+nlohmann::json applicable_values(nlohmann::json values);
 
 /// What the placeholders of program.command stand for.
 struct PlaceholderValues {

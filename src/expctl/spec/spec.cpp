@@ -616,9 +616,7 @@ class SpecBuilder {
       return;
     }
     for (const auto& [path, origin] : m_origins) {
-      const std::string section = path.substr(0, path.find('.'));
-      if (std::find(std::begin(k_trainer_sections), std::end(k_trainer_sections), section) !=
-          std::end(k_trainer_sections)) {
+      if (is_trainer_setting(path)) {
         problem_at(origin, origin.mark,
                    fmt::format("{} configures the built-in trainer, which does not run when program.command is set: "
                                "remove it (pass your program its settings through program.params)",
@@ -681,8 +679,12 @@ class SpecBuilder {
   }
 
   Spec finish() {
+    m_values = applicable_values(std::move(m_values));
     nlohmann::json hashed = nlohmann::json::object();
     for (const Field& field : fields()) {
+      if (!m_values.contains(pointer_of(field.path))) {
+        continue;  // what does not apply (a program spec's trainer settings)
+      }
       if (enters_hash(field, m_values.at(pointer_of(field.path)))) {
         hashed[pointer_of(field.path)] = m_values.at(pointer_of(field.path));
       }
@@ -819,6 +821,16 @@ std::vector<HashChange> canonical_changes(std::string_view recorded, const Spec&
     return {{HashChange::Kind::recipe,
              fmt::format("the spec hash recipe is version {} in this expctl, the run's was hashed by version {}",
                          after.at("expctl_spec_version").dump(), before.value("expctl_spec_version", json()).dump())}};
+  }
+  // Program runs recorded before a program spec left out the trainer's sections (issue 50) were
+  // hashed with those sections' defaults: another recipe, not edited fields.
+  const json recorded_spec = before.value("spec", json::object());
+  if (has_program(now.values()) && recorded_spec.is_object()) {
+    if (applicable_values(recorded_spec) != recorded_spec) {
+      return {{HashChange::Kind::recipe,
+               "the run was hashed with the built-in trainer's settings, which program specs no longer hold "
+               "(docs/program.md); this expctl hashes its spec without them"}};
+    }
   }
   std::vector<HashChange> changes;
   // Each side's entries under `key` (an object, or none), compared entry by entry.

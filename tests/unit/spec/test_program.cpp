@@ -153,3 +153,40 @@ TEST_CASE("program: placeholders are substituted, literal braces survive") {
   CHECK(placeholder_problem("{params.lr", values.params).value().find("without its") != std::string::npos);
   CHECK(placeholder_problem("a}b", values.params).value().find("a lone") != std::string::npos);
 }
+
+TEST_CASE("program: the resolved spec and its hash hold no built-in trainer setting, a built-in spec keeps them") {
+  const Workspace ws;
+  const Spec spec = ws.load(k_program);
+  for (const char* section : {"model", "data", "optim", "schedule", "train"}) {
+    INFO(section);
+    CHECK_FALSE(spec.values().contains(section));
+    CHECK_FALSE(nlohmann::json::parse(spec.canonical())["spec"].contains(section));
+  }
+  for (const char* field : {"backend", "bucket_cap_mb", "grad_compression", "allreduce"}) {
+    INFO(field);
+    CHECK_FALSE(spec.values()["distributed"].contains(field));
+  }
+  CHECK_FALSE(spec.values()["metrics"].contains("log_every"));
+  CHECK(spec.values()["distributed"]["nproc_per_node"] == 1);
+  CHECK(spec.values()["distributed"].contains("timeout_s"));
+  // A shared section's trainer-only field is refused as the trainer's sections are.
+  CHECK(ws.errors(k_program + "distributed:\n  grad_compression: fp16\n")
+            .find(":9:21: distributed.grad_compression configures the built-in trainer") != std::string::npos);
+  const Spec builtin = ws.load("seed: 3\n");
+  CHECK(builtin.values()["optim"].contains("lr"));
+  CHECK(builtin.values()["distributed"].contains("bucket_cap_mb"));
+  CHECK(applicable_values(builtin.values()) == builtin.values());
+  // A rehash of the stored values is the same hash.
+  CHECK(rehash_values(spec.values(), ws.dir / "s.yaml").hash() == spec.hash());
+}
+
+TEST_CASE("program: a program run hashed with the trainer's settings (before they were left out) is another recipe") {
+  const Workspace ws;
+  const Spec spec = ws.load(k_program);
+  nlohmann::json old = nlohmann::json::parse(spec.canonical());
+  old["spec"]["optim"] = {{"lr", 0.01}};
+  const auto changes = canonical_changes(old.dump(), spec);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].kind == HashChange::Kind::recipe);
+  CHECK(changes[0].text.find("hashed with the built-in trainer's settings") != std::string::npos);
+}
