@@ -167,6 +167,7 @@ TEST_CASE("program: a killed rank fails the run fast and is named, resume contin
 
 TEST_CASE("program faults: a command that is not found exits 2 before any rank starts") {
   RunDir d;
+  d.dir.write("train.py", "");
   const auto spec = d.dir.write("p.yaml", "program:\n  command: [no-such-program-xyz, train.py]\n");
   const auto result = d.expctl({"run", spec.string()});
   CHECK(result.exit_code == 2);

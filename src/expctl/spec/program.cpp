@@ -121,6 +121,30 @@ std::optional<fs::path> default_script(const fs::path& spec_dir, const std::vect
 
 }  // namespace
 
+bool is_script_name(std::string_view name) {
+  static constexpr std::string_view k_script_extensions[] = {".py", ".sh", ".bash", ".ipynb",
+                                                             ".pl", ".rb", ".js",   ".jl"};
+  const std::string extension = fs::path(name).extension().string();
+  return std::find(std::begin(k_script_extensions), std::end(k_script_extensions), extension) !=
+         std::end(k_script_extensions);
+}
+
+std::optional<std::string> missing_script(std::string_view argument, std::size_t index, const fs::path& workdir) {
+  if (argument.empty() || argument.starts_with('-') || argument.find('{') != std::string_view::npos ||
+      fs::path(argument).is_absolute()) {
+    return std::nullopt;
+  }
+  const bool names_file = index == 0 ? argument.find('/') != std::string_view::npos : is_script_name(argument);
+  std::error_code error;
+  if (!names_file || fs::is_regular_file(workdir / argument, error)) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "{} is not a file (looked for {}; relative paths are taken from program.workdir, by default "
+      "the spec's directory): check the name",
+      util::quoted(argument), (workdir / argument).lexically_normal().string());
+}
+
 bool has_program(const nlohmann::json& values) {
   const auto program = values.find("program");
   return program != values.end() && program->contains("command") && !program->at("command").empty();

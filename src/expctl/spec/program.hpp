@@ -62,6 +62,16 @@ std::optional<std::string> placeholder_problem(std::string_view argument, const 
 /// placeholder_problem() refuses (validation ran first).
 std::string substitute_placeholders(std::string_view argument, const PlaceholderValues& values);
 
+/// True when `name` ends like a script (".py", ".sh", ".bash", ".ipynb", ".pl", ".rb", ".js", ".jl").
+bool is_script_name(std::string_view name);
+
+/// Why `argument` (program.command[index]) names a file that is not there, relative to `workdir`
+/// (the program's working folder): argv[0] given as a relative path with a '/' ("./train.sh"), or a
+/// later argument that names a script ("train.py"); nullopt otherwise (options, placeholders,
+/// absolute paths and names looked up in PATH are not checked here).
+std::optional<std::string> missing_script(std::string_view argument, std::size_t index,
+                                          const std::filesystem::path& workdir);
+
 /// One file of the program whose content is hashed.
 struct ProgramFile {
   std::string path;    ///< as it enters the canonical form: relative to the spec's directory, '/'-separated

@@ -31,16 +31,6 @@ namespace {
 // will fail naming the file), and it never shares a hash with the spec whose files are there.
 constexpr const char* k_absent = "absent";
 
-// A program rather than a spec (`expctl run train.py`): said plainly instead of a YAML error
-// about its first line.
-bool is_script(const fs::path& file) {
-  static constexpr std::string_view k_script_extensions[] = {".py", ".sh", ".bash", ".ipynb", ".pl", ".rb", ".js", ".jl"};
-  const std::string extension = file.extension().string();
-  return std::find(std::begin(k_script_extensions), std::end(k_script_extensions), extension) !=
-         std::end(k_script_extensions);
-}
-
-
 // A file with thousands of bad keys should not print thousands of caret blocks: the first ones
 // are enough to see the pattern.
 constexpr size_t k_max_reported = 50;
@@ -103,6 +93,7 @@ class SpecBuilder {
   // held when the run started, and the hash says whether these are those values); the files whose
   // content is hashed are read again, as build() reads them.
   Spec build_from_values(const nlohmann::json& values) {
+    m_from_values = true;
     fill_defaults();
     apply_values(values);
     fill_derived_defaults();
@@ -227,7 +218,7 @@ class SpecBuilder {
                                                      : std::string("no such file: check the path"));
       return std::nullopt;
     }
-    if (is_script(m_file)) {
+    if (is_script_name(m_file.string())) {  // `expctl run train.py`: said plainly, not as a YAML error
       problem_without_position(m_name, "expctl runs experiment specs (YAML); to run a script, use a `program:` spec "
                                        "(docs/program.md; experiments/python-ddp/ has one)");
       return std::nullopt;
@@ -629,11 +620,18 @@ class SpecBuilder {
     const auto& command = program["command"];
     const auto& marks = m_item_marks["program.command"];
     const Origin origin = m_origins.count("program.command") > 0 ? m_origins.at("program.command") : Origin{m_name, {}};
+    const fs::path workdir = fs::absolute(m_file).parent_path() / program["workdir"].get<std::string>();
     for (size_t i = 0; i < command.size(); ++i) {
       const std::string argument = command[i].get<std::string>();
       if (i == 0 && argument.empty()) {
         problem_at(origin, i < marks.size() ? marks[i] : origin.mark,
                    "program.command[0] is empty: name the program to run");
+      }
+      // (A run's values hashed again name what changed since, a script gone included: canonical_changes.)
+      const auto missing = m_from_values ? std::nullopt : missing_script(argument, i, workdir);
+      if (missing && !m_invalid.contains("program.workdir")) {
+        problem_at(origin, i < marks.size() && marks[i].line > 0 ? marks[i] : origin.mark,
+                   fmt::format("program.command[{}]: {}", i, *missing));
       }
       if (const auto problem = placeholder_problem(argument, program["params"])) {
         problem_at(origin, i < marks.size() && marks[i].line > 0 ? marks[i] : origin.mark,
@@ -720,6 +718,7 @@ class SpecBuilder {
   std::set<std::string> m_invalid;
   std::map<std::string, std::vector<SourceMark>> m_item_marks;  // list fields: where each item was written
   nlohmann::json m_program_files;                                // path -> sha256; null without a program
+  bool m_from_values = false;                                    // rehash_values: a run's values, not a file
   std::optional<std::vector<std::string>> m_declared_params;     // the file's program.params names; unset: no file
   std::optional<fs::path> m_env_profile_path;
   nlohmann::json m_env_profile;

@@ -66,7 +66,7 @@ TEST_CASE("program: params, env and the script's content enter the hash, workdir
   CHECK(ws.hash(k_program, {"program.params.lr=0.2"}) != base);
   CHECK(ws.hash(k_program, {"program.params.batch_size=64.0"}) != base);  // a float is another value
   CHECK(ws.hash(k_program, {"program.env.OMP_PROC_BIND=close"}) != base);
-  CHECK(ws.hash(k_program, {"program.workdir=/tmp"}) == base);
+  CHECK(ws.hash(k_program, {"program.workdir=."}) == base);
   ws.dir.write("train.py", "print('hello, edited')\n");
   const std::string edited = ws.hash(k_program);
   CHECK(edited != base);
@@ -189,4 +189,20 @@ TEST_CASE("program: a program run hashed with the trainer's settings (before the
   REQUIRE(changes.size() == 1);
   CHECK(changes[0].kind == HashChange::Kind::recipe);
   CHECK(changes[0].text.find("hashed with the built-in trainer's settings") != std::string::npos);
+}
+
+TEST_CASE("program: a command whose script is not there is refused at its position") {
+  const Workspace ws;
+  CHECK(ws.errors("program:\n  command:\n    - python3\n    - trian.py\n")
+            .find(":4:7: program.command[1]: \"trian.py\" is not a file (looked for ") != std::string::npos);
+  CHECK(ws.errors("program:\n  command: [./run.sh, --fast]\n")
+            .find(":2:13: program.command[0]: \"./run.sh\" is not a "
+                  "file") != std::string::npos);
+  // Relative to program.workdir when it is set.
+  ws.dir.write("sub/train.py", "print('sub')\n");
+  CHECK_NOTHROW(ws.load("program:\n  command: [python3, train.py]\n  workdir: sub\n"));
+  CHECK(ws.errors("program:\n  command: [python3, other.py]\n  workdir: sub\n").find("sub/other.py") !=
+        std::string::npos);
+  // Options, placeholders, PATH names and absolute paths are not files to look for here.
+  CHECK_NOTHROW(ws.load("program:\n  command: [python3, -m, pkg.train, --out, \"{run_id}.log\", /bin/true]\n"));
 }
