@@ -293,6 +293,11 @@ std::span<const Field> table() {
      "Paths or globs, relative to the spec's directory, of the files whose content makes the program what it is "
      "(scripts, modules, configs): their bytes are hashed, so editing the script changes the spec hash.",
      "the script the command names (its first relative argument that is a file)"},
+    {"program.inputs", T::string_list, "[]", "", any(), items(0, 256), H::files_content,
+     "Data files or folders the program reads, relative to the spec's directory: their content is hashed (a "
+     "folder by every file under it, with the digests data specs keep), so a changed data file changes the spec "
+     "hash.",
+     ""},
     {"program.workdir", T::string, "\"\"", "", any(), no_items(), H::excluded,
      "Directory the ranks start in; relative to the spec's directory. A location, so not hashed.",
      "the spec's directory"},

@@ -261,4 +261,29 @@ tl::expected<std::vector<ProgramFile>, std::string> program_files(const fs::path
   return out;
 }
 
+tl::expected<std::vector<ProgramInput>, std::string> program_inputs(const fs::path& spec_dir,
+                                                                    const std::vector<std::string>& inputs) {
+  std::vector<ProgramInput> out;
+  for (const std::string& input : inputs) {
+    const fs::path path = (fs::path(input).is_absolute() ? fs::path(input) : spec_dir / input).lexically_normal();
+    std::error_code error;
+    util::Expected<std::string> digest = util::make_error("");
+    if (fs::is_regular_file(path, error)) {
+      digest = util::file_digest(path);
+    } else if (fs::is_directory(path, error)) {
+      digest = util::folder_digest(path);
+    } else {
+      return tl::unexpected(
+          fmt::format("program.inputs: {} is neither a file nor a folder (looked for {}; paths are "
+                      "relative to the spec's directory)",
+                      util::quoted(input), path.string()));
+    }
+    if (!digest) {
+      return tl::unexpected(fmt::format("program.inputs: cannot read {}: {}", path.string(), digest.error().message));
+    }
+    out.push_back({relative_name(path, spec_dir), path, std::move(*digest)});
+  }
+  return out;
+}
+
 }  // namespace expctl::spec

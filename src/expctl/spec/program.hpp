@@ -86,4 +86,16 @@ tl::expected<std::vector<ProgramFile>, std::string> program_files(const std::fil
                                                                   const std::vector<std::string>& files,
                                                                   const std::vector<std::string>& command);
 
+/// One of program.inputs digested: a file by its bytes, a folder by every file under it.
+struct ProgramInput {
+  std::string name;            ///< as it enters the canonical form: relative to the spec's directory
+  std::filesystem::path path;  ///< absolute
+  std::string sha256;
+};
+
+/// The entries of program.inputs (paths relative to `spec_dir`, or absolute), in the order given.
+/// An error message names an entry that is neither a file nor a folder, or cannot be read.
+tl::expected<std::vector<ProgramInput>, std::string> program_inputs(const std::filesystem::path& spec_dir,
+                                                                    const std::vector<std::string>& inputs);
+
 }  // namespace expctl::spec

@@ -652,6 +652,24 @@ class SpecBuilder {
     for (const ProgramFile& file : *files) {
       m_program_files[file.path] = file.sha256;
     }
+    digest_program_inputs();
+  }
+
+  // The data a program reads joins the hash as a data spec's files do (under "inputs").
+  void digest_program_inputs() {
+    if (m_invalid.contains("program.inputs")) {
+      return;
+    }
+    auto inputs = program_inputs(fs::absolute(m_file).parent_path(),
+                                 m_values["program"]["inputs"].get<std::vector<std::string>>());
+    if (!inputs) {
+      const Origin origin = m_origins.count("program.inputs") > 0 ? m_origins.at("program.inputs") : Origin{m_name, {}};
+      problem_at(origin, origin.mark, inputs.error());
+      return;
+    }
+    for (ProgramInput& input : *inputs) {
+      m_inputs.push_back({"program.inputs/" + input.name, std::move(input.path), std::move(input.sha256)});
+    }
   }
 
   void load_env_profile() {

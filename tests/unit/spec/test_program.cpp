@@ -206,3 +206,29 @@ TEST_CASE("program: a command whose script is not there is refused at its positi
   // Options, placeholders, PATH names and absolute paths are not files to look for here.
   CHECK_NOTHROW(ws.load("program:\n  command: [python3, -m, pkg.train, --out, \"{run_id}.log\", /bin/true]\n"));
 }
+
+TEST_CASE("program: program.inputs files and folders are hashed by content") {
+  const Workspace ws;
+  ws.dir.write("data/train/a.bin", "aaaa");
+  ws.dir.write("data/train/sub/b.bin", "bbbb");
+  ws.dir.write("labels.csv", "x,y\n");
+  const std::string with_inputs = k_program + "  inputs: [data/train, labels.csv]\n";
+  const Spec spec = ws.load(with_inputs);
+  const auto digests = spec.input_digests();
+  CHECK(digests.contains("program.inputs/data/train"));
+  CHECK(digests.contains("program.inputs/labels.csv"));
+  CHECK(nlohmann::json::parse(spec.canonical())["inputs"] == digests);
+  const std::string base = spec.hash();
+  CHECK(base != ws.hash(k_program));
+  ws.dir.write("data/train/sub/b.bin", "bbbB");  // a file under the folder edited
+  const std::string edited = ws.hash(with_inputs);
+  CHECK(edited != base);
+  ws.dir.write("data/train/sub/b.bin", "bbbb");
+  CHECK(ws.hash(with_inputs) == base);
+  ws.dir.write("data/train/c.bin", "");  // a file added
+  CHECK(ws.hash(with_inputs) != base);
+  ws.dir.write("labels.csv", "x,z\n");
+  CHECK(ws.hash(with_inputs) != base);
+  CHECK(ws.errors(k_program + "  inputs: [data/missing]\n")
+            .find("program.inputs: \"data/missing\" is neither a file nor a folder") != std::string::npos);
+}
