@@ -389,3 +389,38 @@ TEST_CASE("program: show and ab hold a program run's spec without the built-in t
     CHECK_FALSE(spec::is_trainer_setting(change.at("path").get<std::string>()));
   }
 }
+
+TEST_CASE("program: a local module no program.files pattern covers is named at the end, --strict-inputs fails") {
+  RunDir d;
+  d.dir.write("lib/__init__.py", "");
+  d.dir.write("lib/util.py", "def f():\n    return 1\n");
+  d.dir.write("train.py",
+              "import expctl\nfrom lib import util\nfor s in range(1, 4):\n"
+              "    expctl.log(s, loss=1.0 / s, samples=8)\n");
+  const auto spec = d.dir.write("p.yaml",
+                                "distributed:\n  nproc_per_node: 1\nprogram:\n"
+                                "  command: [/usr/bin/python3, train.py]\n");
+  const auto warned = d.expctl({"run", spec.string(), "--format", "json"});
+  INFO(warned.err);
+  REQUIRE(warned.exit_code == 0);
+  CHECK_THAT(warned.err, Catch::Contains("warning: the program imported local module(s) that no program.files "
+                                         "pattern covers, so their content is not in the spec hash: "
+                                         "lib/__init__.py, lib/util.py; add them to program.files"));
+  CHECK(summary_of(warned).at("program").at("unhashed_modules") == json::array({"lib/__init__.py", "lib/util.py"}));
+  const auto strict = d.expctl({"run", spec.string(), "--strict-inputs", "--format", "json"});
+  CHECK(strict.exit_code == 2);
+  const json run = parse_stdout(strict).at("run");
+  CHECK(run.at("status") == "failed");
+  CHECK_THAT(run.at("root_cause").get<std::string>(),
+             Catch::Contains("lib/util.py") && Catch::EndsWith("(--strict-inputs)"));
+  // Covered by a pattern: nothing to name, and --strict-inputs passes.
+  const auto covered = d.dir.write("q.yaml",
+                                   "distributed:\n  nproc_per_node: 1\nprogram:\n"
+                                   "  command: [/usr/bin/python3, train.py]\n"
+                                   "  files: [train.py, \"lib/*.py\"]\n");
+  const auto quiet = d.expctl({"run", covered.string(), "--strict-inputs", "--format", "json"});
+  INFO(quiet.err);
+  CHECK(quiet.exit_code == 0);
+  CHECK_THAT(quiet.err, !Catch::Contains("no program.files pattern covers"));
+  CHECK_FALSE(summary_of(quiet).at("program").contains("unhashed_modules"));
+}

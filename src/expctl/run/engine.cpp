@@ -107,6 +107,7 @@ struct Invocation {
   bool external = false;  ///< started by an external launcher (torchrun, mpirun, srun, Kubeflow)
   /// What this invocation's wall_time_s and time_to_first_step_s count from (invocation_start).
   SteadyClock::time_point started{};
+  bool strict_inputs = false;  ///< run --strict-inputs: an unhashed local module fails the run
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -499,6 +500,24 @@ json take_parts(const Handover& handover, const store::RunRecord& run, Recorder&
   return summary;
 }
 
+// A local module the program imported that no program.files pattern covers: its content is not in
+// the spec hash, so an edit to it would train another experiment under the same hash. Named at the
+// end; with --strict-inputs a run that completed fails (exit 2: the spec's input list is the fix).
+void check_unhashed_modules(const std::vector<std::string>& unhashed, bool strict, Console& console, Verdict& verdict) {
+  if (unhashed.empty()) {
+    return;
+  }
+  const std::string what = fmt::format(
+      "the program imported local module(s) that no program.files pattern covers, so their content is "
+      "not in the spec hash: {}; add them to program.files (a glob such as \"lib/*.py\" covers a folder)",
+      util::join(unhashed, ", "));
+  if (strict && verdict.status == store::RunStatus::completed) {
+    verdict = {store::RunStatus::failed, util::ExitCode::usage, what + " (--strict-inputs)"};
+    return;
+  }
+  console.note("warning: " + what, true);
+}
+
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console,
                           std::optional<launch::HeldRanks> held) {
   const launch::LaunchPlan& plan = invocation.plan;
@@ -559,11 +578,18 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
       handover_summary = take_parts(handover, invocation.run, recorder, result.verdict, steps, skipped, timeout);
     }
   }
+  const auto unhashed = invocation.program ? unhashed_modules(program_records.modules(), invocation.resolved.spec,
+                                                              invocation.resolved.spec_file)
+                                           : std::vector<std::string>{};
+  check_unhashed_modules(unhashed, invocation.strict_inputs, console, result.verdict);
   console.finish();
   recorder.drain();
   result.facts = recorder.facts();
   if (invocation.program) {
     result.summary = program_summary(steps, skipped);
+    if (!unhashed.empty()) {
+      result.summary[util::summary_key::program]["unhashed_modules"] = unhashed;
+    }
     result.summary[util::summary_key::program].update(handover_summary);
     if (invocation.external) {
       result.summary[util::summary_key::world_size] = plan.world_size;  // the launcher's, whatever the spec says
@@ -922,6 +948,7 @@ RunResult run_spec(const RunRequest& request) {
   const auto identity = launch::detect_launcher(launch::current_environment());
   Invocation invocation;
   invocation.started = started;
+  invocation.strict_inputs = request.strict_inputs;
   invocation.program = spec::has_program(spec.values());
   if (invocation.program) {
     check_program_launchable(spec.values(), request.spec_file);  // exit 2 before any rank starts
