@@ -1,12 +1,9 @@
 #include "expctl/sweep_run/validate.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "expctl/run/preflight.hpp"
 #include "expctl/spec/yaml_tree.hpp"
-#include "expctl/util/atomic_file.hpp"
 
 namespace expctl::sweep_run {
 
@@ -129,22 +126,7 @@ FileCheck check_suite(const std::string& file, const std::vector<std::string>& o
 }  // namespace
 
 bool is_suite_file(const std::filesystem::path& file) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(file, error) ||
-      std::filesystem::file_size(file, error) > spec::YamlLimits{}.max_bytes) {
-    return false;
-  }
-  const auto text = util::read_file(file);
-  if (!text) {
-    return false;
-  }
-  const spec::YamlDocument document = spec::load_yaml(*text, file.string());
-  if (document.aborted || document.root.kind != spec::YamlNode::Kind::mapping) {
-    return false;
-  }
-  return std::any_of(document.root.entries.begin(), document.root.entries.end(), [](const spec::YamlEntry& entry) {
-    return entry.key.value == "suite" || entry.key.value == "specs";
-  });
+  return spec::has_top_level_key(file, {"suite", "specs"});
 }
 
 FileCheck check_file(const std::string& file, const std::vector<std::string>& overrides) {
