@@ -154,6 +154,8 @@ TEST_CASE("ab: each run's wall_time_s and time_to_first_step_s count from its ow
     const json summary = json::parse(runs[i].summary_json);
     CHECK(summary.at("wall_time_s").get<double>() <= own_span + 0.01);
     CHECK(summary.at("time_to_first_step_s").get<double>() <= own_span + 0.01);
-    CHECK(summary.at("wall_time_s").get<double>() >= runs[i].duration_seconds().value() - 0.01);
+    // ... and it is the run's own time: at least its recorded span, give or take what happens
+    // between recording the run and its summary (a few ms; a generous 0.25 s).
+    CHECK(summary.at("wall_time_s").get<double>() >= runs[i].duration_seconds().value() - 0.25);
   }
 }
