@@ -119,3 +119,43 @@ TEST_CASE("ab: without --vary-seed the same-seed repeats are one trajectory per 
   }
   CHECK(found);
 }
+
+namespace {
+
+/// A one-rank program spec in `d` that logs `steps` steps, `pause` seconds apart.
+fs::path small_program(const RunDir& d, const std::string& name, int steps, const std::string& pause) {
+  d.dir.write(name + ".sh", "for s in $(seq 1 " + std::to_string(steps) + "); do echo \"{\\\"step\\\": $s, " +
+                                "\\\"loss\\\": 1.0, \\\"samples\\\": 8}\" >&\"$EXPCTL_METRICS_FD\"; sleep " + pause +
+                                "; done\n");
+  return d.dir.write(name + ".yaml", "name: " + name +
+                                         "\ndistributed:\n  nproc_per_node: 1\nprogram:\n  command: "
+                                         "[/bin/sh, " +
+                                         name + ".sh]\n  params: {width: 1}\n");
+}
+
+}  // namespace
+
+TEST_CASE("ab: each run's wall_time_s and time_to_first_step_s count from its own start, not the command's") {
+  RunDir d;
+  const auto spec = small_program(d, "prog", 4, "0.2");
+  const auto result =
+      d.expctl({"ab", spec.string(), spec.string(), "--repeat", "2", "--set-b", "program.params.width=2"});
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code != 2);
+  auto runs = d.open().list_runs();
+  REQUIRE(runs.size() == 4);
+  std::reverse(runs.begin(), runs.end());  // oldest first
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    INFO("run " << i);
+    // Run i began after run i-1 had ended: everything it may count lies between the two ends.
+    store::RunRecord span = runs[i];
+    span.started_at = runs[i - 1].ended_at.value();
+    const double own_span = span.duration_seconds().value();
+    const json summary = json::parse(runs[i].summary_json);
+    CHECK(summary.at("wall_time_s").get<double>() <= own_span + 0.01);
+    CHECK(summary.at("time_to_first_step_s").get<double>() <= own_span + 0.01);
+    // ... and it is the run's own time: at least its recorded span, give or take what happens
+    // between recording the run and its summary (a few ms; a generous 0.25 s).
+    CHECK(summary.at("wall_time_s").get<double>() >= runs[i].duration_seconds().value() - 0.25);
+  }
+}

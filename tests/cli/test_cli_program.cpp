@@ -1,11 +1,13 @@
 // A team's own training program under `expctl run` (docs/program.md): the canonical PyTorch DDP
 // script of experiments/python-ddp (Debian's python3-torch, Gloo on CPU, 2 ranks) and small
 // programs that misbehave on purpose. Real processes; everything started here ends here.
-#include <sys/stat.h>
-
 #include <cmath>
 
+#include <sys/stat.h>
+
 #include "cli/run_helpers.hpp"
+
+#include "expctl/spec/program.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -165,6 +167,7 @@ TEST_CASE("program: a killed rank fails the run fast and is named, resume contin
 
 TEST_CASE("program faults: a command that is not found exits 2 before any rank starts") {
   RunDir d;
+  d.dir.write("train.py", "");
   const auto spec = d.dir.write("p.yaml", "program:\n  command: [no-such-program-xyz, train.py]\n");
   const auto result = d.expctl({"run", spec.string()});
   CHECK(result.exit_code == 2);
@@ -327,4 +330,97 @@ TEST_CASE("program: phases the program did not time show as not measured, never 
   const json view = json::parse(watched.out.substr(0, watched.out.find('\n')));
   CHECK(view.at("ranks").at(0).at("phase_shares").at("comm").is_null());
   CHECK(view.at("ranks").at(0).at("phase_shares").at("forward").get<double>() > 0.0);
+}
+
+TEST_CASE("program: --set, a nightly entry's set and ab naming an undeclared parameter exit 2 before any run") {
+  const SmallProgram p("exit 0\n", 1, "");
+  p.d.dir.write("prog.yaml",
+                "distributed:\n  nproc_per_node: 1\nprogram:\n  command: [./prog.sh]\n"
+                "  params: {lr: 0.05, batch_size: 32}\n");
+  const auto run = p.run({"--set", "program.params.learning_rate=0.1"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.err ==
+        "expctl: error: --set program.params.learning_rate=0.1: unknown parameter \"learning_rate\" in "
+        "\"program.params\": the spec declares batch_size, lr; a new parameter is declared under "
+        "program.params in the spec file\n");
+  const auto suite =
+      p.d.dir.write("suite.yaml", "suite: s\nspecs:\n  - spec: prog.yaml\n    set: [program.params.lrr=0.1]\n");
+  const auto night = p.d.expctl({"nightly", suite.string(), "--junit", "-", "--summary", "-"});
+  CHECK(night.exit_code == 2);
+  CHECK_THAT(night.err, Catch::Contains("unknown parameter \"lrr\" in \"program.params\" (did you mean \"lr\"?)"));
+  const auto ab = p.d.expctl({"ab", p.spec.string(), p.spec.string(), "--set-b", "program.params.batchsize=8"});
+  CHECK(ab.exit_code == 2);
+  CHECK_THAT(ab.err, Catch::Contains("(did you mean \"batch_size\"?)"));
+  CHECK_FALSE((fs::exists(p.d.db) && !p.d.open().list_runs().empty()));
+}
+
+TEST_CASE("program: show and ab hold a program run's spec without the built-in trainer's settings") {
+  const SmallProgram p(
+      "for s in 1 2 3; do echo \"{\\\"step\\\": $s, \\\"loss\\\": 1.0, \\\"samples\\\": 8}\" >&3; "
+      "sleep 0.05; done\n",
+      1);
+  const auto result = p.run();
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const std::string id = parse_stdout(result).at("run").at("id");
+  const auto shown = p.d.expctl({"show", id});
+  REQUIRE(shown.exit_code == 0);
+  CHECK_THAT(shown.out, Catch::Contains("\n  program\n") && Catch::Contains("\n  distributed\n"));
+  for (const char* section : {"\n  model\n", "\n  data\n", "\n  optim\n", "\n  schedule\n", "\n  train\n",
+                              "bucket_cap_mb", "grad_compression"}) {
+    INFO(section);
+    CHECK_THAT(shown.out, !Catch::Contains(section));
+  }
+  const auto json_shown = p.d.expctl({"show", id, "--format", "json"});
+  REQUIRE(json_shown.exit_code == 0);
+  const json values = json::parse(json_shown.out).at("spec").at("values");
+  CHECK_FALSE(values.contains("data"));
+  CHECK(values.at("program").at("command") == json::array({"./prog.sh"}));
+  // A/B of the program against a built-in spec: what both specs hold is compared (the reported
+  // failure: "not comparable: different datasets (fashion-mnist vs npy)", an unused default).
+  const auto ab = p.d.expctl(
+      {"ab", p.spec.string(), tiny_spec(), "--repeat", "2", "--set-b", "train.max_steps=10", "--format", "json"});
+  INFO(ab.out << ab.err);
+  CHECK(ab.exit_code != 2);
+  CHECK_THAT(ab.out + ab.err, !Catch::Contains("not comparable") && !Catch::Contains("datasets"));
+  const json report = json::parse(ab.out);
+  for (const auto& change : report.at("spec_changes")) {
+    INFO(change.dump());
+    CHECK_FALSE(spec::is_trainer_setting(change.at("path").get<std::string>()));
+  }
+}
+
+TEST_CASE("program: a local module no program.files pattern covers is named at the end, --strict-inputs fails") {
+  RunDir d;
+  d.dir.write("lib/__init__.py", "");
+  d.dir.write("lib/util.py", "def f():\n    return 1\n");
+  d.dir.write("train.py",
+              "import expctl\nfrom lib import util\nfor s in range(1, 4):\n"
+              "    expctl.log(s, loss=1.0 / s, samples=8)\n");
+  const auto spec = d.dir.write("p.yaml",
+                                "distributed:\n  nproc_per_node: 1\nprogram:\n"
+                                "  command: [/usr/bin/python3, train.py]\n");
+  const auto warned = d.expctl({"run", spec.string(), "--format", "json"});
+  INFO(warned.err);
+  REQUIRE(warned.exit_code == 0);
+  CHECK_THAT(warned.err, Catch::Contains("warning: the program imported local module(s) that no program.files "
+                                         "pattern covers, so their content is not in the spec hash: "
+                                         "lib/__init__.py, lib/util.py; add them to program.files"));
+  CHECK(summary_of(warned).at("program").at("unhashed_modules") == json::array({"lib/__init__.py", "lib/util.py"}));
+  const auto strict = d.expctl({"run", spec.string(), "--strict-inputs", "--format", "json"});
+  CHECK(strict.exit_code == 2);
+  const json run = parse_stdout(strict).at("run");
+  CHECK(run.at("status") == "failed");
+  CHECK_THAT(run.at("root_cause").get<std::string>(),
+             Catch::Contains("lib/util.py") && Catch::EndsWith("(--strict-inputs)"));
+  // Covered by a pattern: nothing to name, and --strict-inputs passes.
+  const auto covered = d.dir.write("q.yaml",
+                                   "distributed:\n  nproc_per_node: 1\nprogram:\n"
+                                   "  command: [/usr/bin/python3, train.py]\n"
+                                   "  files: [train.py, \"lib/*.py\"]\n");
+  const auto quiet = d.expctl({"run", covered.string(), "--strict-inputs", "--format", "json"});
+  INFO(quiet.err);
+  CHECK(quiet.exit_code == 0);
+  CHECK_THAT(quiet.err, !Catch::Contains("no program.files pattern covers"));
+  CHECK_FALSE(summary_of(quiet).at("program").contains("unhashed_modules"));
 }

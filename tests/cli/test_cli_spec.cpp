@@ -199,3 +199,54 @@ TEST_CASE("cli spec: a built-in dataset's file changed in place changes the spec
   fill("a", "images v2");                          // the same path, other bytes
   CHECK(hash(a) != before);
 }
+
+TEST_CASE("cli spec: validate checks a nightly suite as a suite - each entry's spec with its set") {
+  const TempDir dir;
+  dir.write("train.sh", "exit 0\n");
+  dir.write("prog.yaml", "program:\n  command: [/bin/sh, train.sh]\n  params: {lr: 0.1, epochs: 2}\n");
+  const auto good =
+      dir.write("suite.yaml", "suite: s\nspecs:\n  - spec: prog.yaml\n    set: [program.params.lr=0.2]\n");
+  const auto result = run_expctl({"validate", good.string()});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 0);
+  const auto hash = run_expctl({"hash", (dir / "prog.yaml").string(), "--set", "program.params.lr=0.2"});
+  REQUIRE(hash.exit_code == 0);
+  CHECK(result.out == "ok: " + good.string() + " (suite s, 1 entry)\n  specs[0]    " + hash.out.substr(0, 64) + "  " +
+                          (dir / "prog.yaml").string() + "\n");
+  const auto json = run_expctl({"validate", "--format", "json", good.string()});
+  REQUIRE(json.exit_code == 0);
+  const auto entry = nlohmann::json::parse(json.out)["specs"][0];
+  CHECK(entry["kind"] == "suite");
+  CHECK(entry["entries"][0]["hash"] == hash.out.substr(0, 64));
+  // The entry's set: names a parameter the spec does not declare: exit 2 naming the entry.
+  const auto bad = dir.write("bad.yaml", "suite: s\nspecs:\n  - spec: prog.yaml\n    set: [program.params.lrr=0.2]\n");
+  const auto refused = run_expctl({"validate", bad.string()});
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err == "expctl: error: " + bad.string() +
+                           ": specs[0].set: program.params.lrr=0.2: unknown parameter \"lrr\" in \"program.params\" "
+                           "(did you mean \"lr\"?): the spec declares epochs, lr; a new parameter is declared under "
+                           "program.params in the spec file\n");
+  // A suite's own mistakes are still named as before.
+  const auto typo = dir.write("typo.yaml", "suite: s\nspecs:\n  - spec: prog.yaml\n    sett: []\n");
+  const auto typo_result = run_expctl({"validate", typo.string()});
+  CHECK(typo_result.exit_code == 2);
+  CHECK_THAT(typo_result.err, Catch::Contains("unknown key 'sett'"));
+  CHECK_THAT(typo_result.err, !Catch::Contains("unknown top-level key"));
+}
+
+TEST_CASE("cli spec: validate checks a sweep file as a sweep, and its axes against the declared params") {
+  const TempDir dir;
+  dir.write("train.sh", "exit 0\n");
+  dir.write("prog.yaml", "program:\n  command: [/bin/sh, train.sh]\n  params: {lr: 0.1}\n");
+  const auto sweep = dir.write("sweep.yaml", "base: prog.yaml\ngrid:\n  program.params.lr: [0.01, 0.1]\n");
+  const auto result = run_expctl({"validate", sweep.string()});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::StartsWith("ok: " + sweep.string() + " (sweep ") && Catch::Contains(", 2 points)"));
+  const auto bad = dir.write("bad.yaml", "base: prog.yaml\ngrid:\n  program.params.learning_rate: [0.01, 0.1]\n");
+  const auto refused = run_expctl({"validate", bad.string()});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains(bad.string() + ":3:") &&
+                              Catch::Contains("unknown parameter \"learning_rate\" in \"program.params\": the spec "
+                                              "declares lr"));
+}

@@ -260,6 +260,7 @@ nlohmann::json phase_shares_document(const store::Store& store, const PhaseShare
   nlohmann::json phases = nlohmann::json::object();
   std::vector<double> timed(step_ms.size(), 0.0);
   bool every_phase = n > 0;
+  bool any_phase = false;
   for (const auto& [key, series] : k_phases) {
     const auto columns = n > 0 ? store.series_columns(query.run_id, series) : std::vector<store::SeriesColumns>{};
     const store::SeriesColumns* own = rank_of(columns);
@@ -280,6 +281,7 @@ nlohmann::json phase_shares_document(const store::Store& store, const PhaseShare
       shares.push_back(step_ms[b] > 0.0 ? short_number(sums[b] / step_ms[b]) : nlohmann::json(nullptr));
     }
     phases[key] = std::move(shares);
+    any_phase = true;
   }
   if (every_phase) {
     nlohmann::json other = nlohmann::json::array();
@@ -292,6 +294,7 @@ nlohmann::json phase_shares_document(const store::Store& store, const PhaseShare
     phases["other"] = nullptr;
   }
   document["steps"] = n;
+  document["measured"] = any_phase;  // false: nothing to chart (a program that times no phase)
   document["at"] = std::move(at);
   document["phases"] = std::move(phases);
   return document;

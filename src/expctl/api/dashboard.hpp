@@ -77,9 +77,10 @@ nlohmann::json series_document(const store::Store& store, const SeriesQuery& que
 /// consecutive steps, and per bucket each timed phase's share of the step time (sum of the
 /// phase's ms over sum of step_time_ms, so a bucket's shares add up as the steps' do).
 /// {"kind": "phase-shares", "run", "rank", "ranks": [ranks that stored step times], "x": "step"|
-/// "wall", "at": [last step (or wall second) of each bucket], "steps": points read,
-/// "phases": {"data": [...], "forward", "backward", "comm", "optimizer", "other"}} — a phase the
-/// rank never timed is null (not 0 %), "other" only when every phase was timed.
+/// "wall", "at": [last step (or wall second) of each bucket], "steps": points read, "measured":
+/// whether the rank timed any phase, "phases": {"data": [...], "forward", "backward", "comm",
+/// "optimizer", "other"}} — a phase the rank never timed is null (not 0 %), "other" only when
+/// every phase was timed.
 struct PhaseSharesQuery {
   std::string run_id;
   int rank = 0;

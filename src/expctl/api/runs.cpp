@@ -2,6 +2,7 @@
 
 #include "expctl/compare/selector.hpp"
 #include "expctl/util/metric_names.hpp"
+#include "expctl/spec/program.hpp"
 
 namespace expctl::api {
 
@@ -14,16 +15,17 @@ nlohmann::json or_null(const std::optional<T>& value) {
 
 /// The run's spec values as the run resolved them (run folder's resolved.json, every field with
 /// defaults filled in); for a run without its folder, the stored canonical form's hashed fields.
+/// A program run's values hold no trainer section (spec::applicable_values), whenever it was recorded.
 void read_values(const store::Store& db, RunDetails& details, const FolderAccess& folder) {
   if (nlohmann::json spec = resolved_spec(db, details.run, folder); spec.is_object()) {
-    details.values = std::move(spec);
+    details.values = spec::applicable_values(std::move(spec));
     details.every_field = true;
     return;
   }
   if (details.spec) {
     const nlohmann::json canonical = nlohmann::json::parse(details.spec->canonical, nullptr, false);
     if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
-      details.values = canonical.at("spec");
+      details.values = spec::applicable_values(canonical.at("spec"));
     }
   }
 }

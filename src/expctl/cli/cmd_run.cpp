@@ -52,6 +52,9 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_flag("--allow-drift", options->request.allow_drift,
                     "Run although the machine differs from the pinned stack; each drifted pin is recorded\n"
                     "as a tag drift:<field> and under summary.drift");
+  command->add_flag("--strict-inputs", options->request.strict_inputs,
+                    "A program run whose program imported a local module that no program.files pattern\n"
+                    "covers (its content is not in the spec hash) fails with exit 2 instead of a warning");
   command->add_option("--nnodes", options->request.nnodes, "Number of hosts (default: the spec's distributed.nnodes)")
       ->check(CLI::Range(1, 1024));
   command->add_option("--node-rank", options->request.node_rank, "This host's index, 0..nnodes-1 (default 0)")

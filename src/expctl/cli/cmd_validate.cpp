@@ -34,6 +34,13 @@ void print_check(const sweep_run::FileCheck& check) {
     std::cout << "ok: " << check.file << " (sweep " << check.sweep->hash << ", " << check.sweep->points.size()
               << " points)\n";
     print_points(*check.sweep);
+  } else if (check.suite) {
+    std::cout << "ok: " << check.file << " (suite " << check.suite->name << ", " << check.suite->entries.size()
+              << (check.suite->entries.size() == 1 ? " entry)\n" : " entries)\n");
+    for (const sweep_run::SuiteEntryCheck& entry : check.suite->entries) {
+      std::cout << fmt::format("  {:<10}  {}  {}{}\n", entry.where, entry.hash, entry.spec,
+                               entry.baseline_hash ? " (baseline " + *entry.baseline_hash + ")" : "");
+    }
   } else {
     std::cerr << check.report << '\n';
   }
@@ -76,7 +83,8 @@ void setup_validate(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals
       "Every problem in a spec is reported at once as FILE:LINE:COL with the source line; a valid spec\n"
       "prints \"ok: FILE (spec <sha256>)\". Fields and the hash recipe: docs/spec.md. A sweep file (a\n"
       "base spec and axes, docs/sweeps.md) prints its sweep hash and one line per point: index, spec\n"
-      "hash, axis values; a point's problems point at the axis value that caused them.\n"
+      "hash, axis values; a point's problems point at the axis value that caused them. A nightly suite\n"
+      "(docs/nightly.md) prints one line per entry: its spec hash with the entry's set: applied.\n"
       "Example: expctl validate experiments/*.yaml --set optim.lr=0.05");
   command->add_option("spec", options->specs, "Spec files (YAML) to check");
   command

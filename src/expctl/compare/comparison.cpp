@@ -11,6 +11,7 @@
 #include "expctl/compare/replicates.hpp"
 #include "expctl/compare/reproducibility.hpp"
 #include "expctl/env/fingerprint.hpp"
+#include "expctl/spec/program.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/metric_names.hpp"
 
@@ -144,10 +145,16 @@ bool is_ignored(const std::string& path, const std::vector<std::string>& ignore)
   });
 }
 
+// A program run's spec holds no trainer setting (spec::applicable_values): held against a
+// built-in run, only what both hold is compared.
+bool both_hold(const RunData& a, const RunData& b, std::string_view path) {
+  return spec::applies(a.spec, path) && spec::applies(b.spec, path);
+}
+
 std::vector<spec::SpecChange> spec_changes(const RunData& a, const RunData& b, const std::vector<std::string>& ignore) {
   std::vector<spec::SpecChange> changes;
   for (auto& change : spec::diff_values(a.spec, b.spec)) {
-    if (!is_ignored(change.path, ignore)) {
+    if (!is_ignored(change.path, ignore) && both_hold(a, b, change.path)) {
       changes.push_back(std::move(change));
     }
   }
@@ -180,7 +187,7 @@ std::vector<std::string> incomparable_reasons(const std::vector<RunData>& a, con
   std::vector<std::string> reasons;
   const json dataset_a = at_path(a.front().spec, "data.dataset");
   const json dataset_b = at_path(b.front().spec, "data.dataset");
-  if (dataset_a != dataset_b) {
+  if (both_hold(a.front(), b.front(), "data.dataset") && dataset_a != dataset_b) {
     reasons.push_back(fmt::format("different datasets ({} vs {})",
                                   dataset_a.is_string() ? dataset_a.get<std::string>() : "unset",
                                   dataset_b.is_string() ? dataset_b.get<std::string>() : "unset"));

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "expctl/compare/comparison.hpp"
+#include "expctl/spec/program.hpp"
 #include "expctl/util/metric_names.hpp"
 #include "expctl/util/sha256.hpp"
 
@@ -229,6 +230,7 @@ RunData load_run(const store::Store& store, const store::RunRecord& run, const L
   if (json full = resolved_spec(run); full.is_object()) {
     data.spec = std::move(full);
   }
+  data.spec = spec::applicable_values(std::move(data.spec));  // a program run's: no trainer sections
   if (run.environment_hash) {
     if (const auto text = store.environment(*run.environment_hash)) {
       data.fingerprint = parse_object(*text);

@@ -1,5 +1,6 @@
 #include "expctl/run/engine.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +62,14 @@ SteadyClock::time_point process_start() {
   return start;
 }
 
+// When an invocation started: the first of this process at the process's start; any later one
+// (`ab`, `nightly` and `sweep` run several in one process) when it began, so that each run's
+// wall_time_s and time_to_first_step_s are its own, not the time since the command started.
+SteadyClock::time_point invocation_start() {
+  static std::atomic<bool> first{true};
+  return first.exchange(false) ? process_start() : SteadyClock::now();
+}
+
 double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
@@ -97,6 +106,9 @@ struct Invocation {
   /// one rank this process is.
   launch::LaunchPlan plan;
   bool external = false;  ///< started by an external launcher (torchrun, mpirun, srun, Kubeflow)
+  /// What this invocation's wall_time_s and time_to_first_step_s count from (invocation_start).
+  SteadyClock::time_point started{};
+  bool strict_inputs = false;  ///< run --strict-inputs: an unhashed local module fails the run
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -235,7 +247,7 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
       previous.invocations += static_cast<std::int64_t>(history.unfinished().size());
       previous.wall_time_s = previous.wall_time_s.value_or(0.0) + history.unfinished_seconds();
     }
-    compare::RunSummary summary = compute_summary(store, run.id, previous, seconds_since(process_start()),
+    compare::RunSummary summary = compute_summary(store, run.id, previous, seconds_since(invocation.started),
                                                   invocation.resume ? std::nullopt : facts.time_to_first_step);
     const json& distributed = invocation.resolved.spec.at("distributed");
     // Which all-reduce ran: it fixes the summation order (a resume keeps the first one's name
@@ -528,10 +540,28 @@ void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Co
   };
 }
 
+// A local module the program imported that no program.files pattern covers: its content is not in
+// the spec hash, so an edit to it would train another experiment under the same hash. Named at the
+// end; with --strict-inputs a run that completed fails (exit 2: the spec's input list is the fix).
+void check_unhashed_modules(const std::vector<std::string>& unhashed, bool strict, Console& console, Verdict& verdict) {
+  if (unhashed.empty()) {
+    return;
+  }
+  const std::string what = fmt::format(
+      "the program imported local module(s) that no program.files pattern covers, so their content is "
+      "not in the spec hash: {}; add them to program.files (a glob such as \"lib/*.py\" covers a folder)",
+      util::join(unhashed, ", "));
+  if (strict && verdict.status == store::RunStatus::completed) {
+    verdict = {store::RunStatus::failed, util::ExitCode::usage, what + " (--strict-inputs)"};
+    return;
+  }
+  console.note("warning: " + what, true);
+}
+
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, Console& console, RecordJournal& journal,
                           std::optional<launch::HeldRanks> held) {
   const launch::LaunchPlan& plan = invocation.plan;
-  Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start(),
+  Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, invocation.started,
                     static_cast<int>(plan.ranks.size()));
   export_tensorboard(recorder, store, invocation, plan.world_size);
   std::string stack_note;  // set when a rank stopped answering and its stack was (or was not) saved
@@ -593,11 +623,18 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
       handover_summary = take_parts(handover, invocation.run, recorder, result.verdict, steps, skipped, timeout);
     }
   }
+  const auto unhashed = invocation.program ? unhashed_modules(program_records.modules(), invocation.resolved.spec,
+                                                              invocation.resolved.spec_file)
+                                           : std::vector<std::string>{};
+  check_unhashed_modules(unhashed, invocation.strict_inputs, console, result.verdict);
   console.finish();
   recorder.drain();
   result.facts = recorder.facts();
   if (invocation.program) {
     result.summary = program_summary(steps, skipped);
+    if (!unhashed.empty()) {
+      result.summary[util::summary_key::program]["unhashed_modules"] = unhashed;
+    }
     result.summary[util::summary_key::program].update(handover_summary);
     if (invocation.external) {
       result.summary[util::summary_key::world_size] = plan.world_size;  // the launcher's, whatever the spec says
@@ -705,8 +742,8 @@ Verdict train_as_rank_zero(const train::TrainerConfig& config, Recorder& recorde
   }
 }
 
-RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec, const StackCheck& stack,
-                               const launch::RankIdentity& identity) {
+RunResult run_as_external_rank(SteadyClock::time_point started, const RunRequest& request, const spec::Spec& spec,
+                               const StackCheck& stack, const launch::RankIdentity& identity) {
   util::log::debug(util::tune_malloc_for_training());  // before anything allocates (docs/run.md)
   train::plugin::preload();  // this process trains: LibTorch starts up while the run is recorded
   install_stop_handlers();
@@ -716,6 +753,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   }
   store::Store store = request.open_store();
   Invocation invocation;
+  invocation.started = started;
   invocation.resolved.spec = resolved_values(spec, request.tensorboard);
   invocation.resolved.inputs = spec.input_paths();
   invocation.resolved.spec_file = std::filesystem::absolute(spec.file()).string();
@@ -731,7 +769,7 @@ RunResult run_as_external_rank(const RunRequest& request, const spec::Spec& spec
   Verdict verdict;
   RunFacts facts;
   {
-    Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, process_start());
+    Recorder recorder(store, invocation.run.id, invocation.run.run_dir, console, invocation.started);
     export_tensorboard(recorder, store, invocation, invocation.plan.world_size);
     verdict = train_as_rank_zero(config, recorder);
     console.finish();
@@ -764,9 +802,10 @@ void prepare_program_nodes(Invocation& invocation) {
 // the program's ranks meet in is torchrun's agent's when it hosts one (TORCHELASTIC_USE_AGENT_STORE),
 // else global rank 0's `expctl run` hosts it on MASTER_PORT, as torchrun's agent would. Rank 0
 // publishes the run's id there once it is recorded, and the others hand their steps over at the end.
-Invocation external_program_invocation(const RunRequest& request, const spec::Spec& spec,
-                                       const launch::RankIdentity& identity) {
+Invocation external_program_invocation(SteadyClock::time_point started, const RunRequest& request,
+                                       const spec::Spec& spec, const launch::RankIdentity& identity) {
   Invocation invocation;
+  invocation.started = started;
   invocation.program = true;
   invocation.quiet = request.quiet;
   invocation.resolved.spec = resolved_values(spec, request.tensorboard);
@@ -864,9 +903,10 @@ RunResult run_program_as_other_rank(Invocation& invocation) {
   return result;
 }
 
-RunResult run_program_as_external_rank(const RunRequest& request, const spec::Spec& spec, const StackCheck& stack,
+RunResult run_program_as_external_rank(SteadyClock::time_point started, const RunRequest& request,
+                                       const spec::Spec& spec, const StackCheck& stack,
                                        const launch::RankIdentity& identity) {
-  Invocation invocation = external_program_invocation(request, spec, identity);
+  Invocation invocation = external_program_invocation(started, request, spec, identity);
   invocation.drift = stack.drifted();
   if (identity.rank != 0) {
     return run_program_as_other_rank(invocation);
@@ -947,11 +987,14 @@ void check_checkpoints(Invocation& invocation, bool from_scratch) {
 }  // namespace
 
 RunResult run_spec(const RunRequest& request) {
+  const SteadyClock::time_point started = invocation_start();
   // Validation first: a bad spec exits 2 before anything is recorded.
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
   preflight_training(spec);  // a model file or arrays: an input error exits 2 before anything starts
   const auto identity = launch::detect_launcher(launch::current_environment());
   Invocation invocation;
+  invocation.started = started;
+  invocation.strict_inputs = request.strict_inputs;
   invocation.program = spec::has_program(spec.values());
   if (invocation.program) {
     check_program_launchable(spec.values(), request.spec_file);  // exit 2 before any rank starts
@@ -986,8 +1029,8 @@ RunResult run_spec(const RunRequest& request) {
     return refused_for_pins(stack, request);
   }
   if (identity) {
-    return invocation.program ? run_program_as_external_rank(request, spec, stack, *identity)
-                              : run_as_external_rank(request, spec, stack, *identity);
+    return invocation.program ? run_program_as_external_rank(invocation.started, request, spec, stack, *identity)
+                              : run_as_external_rank(invocation.started, request, spec, stack, *identity);
   }
   invocation.drift = stack.drifted();
   invocation.quiet = request.quiet;
@@ -999,6 +1042,7 @@ RunResult run_spec(const RunRequest& request) {
 RunResult resume_run(const ResumeRequest& request) {
   store::Store store = request.open_store();
   Invocation invocation;
+  invocation.started = invocation_start();
   invocation.run = find_resumable_run(store, request.selector, request.open_team_store);
   invocation.resolved = read_resolved_run(invocation.run.run_dir);
   // What would train must be what the run started as, by the hash the store holds for it. The

@@ -27,6 +27,9 @@ struct RunRequest {
   std::vector<std::string> overrides;  ///< --set key=value
   std::vector<std::string> tags;       ///< --tag, on top of the spec's tags
   bool allow_drift = false;
+  /// --strict-inputs: a program run whose program imported a local module that no program.files
+  /// pattern covers fails (exit 2) instead of naming it in a warning (docs/program.md).
+  bool strict_inputs = false;
   int nnodes = 0;  ///< 0: the spec's distributed.nnodes
   int node_rank = 0;
   std::string master_addr;

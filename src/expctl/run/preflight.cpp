@@ -13,12 +13,15 @@
 namespace expctl::run {
 
 bool needs_preflight(const spec::Spec& spec) {
+  if (spec::has_program(spec.values())) {
+    return false;  // the program loads its own model and data
+  }
   return spec.get_string("model.arch") == "torchscript" || spec.get_string("data.dataset") == "npy" ||
          spec.get_string("data.dataset") == "tokens";
 }
 
 void check_backend(const spec::Spec& spec, std::optional<int> gpu_count) {
-  if (spec.get_string("distributed.backend") != "nccl" || spec::has_program(spec.values())) {
+  if (spec::has_program(spec.values()) || spec.get_string("distributed.backend") != "nccl") {
     return;
   }
   if (const auto& path = spec.env_profile_path()) {

@@ -218,6 +218,10 @@ void ProgramRecords::on_line(int rank, std::string_view line) {
   if (decoded->kind == ProgramLine::Kind::heartbeat) {
     return;  // a sign of life: the supervisor has counted it already
   }
+  if (decoded->kind == ProgramLine::Kind::modules) {
+    m_modules.insert(decoded->modules.begin(), decoded->modules.end());
+    return;
+  }
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const double time = decoded->time.value_or(now);
   const auto previous = m_last_time.find(rank);
@@ -231,6 +235,49 @@ void ProgramRecords::on_line(int rank, std::string_view line) {
   if (m_recorder != nullptr) {
     m_recorder->on_logged_step(rank, decoded->step, std::move(points));
   }
+}
+
+std::vector<std::string> unhashed_modules(const std::set<std::string>& modules, const json& values,
+                                          const fs::path& spec_file) {
+  const fs::path spec_dir = fs::absolute(spec_file).parent_path();
+  const auto real = [](const fs::path& path) {
+    std::error_code error;
+    const fs::path canonical = fs::weakly_canonical(path, error);
+    return error ? path.lexically_normal() : canonical;
+  };
+  std::set<fs::path> files;
+  std::vector<fs::path> folders;
+  const json& program = values.at("program");
+  if (auto hashed = spec::program_files(spec_dir, program.at("files").get<std::vector<std::string>>(),
+                                        program.at("command").get<std::vector<std::string>>())) {
+    for (const spec::ProgramFile& file : *hashed) {
+      files.insert(real(spec_dir / file.path));
+    }
+  }
+  for (const std::string& input : program.value("inputs", std::vector<std::string>{})) {
+    const fs::path path = real(fs::path(input).is_absolute() ? fs::path(input) : spec_dir / input);
+    std::error_code error;
+    if (fs::is_directory(path, error)) {
+      folders.push_back(path);
+    } else {
+      files.insert(path);
+    }
+  }
+  const fs::path real_dir = real(spec_dir);
+  std::vector<std::string> out;
+  for (const std::string& module : modules) {
+    const fs::path path = real(module);
+    const auto under = [&path](const fs::path& folder) {
+      const fs::path relative = path.lexically_relative(folder);
+      return !relative.empty() && *relative.begin() != "..";
+    };
+    if (files.contains(path) || std::any_of(folders.begin(), folders.end(), under)) {
+      continue;
+    }
+    out.push_back(under(real_dir) ? path.lexically_relative(real_dir).generic_string() : path.string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace expctl::run

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,8 @@ class ProgramRecords {
   std::int64_t lines_skipped() const { return m_skipped; }
   /// Every point of every logged step, when kept.
   const std::vector<store::MetricPoint>& points() const { return m_points; }
+  /// The local modules' files the ranks reported importing (`modules` lines), over every rank.
+  const std::set<std::string>& modules() const { return m_modules; }
 
  private:
   Recorder* m_recorder;
@@ -96,7 +99,15 @@ class ProgramRecords {
   std::int64_t m_skipped = 0;
   bool m_keep = false;
   std::vector<store::MetricPoint> m_points;
+  std::set<std::string> m_modules;
 };
+
+/// The files of `modules` (absolute paths a program's ranks reported importing) that neither a
+/// program.files pattern nor a program.inputs entry of the run's spec (`values`, with relative
+/// names from `spec_file`'s folder) covers: their content is not in the spec hash. Relative to the
+/// spec's folder where they lie under it; sorted.
+std::vector<std::string> unhashed_modules(const std::set<std::string>& modules, const nlohmann::json& values,
+                                          const std::filesystem::path& spec_file);
 
 /// The metric points of one logged step of `rank` (pure; ProgramRecords' arithmetic):
 /// `previous_time`: that rank's previous step's time, if any.

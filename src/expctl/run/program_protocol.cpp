@@ -103,7 +103,7 @@ tl::expected<ProgramLine, std::string> decode_program_line(std::string_view line
     line.remove_suffix(1);
   }
   if (line.empty()) {
-    return ProgramLine{ProgramLine::Kind::heartbeat, 0, std::nullopt, {}, {}};
+    return ProgramLine{ProgramLine::Kind::heartbeat, 0, std::nullopt, {}, {}, {}};
   }
   const json record = json::parse(quote_non_finite(line), nullptr, false);
   if (record.is_discarded()) {
@@ -116,6 +116,15 @@ tl::expected<ProgramLine, std::string> decode_program_line(std::string_view line
   if (const auto heartbeat = record.find("heartbeat"); heartbeat != record.end() && !record.contains("step")) {
     out.kind = ProgramLine::Kind::heartbeat;
     out.where = heartbeat->is_string() ? heartbeat->get<std::string>() : std::string();
+    return out;
+  }
+  if (const auto modules = record.find("modules"); modules != record.end() && !record.contains("step")) {
+    out.kind = ProgramLine::Kind::modules;
+    for (const json& file : modules->is_array() ? *modules : json::array()) {
+      if (file.is_string()) {
+        out.modules.push_back(file.get<std::string>());
+      }
+    }
     return out;
   }
   const auto step = record.find("step");

@@ -4,11 +4,14 @@
 ///
 ///   {"step": 12, "loss": 0.53, "samples": 64, "time": 1764900000.25}
 ///   {"heartbeat": "epoch 3"}
+///   {"modules": ["/work/exp/lib/util.py"]}
 ///
 /// `step` (an integer >= 0) and any numeric fields; `time` (Unix seconds, when the step ended) is
 /// optional (the arrival time stands in). Python's json.dumps writes NaN, Infinity and -Infinity,
 /// which strict JSON refuses: they are accepted, since a diverging run is exactly when they
 /// appear. Booleans count as 0/1; strings, nulls, lists and objects of other fields are ignored.
+/// `modules` (the expctl Python module writes it at exit): the files of the local modules the
+/// program imported, absolute paths; its strings are kept, anything else in it ignored.
 /// A line of at most PIPE_BUF (4096) bytes is written atomically by several writers; a line over
 /// k_max_program_line bytes is refused. This decoder is a pure function (it is fuzzed).
 
@@ -28,13 +31,14 @@ inline constexpr std::size_t k_max_program_line = 64 * 1024;
 
 /// One decoded line.
 struct ProgramLine {
-  enum class Kind { step, heartbeat };
+  enum class Kind { step, heartbeat, modules };
   Kind kind = Kind::step;
   std::int64_t step = 0;
   std::optional<double> time;  ///< "time": Unix seconds
   /// Every other numeric field in line order ("loss", "samples", ...), non-finite values kept.
   std::vector<std::pair<std::string, double>> values;
   std::string where;  ///< a heartbeat's text, if it had one
+  std::vector<std::string> modules;  ///< a modules line's files
 };
 
 /// Decodes one line (without its newline); the error says what is wrong with it in a few words

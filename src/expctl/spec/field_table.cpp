@@ -280,17 +280,24 @@ std::span<const Field> table() {
      "Run this program on every rank instead of the built-in trainer: its argv (argv[0] is looked up in PATH, "
      "relative paths from `program.workdir`), launched with torchrun's environment (docs/program.md). "
      "`{params.NAME}`, `{seed}` and `{run_id}` are replaced; `{{` and `}}` are literal braces. Empty: the built-in "
-     "trainer, configured by `model`, `data`, `optim`, `schedule` and `train`, which a program spec may not set.",
+     "trainer, configured by `model`, `data`, `optim`, `schedule` and `train`, which a program spec may not set "
+     "(nor the trainer's fields of `distributed` and `metrics`) and does not hold.",
      ""},
     {"program.params", T::param_map, "{}", "", any(), no_items(), H::hashed_unless_default,
-     "The program's parameters: any names with scalar or list values (`lr: 0.1`), hashed; `--set "
-     "program.params.lr=0.2` and sweep axes set one. The program reads them through the placeholders, "
+     "The program's parameters, declared here: any names with scalar or list values (`lr: 0.1`), hashed; `--set "
+     "program.params.lr=0.2`, sweep axes and a suite's `set:` give a declared one another value, never add one. "
+     "The program reads them through the placeholders, "
      "`expctl.params()` or the JSON file named by `EXPCTL_PARAMS_FILE`.",
      ""},
     {"program.files", T::string_list, "[]", "", any(), items(0, 256), H::files_content,
      "Paths or globs, relative to the spec's directory, of the files whose content makes the program what it is "
      "(scripts, modules, configs): their bytes are hashed, so editing the script changes the spec hash.",
      "the script the command names (its first relative argument that is a file)"},
+    {"program.inputs", T::string_list, "[]", "", any(), items(0, 256), H::files_content,
+     "Data files or folders the program reads, relative to the spec's directory: their content is hashed (a "
+     "folder by every file under it, with the digests data specs keep), so a changed data file changes the spec "
+     "hash.",
+     ""},
     {"program.workdir", T::string, "\"\"", "", any(), no_items(), H::excluded,
      "Directory the ranks start in; relative to the spec's directory. A location, so not hashed.",
      "the spec's directory"},

@@ -121,9 +121,61 @@ std::optional<fs::path> default_script(const fs::path& spec_dir, const std::vect
 
 }  // namespace
 
+bool is_script_name(std::string_view name) {
+  static constexpr std::string_view k_script_extensions[] = {".py", ".sh", ".bash", ".ipynb",
+                                                             ".pl", ".rb", ".js",   ".jl"};
+  const std::string extension = fs::path(name).extension().string();
+  return std::find(std::begin(k_script_extensions), std::end(k_script_extensions), extension) !=
+         std::end(k_script_extensions);
+}
+
+std::optional<std::string> missing_script(std::string_view argument, std::size_t index, const fs::path& workdir) {
+  if (argument.empty() || argument.starts_with('-') || argument.find('{') != std::string_view::npos ||
+      fs::path(argument).is_absolute()) {
+    return std::nullopt;
+  }
+  const bool names_file = index == 0 ? argument.find('/') != std::string_view::npos : is_script_name(argument);
+  std::error_code error;
+  if (!names_file || fs::is_regular_file(workdir / argument, error)) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "{} is not a file (looked for {}; relative paths are taken from program.workdir, by default "
+      "the spec's directory): check the name",
+      util::quoted(argument), (workdir / argument).lexically_normal().string());
+}
+
 bool has_program(const nlohmann::json& values) {
   const auto program = values.find("program");
   return program != values.end() && program->contains("command") && !program->at("command").empty();
+}
+
+bool is_trainer_setting(std::string_view path) {
+  const std::string_view section = path.substr(0, path.find('.'));
+  return std::find(std::begin(k_trainer_sections), std::end(k_trainer_sections), section) !=
+             std::end(k_trainer_sections) ||
+         std::find(std::begin(k_trainer_fields), std::end(k_trainer_fields), path) != std::end(k_trainer_fields);
+}
+
+bool applies(const nlohmann::json& values, std::string_view path) {
+  return !has_program(values) || !is_trainer_setting(path);
+}
+
+nlohmann::json applicable_values(nlohmann::json values) {
+  if (!values.is_object() || !has_program(values)) {
+    return values;
+  }
+  for (const std::string_view section : k_trainer_sections) {
+    values.erase(std::string(section));
+  }
+  for (const std::string_view field : k_trainer_fields) {
+    const size_t dot = field.find('.');
+    const auto section = values.find(std::string(field.substr(0, dot)));
+    if (section != values.end() && section->is_object()) {
+      section->erase(std::string(field.substr(dot + 1)));
+    }
+  }
+  return values;
 }
 
 std::optional<std::string> placeholder_problem(std::string_view argument, const nlohmann::json& params) {
@@ -144,10 +196,12 @@ std::optional<std::string> placeholder_problem(std::string_view argument, const 
       for (const auto& [key, value] : params.items()) {
         names.push_back(key);
       }
-      return fmt::format("placeholder {} names no parameter in program.params ({}): add it there, e.g. with "
-                         "--set program.params.{}=...",
-                         util::quoted("{" + piece.text + "}"), names.empty() ? "none set" : util::join(names, ", "),
-                         name);
+      const auto suggestion = util::closest_match(name, names);
+      return fmt::format(
+          "placeholder {} names no parameter in program.params ({}){}: declare it there, e.g. "
+          "params: {{{}: ...}}",
+          util::quoted("{" + piece.text + "}"), names.empty() ? "none declared" : util::join(names, ", "),
+          suggestion ? fmt::format(" (did you mean {}?)", util::quoted("{params." + *suggestion + "}")) : "", name);
     }
     std::string message = fmt::format("unknown placeholder {}: use {{params.NAME}}, {{seed}} or {{run_id}} "
                                       "(write {{{{ and }}}} for literal braces)",
@@ -204,6 +258,31 @@ tl::expected<std::vector<ProgramFile>, std::string> program_files(const fs::path
     out.push_back({relative_name(path, spec_dir), std::move(*digest)});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  return out;
+}
+
+tl::expected<std::vector<ProgramInput>, std::string> program_inputs(const fs::path& spec_dir,
+                                                                    const std::vector<std::string>& inputs) {
+  std::vector<ProgramInput> out;
+  for (const std::string& input : inputs) {
+    const fs::path path = (fs::path(input).is_absolute() ? fs::path(input) : spec_dir / input).lexically_normal();
+    std::error_code error;
+    util::Expected<std::string> digest = util::make_error("");
+    if (fs::is_regular_file(path, error)) {
+      digest = util::file_digest(path);
+    } else if (fs::is_directory(path, error)) {
+      digest = util::folder_digest(path);
+    } else {
+      return tl::unexpected(
+          fmt::format("program.inputs: {} is neither a file nor a folder (looked for {}; paths are "
+                      "relative to the spec's directory)",
+                      util::quoted(input), path.string()));
+    }
+    if (!digest) {
+      return tl::unexpected(fmt::format("program.inputs: cannot read {}: {}", path.string(), digest.error().message));
+    }
+    out.push_back({relative_name(path, spec_dir), path, std::move(*digest)});
+  }
   return out;
 }
 

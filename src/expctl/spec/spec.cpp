@@ -31,16 +31,6 @@ namespace {
 // will fail naming the file), and it never shares a hash with the spec whose files are there.
 constexpr const char* k_absent = "absent";
 
-// A program rather than a spec (`expctl run train.py`): said plainly instead of a YAML error
-// about its first line.
-bool is_script(const fs::path& file) {
-  static constexpr std::string_view k_script_extensions[] = {".py", ".sh", ".bash", ".ipynb", ".pl", ".rb", ".js", ".jl"};
-  const std::string extension = file.extension().string();
-  return std::find(std::begin(k_script_extensions), std::end(k_script_extensions), extension) !=
-         std::end(k_script_extensions);
-}
-
-
 // A file with thousands of bad keys should not print thousands of caret blocks: the first ones
 // are enough to see the pattern.
 constexpr size_t k_max_reported = 50;
@@ -78,6 +68,7 @@ class SpecBuilder {
     if (const auto text = read_spec()) {
       apply_document(load_yaml(*text, m_name), *text);
     }
+    declare_params();
     for (const std::string& raw : m_options.overrides) {
       apply_override(raw);
     }
@@ -102,6 +93,7 @@ class SpecBuilder {
   // held when the run started, and the hash says whether these are those values); the files whose
   // content is hashed are read again, as build() reads them.
   Spec build_from_values(const nlohmann::json& values) {
+    m_from_values = true;
     fill_defaults();
     apply_values(values);
     fill_derived_defaults();
@@ -226,7 +218,7 @@ class SpecBuilder {
                                                      : std::string("no such file: check the path"));
       return std::nullopt;
     }
-    if (is_script(m_file)) {
+    if (is_script_name(m_file.string())) {  // `expctl run train.py`: said plainly, not as a YAML error
       problem_without_position(m_name, "expctl runs experiment specs (YAML); to run a script, use a `program:` spec "
                                        "(docs/program.md; experiments/python-ddp/ has one)");
       return std::nullopt;
@@ -369,6 +361,14 @@ class SpecBuilder {
       document.root.kind = YamlNode::Kind::scalar;  // "--set name=" means the empty string
     }
     document.root.mark = {};
+    if (field->path == "program.params" && document.root.kind == YamlNode::Kind::mapping) {
+      for (const auto& [key, value] : document.root.entries) {
+        if (auto problem = undeclared_param(key.value)) {
+          problem_without_position(name, std::move(*problem));
+          return;
+        }
+      }
+    }
     apply_value(*field, document.root, {name, {}});
   }
 
@@ -391,9 +391,45 @@ class SpecBuilder {
     m_invalid.erase(std::string(field.path));
   }
 
+  // The spec file's program.params is the list of the program's parameters: an override (--set,
+  // a sweep axis, a suite's set:) may give one another value, never add one, so a misspelt name
+  // cannot be recorded as a parameter the program never read.
+  void declare_params() {
+    const nlohmann::json& params = m_values["program"]["params"];
+    m_declared_params.emplace();
+    for (const auto& [param, value] : params.items()) {
+      m_declared_params->push_back(param);
+    }
+  }
+
+  // Why `param` may not be overridden (not declared in the spec file); nullopt when it may.
+  std::optional<std::string> undeclared_param(const std::string& param) const {
+    if (!m_declared_params ||
+        std::find(m_declared_params->begin(), m_declared_params->end(), param) != m_declared_params->end()) {
+      return std::nullopt;
+    }
+    std::string message = fmt::format("unknown parameter {} in \"program.params\"", util::quoted(param));
+    if (const auto suggestion = util::closest_match(param, *m_declared_params)) {
+      message += fmt::format(" (did you mean {}?)", util::quoted(*suggestion));
+    }
+    if (m_declared_params->empty()) {
+      return message + ": the spec declares no parameters; declare it under program.params in the spec file";
+    }
+    return message + fmt::format(
+                         ": the spec declares {}; a new parameter is declared under program.params in the "
+                         "spec file",
+                         util::join(*m_declared_params, ", "));
+  }
+
   // `--set program.params.lr=0.1`: one entry of a mapping field, typed as the file would type it.
   void apply_entry_override(const Field& map, const std::string& entry, const std::string& text,
                             const std::string& name) {
+    if (map.path == "program.params") {
+      if (auto problem = undeclared_param(entry)) {
+        problem_without_position(name, std::move(*problem));
+        return;
+      }
+    }
     YamlDocument document = load_yaml(text, name, k_override_limits);
     if (!document.diagnostics.empty()) {
       problem_without_position(name,
@@ -571,9 +607,7 @@ class SpecBuilder {
       return;
     }
     for (const auto& [path, origin] : m_origins) {
-      const std::string section = path.substr(0, path.find('.'));
-      if (std::find(std::begin(k_trainer_sections), std::end(k_trainer_sections), section) !=
-          std::end(k_trainer_sections)) {
+      if (is_trainer_setting(path)) {
         problem_at(origin, origin.mark,
                    fmt::format("{} configures the built-in trainer, which does not run when program.command is set: "
                                "remove it (pass your program its settings through program.params)",
@@ -586,11 +620,18 @@ class SpecBuilder {
     const auto& command = program["command"];
     const auto& marks = m_item_marks["program.command"];
     const Origin origin = m_origins.count("program.command") > 0 ? m_origins.at("program.command") : Origin{m_name, {}};
+    const fs::path workdir = fs::absolute(m_file).parent_path() / program["workdir"].get<std::string>();
     for (size_t i = 0; i < command.size(); ++i) {
       const std::string argument = command[i].get<std::string>();
       if (i == 0 && argument.empty()) {
         problem_at(origin, i < marks.size() ? marks[i] : origin.mark,
                    "program.command[0] is empty: name the program to run");
+      }
+      // (A run's values hashed again name what changed since, a script gone included: canonical_changes.)
+      const auto missing = m_from_values ? std::nullopt : missing_script(argument, i, workdir);
+      if (missing && !m_invalid.contains("program.workdir")) {
+        problem_at(origin, i < marks.size() && marks[i].line > 0 ? marks[i] : origin.mark,
+                   fmt::format("program.command[{}]: {}", i, *missing));
       }
       if (const auto problem = placeholder_problem(argument, program["params"])) {
         problem_at(origin, i < marks.size() && marks[i].line > 0 ? marks[i] : origin.mark,
@@ -610,6 +651,24 @@ class SpecBuilder {
     m_program_files = nlohmann::json::object();
     for (const ProgramFile& file : *files) {
       m_program_files[file.path] = file.sha256;
+    }
+    digest_program_inputs();
+  }
+
+  // The data a program reads joins the hash as a data spec's files do (under "inputs").
+  void digest_program_inputs() {
+    if (m_invalid.contains("program.inputs")) {
+      return;
+    }
+    auto inputs = program_inputs(fs::absolute(m_file).parent_path(),
+                                 m_values["program"]["inputs"].get<std::vector<std::string>>());
+    if (!inputs) {
+      const Origin origin = m_origins.count("program.inputs") > 0 ? m_origins.at("program.inputs") : Origin{m_name, {}};
+      problem_at(origin, origin.mark, inputs.error());
+      return;
+    }
+    for (ProgramInput& input : *inputs) {
+      m_inputs.push_back({"program.inputs/" + input.name, std::move(input.path), std::move(input.sha256)});
     }
   }
 
@@ -636,8 +695,12 @@ class SpecBuilder {
   }
 
   Spec finish() {
+    m_values = applicable_values(std::move(m_values));
     nlohmann::json hashed = nlohmann::json::object();
     for (const Field& field : fields()) {
+      if (!m_values.contains(pointer_of(field.path))) {
+        continue;  // what does not apply (a program spec's trainer settings)
+      }
       if (enters_hash(field, m_values.at(pointer_of(field.path)))) {
         hashed[pointer_of(field.path)] = m_values.at(pointer_of(field.path));
       }
@@ -673,6 +736,8 @@ class SpecBuilder {
   std::set<std::string> m_invalid;
   std::map<std::string, std::vector<SourceMark>> m_item_marks;  // list fields: where each item was written
   nlohmann::json m_program_files;                                // path -> sha256; null without a program
+  bool m_from_values = false;                                    // rehash_values: a run's values, not a file
+  std::optional<std::vector<std::string>> m_declared_params;     // the file's program.params names; unset: no file
   std::optional<fs::path> m_env_profile_path;
   nlohmann::json m_env_profile;
   std::vector<InputFile> m_inputs;
@@ -773,6 +838,16 @@ std::vector<HashChange> canonical_changes(std::string_view recorded, const Spec&
     return {{HashChange::Kind::recipe,
              fmt::format("the spec hash recipe is version {} in this expctl, the run's was hashed by version {}",
                          after.at("expctl_spec_version").dump(), before.value("expctl_spec_version", json()).dump())}};
+  }
+  // Program runs recorded before a program spec left out the trainer's sections (issue 50) were
+  // hashed with those sections' defaults: another recipe, not edited fields.
+  const json recorded_spec = before.value("spec", json::object());
+  if (has_program(now.values()) && recorded_spec.is_object()) {
+    if (applicable_values(recorded_spec) != recorded_spec) {
+      return {{HashChange::Kind::recipe,
+               "the run was hashed with the built-in trainer's settings, which program specs no longer hold "
+               "(docs/program.md); this expctl hashes its spec without them"}};
+    }
   }
   std::vector<HashChange> changes;
   // Each side's entries under `key` (an object, or none), compared entry by entry.

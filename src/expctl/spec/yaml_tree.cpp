@@ -12,6 +12,7 @@
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
 
+#include "expctl/util/atomic_file.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::spec {
@@ -347,6 +348,25 @@ std::string printable_line(std::string_view text, int line) {
       out.begin(), out.end(), [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f; },
       '?');
   return out;
+}
+
+bool has_top_level_key(const std::filesystem::path& file, std::initializer_list<std::string_view> keys) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file, error) ||
+      std::filesystem::file_size(file, error) > YamlLimits{}.max_bytes) {
+    return false;
+  }
+  const auto text = util::read_file(file);
+  if (!text) {
+    return false;
+  }
+  const YamlDocument document = load_yaml(*text, file.string());
+  if (document.aborted || document.root.kind != YamlNode::Kind::mapping) {
+    return false;
+  }
+  return std::any_of(document.root.entries.begin(), document.root.entries.end(), [&keys](const YamlEntry& entry) {
+    return std::find(keys.begin(), keys.end(), entry.key.value) != keys.end();
+  });
 }
 
 }  // namespace expctl::spec

@@ -7,6 +7,8 @@
 /// files, bad UTF-8) is refused with a positioned diagnostic, never a crash or a hang.
 
 #include <cstddef>
+#include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +63,10 @@ struct YamlDocument {
 /// Parses `text` (named `display_name` in diagnostics). Never throws for bad input: problems are
 /// returned as diagnostics with the offending source line.
 YamlDocument load_yaml(std::string_view text, const std::string& display_name, const YamlLimits& limits = {});
+
+/// True when `file` is a YAML file within the limits whose top level is a mapping holding one of
+/// `keys`: how a sweep file (`base:`) or a nightly suite (`suite:`, `specs:`) is told from a spec.
+bool has_top_level_key(const std::filesystem::path& file, std::initializer_list<std::string_view> keys);
 
 /// Human name of a node's kind for messages: "a mapping", "a list", "a scalar", "an empty value".
 std::string describe_kind(const YamlNode& node);

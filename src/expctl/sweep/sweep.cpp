@@ -232,20 +232,7 @@ void limit_diagnostics(std::vector<util::Diagnostic>& diagnostics, const std::st
 }  // namespace
 
 bool is_sweep_file(const fs::path& file) {
-  std::error_code error;
-  if (!fs::is_regular_file(file, error) || fs::file_size(file, error) > spec::YamlLimits{}.max_bytes) {
-    return false;
-  }
-  const auto text = util::read_file(file);
-  if (!text) {
-    return false;
-  }
-  const spec::YamlDocument document = spec::load_yaml(*text, file.string());
-  if (document.aborted || document.root.kind != spec::YamlNode::Kind::mapping) {
-    return false;
-  }
-  return std::any_of(document.root.entries.begin(), document.root.entries.end(),
-                     [](const spec::YamlEntry& entry) { return entry.key.value == "base"; });
+  return spec::has_top_level_key(file, {"base"});
 }
 
 Sweep load_sweep(const fs::path& file) {

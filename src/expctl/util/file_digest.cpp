@@ -1,9 +1,12 @@
 #include "expctl/util/file_digest.hpp"
 
-#include <sys/stat.h>
-
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
+#include <vector>
+
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -81,6 +84,32 @@ Expected<std::string> file_digest(const fs::path& path) {
     (void)write_file_atomic(*entry, *digest);  // best effort: the digest stands either way
   }
   return digest;
+}
+
+Expected<std::string> folder_digest(const fs::path& folder) {
+  std::vector<std::pair<std::string, fs::path>> files;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    std::error_code kind;
+    if (it->is_regular_file(kind)) {
+      files.emplace_back(it->path().lexically_relative(folder).generic_string(), it->path());
+    }
+  }
+  if (error) {
+    return make_error(fmt::format("cannot list {}: {}", folder.string(), error.message()));
+  }
+  std::sort(files.begin(), files.end());
+  std::string text = "expctl-folder-1\n";
+  for (const auto& [name, path] : files) {
+    auto digest = file_digest(path);
+    if (!digest) {
+      return tl::unexpected(digest.error());
+    }
+    std::error_code size_error;
+    const auto size = fs::file_size(path, size_error);
+    text += fmt::format("{:?} {} {}\n", name, size_error ? 0 : size, *digest);
+  }
+  return sha256_hex(text);
 }
 
 }  // namespace expctl::util

@@ -17,4 +17,10 @@ namespace expctl::util {
 /// the file when it cannot be read; a cache that cannot be written never fails the digest.
 Expected<std::string> file_digest(const std::filesystem::path& path);
 
+/// SHA-256 (64 lowercase hex) of a folder's content: every regular file under it (recursively,
+/// symbolic links to files followed, to folders not), by its '/'-separated path relative to
+/// `folder`, its size and its file_digest, in path order; so a file added, removed, renamed or
+/// edited changes it, and the folder's own location does not. The error names what cannot be read.
+Expected<std::string> folder_digest(const std::filesystem::path& folder);
+
 }  // namespace expctl::util

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "expctl/compare/comparison.hpp"
+#include "expctl/spec/program.hpp"
 #include "expctl/util/error.hpp"
 
 namespace expctl::compare {
@@ -206,6 +207,30 @@ TEST_CASE("runs on different datasets are not comparable") {
   CHECK(comparison.outcome == Outcome::not_comparable);
   CHECK(comparison.verdict_line() == "not comparable: different datasets (synthetic vs mnist)");
   CHECK(exit_code(comparison.outcome) == 2);
+}
+
+TEST_CASE("a program run against a built-in one compares what both specs hold, not the trainer's unused defaults") {
+  Fixture f;
+  // A program run recorded before its spec left the trainer's sections out still carries them.
+  FakeRun program = timed_run(2, 1000.0);
+  program.spec["program"] = {{"command", {"/usr/bin/python3", "train.py"}}, {"params", {{"lr", 0.05}}}};
+  program.spec["data"]["dataset"] = "fashion-mnist";
+  program.spec["optim"]["lr"] = 0.01;
+  program.spec["distributed"]["bucket_cap_mb"] = 25.0;
+  FakeRun builtin = timed_run(1, 1000.0);
+  builtin.spec["data"]["dataset"] = "npy";
+  builtin.spec["distributed"]["bucket_cap_mb"] = 50.0;
+  const auto comparison = compare_runs({f.add(program)}, {f.add(builtin)}, {});
+  CHECK(comparison.outcome != Outcome::not_comparable);
+  std::vector<std::string> paths;
+  for (const auto& change : comparison.spec_changes) {
+    paths.push_back(change.path);
+  }
+  CHECK(std::find(paths.begin(), paths.end(), "program.command") != paths.end());
+  for (const auto& path : paths) {
+    INFO(path);
+    CHECK_FALSE(expctl::spec::is_trainer_setting(path));
+  }
 }
 
 TEST_CASE("different pinned stacks and recorded drift are not comparable") {

@@ -2,6 +2,7 @@
 // becomes (run/program.hpp): pure functions, checked line by line.
 #include <cmath>
 
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/run/program.hpp"
@@ -123,4 +124,33 @@ TEST_CASE("program handover: a part survives its text, non-finite values and how
   CHECK(part_key(3) == "expctl/program/part/3");
   CHECK_THROWS_AS(part_from_text("{\"index\": 1}"), nlohmann::json::exception);
   CHECK_THROWS_AS(part_from_text("not json"), nlohmann::json::exception);
+}
+
+TEST_CASE("program protocol: a modules line keeps its file names, ignores the rest, and is not a step") {
+  const auto line = decode_program_line(R"({"modules": ["/w/lib/a.py", 3, "/w/b.py"]})");
+  REQUIRE(line.has_value());
+  CHECK(line->kind == ProgramLine::Kind::modules);
+  CHECK(line->modules == std::vector<std::string>{"/w/lib/a.py", "/w/b.py"});
+  CHECK(decode_program_line(R"({"modules": "x"})")->modules.empty());
+  CHECK(decode_program_line(R"({"step": 1, "modules": ["/w/a.py"]})")->kind == ProgramLine::Kind::step);
+}
+
+TEST_CASE("program inputs: a local module that no program.files pattern or program.inputs entry covers is named") {
+  const expctl::test::TempDir dir;
+  dir.write("train.py", "import lib.util\n");
+  dir.write("lib/util.py", "x = 1\n");
+  dir.write("data/loader.py", "y = 1\n");
+  const auto spec_file = dir / "s.yaml";
+  nlohmann::json values;
+  values["program"] = {{"command", {"python3", "train.py"}}};
+  values["program"]["files"] = nlohmann::json::array();
+  values["program"]["inputs"] = nlohmann::json::array();
+  const std::set<std::string> modules = {(dir / "train.py").string(), (dir / "lib" / "util.py").string(),
+                                         (dir / "data" / "loader.py").string(), "/elsewhere/mod.py"};
+  // The default program.files is the script: the rest is not hashed.
+  CHECK(unhashed_modules(modules, values, spec_file) ==
+        std::vector<std::string>{"/elsewhere/mod.py", "data/loader.py", "lib/util.py"});
+  values["program"]["files"] = {"train.py", "lib/*.py"};
+  values["program"]["inputs"] = {"data"};
+  CHECK(unhashed_modules(modules, values, spec_file) == std::vector<std::string>{"/elsewhere/mod.py"});
 }

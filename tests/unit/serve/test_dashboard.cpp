@@ -225,6 +225,7 @@ TEST_CASE("phase_shares_document: each bucket's phase shares of one rank's step 
   CHECK(doc["kind"] == "phase-shares");
   CHECK(doc["ranks"] == nlohmann::json::parse("[0]"));
   CHECK(doc["steps"] == 10);
+  CHECK(doc["measured"] == true);
   CHECK(doc["at"] == nlohmann::json::parse("[2, 4, 6, 8, 10]"));
   CHECK(doc["phases"]["data"] == nlohmann::json::parse("[0.1, 0.1, 0.1, 0.05, 0.05]"));
   CHECK(doc["phases"]["comm"] == nlohmann::json::parse("[0.1, 0.1, 0.1, 0.55, 0.55]"));
@@ -248,6 +249,27 @@ TEST_CASE("phase_shares_document: each bucket's phase shares of one rank's step 
   CHECK(doc["steps"] == 0);
   CHECK(doc["at"].empty());
   CHECK(doc["phases"]["data"].is_null());
+  CHECK(doc["measured"] == false);
+}
+
+TEST_CASE("phase_shares_document: a rank with step times but no phase timed (a program's) has nothing to chart",
+          "[serve]") {
+  test::StoreFixture fixture;
+  const auto run = fixture.new_run();
+  std::vector<store::MetricPoint> points;
+  for (std::int64_t step = 1; step <= 4; ++step) {
+    points.push_back({0, step, "step_time_ms", 10.0});
+    points.push_back({0, step, "loss", 1.0});
+  }
+  fixture.db.append_metrics(run.id, points);
+  api::PhaseSharesQuery query;
+  query.run_id = run.id;
+  const auto doc = api::phase_shares_document(fixture.db, query);
+  CHECK(doc["steps"] == 4);
+  CHECK(doc["measured"] == false);  // the page hides the chart instead of drawing it empty
+  for (const char* phase : {"data", "forward", "backward", "comm", "optimizer", "other"}) {
+    CHECK(doc["phases"][phase].is_null());
+  }
 }
 
 TEST_CASE("sweep_document: the report `expctl sweep --report` makes, with its table and notes as text", "[serve]") {

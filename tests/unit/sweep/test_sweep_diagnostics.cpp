@@ -125,3 +125,20 @@ TEST_CASE("sweep diagnostics: an empty file, a list at the top and a missing fil
         std::string::npos);
   CHECK(problems_of(dir / "absent.yaml").find("absent.yaml: no such file: check the path") != std::string::npos);
 }
+
+TEST_CASE("sweep diagnostics: an axis over a program parameter the base does not declare is refused at the axis") {
+  const TempDir dir;
+  dir.write("train.sh", "exit 0\n");
+  dir.write("prog.yaml", "program:\n  command: [/bin/sh, train.sh]\n  params: {lr: 0.1, epochs: 2}\n");
+  const auto file = dir.write("sweep.yaml",
+                              "base: prog.yaml\n"
+                              "grid:\n"
+                              "  program.params.lrr: [0.01, 0.1]\n");
+  const std::string problems = problems_of(file);
+  CHECK(problems.find(file.string() + ":3:") != std::string::npos);
+  CHECK(problems.find("unknown parameter \"lrr\" in \"program.params\" (did you mean \"lr\"?): the spec declares "
+                      "epochs, lr") != std::string::npos);
+  // A declared one sweeps.
+  const auto good = dir.write("good.yaml", "base: prog.yaml\ngrid:\n  program.params.lr: [0.01, 0.1]\n");
+  CHECK(problems_of(good).empty());
+}

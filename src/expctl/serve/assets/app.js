@@ -375,7 +375,7 @@ async function runPage() {
       phaseBox.append(failure(error));
       return;
     }
-    phaseBox.hidden = doc.steps === 0;  // no step times: a program's run, or a rank that stored none
+    phaseBox.hidden = doc.steps === 0 || !doc.measured;  // no step times, or no phase timed (a program's run)
     if (!expctl.charts.phases) {
       const chart = makeChart(phaseCanvas, 'phases', state.x === 'wall' ? 'seconds of step time' : 'step', false);
       chart.options.scales.y = { type: 'linear', stacked: true, min: 0, max: 100, title: { display: true, text: '% of step time' } };

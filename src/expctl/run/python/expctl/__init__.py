@@ -13,8 +13,13 @@ While the program's main thread makes progress, a daemon thread tells expctl so 
 every few seconds, naming the line the main thread is at). A main thread stuck in one place -
 a collective that never returns, a deadlock - stops the heartbeats, and expctl names the rank as
 hung after distributed.timeout_s.
+
+At exit it tells expctl which modules under the folder the program started in were imported, so
+that a local module whose content is not in the spec hash (no program.files pattern covers it)
+is named at the end of the run.
 """
 
+import atexit
 import json
 import math
 import os
@@ -153,3 +158,39 @@ class _Heartbeat:
 _beat = _Heartbeat()
 if active():
     threading.Thread(target=_beat.run, name="expctl-heartbeat", daemon=True).start()
+
+
+_WORKDIR = os.path.realpath(os.getcwd())
+_OWN_DIR = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _local_module_files():
+    """The files of the imported modules that lie under the folder the program started in (its
+    own code, not the interpreter's or site-packages'), this module excepted."""
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str):
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(_WORKDIR + os.sep) and not real.startswith(_OWN_DIR + os.sep) and os.path.isfile(real):
+            files.add(real)
+    return sorted(files)
+
+
+def _report_local_modules():
+    """At exit: tells expctl which local modules the program imported (a `modules` line, split to
+    stay atomic), so that one no program.files pattern hashes is named (docs/program.md)."""
+    batch = []
+    for path in _local_module_files():
+        if batch and len(json.dumps({"modules": batch + [path]})) + 1 > _PIPE_BUF:
+            _write({"modules": batch})
+            batch = []
+        if len(json.dumps({"modules": [path]})) + 1 <= _PIPE_BUF:
+            batch.append(path)
+    if batch:
+        _write({"modules": batch})
+
+
+if active():
+    atexit.register(_report_local_modules)
