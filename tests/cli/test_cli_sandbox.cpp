@@ -52,27 +52,10 @@ fs::path hostile_model(const test::TempDir& dir, const fs::path& target, bool in
   return model;
 }
 
-/// A 1-rank spec that trains `model` on the Fashion-MNIST fixture arrays.
-fs::path spec_for(const test::TempDir& dir, const fs::path& model, const std::string& name) {
-  const fs::path fixtures = test::byo_fixtures();
-  const auto file = [&](const std::string& split, const std::string& part) {
-    return (fixtures / ("fmnist-" + split + "-" + part + ".npy")).string();
-  };
-  std::ofstream out(dir / name);
-  out << "name: hostile\nseed: 3\n"
-      << "distributed: {nproc_per_node: 1, backend: gloo, timeout_s: 60}\n"
-      << "data: {dataset: npy, batch_size: 16, train_inputs: " << file("train", "x")
-      << ", train_targets: " << file("train", "y") << ", eval_inputs: " << file("eval", "x")
-      << ", eval_targets: " << file("eval", "y") << "}\n"
-      << "model: {arch: torchscript, file: " << model.string() << "}\n"
-      << "optim: {name: sgd, lr: 0.05}\n"
-      << "train: {max_steps: 2, eval_every: 0}\n";
-  return dir / name;
-}
-
 struct Hostile {
   explicit Hostile(bool in_training = false)
-      : spec(spec_for(d.dir, hostile_model(d.dir, victim, in_training), "hostile.yaml")) {}
+      : spec(test::byo_spec(d.dir, hostile_model(d.dir, victim, in_training).string(), "fmnist",
+                            "{max_steps: 2, eval_every: 0}", "hostile.yaml")) {}
   RunDir d;
   fs::path victim = d.dir.write("home/.bashrc", k_user_content);
   fs::path spec;
@@ -135,10 +118,11 @@ TEST_CASE(
     "run naming the sandbox, and the user's file is untouched") {
   Hostile h(/*in_training=*/true);
   SECTION("sandbox off: the rank overwrites the file (what the sandbox is for)") {
-    const auto result = h.d.expctl({"run", "--sandbox=off", h.spec.string()});
+    const auto result = h.d.expctl({"run", "--sandbox=off", h.spec.string(), "--format", "json"});
     INFO(result.out << result.err);
     CHECK(result.exit_code == 0);
     CHECK(read_text(h.victim).starts_with("PWNED!!\n"));
+    CHECK(parse_stdout(result).at("summary").at("sandbox") == "off");
   }
   SECTION("sandboxed") {
     if (!have_landlock()) {
@@ -154,6 +138,8 @@ TEST_CASE(
     CHECK_THAT(result.err, Catch::Contains("the model tried to write outside the run's folder; expctl's sandbox "
                                            "(Landlock) refused it"));
     CHECK_FALSE(fs::exists(run->run_dir / "tmp"));  // the ranks' temporary folders are gone
+    CHECK(parse_stdout(result).at("summary").at("sandbox") ==
+          fmt::format("landlock ABI {}", util::sandbox::landlock_abi()));
   }
 }
 
@@ -171,9 +157,12 @@ TEST_CASE("sandbox: without Landlock one line says the run is not sandboxed, and
   CHECK_THAT(refused.err, Catch::Contains("Landlock"));
   CHECK_FALSE(h.d.only_run().has_value());
 
-  const auto unsandboxed = run_expctl({"--db", h.d.db.string(), "run", plain.string()}, no_landlock);
+  const auto unsandboxed =
+      run_expctl({"--db", h.d.db.string(), "run", plain.string(), "--format", "json"}, no_landlock);
   INFO(unsandboxed.out << unsandboxed.err);
   CHECK(unsandboxed.exit_code == 0);
+  CHECK_THAT(parse_stdout(unsandboxed).at("summary").at("sandbox").get<std::string>(),
+             Catch::StartsWith("not sandboxed: Landlock is turned off by EXPCTL_LANDLOCK_ABI_MAX=0"));
   CHECK_THAT(unsandboxed.err, Catch::Contains("expctl: warning: the run is not sandboxed: "));
   std::size_t lines = 0;
   for (std::size_t at = unsandboxed.err.find("not sandboxed"); at != std::string::npos;

@@ -99,6 +99,7 @@ struct Invocation {
   /// one rank this process is.
   launch::LaunchPlan plan;
   bool external = false;  ///< started by an external launcher (torchrun, mpirun, srun, Kubeflow)
+  std::string sandbox;    ///< what check_sandbox said, for the summary (util::summary_key::sandbox)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -231,8 +232,8 @@ void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, c
 // all of it (the disk is still full) leaves the row `running` with no owner alive, so it reads as
 // `lost` and `expctl resume` takes it, never as ended without its summary.
 
-RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
-                   const RunFacts& facts, const json& extra_summary = json::object()) {
+RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict, const RunFacts& facts,
+                   const json& extra_summary = json::object()) {
   const auto& run = invocation.run;
   RunResult result;
   result.exit_code = verdict.exit_code;
@@ -254,6 +255,9 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
       summary.drift = env::verify_rows_json(invocation.drift);
     }
     record_skipped_images(run, facts, summary);
+    if (!invocation.sandbox.empty()) {
+      summary.others[util::summary_key::sandbox] = invocation.sandbox;
+    }
     if (facts.eval_precision) {  // under train.amp: how the evaluation ran (docs/models.md)
       summary.others[util::summary_key::eval_precision] = *facts.eval_precision;
       summary.others[util::summary_key::eval_fallback] = facts.eval_fallback ? json(*facts.eval_fallback) : json();
@@ -924,9 +928,10 @@ RunResult run_spec(const RunRequest& request) {
   // Validation first: a bad spec exits 2 before anything is recorded.
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
   const auto identity = launch::detect_launcher(launch::current_environment());
-  check_sandbox(spec.values(), "the run", identity.has_value());
+  const std::string sandbox = check_sandbox(spec.values(), "the run", identity.has_value());
   preflight_training(spec);  // a model file or arrays: an input error exits 2 before anything starts
   Invocation invocation;
+  invocation.sandbox = sandbox;
   invocation.program = spec::has_program(spec.values());
   if (invocation.program) {
     check_program_launchable(spec.values(), request.spec_file);  // exit 2 before any rank starts
@@ -981,7 +986,7 @@ RunResult resume_run(const ResumeRequest& request) {
   // starts loading only after it, so a refused resume never loads it. (Refusals after the preload
   // exit only once the load has ended: cli::run waits for it, train::plugin::settle.)
   check_resumed_inputs(store, invocation.run, invocation.resolved);
-  check_sandbox(invocation.resolved.spec, "the run");
+  invocation.sandbox = check_sandbox(invocation.resolved.spec, "the run");
   train::plugin::preload();
   // A resumed run continues bit for bit only on the stack it started on.
   const auto drift = resume_drift(store, invocation.run, invocation.resolved);

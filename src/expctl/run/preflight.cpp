@@ -92,17 +92,17 @@ CheckOutcome check_in_child(const train::TrainerConfig& config, const std::files
 
 }  // namespace
 
-void check_sandbox(const nlohmann::json& values, std::string_view what, bool external_rank) {
+std::string check_sandbox(const nlohmann::json& values, std::string_view what, bool external_rank) {
   const auto mode = util::sandbox::mode_from_environment();
   if (mode == util::sandbox::Mode::off) {
-    return;
+    return "off";
   }
   const bool program = spec::has_program(values);
   if (program && !values.at("program").value("sandbox", false)) {
     EXPCTL_CHECK(mode != util::sandbox::Mode::require, util::UsageError,
                  "--sandbox=require: the spec runs a program and program.sandbox is false: set program.sandbox: true "
                  "(listing what else it writes in program.writable), or pass --sandbox=auto");
-    return;  // unsandboxed by the spec's choice (docs/program.md): nothing to say
+    return "off (program.sandbox is false)";  // the spec's choice (docs/program.md): nothing to say
   }
   std::string why;
   if (util::sandbox::landlock_abi() == 0) {
@@ -111,7 +111,7 @@ void check_sandbox(const nlohmann::json& values, std::string_view what, bool ext
     // This process is the rank and, on rank 0, records the run into the store: it keeps its rights.
     why = "under an external launcher each rank is an `expctl run` that trains in its own process";
   } else {
-    return;
+    return util::sandbox::describe_availability();
   }
   EXPCTL_CHECK(mode != util::sandbox::Mode::require, util::UsageError,
                "--sandbox=require: {}; pass --sandbox=auto to run unsandboxed", why);
@@ -119,6 +119,7 @@ void check_sandbox(const nlohmann::json& values, std::string_view what, bool ext
   if (!std::exchange(said, true)) {
     std::cerr << fmt::format("expctl: warning: {} is not sandboxed: {} (docs/models.md#the-sandbox)\n", what, why);
   }
+  return "not sandboxed: " + why;
 }
 
 bool needs_preflight(const spec::Spec& spec) {
@@ -161,7 +162,7 @@ void preflight_training(const spec::Spec& spec) {
   if (!needs_preflight(spec)) {
     return;
   }
-  check_sandbox(spec.values(), "the model check");
+  (void)check_sandbox(spec.values(), "the model check");
   auto config = train_options(spec.values(), launch::RankIdentity{}, spec.input_paths());
   config.sandbox = util::sandbox::mode_from_environment();
   train::plugin::require();  // loaded here: the child has no thread that could finish loading it

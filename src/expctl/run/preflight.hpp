@@ -6,6 +6,7 @@
 /// with the model's own words, before a rank starts or the run is recorded.
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "expctl/spec/spec.hpp"
@@ -27,7 +28,9 @@ void preflight_training(const spec::Spec& spec);
 /// util::UsageError (exit 2) refuses it (require). A program without `program.sandbox` under
 /// require is refused too, and so is a built-in run whose ranks an external launcher started
 /// (`external_rank`: each trains in an `expctl run` that keeps its rights). off: nothing.
-void check_sandbox(const nlohmann::json& values, std::string_view what, bool external_rank = false);
+/// Returns what the run's summary records (util::summary_key::sandbox): "landlock ABI 7", "off",
+/// "off (program.sandbox is false)" or "not sandboxed: <why>".
+std::string check_sandbox(const nlohmann::json& values, std::string_view what, bool external_rank = false);
 
 /// `distributed.backend: nccl` needs a CUDA GPU: refused (util::UsageError, exit 2, one line with
 /// the fix) on a machine without one, and when the spec's own env profile pins NCCL, the CUDA

@@ -104,7 +104,6 @@ class RankTemporaryFolder {
   }
   RankTemporaryFolder(const RankTemporaryFolder&) = delete;
   RankTemporaryFolder& operator=(const RankTemporaryFolder&) = delete;
-  const std::filesystem::path& path() const { return m_path; }
 
  private:
   std::filesystem::path m_path;
