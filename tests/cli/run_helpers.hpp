@@ -1,6 +1,11 @@
 #pragma once
 // Helpers of the CLI tests that run the real binary on real processes: a temporary store, a
 // command in the background (killed and reaped by its owner, never by name), polling.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -11,16 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <signal.h>
 
 #include "expctl/store/store.hpp"
+#include "support/test_support.hpp"
 
 namespace expctl::test::cli {
 
@@ -161,6 +161,7 @@ inline void wait_for_training(const store::RunRecord& run) {
 }
 
 inline std::string sha_of(const json& document) { return document.at("summary").at("loss_curve_sha256").get<std::string>(); }
+
 
 /// Starts the `expctl run` of `args` (RunDir::argv's arguments), waits until rank 0 trains, stops it
 /// with SIGINT and returns the interrupted run once `expctl run` exited 130.

@@ -232,8 +232,8 @@ void record_skipped_images(const store::RunRecord& run, const RunFacts& facts, c
 // all of it (the disk is still full) leaves the row `running` with no owner alive, so it reads as
 // `lost` and `expctl resume` takes it, never as ended without its summary.
 
-RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict, const RunFacts& facts,
-                   const json& extra_summary = json::object()) {
+RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict,
+                   const RunFacts& facts, const json& extra_summary = json::object()) {
   const auto& run = invocation.run;
   RunResult result;
   result.exit_code = verdict.exit_code;
