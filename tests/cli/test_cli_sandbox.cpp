@@ -11,8 +11,6 @@
 using namespace expctl;
 using namespace expctl::test::cli;
 using test::run_expctl;
-namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
