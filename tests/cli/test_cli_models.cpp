@@ -18,25 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-/// A spec in `dir` that trains `model` (a fixture file name) on the fixture arrays `data`
-/// ("fmnist", "rgb32", "reg") for the `train` section given.
-fs::path byo_spec(const test::TempDir& dir, const std::string& model, const std::string& data,
-                  const std::string& train = "{max_steps: 20, eval_every: 0}", const std::string& name = "byo.yaml") {
-  const fs::path fixtures = test::byo_fixtures();
-  const auto file = [&](const std::string& split, const std::string& part) {
-    return (fixtures / (data + "-" + split + "-" + part + ".npy")).string();
-  };
-  std::ofstream out(dir / name);
-  out << "name: byo\nseed: 3\ndeterminism: strict\n"
-      << "distributed: {nproc_per_node: 2, backend: gloo, timeout_s: 120}\n"
-      << "data: {dataset: npy, batch_size: 16, train_inputs: " << file("train", "x")
-      << ", train_targets: " << file("train", "y") << ", eval_inputs: " << file("eval", "x")
-      << ", eval_targets: " << file("eval", "y") << "}\n"
-      << "model: {arch: torchscript, file: " << (fixtures / model).string() << "}\n"
-      << "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-      << "train: " << train << "\n";
-  return dir / name;
-}
+using test::byo_spec;
 
 std::vector<double> losses(const RunDir& d, const std::string& run, int rank) {
   std::vector<double> values;

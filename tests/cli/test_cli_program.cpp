@@ -8,6 +8,7 @@
 #include "cli/run_helpers.hpp"
 
 #include "expctl/spec/program.hpp"
+#include "expctl/util/sandbox.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -37,11 +38,13 @@ struct DdpExperiment {
 struct SmallProgram {
   RunDir d;
   fs::path spec;
-  SmallProgram(const std::string& script, int ranks = 2, const std::string& extra = "") {
+  /// `program_extra`: more of the program section ("  env: {A: b}\n").
+  SmallProgram(const std::string& script, int ranks = 2, const std::string& extra = "",
+               const std::string& program_extra = "") {
     const auto file = d.dir.write("prog.sh", "#!/bin/sh\n" + script);
     ::chmod(file.c_str(), 0755);
     spec = d.dir.write("prog.yaml", "distributed:\n  nproc_per_node: " + std::to_string(ranks) + "\n" + extra +
-                                        "program:\n  command: [./prog.sh]\n");
+                                        "program:\n  command: [./prog.sh]\n" + program_extra);
   }
   util::SubprocessResult run(std::vector<std::string> more = {}) const {
     std::vector<std::string> args = {"run", spec.string(), "--format", "json"};
@@ -423,4 +426,117 @@ TEST_CASE("program: a local module no program.files pattern covers is named at t
   CHECK(quiet.exit_code == 0);
   CHECK_THAT(quiet.err, !Catch::Contains("no program.files pattern covers"));
   CHECK_FALSE(summary_of(quiet).at("program").contains("unhashed_modules"));
+}
+
+TEST_CASE(
+    "program: program.env values the fingerprint would mask are masked in the stored spec, and the ranks get "
+    "them as they are") {
+  constexpr const char* k_secret = "s3cr3t-program-env-canary";
+  const SmallProgram p("echo \"{\\\"step\\\": 1, \\\"loss\\\": ${#API_TOKEN}}\" >&3\n", 1, "",
+                       std::string("  env: {API_TOKEN: ") + k_secret + ", STORE_URL: 'postgresql://alice:" + k_secret +
+                           "@db/x', PLAIN: visible}\n");
+  const auto result = p.run();
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(summary_of(result).at("final_train_loss") == static_cast<double>(std::string(k_secret).size()));
+  const std::string id = parse_stdout(result).at("run").at("id");
+  const auto shown = p.d.expctl({"show", id, "--format", "json"});
+  REQUIRE(shown.exit_code == 0);
+  CHECK(shown.out.find(k_secret) == std::string::npos);
+  const auto stored = p.d.open().spec(p.d.open().find_run(id).spec_hash);
+  REQUIRE(stored.has_value());
+  const json env = json::parse(stored->canonical).at("spec").at("program").at("env");
+  CHECK(env.at("API_TOKEN") == "***");
+  CHECK(env.at("STORE_URL") == "postgresql://alice:***@db/x");
+  CHECK(env.at("PLAIN") == "visible");
+  for (const auto& file : {p.d.db, fs::path(p.d.db.string() + "-wal")}) {
+    CHECK(read_text(file).find(k_secret) == std::string::npos);  // a missing -wal reads as ""
+  }
+}
+
+TEST_CASE(
+    "program: with program.sandbox the ranks write their run folder, $TMPDIR, /dev/null and program.writable, "
+    "and nothing else") {
+  const std::string script =
+      "w() { if (echo x >> \"$1\") 2>/dev/null; then echo 1; else echo 0; fi; }\n"
+      "mkdir -p out\n"
+      "echo \"{\\\"step\\\": 1, \\\"tmp\\\": $(w \"$TMPDIR/t\"), \\\"checkpoint\\\": $(w "
+      "\"$EXPCTL_CHECKPOINT_DIR/c\"), "
+      "\\\"writable\\\": $(w out/o), \\\"outside\\\": $(w victim.txt), \\\"null\\\": $(w /dev/null)}\" >&3\n";
+  const auto point = [](const SmallProgram& p, const util::SubprocessResult& result, const std::string& name) {
+    return series(p.d.open(), parse_stdout(result).at("run").at("id"), name, 0).at(1);
+  };
+  SECTION("sandboxed") {
+    if (util::sandbox::landlock_abi() == 0) {
+      WARN("SKIPPED, not passed: " << util::sandbox::describe_availability());
+      return;
+    }
+    const SmallProgram p(script, 1, "", "  sandbox: true\n  writable: [out]\n");
+    const auto victim = p.d.dir.write("victim.txt", "user data\n");
+    fs::create_directories(p.d.dir / "out");
+    const auto result = p.run({"--sandbox=require"});
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(point(p, result, "tmp") == 1);
+    CHECK(point(p, result, "checkpoint") == 1);
+    CHECK(point(p, result, "writable") == 1);
+    CHECK(point(p, result, "null") == 1);
+    CHECK(point(p, result, "outside") == 0);
+    CHECK(read_text(victim) == "user data\n");
+    CHECK_FALSE(fs::exists(p.d.open().find_run(parse_stdout(result).at("run").at("id")).run_dir / "tmp"));
+  }
+  SECTION("off by default: the same program writes anywhere the user can") {
+    const SmallProgram p(script, 1);
+    p.d.dir.write("victim.txt", "user data\n");
+    const auto result = p.run();
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(point(p, result, "outside") == 1);
+    CHECK(result.err.find("not sandboxed") == std::string::npos);  // by the spec's choice: nothing to say
+  }
+  SECTION("--sandbox=require refuses a program run that is not sandboxed") {
+    const SmallProgram p(script, 1);
+    const auto result = p.run({"--sandbox=require"});
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("program.sandbox is false"));
+    CHECK_FALSE(p.d.only_run().has_value());
+  }
+}
+
+TEST_CASE(
+    "program: expctl.log in a child process that inherited EXPCTL_METRICS_FD but not the pipe writes nothing "
+    "into the child's own descriptor 3") {
+  // The rank logs step 1; its children (subprocess with and without close_fds, a multiprocessing
+  // spawn child) each open a file first (their descriptor 3), then import expctl and log step 2.
+  const SmallProgram p("exec /usr/bin/python3 prog.py\n", 1);
+  p.d.dir.write("child.py",
+                "import os, sys\n"
+                "f = open(sys.argv[1], 'a')\n"
+                "assert f.fileno() == 3, f.fileno()\n"
+                "import expctl\n"
+                "expctl.log(2, loss=99.0)\n"
+                "expctl.heartbeat('child')\n"
+                "f.write('child done\\n')\n");
+  p.d.dir.write("prog.py",
+                "import multiprocessing, os, subprocess, sys\n"
+                "import expctl\n"
+                "def spawned(path):\n"
+                "    subprocess.run([sys.executable, 'child.py', path], check=True)\n"
+                "if __name__ == '__main__':\n"
+                "    expctl.log(1, loss=0.5)\n"
+                "    subprocess.run([sys.executable, 'child.py', 'closed.txt'], check=True)\n"
+                "    subprocess.run([sys.executable, 'child.py', 'inherited.txt'], check=True, close_fds=False)\n"
+                "    ctx = multiprocessing.get_context('spawn')\n"
+                "    worker = ctx.Process(target=spawned, args=('spawned.txt',))\n"
+                "    worker.start(); worker.join()\n"
+                "    assert worker.exitcode == 0\n");
+  const auto result = p.run();
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  for (const char* name : {"closed.txt", "inherited.txt", "spawned.txt"}) {
+    CHECK(read_text(p.d.dir / name) == "child done\n");
+  }
+  const auto loss = series(p.d.open(), parse_stdout(result).at("run").at("id"), "loss", 0);
+  CHECK(loss == std::map<std::int64_t, double>{{1, 0.5}});
+  CHECK_THAT(result.err, Catch::Contains("is not the metrics pipe of `expctl run`"));
 }

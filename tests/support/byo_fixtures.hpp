@@ -58,6 +58,27 @@ inline std::filesystem::path made_fixtures(const std::string& script_name) {
 /// Scripted models and Fashion-MNIST as .npy (tests/tools/byo_fixtures.py).
 inline std::filesystem::path byo_fixtures() { return made_fixtures("byo_fixtures.py"); }
 
+/// A spec in `dir` that trains `model` (a fixture file name, or an absolute path) on the fixture
+/// arrays `data` ("fmnist", "rgb32", "reg") for the `train` section given, on 2 ranks.
+inline std::filesystem::path byo_spec(const TempDir& dir, const std::string& model, const std::string& data,
+                                      const std::string& train = "{max_steps: 20, eval_every: 0}",
+                                      const std::string& name = "byo.yaml") {
+  const std::filesystem::path fixtures = byo_fixtures();
+  const auto file = [&](const std::string& split, const std::string& part) {
+    return (fixtures / (data + "-" + split + "-" + part + ".npy")).string();
+  };
+  std::ofstream out(dir / name);
+  out << "name: byo\nseed: 3\ndeterminism: strict\n"
+      << "distributed: {nproc_per_node: 2, backend: gloo, timeout_s: 120}\n"
+      << "data: {dataset: npy, batch_size: 16, train_inputs: " << file("train", "x")
+      << ", train_targets: " << file("train", "y") << ", eval_inputs: " << file("eval", "x")
+      << ", eval_targets: " << file("eval", "y") << "}\n"
+      << "model: {arch: torchscript, file: " << (fixtures / model).string() << "}\n"
+      << "optim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+      << "train: " << train << "\n";
+  return dir / name;
+}
+
 /// Models a team brings, scripted from torch.nn, and their arrays (tests/tools/model_zoo.py): a
 /// model that raises mid-training or in evaluation, a TransformerEncoder for AMP, a token LM.
 inline std::filesystem::path model_zoo() {

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <system_error>
 
+#include "expctl/env/env_vars.hpp"
+
 namespace expctl::api {
 
 namespace {
@@ -48,11 +50,16 @@ nlohmann::json resolved_spec(const store::Store& store, const store::RunRecord& 
   if (!in) {
     return nullptr;
   }
-  const nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (document.is_object() && document.contains("spec") && document.at("spec").is_object()) {
-    return document.at("spec");
+  nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object() || !document.contains("spec") || !document.at("spec").is_object()) {
+    return nullptr;
   }
-  return nullptr;
+  // resolved.json keeps program.env as written (a resume runs from it); what is shown is masked
+  // as the stored spec is (docs/program.md).
+  if (const nlohmann::json::json_pointer env("/spec/program/env"); document.contains(env)) {
+    env::mask_variables(document[env]);
+  }
+  return document.at("spec");
 }
 
 const nlohmann::json* json_at(const nlohmann::json& tree, std::string_view path) {

@@ -45,6 +45,7 @@ void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
       "Examples: expctl resume 20261129-223118\n"
       "          expctl resume @latest");
   command->add_option("run", options->request.selector, "The run: any selector that names one run (see above)")->required()->option_text("RUN");
+  add_sandbox_option(command);
   command->add_flag("--allow-drift", options->request.allow_drift,
                     "Resume although this machine's fingerprint differs from the run's recorded one\n"
                     "(each differing field is recorded as a tag drift:<field>)");

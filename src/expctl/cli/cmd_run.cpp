@@ -49,6 +49,7 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--set", options->request.overrides, "Override a field: --set key.path=value (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_sandbox_option(command);
   command->add_flag("--allow-drift", options->request.allow_drift,
                     "Run although the machine differs from the pinned stack; each drifted pin is recorded\n"
                     "as a tag drift:<field> and under summary.drift");

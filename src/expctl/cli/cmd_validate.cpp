@@ -94,6 +94,7 @@ void setup_validate(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals
       ->allow_extra_args(false)  // "--set a=1 SPEC": SPEC is positional, not a second override
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_format_option(command, options->format);
+  add_sandbox_option(command);
   command
       ->add_flag("--print-field-table", options->print_field_table,
                  "Print the Markdown field table of docs/spec.md and exit")

@@ -5,12 +5,26 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <stdlib.h>
+
+#include "expctl/util/sandbox.hpp"
 
 namespace expctl::cli {
 
 std::vector<CommandRegistration>& command_registry() {
   static std::vector<CommandRegistration> registry;
   return registry;
+}
+
+void add_sandbox_option(CLI::App* command) {
+  command
+      ->add_option_function<std::string>(
+          "--sandbox", [](const std::string& mode) { ::setenv(util::sandbox::k_mode_variable, mode.c_str(), 1); },
+          "Where the model (or a program with program.sandbox) may write: auto (only its run folder\n"
+          "where the kernel has Landlock; a line says when it has not), require (refuse to run\n"
+          "without Landlock, exit 2), off. Default: $EXPCTL_SANDBOX, else auto (docs/models.md)")
+      ->check(CLI::IsMember({"auto", "require", "off"}))
+      ->option_text("MODE");
 }
 
 void add_format_option(CLI::App* command, std::string& target, std::vector<std::string> allowed) {

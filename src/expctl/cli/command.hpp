@@ -57,6 +57,10 @@ enum class OutputFormat { text, json };
 /// Adds `--format` with the given allowed values (default "text") to `command`.
 void add_format_option(CLI::App* command, std::string& target, std::vector<std::string> allowed = {"text", "json"});
 
+/// Adds `--sandbox auto|require|off` (docs/models.md#the-sandbox) to `command`: the choice is put
+/// in $EXPCTL_SANDBOX, where the run library, its ranks and the model check read it.
+void add_sandbox_option(CLI::App* command);
+
 /// Version of every JSON document expctl prints; bump on an incompatible change of any shape.
 inline constexpr int k_json_format_version = api::k_json_format_version;
 

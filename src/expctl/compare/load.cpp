@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "expctl/compare/comparison.hpp"
+#include "expctl/env/env_vars.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/util/metric_names.hpp"
 #include "expctl/util/sha256.hpp"
@@ -42,9 +43,12 @@ json resolved_spec(const store::RunRecord& run) {
   if (!in) {
     return nullptr;
   }
-  const json document = json::parse(in, nullptr, false);
+  json document = json::parse(in, nullptr, false);
   if (document.is_discarded() || !document.is_object() || !document.contains("spec")) {
     return nullptr;
+  }
+  if (const json::json_pointer env("/spec/program/env"); document.contains(env)) {
+    env::mask_variables(document[env]);  // reports show it masked, as the stored spec holds it
   }
   return document.at("spec");
 }

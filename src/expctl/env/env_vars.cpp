@@ -191,6 +191,21 @@ std::string mask_url_password(std::string value) {
   return value;
 }
 
+std::string recorded_value(std::string_view name, std::string value) {
+  return is_secret_name(name) ? std::string(k_masked_value) : mask_url_password(std::move(value));
+}
+
+void mask_variables(nlohmann::json& variables) {
+  if (!variables.is_object()) {
+    return;
+  }
+  for (auto& [name, value] : variables.items()) {
+    if (value.is_string()) {
+      value = recorded_value(name, value.get<std::string>());
+    }
+  }
+}
+
 RecordedEnvVars record_env_vars(const std::map<std::string, std::string>& environment,
                                 const std::vector<std::string>& extra) {
   RecordedEnvVars recorded;
@@ -201,7 +216,7 @@ RecordedEnvVars record_env_vars(const std::map<std::string, std::string>& enviro
       continue;
     }
     auto& target = *kind == computation ? recorded.computation : recorded.launch;
-    target[name] = is_secret_name(name) ? std::string(k_masked_value) : mask_url_password(value);
+    target[name] = recorded_value(name, value);
   }
   return recorded;
 }

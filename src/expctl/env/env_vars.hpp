@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace expctl::env {
 
 /// What a recorded variable is for.
@@ -50,6 +52,14 @@ std::optional<EnvVarKind> allow_listed(std::string_view name);
 
 /// The allow-list as display text ("OMP_*", "RANK"...), for docs and --help.
 std::vector<std::string> allow_list_patterns();
+
+/// What a record keeps of the variable `name` set to `value`: k_masked_value for a secret-looking
+/// name (is_secret_name), else `value` with URL passwords masked (mask_url_password).
+std::string recorded_value(std::string_view name, std::string value);
+
+/// Every string value of the object `variables` (NAME -> value, e.g. a spec's program.env) as
+/// recorded_value gives it, in place; anything but an object is left as it is.
+void mask_variables(nlohmann::json& variables);
 
 struct RecordedEnvVars {
   std::map<std::string, std::string> computation;  ///< env.vars

@@ -19,6 +19,9 @@ namespace expctl::launch {
 inline constexpr const char* k_control_fd_variable = "EXPCTL_CONTROL_FD";
 /// Names the same descriptor for a user's program (docs/program.md): JSON lines of metrics.
 inline constexpr const char* k_metrics_fd_variable = "EXPCTL_METRICS_FD";
+/// The identity of that descriptor's pipe, "<st_dev>:<st_ino>": a process that finds another
+/// file at EXPCTL_METRICS_FD (a child that inherited the variables, not the pipe) writes nothing.
+inline constexpr const char* k_metrics_pipe_variable = "EXPCTL_METRICS_PIPE";
 /// The descriptor the supervisor places the channel at in every rank.
 inline constexpr int k_control_fd = 3;
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +94,23 @@ RankProcess::~RankProcess() {
   close_fd(m_log_fd);
 }
 
+namespace {
+
+// `environment` with k_metrics_pipe_variable naming the pipe behind `fd` (replacing one a parent
+// rank passed down), for the helpers that check what they write to (docs/program.md).
+std::vector<std::string> with_pipe_identity(std::vector<std::string> environment, int fd) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    return environment;
+  }
+  const std::string prefix = std::string(k_metrics_pipe_variable) + "=";
+  std::erase_if(environment, [&prefix](const std::string& entry) { return entry.starts_with(prefix); });
+  environment.push_back(fmt::format("{}{}:{}", prefix, info.st_dev, info.st_ino));
+  return environment;
+}
+
+}  // namespace
+
 void RankProcess::spawn(const std::vector<std::string>& environment, bool hold) {
   if (m_spec.argv.empty()) {
     throw util::LaunchError(fmt::format("cannot start rank {}: empty command line", m_spec.rank));
@@ -109,11 +127,16 @@ void RankProcess::spawn(const std::vector<std::string>& environment, bool hold) 
       throw util::LaunchError(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
     }
   }
+  std::optional<util::sandbox::Ruleset> sandbox;
+  if (m_spec.sandbox) {
+    sandbox.emplace(*m_spec.sandbox);
+  }
   auto started = util::ChildProcess::spawn({.argv = m_spec.argv,
-                                            .environment = environment,
+                                            .environment = with_pipe_identity(environment, control.write),
                                             .fds = {stdin_fd, out.write, err.write, control.write},
                                             .working_directory = m_spec.workdir,
-                                            .death_signal = SIGKILL});
+                                            .death_signal = SIGKILL,
+                                            .sandbox_ruleset_fd = sandbox ? sandbox->fd() : -1});
   if (input) {
     close_fd(input->read);
     m_stdin_fd = std::exchange(input->write, -1);

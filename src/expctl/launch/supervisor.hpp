@@ -28,6 +28,7 @@
 
 #include "expctl/launch/environment.hpp"
 #include "expctl/launch/launch_plan.hpp"
+#include "expctl/util/sandbox.hpp"
 
 namespace expctl::launch {
 
@@ -52,6 +53,9 @@ struct RankSpec {
   EnvOverrides env;               ///< applied on top of SupervisorOptions::environment
   std::filesystem::path workdir = {};  ///< the directory it starts in; empty: the supervisor's
   ControlProtocol protocol = ControlProtocol::expctl;
+  /// Sandboxed from its first instruction (util/sandbox.hpp: a program with program.sandbox):
+  /// where it may write. nullopt: not sandboxed.
+  std::optional<util::sandbox::Writable> sandbox = std::nullopt;
 };
 
 /// One RankSpec per planned local rank, all running `argv` with the plan's environment.

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "expctl/compare/selector.hpp"
+#include "expctl/env/env_vars.hpp"
 #include "expctl/launch/launch_plan.hpp"
 #include "expctl/launch/rank_identity.hpp"
 #include "expctl/launch/supervisor.hpp"
@@ -33,6 +34,7 @@
 #include "expctl/run/stack.hpp"
 #include "expctl/run/summary.hpp"
 #include "expctl/run/train_options.hpp"
+#include "expctl/spec/canonical.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/tensorboard/export.hpp"
@@ -46,6 +48,7 @@
 #include "expctl/util/process_identity.hpp"
 #include "expctl/util/sha256.hpp"
 #include "expctl/util/strings.hpp"
+#include "expctl/util/temporary_folder.hpp"
 
 namespace expctl::run {
 namespace {
@@ -109,6 +112,7 @@ struct Invocation {
   /// What this invocation's wall_time_s and time_to_first_step_s count from (invocation_start).
   SteadyClock::time_point started{};
   bool strict_inputs = false;  ///< run --strict-inputs: an unhashed local module fails the run
+  std::string sandbox;    ///< what check_sandbox said, for the summary (util::summary_key::sandbox)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -149,9 +153,23 @@ void export_tensorboard(Recorder& recorder, const store::Store& store, const Inv
 // Recording a new run: one sequence for runs that expctl supervises and for rank 0 under an
 // external launcher.
 
+// What the store (and whoever reads it: show, serve, the team server) keeps of a spec: its
+// canonical form with program.env's values masked as the fingerprint masks the environment
+// (env::recorded_value). The hash stays that of the real values; the run folder's resolved.json,
+// which a resume runs from, keeps them.
+std::string stored_canonical(const spec::Spec& spec) {
+  nlohmann::json document = nlohmann::json::parse(spec.canonical());
+  const nlohmann::json::json_pointer env("/spec/program/env");
+  if (!document.contains(env) || document[env].empty()) {
+    return spec.canonical();
+  }
+  env::mask_variables(document[env]);
+  return spec::canonical_json(document);
+}
+
 store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, const StackCheck& stack,
                                 const std::vector<std::string>& tags, const ResolvedRun& resolved) {
-  store.put_spec(spec.hash(), spec.canonical(), spec.get_string("name"));
+  store.put_spec(spec.hash(), stored_canonical(spec), spec.get_string("name"));
   store.put_environment(stack.fingerprint_hash, stack.fingerprint.dump());
   auto run = store.create_run({spec.hash(), stack.fingerprint_hash, spec.get_string("name"), std::nullopt});
   for (const auto& tag : spec.get_string_list("tags")) {
@@ -259,6 +277,9 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
       summary.drift = env::verify_rows_json(invocation.drift);
     }
     record_skipped_images(run, facts, summary);
+    if (!invocation.sandbox.empty()) {
+      summary.others[util::summary_key::sandbox] = invocation.sandbox;
+    }
     if (facts.eval_precision) {  // under train.amp: how the evaluation ran (docs/models.md)
       summary.others[util::summary_key::eval_precision] = *facts.eval_precision;
       summary.others[util::summary_key::eval_fallback] = facts.eval_fallback ? json(*facts.eval_fallback) : json();
@@ -444,8 +465,9 @@ void hand_over(const Handover& handover, const ProgramPart& part, Console& conso
 // as its ranks' own: the run of record then holds every rank's steps and how each rank ended. A
 // rank of another part that failed fails a run whose own ranks completed; a part that never came
 // is named in the summary.
-json take_parts(const Handover& handover, const store::RunRecord& run, Recorder& recorder, Verdict& verdict,
-                std::int64_t& steps, std::int64_t& skipped, std::chrono::seconds timeout) {
+json take_parts(const Handover& handover, const store::RunRecord& run, Recorder& recorder, Console& console,
+                int world_size, Verdict& verdict, std::int64_t& steps, std::int64_t& skipped,
+                std::chrono::seconds timeout) {
   const std::string& run_id = run.id;
   std::vector<std::string> missing;
   std::vector<ProgramPart> parts;
@@ -462,12 +484,16 @@ json take_parts(const Handover& handover, const store::RunRecord& run, Recorder&
     const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                   deadline - SteadyClock::now()));
     const auto text = client ? client->get(handover.prefix + part_key(index), left) : std::nullopt;
-    try {
-      if (text) {
-        parts.push_back(part_from_text(*text));
+    if (text) {
+      auto part = checked_part(*text, index, world_size);
+      if (part) {
+        parts.push_back(std::move(*part));
         continue;
       }
-    } catch (const json::exception&) {
+      console.note(fmt::format("warning: refused what {} {} handed over on the job's store: {}; its steps are not "
+                               "recorded",
+                               handover.noun, index, part.error()),
+                   true);
     }
     missing.push_back(std::to_string(index));
   }
@@ -609,6 +635,8 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
   } catch (const util::Failure& error) {
     result.verdict = {store::RunStatus::failed, util::ExitCode::run_failed, error.what()};
   }
+  std::error_code ignored;
+  std::filesystem::remove_all(invocation.run.run_dir / "tmp", ignored);  // the ranks' $TMPDIR, all ended
   std::int64_t steps = program_records.steps_logged();
   std::int64_t skipped = program_records.lines_skipped();
   json handover_summary = json::object();
@@ -620,7 +648,8 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Con
       // An interrupted job's other parts come within moments (their launcher stops them too).
       const auto timeout = result.verdict.status == store::RunStatus::interrupted ? std::chrono::seconds(10)
                                                                                   : handover.timeout;
-      handover_summary = take_parts(handover, invocation.run, recorder, result.verdict, steps, skipped, timeout);
+      handover_summary = take_parts(handover, invocation.run, recorder, console, plan.world_size, result.verdict, steps,
+                                    skipped, timeout);
     }
   }
   const auto unhashed = invocation.program ? unhashed_modules(program_records.modules(), invocation.resolved.spec,
@@ -859,12 +888,7 @@ RunResult run_program_as_other_rank(Invocation& invocation) {
     result.exit_code = util::ExitCode::run_failed;
     return result;
   }
-  std::string folder = (std::filesystem::temp_directory_path() / fmt::format("expctl-rank{}-XXXXXX", rank)).string();
-  if (::mkdtemp(folder.data()) == nullptr) {
-    throw util::UsageError(fmt::format("cannot create a temporary folder {}: {}; set TMPDIR to a writable directory",
-                                       folder, std::strerror(errno)));
-  }
-  const std::filesystem::path scratch = folder;
+  const std::filesystem::path scratch = util::make_temporary_folder(fmt::format("expctl-rank{}-", rank));
   invocation.run.id = published->at("run_id").get<std::string>();
   Console console(invocation.quiet);
   ProgramRecords records(nullptr, console, /*keep=*/true);
@@ -990,11 +1014,13 @@ RunResult run_spec(const RunRequest& request) {
   const SteadyClock::time_point started = invocation_start();
   // Validation first: a bad spec exits 2 before anything is recorded.
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
-  preflight_training(spec);  // a model file or arrays: an input error exits 2 before anything starts
   const auto identity = launch::detect_launcher(launch::current_environment());
+  const std::string sandbox = check_sandbox(spec.values(), "the run", identity.has_value());
+  preflight_training(spec);  // a model file or arrays: an input error exits 2 before anything starts
   Invocation invocation;
   invocation.started = started;
   invocation.strict_inputs = request.strict_inputs;
+  invocation.sandbox = sandbox;
   invocation.program = spec::has_program(spec.values());
   if (invocation.program) {
     check_program_launchable(spec.values(), request.spec_file);  // exit 2 before any rank starts
@@ -1050,6 +1076,7 @@ RunResult resume_run(const ResumeRequest& request) {
   // starts loading only after it, so a refused resume never loads it. (Refusals after the preload
   // exit only once the load has ended: cli::run waits for it, train::plugin::settle.)
   check_resumed_inputs(store, invocation.run, invocation.resolved);
+  invocation.sandbox = check_sandbox(invocation.resolved.spec, "the run");
   train::plugin::preload();
   // A resumed run continues bit for bit only on the stack it started on.
   const auto drift = resume_drift(store, invocation.run, invocation.resolved);

@@ -1,21 +1,22 @@
 #include "expctl/run/program.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "expctl/compare/comparison.hpp"
 #include "expctl/launch/control_channel.hpp"
 #include "expctl/launch/environment.hpp"
+#include "expctl/launch/shm_segments.hpp"
 #include "expctl/run/program_protocol.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/util/atomic_file.hpp"
-#include "expctl/util/find_executable.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/find_executable.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::run {
@@ -77,6 +78,26 @@ std::optional<std::string> program_problem(const std::string& program, const fs:
 }
 
 }  // namespace
+
+std::optional<util::sandbox::Writable> program_sandbox(const json& values, const fs::path& spec_file,
+                                                       const ProgramLaunch& where, int rank) {
+  const json& program = values.at("program");
+  if (!program.value("sandbox", false) || util::sandbox::mode_from_environment() == util::sandbox::Mode::off ||
+      util::sandbox::landlock_abi() == 0) {
+    return std::nullopt;  // check_sandbox said so before the run was recorded, or refused it
+  }
+  util::sandbox::Writable writable{.folders = {where.run_dir, where.checkpoint_dir, launch::shm_segment_directory()},
+                                   .files = {},
+                                   .described = "the run's folder and program.writable"};
+  const fs::path spec_dir = fs::absolute(spec_file).parent_path();
+  for (const auto& entry : program.value("writable", json::array())) {
+    const fs::path path = (spec_dir / entry.get<std::string>()).lexically_normal();
+    std::error_code error;
+    (fs::is_directory(path, error) || !fs::exists(path, error) ? writable.folders : writable.files).push_back(path);
+  }
+  writable.folders.push_back(where.run_dir / "tmp" / fmt::format("rank-{}", rank));  // last: $TMPDIR
+  return writable;
+}
 
 fs::path program_workdir(const json& values, const fs::path& spec_file) {
   const fs::path spec_dir = fs::absolute(spec_file).parent_path();
@@ -171,7 +192,11 @@ std::vector<launch::RankSpec> program_rank_specs(const launch::LaunchPlan& plan,
     for (const auto& [name, value] : common) {
       env[name] = value;
     }
-    ranks.push_back({planned.rank, argv, std::move(env), workdir, launch::ControlProtocol::lines});
+    auto sandbox = program_sandbox(values, spec_file, where, planned.rank);
+    if (sandbox) {
+      env["TMPDIR"] = sandbox->folders.back().string();
+    }
+    ranks.push_back({planned.rank, argv, std::move(env), workdir, launch::ControlProtocol::lines, std::move(sandbox)});
   }
   return ranks;
 }

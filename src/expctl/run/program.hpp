@@ -19,6 +19,7 @@
 #include "expctl/launch/supervisor.hpp"
 #include "expctl/run/console.hpp"
 #include "expctl/run/recorder.hpp"
+#include "expctl/util/sandbox.hpp"
 
 namespace expctl::run {
 
@@ -46,6 +47,14 @@ struct ProgramLaunch {
   bool resume = false;                   ///< EXPCTL_RESUME=1
   StoreHost store = StoreHost::rank0;
 };
+
+/// Where rank `rank` of a program with `program.sandbox: true` may write (docs/program.md#the-sandbox):
+/// the run's folder, its checkpoint folder, the shared-memory folder, program.writable (relative to
+/// the spec's directory) and, last, its private temporary folder (<run>/tmp/rank-N, its $TMPDIR).
+/// nullopt: not sandboxed (program.sandbox false, --sandbox=off, or no Landlock here).
+std::optional<util::sandbox::Writable> program_sandbox(const nlohmann::json& values,
+                                                       const std::filesystem::path& spec_file,
+                                                       const ProgramLaunch& where, int rank);
 
 /// The directory the ranks start in: program.workdir relative to the spec's directory (default:
 /// the spec's directory).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/run/program_protocol.hpp"
 #include "expctl/train/records.hpp"
 
 namespace expctl::run {
@@ -74,6 +75,39 @@ ProgramPart part_from_text(const std::string& text) {
   part.steps_logged = document.at("steps_logged").get<std::int64_t>();
   part.lines_skipped = document.at("lines_skipped").get<std::int64_t>();
   part.log = document.at("log").get<std::string>();
+  return part;
+}
+
+tl::expected<ProgramPart, std::string> checked_part(const std::string& text, int index, int world_size) {
+  if (text.size() > k_max_part_bytes) {
+    return tl::unexpected(fmt::format("{} bytes, over the {} MiB limit", text.size(), k_max_part_bytes >> 20));
+  }
+  ProgramPart part;
+  try {
+    part = part_from_text(text);
+  } catch (const json::exception& error) {
+    return tl::unexpected(fmt::format("not a part ({})", error.what()));
+  }
+  const auto in_job = [world_size](int rank) { return rank >= 0 && rank < world_size; };
+  if (part.index != index) {
+    return tl::unexpected(fmt::format("it names itself part {}", part.index));
+  }
+  for (const auto& point : part.points) {
+    if (!in_job(point.rank) || point.step < 0 || !valid_metric_name(point.name)) {
+      return tl::unexpected(
+          fmt::format("a point of rank {}, step {}, metric \"{}\" (ranks 0..{}, steps >= 0, names "
+                      "of [A-Za-z0-9_./-])",
+                      point.rank, point.step, point.name.substr(0, 64), world_size - 1));
+    }
+  }
+  for (const auto& rank : part.ranks) {
+    if (!in_job(rank.rank) || rank.pid < 0 || rank.host.size() > 255) {
+      return tl::unexpected(fmt::format("a row for rank {} (ranks 0..{})", rank.rank, world_size - 1));
+    }
+  }
+  if (part.log.size() > k_part_log_bytes || part.steps_logged < 0 || part.lines_skipped < 0) {
+    return tl::unexpected(std::string("a log or counts out of bounds"));
+  }
   return part;
 }
 

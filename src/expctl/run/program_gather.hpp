@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <tl/expected.hpp>
 
 #include "expctl/store/store.hpp"
 
@@ -53,5 +54,17 @@ inline constexpr const char* k_program_run_key = "expctl/program/run";
 std::string part_text(const ProgramPart& part);
 /// Throws nlohmann::json::exception for a text that is not a part.
 ProgramPart part_from_text(const std::string& text);
+
+/// The most a part's text may hold: a peer that reaches the job's store (any host that reaches
+/// MASTER_PORT) must not make the recording supervisor parse without bound. 256 MiB carries about
+/// five million points.
+inline constexpr std::size_t k_max_part_bytes = std::size_t{256} << 20;
+
+/// The part handed over under part_key(index) by a job of `world_size` ranks, checked before it
+/// is trusted (docs/run.md, "Several hosts"): at most k_max_part_bytes; its own index is `index`
+/// (it names the log file written); every point's and rank row's rank in [0, world_size), steps
+/// and pids not negative, metric names valid_metric_name; the log at most k_part_log_bytes. The
+/// error says in a few words what is wrong.
+tl::expected<ProgramPart, std::string> checked_part(const std::string& text, int index, int world_size);
 
 }  // namespace expctl::run

@@ -13,19 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-// Metric names become store series, TensorBoard tags and `compare` columns.
-bool valid_metric_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) {
-    return false;
-  }
-  for (const char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // The one place the values of a line are read: a number, a bool, or a non-finite string.
 std::optional<double> number_of(const json& value) {
   if (value.is_number() || value.is_boolean()) {
@@ -150,6 +137,19 @@ tl::expected<ProgramLine, std::string> decode_program_line(std::string_view line
     }
   }
   return out;
+}
+
+// Metric names become store series, TensorBoard tags and `compare` columns.
+bool valid_metric_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) {
+    return false;
+  }
+  for (const char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace expctl::run

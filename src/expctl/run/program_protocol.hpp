@@ -45,6 +45,10 @@ struct ProgramLine {
 /// ("not JSON", "no \"step\" field", "a line of 70000 bytes, over the 64 KiB limit").
 tl::expected<ProgramLine, std::string> decode_program_line(std::string_view line);
 
+/// A metric name a program may log: 1 to 64 of [A-Za-z0-9_./-] (names become store series,
+/// TensorBoard tags and `compare` columns).
+bool valid_metric_name(std::string_view name);
+
 /// `text` with the bare tokens NaN, Infinity and -Infinity outside strings replaced by the JSON
 /// strings "nan", "inf" and "-inf" (which train::decode_number reads back).
 std::string quote_non_finite(std::string_view text);

@@ -1,26 +1,27 @@
 // One rank started by expctl's supervisor (`expctl worker`): reads the resolved spec from the
 // run folder, trains, and reports through its control channel. Ranks never open the database.
 
-#include <unistd.h>
-
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "expctl/launch/rank_channel.hpp"
 #include "expctl/launch/supervisor.hpp"
 #include "expctl/run/engine.hpp"
+#include "expctl/run/forensics.hpp"
 #include "expctl/run/resolved_run.hpp"
 #include "expctl/run/signals.hpp"
 #include "expctl/run/train_options.hpp"
-#include "expctl/run/forensics.hpp"
 #include "expctl/train/plugin.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/malloc_tuning.hpp"
+#include "expctl/util/sandbox.hpp"
 
 namespace expctl::run {
 namespace {
@@ -81,8 +82,32 @@ train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const lau
   config.run_id = run_dir.filename().string();  // a run's folder is named by its id (store::Store::create_run)
   config.artifact_dir = run_dir;
   config.resume = resume;
+  config.sandbox = util::sandbox::mode_from_environment();
+  config.sandbox_writable = {.folders = {run_dir}, .files = {}, .described = "the run's folder"};
   return config;
 }
+
+/// A folder of the run's own for this rank's temporary files ($TMPDIR, which the sandbox lets it
+/// write), removed when the rank ends.
+class RankTemporaryFolder {
+ public:
+  RankTemporaryFolder(const std::filesystem::path& run_dir, int rank)
+      : m_path(run_dir / "tmp" / fmt::format("rank-{}", rank)) {
+    std::error_code error;
+    std::filesystem::create_directories(m_path, error);
+    ::setenv("TMPDIR", m_path.c_str(), 1);
+  }
+  ~RankTemporaryFolder() {
+    std::error_code error;
+    std::filesystem::remove_all(m_path, error);
+    std::filesystem::remove(m_path.parent_path(), error);  // the last rank's removal empties it
+  }
+  RankTemporaryFolder(const RankTemporaryFolder&) = delete;
+  RankTemporaryFolder& operator=(const RankTemporaryFolder&) = delete;
+
+ private:
+  std::filesystem::path m_path;
+};
 
 }  // namespace
 
@@ -109,6 +134,7 @@ int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
   (void)util::write_file_atomic(run_dir / "logs" / fmt::format("rank-{}.pid", identity.rank),
                                 std::to_string(::getpid()) + "\n");
   auto config = rank_config(run_dir, identity, resume);
+  const RankTemporaryFolder temporary(run_dir, identity.rank);
   config.beacon = &beacon;
   ChannelSink sink(channel, identity.rank);
   try {

@@ -305,6 +305,15 @@ std::span<const Field> table() {
      "Extra environment variables for every rank (`NAME: value`), hashed. expctl's own and torchrun's variables "
      "cannot be overridden here.",
      ""},
+    {"program.sandbox", T::boolean, "false", "", any(), no_items(), H::excluded,
+     "Run the ranks in expctl's sandbox (Landlock, docs/program.md#the-sandbox): they may write only the run's "
+     "folder (their checkpoints and $TMPDIR are in it), /dev/shm and `program.writable`; reads and the network stay "
+     "open. Off by default. Not hashed: it changes where the program may write, not what it computes.",
+     ""},
+    {"program.writable", T::string_list, "[]", "", any(), items(0, 64), H::excluded,
+     "With `program.sandbox`, further folders (or files) the ranks may write, relative to the spec's directory "
+     "(a folder is created when missing). Locations, so not hashed.",
+     ""},
 
     {"metrics.log_every", T::integer, "10", "", between(1, k_max_count), no_items(), H::excluded,
      "Print a progress line every this many optimizer steps when the console is not a terminal (every step is recorded in the store).", ""},

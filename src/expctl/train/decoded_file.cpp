@@ -1,11 +1,6 @@
 #include "expctl/train/decoded_file.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
-
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +8,13 @@
 #include <string>
 #include <string_view>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/crc32c.hpp"
@@ -90,13 +91,19 @@ std::uint32_t crc32_of(std::span<const std::uint8_t> bytes) {
   return static_cast<std::uint32_t>(crc);
 }
 
-// Reads a whole file through zlib, which passes plain files through unchanged.
-std::vector<std::uint8_t> inflate_file(const fs::path& path, std::size_t expected_size) {
+// Deflate cannot shrink data more than 1032:1, so a reservation beyond that many times the file
+// is a trailer that lies (a crafted file asking for 4 GiB up front); it grows as bytes come instead.
+constexpr std::size_t k_max_deflate_ratio = 1032;
+
+// Reads a whole file through zlib, which passes plain files through unchanged, refusing to
+// inflate more than inflate_limit_bytes() (a gzip bomb would otherwise take every rank's memory).
+std::vector<std::uint8_t> inflate_file(const fs::path& path, std::size_t expected_size, std::size_t file_size) {
   std::unique_ptr<gzFile_s, decltype(&::gzclose)> file(::gzopen(path.c_str(), "rb"), &::gzclose);
   EXPCTL_CHECK(file != nullptr, TrainError, "{}: cannot open", path.string());
   ::gzbuffer(file.get(), 1U << 18);
+  const std::size_t limit = inflate_limit_bytes();
   std::vector<std::uint8_t> bytes;
-  bytes.reserve(expected_size);
+  bytes.reserve(std::min({expected_size, file_size * k_max_deflate_ratio, limit}));
   std::vector<std::uint8_t> chunk(1 << 20);
   for (;;) {
     const int count = ::gzread(file.get(), chunk.data(), static_cast<unsigned>(chunk.size()));
@@ -113,6 +120,10 @@ std::vector<std::uint8_t> inflate_file(const fs::path& path, std::size_t expecte
     if (count == 0) {
       break;
     }
+    EXPCTL_CHECK(bytes.size() + static_cast<std::size_t>(count) <= limit, TrainError,
+                 "{}: inflates to more than {} MiB, the limit for one data file (a gzip bomb, or a larger file than "
+                 "expected): set EXPCTL_INFLATE_LIMIT_MB to raise it",
+                 path.string(), limit >> 20);
     bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + count);
   }
   return bytes;
@@ -234,6 +245,17 @@ SharedBytes SharedBytes::first(std::size_t count) const {
   return prefix;
 }
 
+std::size_t inflate_limit_bytes() {
+  if (const char* text = std::getenv("EXPCTL_INFLATE_LIMIT_MB"); text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    const unsigned long long megabytes = std::strtoull(text, &end, 10);
+    EXPCTL_CHECK(end != text && *end == '\0' && megabytes > 0 && megabytes < (1ULL << 40), TrainError,
+                 "EXPCTL_INFLATE_LIMIT_MB={} is not a positive number of MiB", text);
+    return static_cast<std::size_t>(megabytes) << 20;
+  }
+  return k_default_inflate_limit_bytes;
+}
+
 SharedBytes read_decompressed(const fs::path& path) {
   Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
@@ -247,13 +269,14 @@ SharedBytes read_decompressed(const fs::path& path) {
   const auto trailer = gzip_trailer(fd.fd, info);
   const auto directory = trailer ? cache_directory() : std::nullopt;
   if (!directory) {
-    return SharedBytes(inflate_file(path, static_cast<std::size_t>(info.st_size)));
+    return SharedBytes(
+        inflate_file(path, static_cast<std::size_t>(info.st_size), static_cast<std::size_t>(info.st_size)));
   }
   const fs::path entry = cache_entry(*directory, path, info);
   if (auto cached = read_cached(entry, *trailer)) {
     return std::move(*cached);
   }
-  auto bytes = inflate_file(path, trailer->size);
+  auto bytes = inflate_file(path, trailer->size, static_cast<std::size_t>(info.st_size));
   // zlib has checked the CRC of the stream it inflated; a multi-member file's trailer covers only
   // its last member, so such a file is simply never cached.
   if (static_cast<std::uint32_t>(bytes.size()) == trailer->size && crc32_of(bytes) == trailer->crc) {

@@ -55,8 +55,15 @@ class SharedBytes {
   std::shared_ptr<const void> m_owner;
 };
 
+/// The most a data file may inflate to: 4 GiB, past the largest single file of the datasets expctl
+/// reads (CIFAR-10's batches are 30 MB, Fashion-MNIST's images 47 MB), far below what a gzip
+/// bomb asks for (deflate packs up to 1032:1). $EXPCTL_INFLATE_LIMIT_MB sets another.
+inline constexpr std::size_t k_default_inflate_limit_bytes = std::size_t{4} << 30;
+/// k_default_inflate_limit_bytes, or $EXPCTL_INFLATE_LIMIT_MB MiB (TrainError when that is not a positive number).
+std::size_t inflate_limit_bytes();
+
 /// The whole content of `path`, decompressed when it is gzip. Throws TrainError naming the file
-/// when it is missing, unreadable, or corrupt or truncated gzip.
+/// when it is missing, unreadable, corrupt or truncated gzip, or inflates past inflate_limit_bytes().
 SharedBytes read_decompressed(const std::filesystem::path& path);
 
 }  // namespace expctl::train

@@ -16,6 +16,7 @@
 #include "expctl/train/image_transform.hpp"
 #include "expctl/train/records.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/sandbox.hpp"
 
 namespace expctl::train {
 
@@ -342,6 +343,11 @@ struct TrainerConfig {
   /// Where the training thread is, for the rank's heartbeats (records.hpp); null: not reported.
   /// Not owned; outlives the training.
   Beacon* beacon = nullptr;
+  /// The sandbox the model runs in (util/sandbox.hpp): applied in the thread that loads the model,
+  /// just before it does, after the process group and the data are set up. The folders here are
+  /// added to checkpoint_dir and artifact_dir; a private temporary folder belongs here too.
+  util::sandbox::Writable sandbox_writable;
+  util::sandbox::Mode sandbox = util::sandbox::Mode::off;
 };
 
 }  // namespace expctl::train

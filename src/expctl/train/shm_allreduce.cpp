@@ -60,6 +60,15 @@ std::string segment_name(const std::string& tag) {
 
 }  // namespace
 
+bool is_segment_path(const std::string& path, const std::filesystem::path& directory, const std::string& tag) {
+  const std::string prefix = (directory / fmt::format("expctl-{}-", tag)).string();
+  if (!path.starts_with(prefix) || path.size() == prefix.size() || path.size() > prefix.size() + 10) {
+    return false;
+  }
+  return std::all_of(path.begin() + static_cast<std::ptrdiff_t>(prefix.size()), path.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 int HostLayout::local_index(int rank) const {
   const auto& ranks = hosts.at(static_cast<std::size_t>(host_of.at(static_cast<std::size_t>(rank))));
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
@@ -139,10 +148,24 @@ int ShmReducer::open_segment(c10d::Store& store, const std::string& key, const s
   if (published.starts_with(k_unavailable)) {
     give_up(store, mapped_key, published.substr(1));
   }
-  const int fd = ::open(published.c_str(), O_RDWR | O_CLOEXEC);
+  // Whoever reaches the job's store could publish any path: only a segment of this group, this
+  // user's, of the group's size, opened without following a link, is mapped and written.
+  if (!is_segment_path(published, launch::shm_segment_directory(), tag)) {
+    give_up(store, mapped_key,
+            fmt::format("refused the segment {} published on the job's store: not {}/expctl-{}-<pid>",
+                        published.substr(0, 256), launch::shm_segment_directory().string(), tag));
+  }
+  const int fd = ::open(published.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     give_up(store, mapped_key, fmt::format("cannot open {} of local rank 0: {} (do the ranks share {}?)", published,
                                            std::strerror(errno), launch::shm_segment_directory().string()));
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != ::getuid() ||
+      static_cast<std::size_t>(info.st_size) != m_bytes) {
+    ::close(fd);
+    give_up(store, mapped_key,
+            fmt::format("refused the segment {}: not a {}-byte file of this user", published, m_bytes));
   }
   return fd;
 }

@@ -21,16 +21,17 @@
 /// SIGKILL included, can leave it in /dev/shm; a rank killed before that point leaves a name
 /// ending in "-<pid of local rank 0>", which the supervisor removes (launch::remove_shm_segments).
 
-#include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "expctl/util/error.hpp"
 
@@ -78,6 +79,11 @@ class ShmUnavailable : public util::TrainError {
  public:
   using util::TrainError::TrainError;
 };
+
+/// Whether `path`, published on the job's store by local rank 0, names a segment of the group
+/// `tag`: "<directory>/expctl-<tag>-<pid>". Any other path (a user's file, a link elsewhere) is
+/// refused before it is opened for writing.
+bool is_segment_path(const std::string& path, const std::filesystem::path& directory, const std::string& tag);
 
 /// The ranks of one host, joined through one shared segment.
 class ShmReducer {

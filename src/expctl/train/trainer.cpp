@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/functional/loss.h>
 
+#include "expctl/launch/shm_segments.hpp"
 #include "expctl/train/amp.hpp"
 #include "expctl/train/checkpoint.hpp"
 #include "expctl/train/checkpoint_files.hpp"
@@ -19,6 +20,7 @@
 #include "expctl/util/error.hpp"
 #include "expctl/util/file_digest.hpp"
 #include "expctl/util/log.hpp"
+#include "expctl/util/sandbox.hpp"
 
 namespace expctl::train {
 namespace {
@@ -124,11 +126,32 @@ std::unique_ptr<Dataset> load_split(const TrainerConfig& config, bool train, con
   return dataset;
 }
 
+// A model file is code: from here on this thread (and every thread it starts: the interpreter's
+// forks, autograd's device threads) writes only where the run may. The process group's segments
+// and the data are set up by now; NCCL makes its own /dev/shm segments at its first collective,
+// and the single-node FileStore opens its file at every operation.
+void enter_sandbox(const TrainerConfig& config, const at::Device& device) {
+  auto writable = config.sandbox_writable;
+  for (const auto& folder : {config.checkpoint_dir, config.artifact_dir}) {
+    if (!folder.empty()) {
+      writable.folders.push_back(folder);
+    }
+  }
+  if (device.is_cuda()) {
+    writable.folders.push_back(launch::shm_segment_directory());
+  }
+  if (const auto& file = config.group.placement.rendezvous_file; !file.empty()) {
+    writable.files.emplace_back(file);  // c10d's FileStore opens it for every operation
+  }
+  (void)util::sandbox::restrict_writes(writable, config.sandbox);
+}
+
 std::unique_ptr<Model> build_model(const TrainerConfig& config, const Dataset& train, const Dataset& test,
                                    const at::Device& device) {
   if (const auto policy = jit_policy(config.model.kind, config.amp)) {
     apply_jit_policy(*policy);  // what the fingerprint's jit.* fields say (run/stack.cpp)
   }
+  enter_sandbox(config, device);
   seed_everything(config.seed);  // identical initial weights everywhere (DDP broadcasts anyway)
   // Arrays may hold more classes in one split than in the other.
   const auto outputs =
@@ -156,9 +179,12 @@ void probe(Model& model, const Dataset& train, const Dataset& test, LossKind los
     throw;  // ours already says what to do
   } catch (const std::exception& error) {  // c10::Error, or the TorchScript interpreter's JITException
     model.train(true);
+    const std::string line = model_error_line(torch_error_text(error));
+    if (const auto refused = util::sandbox::explain_refusal("the model", line); refused != line) {
+      throw TrainError(fmt::format("{}: {}", model.describe(), refused));  // not the inputs' fault
+    }
     throw TrainError(fmt::format("{} rejects the inputs (a batch of shape [{}], {}): {}", model.describe(),
-                                 fmt::join(inputs.sizes(), ", "), c10::toString(inputs.scalar_type()),
-                                 model_error_line(torch_error_text(error))));
+                                 fmt::join(inputs.sizes(), ", "), c10::toString(inputs.scalar_type()), line));
   }
   model.train(true);
   if (loss == LossKind::cross_entropy) {
@@ -185,7 +211,9 @@ decltype(auto) call_model(const Name& name, const char* phase, std::int64_t step
   } catch (const util::Failure&) {
     throw;
   } catch (const std::exception& error) {
-    throw ModelError(model_failure_text(name(), phase, step, parse_model_error(torch_error_text(error))));
+    auto parsed = parse_model_error(torch_error_text(error));
+    parsed.message = util::sandbox::explain_refusal("the model", parsed.message);
+    throw ModelError(model_failure_text(name(), phase, step, parsed));
   }
 }
 

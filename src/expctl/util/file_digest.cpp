@@ -40,6 +40,12 @@ std::int64_t mtime_ns(const struct stat& info) {
   return static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000LL + info.st_mtim.tv_nsec;
 }
 
+// The inode change time: set by the kernel on every write and on every utimensat, so an in-place
+// edit whose mtime was put back (same size) still changes the file's identity.
+std::int64_t ctime_ns(const struct stat& info) {
+  return static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1'000'000'000LL + info.st_ctim.tv_nsec;
+}
+
 std::optional<fs::path> entry_for(const fs::path& path, const struct stat& info) {
   const auto directory = cache_directory();
   if (!directory) {
@@ -47,11 +53,10 @@ std::optional<fs::path> entry_for(const fs::path& path, const struct stat& info)
   }
   std::error_code error;
   const fs::path absolute = fs::absolute(path, error);
-  const std::string identity = fmt::format("expctl digest v1\n{}\n{}\n{}\n{}\n{}\n",
-                                           error ? path.string() : absolute.lexically_normal().string(),
-                                           static_cast<long long>(info.st_size), mtime_ns(info),
-                                           static_cast<unsigned long long>(info.st_dev),
-                                           static_cast<unsigned long long>(info.st_ino));
+  const std::string identity = fmt::format(
+      "expctl digest v2\n{}\n{}\n{}\n{}\n{}\n{}\n", error ? path.string() : absolute.lexically_normal().string(),
+      static_cast<long long>(info.st_size), mtime_ns(info), ctime_ns(info),
+      static_cast<unsigned long long>(info.st_dev), static_cast<unsigned long long>(info.st_ino));
   return *directory / "digests" / sha256_hex(identity);
 }
 

@@ -11,7 +11,8 @@ namespace expctl::util {
 
 /// SHA-256 (64 lowercase hex) of the file's bytes. The result is remembered in the cache directory
 /// (util::cache_directory(), "digests/") under the file's absolute path, size, modification time
-/// (ns), device and inode, as ccache's direct mode names a result; a file modified in the last two
+/// (ns), inode change time (ns: an in-place edit whose mtime was put back still changes it),
+/// device and inode, as ccache's direct mode names a result; a file modified in the last two
 /// seconds is hashed but not remembered, since a second write within the clock's granularity would
 /// keep that identity. An entry is used only when it holds a well-formed digest. The error names
 /// the file when it cannot be read; a cache that cannot be written never fails the digest.

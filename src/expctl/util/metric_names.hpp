@@ -52,6 +52,9 @@ inline constexpr const char* world_size = "world_size";
 inline constexpr const char* drift = "drift";
 inline constexpr const char* skipped_images = "skipped_images";
 inline constexpr const char* program = "program";
+/// Where the run's code could write (docs/models.md#the-sandbox), as the last invocation ran it:
+/// "landlock ABI 7", "off", "off (program.sandbox is false)" or "not sandboxed: <why>".
+inline constexpr const char* sandbox = "sandbox";
 /// Under train.amp: how the last evaluation ran ("bf16 autocast", "bf16 autocast with gradients
 /// on", "fp32 without autocast") and why not as training does (null when it did).
 inline constexpr const char* eval_precision = "eval_precision";

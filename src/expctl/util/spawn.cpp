@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "expctl/util/sandbox.hpp"
+
 namespace expctl::util {
 
 namespace {
@@ -38,6 +40,7 @@ struct Prepared {
   const cpu_set_t* cpus;  ///< nullptr: inherited
   int death_signal;
   pid_t parent;
+  int sandbox_ruleset;  ///< -1: none
 };
 
 [[noreturn]] void report_exec_error(int fd) {
@@ -70,6 +73,9 @@ struct Prepared {
     fd = ::fcntl(fd, F_DUPFD_CLOEXEC, targets);
   }
   const int status_fd = child.fds.back();
+  if (child.sandbox_ruleset >= 0) {
+    child.sandbox_ruleset = ::fcntl(child.sandbox_ruleset, F_DUPFD_CLOEXEC, targets);  // out of dup2's way
+  }
   for (int target = 0; target < targets; ++target) {
     if (child.fds[static_cast<size_t>(target)] < 0 || ::dup2(child.fds[static_cast<size_t>(target)], target) < 0) {
       report_exec_error(status_fd);
@@ -81,6 +87,13 @@ struct Prepared {
   }
   if (child.cpus != nullptr && ::sched_setaffinity(0, sizeof(*child.cpus), child.cpus) != 0) {
     report_exec_error(status_fd);
+  }
+  // Last, so that the steps above are not restricted; what runs from exec on is.
+  if (child.sandbox_ruleset >= 0) {
+    if (const int error = sandbox::Ruleset::enforce(child.sandbox_ruleset); error != 0) {
+      errno = error;
+      report_exec_error(status_fd);
+    }
   }
   ::execvpe(child.argv[0], child.argv, child.envp);
   report_exec_error(status_fd);
@@ -112,7 +125,8 @@ tl::expected<ChildProcess, SpawnError> ChildProcess::spawn(const SpawnOptions& o
                  workdir.empty() ? nullptr : workdir.c_str(),
                  options.cpus.empty() ? nullptr : &cpus,
                  options.death_signal,
-                 ::getpid()};
+                 ::getpid(),
+                 options.sandbox_ruleset_fd};
   child.fds.push_back(status[1]);
 
   // Signals stay blocked until the child has reset its handlers: a SIGTERM arriving in between

@@ -29,6 +29,8 @@ struct SpawnOptions {
   std::filesystem::path working_directory{};  ///< empty: inherited
   std::vector<int> cpus{};                    ///< CPU affinity; empty: inherited
   int death_signal = 0;                       ///< sent to the child when the parent dies (PR_SET_PDEATHSIG); 0: none
+  /// A Landlock ruleset (util::sandbox::Ruleset::fd) the child enforces just before exec; -1: none.
+  int sandbox_ruleset_fd = -1;
 };
 
 /// Why a child did not start: the call that failed ("pipe", "fork", or "exec" for anything the

@@ -154,3 +154,38 @@ TEST_CASE("program inputs: a local module that no program.files pattern or progr
   values["program"]["inputs"] = {"data"};
   CHECK(unhashed_modules(modules, values, spec_file) == std::vector<std::string>{"/elsewhere/mod.py"});
 }
+
+TEST_CASE("program handover: a peer's part is checked before it is trusted: its index, ranks, steps, names and sizes") {
+  ProgramPart part;
+  part.index = 1;
+  part.points = {{1, 1, "loss", 0.5}};
+  part.ranks = {{1, expctl::store::RunStatus::completed, 0, std::nullopt, "node-b", 4242}};
+  const auto good = checked_part(part_text(part), 1, 2);
+  REQUIRE(good.has_value());
+  CHECK(good->points.size() == 1);
+
+  const auto refused = [](const ProgramPart& bad, int index = 1) {
+    const auto checked = checked_part(part_text(bad), index, 2);
+    REQUIRE_FALSE(checked.has_value());
+    return checked.error();
+  };
+  CHECK(refused(part, 0) == "it names itself part 1");  // it would name another part's log file
+  auto bad = part;
+  bad.points[0].rank = 7;
+  CHECK_THAT(refused(bad), Catch::StartsWith("a point of rank 7, step 1, metric \"loss\" (ranks 0..1"));
+  bad = part;
+  bad.points[0].step = -3;
+  CHECK_THAT(refused(bad), Catch::StartsWith("a point of rank 1, step -3"));
+  bad = part;
+  bad.points[0].name = "loss\tinjected\n";
+  CHECK_THAT(refused(bad), Catch::Contains("names of [A-Za-z0-9_./-]"));
+  bad = part;
+  bad.ranks[0].rank = -1;
+  CHECK(refused(bad) == "a row for rank -1 (ranks 0..1)");
+  bad = part;
+  bad.log = std::string(k_part_log_bytes + 1, 'x');
+  CHECK(refused(bad) == "a log or counts out of bounds");
+  CHECK_THAT(checked_part("[1, 2]", 1, 2).error(), Catch::StartsWith("not a part ("));
+  CHECK_THAT(checked_part(std::string(k_max_part_bytes + 1, ' '), 1, 2).error(),
+             Catch::EndsWith("bytes, over the 256 MiB limit"));
+}

@@ -143,6 +143,27 @@ TEST_CASE("datasets: truncated and corrupt gzip files are named", "[train][data]
   CHECK_THROWS_WITH(load_idx(bad, labels), Catch::StartsWith(bad.string() + ": corrupt or truncated gzip data ("));
 }
 
+TEST_CASE(
+    "datasets: a gzip file that inflates past the limit is refused naming the file and the setting, before "
+    "it takes the memory",
+    "[train][data]") {
+  expctl::test::TempDir dir;
+  const auto bomb = write_gzip(dir / "bomb.gz", std::string((3u << 20) + 1, '\0'));  // 3 MiB of zeros: 3 KiB of gzip
+  CHECK(fs::file_size(bomb) < 16u << 10);
+  ::setenv("EXPCTL_INFLATE_LIMIT_MB", "2", 1);
+  CHECK(inflate_limit_bytes() == 2u << 20);
+  CHECK_THROWS_WITH(read_decompressed(bomb),
+                    bomb.string() +
+                        ": inflates to more than 2 MiB, the limit for one data file (a gzip bomb, or a "
+                        "larger file than expected): set EXPCTL_INFLATE_LIMIT_MB to raise it");
+  ::setenv("EXPCTL_INFLATE_LIMIT_MB", "4", 1);
+  CHECK(read_decompressed(bomb).size() == (3u << 20) + 1);
+  ::setenv("EXPCTL_INFLATE_LIMIT_MB", "lots", 1);
+  CHECK_THROWS_WITH(inflate_limit_bytes(), "EXPCTL_INFLATE_LIMIT_MB=lots is not a positive number of MiB");
+  ::unsetenv("EXPCTL_INFLATE_LIMIT_MB");
+  CHECK(inflate_limit_bytes() == k_default_inflate_limit_bytes);
+}
+
 TEST_CASE("datasets: IDX headers, sizes, counts and labels are checked", "[train][data]") {
   expctl::test::TempDir dir;
   const auto images = dir.write("img", idx_images());

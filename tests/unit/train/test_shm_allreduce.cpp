@@ -208,6 +208,17 @@ void check_ranks(const std::filesystem::path& dir, int world_size, const std::st
 
 }  // namespace
 
+TEST_CASE("shm segment: only a segment of the group, in the segment folder, is accepted from the job's store",
+          "[train][shm]") {
+  CHECK(is_segment_path("/dev/shm/expctl-g7-1234", "/dev/shm", "g7"));
+  CHECK_FALSE(is_segment_path("/home/alice/.bashrc", "/dev/shm", "g7"));
+  CHECK_FALSE(is_segment_path("/dev/shm/expctl-g7-", "/dev/shm", "g7"));
+  CHECK_FALSE(is_segment_path("/dev/shm/expctl-g7-12/../../../home/alice/.bashrc", "/dev/shm", "g7"));
+  CHECK_FALSE(is_segment_path("/dev/shm/expctl-g8-1234", "/dev/shm", "g7"));
+  CHECK_FALSE(is_segment_path("/dev/shm/expctl-g7-12345678901", "/dev/shm", "g7"));
+  CHECK(is_segment_path("/tmp/shm/expctl-g7-1", "/tmp/shm", "g7"));
+}
+
 TEST_CASE("host layout: ranks grouped by identity, hosts numbered by their lowest rank", "[train][shm]") {
   const HostLayout layout = layout_from_identities({"a", "b", "a", "c", "b"});
   REQUIRE(layout.host_count() == 3);

@@ -91,3 +91,24 @@ TEST_CASE("file_digest: missing files and directories are errors naming the path
   CHECK_THAT(directory.error().message, Catch::Contains("is a directory"));
   CHECK(file_digest(dir.write("a.bin", "abc")).value() == sha256_hex("abc"));
 }
+
+TEST_CASE(
+    "file_digest: an in-place edit of the same size with its mtime put back gets a new digest (the inode "
+    "change time is part of the identity)") {
+  expctl::test::TempDir dir;
+  CacheDirOverride cache(dir / "cache");
+  const auto data = dir.write("data.bin", "abc");
+  set_mtime_seconds_ago(data, 60);
+  const auto mtime = fs::last_write_time(data);
+  REQUIRE(file_digest(data).value() == sha256_hex("abc"));
+  REQUIRE(entries(dir / "cache") == 1);
+  {
+    std::fstream edit(data, std::ios::in | std::ios::out | std::ios::binary);  // no truncation: same inode
+    edit.seekp(2);
+    edit.put('d');
+  }
+  fs::last_write_time(data, mtime);  // size, mtime, device and inode as remembered: only ctime moved
+  CHECK(fs::file_size(data) == 3);
+  CHECK(fs::last_write_time(data) == mtime);
+  CHECK(file_digest(data).value() == sha256_hex("abd"));
+}

@@ -6,7 +6,8 @@
     expctl.log(step, loss=loss.item(), samples=len(batch))
 
 Outside `expctl run` (no EXPCTL_METRICS_FD) every call is a no-op, so the same script still runs
-under torchrun or plain python. Each record is one JSON line of at most 4096 bytes, written with
+under torchrun or plain python; so is every call in a process whose descriptor EXPCTL_METRICS_FD
+is not the pipe expctl made (EXPCTL_METRICS_PIPE names it), e.g. a subprocess of the rank. Each record is one JSON line of at most 4096 bytes, written with
 one os.write, so several threads or processes of a rank may log at once.
 
 While the program's main thread makes progress, a daemon thread tells expctl so (a heartbeat
@@ -23,6 +24,7 @@ import atexit
 import json
 import math
 import os
+import stat
 import sys
 import threading
 import time
@@ -39,8 +41,29 @@ def _metrics_fd():
     global _fd
     if _fd is None:
         text = os.environ.get("EXPCTL_METRICS_FD", "")
-        _fd = int(text) if text.isdigit() else -1
+        _fd = _verified_metrics_fd(int(text)) if text.isdigit() else -1
     return _fd
+
+
+def _verified_metrics_fd(fd):
+    """`fd` when it is the pipe `expctl run` made for this rank, else -1 (with one warning).
+
+    The launcher names the pipe in EXPCTL_METRICS_PIPE ("device:inode"); a process that inherited
+    the variables but not the pipe - a subprocess, a multiprocessing spawn child - finds another
+    file at that number, and writing there would corrupt it. The pipe found is made
+    close-on-exec: programs this process starts do not get it unless it hands it on
+    (subprocess's pass_fds)."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        info = None
+    if info is None or not stat.S_ISFIFO(info.st_mode) or \
+            os.environ.get("EXPCTL_METRICS_PIPE") != "%d:%d" % (info.st_dev, info.st_ino):
+        sys.stderr.write("expctl: warning: descriptor %d is not the metrics pipe of `expctl run` (this process "
+                         "inherited EXPCTL_METRICS_FD but not the pipe): expctl.log does nothing here\n" % fd)
+        return -1
+    os.set_inheritable(fd, False)
+    return fd
 
 
 def active():
