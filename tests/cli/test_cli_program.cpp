@@ -263,18 +263,24 @@ TEST_CASE("program faults: a hung rank is named after distributed.timeout_s, wit
                              Catch::Contains("rank 1 at 1; ") && Catch::Contains("last lines of rank 1:\n  rank 1 waiting"));
 }
 
-TEST_CASE("program faults: Ctrl-C interrupts the program's ranks and exits 130") {
-  RunDir d;
-  const auto file = d.dir.write("prog.sh", "#!/bin/sh\necho started\nexec sleep 60\n");
-  ::chmod(file.c_str(), 0755);
-  const auto spec = d.dir.write("p.yaml", "distributed:\n  nproc_per_node: 2\nprogram:\n  command: [./prog.sh]\n");
-  Background expctl(d.argv({"run", spec.string()}), d.dir / "interrupted");
-  std::optional<store::RunRecord> run;
-  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
-  REQUIRE(eventually([&] { return read_text(run->run_dir / "logs" / "rank-1.log").find("started") != std::string::npos; }));
-  REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
-  CHECK(expctl.wait(std::chrono::seconds(30)) == 130);
-  CHECK(d.open().run(run->id)->status == store::RunStatus::interrupted);
+TEST_CASE("program faults: Ctrl-C or SIGTERM to expctl run interrupts the program's ranks and exits 130") {
+  for (const int signal : {SIGINT, SIGTERM}) {
+    CAPTURE(signal);
+    RunDir d;
+    const auto file = d.dir.write("prog.sh", "#!/bin/sh\necho started\nexec sleep 60\n");
+    ::chmod(file.c_str(), 0755);
+    const auto spec = d.dir.write("p.yaml", "distributed:\n  nproc_per_node: 2\nprogram:\n  command: [./prog.sh]\n");
+    Background expctl(d.argv({"run", spec.string()}), d.dir / "interrupted");
+    std::optional<store::RunRecord> run;
+    REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+    REQUIRE(eventually(
+        [&] { return read_text(run->run_dir / "logs" / "rank-1.log").find("started") != std::string::npos; }));
+    REQUIRE(::kill(expctl.pid(), signal) == 0);
+    CHECK(expctl.wait(std::chrono::seconds(30)) == 130);
+    const auto stored = d.open().run(run->id);
+    CHECK(stored->status == store::RunStatus::interrupted);
+    CHECK_THAT(stored->root_cause, Catch::Contains(signal == SIGINT ? "SIGINT" : "SIGTERM"));
+  }
 }
 
 TEST_CASE("program: a pinned Python that differs is refused with exit 3 unless --allow-drift, and the run says so") {

@@ -57,24 +57,31 @@ struct JournalProgram {
   }
 };
 
+/// Starts `expctl run` of `p`, kills it with SIGKILL once rank 0's checkpoint reached `step`, and
+/// returns the run it recorded.
+store::RunRecord kill_when_checkpointed(const JournalProgram& p, int step) {
+  Background expctl(p.d.argv({"run", p.spec.string(), "--format", "json"}), p.d.dir / "killed");
+  std::optional<store::RunRecord> run;
+  REQUIRE(eventually([&] { return (run = p.d.only_run()).has_value(); }));
+  REQUIRE(eventually([&] { return checkpoint_step(run->run_dir) >= step; }, std::chrono::seconds(60)));
+  REQUIRE(::kill(expctl.pid(), SIGKILL) == 0);
+  expctl.wait();
+  return *run;
+}
+
 }  // namespace
 
 TEST_CASE(
     "program journal: expctl run killed with SIGKILL mid-training, then resume: every step is stored, both "
     "invocations count with their time") {
   JournalProgram p(300);
-  Background expctl(p.d.argv({"run", p.spec.string(), "--format", "json"}), p.d.dir / "killed");
-  std::optional<store::RunRecord> run;
-  REQUIRE(eventually([&] { return (run = p.d.only_run()).has_value(); }));
-  REQUIRE(eventually([&] { return checkpoint_step(run->run_dir) >= 120; }, std::chrono::seconds(60)));
-  REQUIRE(::kill(expctl.pid(), SIGKILL) == 0);
-  expctl.wait();
-  const int killed_at = checkpoint_step(run->run_dir);
+  const auto run = kill_when_checkpointed(p, 120);
+  const int killed_at = checkpoint_step(run.run_dir);
   INFO("rank 0's checkpoint at the kill: step " << killed_at);
   // What the store held at the kill: the recorder's last batch, if any, never reached it.
-  CHECK(p.d.open().run(run->id)->status == store::RunStatus::lost);
+  CHECK(p.d.open().run(run.id)->status == store::RunStatus::lost);
   // The journal holds what the supervisor had read (steps up to the checkpoint's at least).
-  const auto history = run::read_journal(run->run_dir);
+  const auto history = run::read_journal(run.run_dir);
   REQUIRE(history.invocations.size() == 1);
   CHECK_FALSE(history.invocations[0].ended);
   bool journaled = false;  // rank 0's line of its checkpoint's step
@@ -84,10 +91,10 @@ TEST_CASE(
   CHECK(journaled);
   CHECK(history.unfinished_seconds() > 2.0);  // 120 steps of 20 ms at least
 
-  const auto resumed = p.d.expctl({"resume", run->id, "--format", "json"});
+  const auto resumed = p.d.expctl({"resume", run.id, "--format", "json"});
   INFO(resumed.out << resumed.err);
   REQUIRE(resumed.exit_code == 0);
-  CHECK(resumed.err.find("invocation 1 of run " + run->id + " ended without storing its summary") != std::string::npos);
+  CHECK(resumed.err.find("invocation 1 of run " + run.id + " ended without storing its summary") != std::string::npos);
   CHECK(resumed.err.find("its program starts again with EXPCTL_RESUME=1") != std::string::npos);
   CHECK(resumed.err.find("from scratch") == std::string::npos);
   const json summary = parse_stdout(resumed).at("summary");
@@ -97,14 +104,14 @@ TEST_CASE(
   CHECK(summary.at("wall_time_s").get<double>() >= history.unfinished_seconds());
   const auto db = p.d.open();
   for (const int rank : {0, 1}) {
-    const auto losses = series(db, run->id, "loss", rank);  // step -> value
+    const auto losses = series(db, run.id, "loss", rank);  // step -> value
     INFO("rank " << rank);
     REQUIRE(losses.size() == 300);
     CHECK(losses.begin()->first == 1);
     CHECK(losses.rbegin()->first == 300);
   }
   // The run ended: the journal keeps the two invocations' markers and no records.
-  const auto after = run::read_journal(run->run_dir);
+  const auto after = run::read_journal(run.run_dir);
   REQUIRE(after.invocations.size() == 2);
   CHECK(after.invocations[0].ended);
   CHECK(after.invocations[1].ended);
@@ -114,35 +121,30 @@ TEST_CASE(
 
 TEST_CASE("program journal: steps missing anyway are named in the summary, show and list --format json") {
   JournalProgram p(300);
-  Background expctl(p.d.argv({"run", p.spec.string(), "--format", "json"}), p.d.dir / "killed");
-  std::optional<store::RunRecord> run;
-  REQUIRE(eventually([&] { return (run = p.d.only_run()).has_value(); }));
-  REQUIRE(eventually([&] { return checkpoint_step(run->run_dir) >= 60; }, std::chrono::seconds(60)));
-  REQUIRE(::kill(expctl.pid(), SIGKILL) == 0);
-  expctl.wait();
+  const auto run = kill_when_checkpointed(p, 60);
   // The journal is lost too (a folder copied without it), and the program's checkpoints are
   // ahead of what the store holds: the steps in between can never be recorded.
-  fs::remove(run->run_dir / run::k_journal_file);
+  fs::remove(run.run_dir / run::k_journal_file);
   const auto db = p.d.open();
   const auto last_stored = [&](int rank) {
-    const auto stored = series(db, run->id, "loss", rank);
+    const auto stored = series(db, run.id, "loss", rank);
     return stored.empty() ? std::int64_t{0} : stored.rbegin()->first;
   };
   const std::int64_t resumed_from =
-      std::max<std::int64_t>({checkpoint_step(run->run_dir), last_stored(0), last_stored(1)}) + 10;
+      std::max<std::int64_t>({checkpoint_step(run.run_dir), last_stored(0), last_stored(1)}) + 10;
   for (const char* rank : {"rank0.json", "rank1.json"}) {
-    std::ofstream(run->run_dir / "checkpoints" / rank) << "{\"step\": " << resumed_from << "}";
+    std::ofstream(run.run_dir / "checkpoints" / rank) << "{\"step\": " << resumed_from << "}";
   }
   const std::int64_t rank0_stored = last_stored(0);
   INFO("stored through step " << rank0_stored << ", the program resumes after step " << resumed_from);
-  const auto resumed = p.d.expctl({"resume", run->id, "--format", "json"});
+  const auto resumed = p.d.expctl({"resume", run.id, "--format", "json"});
   INFO(resumed.out << resumed.err);
   REQUIRE(resumed.exit_code == 0);
   const json summary = parse_stdout(resumed).at("summary");
   const json expected = json::array({json::array({rank0_stored + 1, resumed_from})});
   CHECK(summary.at("missing_steps") == expected);
   CHECK(summary.at("steps") == 300 - (resumed_from - rank0_stored));
-  const auto shown = p.d.expctl({"show", run->id});
+  const auto shown = p.d.expctl({"show", run.id});
   CHECK(shown.out.find("missing_steps") != std::string::npos);
   const auto listed = p.d.expctl({"list", "--format", "json"});
   REQUIRE(listed.exit_code == 0);
@@ -195,23 +197,6 @@ struct StubbornProgram {
 };
 
 }  // namespace
-
-TEST_CASE("program faults: SIGTERM to expctl run interrupts the program's ranks like Ctrl-C and exits 130") {
-  RunDir d;
-  const auto file = d.dir.write("prog.sh", "#!/bin/sh\necho started\nexec sleep 60\n");
-  ::chmod(file.c_str(), 0755);
-  const auto spec = d.dir.write("p.yaml", "distributed:\n  nproc_per_node: 2\nprogram:\n  command: [./prog.sh]\n");
-  Background expctl(d.argv({"run", spec.string()}), d.dir / "terminated");
-  std::optional<store::RunRecord> run;
-  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
-  REQUIRE(
-      eventually([&] { return read_text(run->run_dir / "logs" / "rank-1.log").find("started") != std::string::npos; }));
-  REQUIRE(::kill(expctl.pid(), SIGTERM) == 0);
-  CHECK(expctl.wait(std::chrono::seconds(30)) == 130);
-  const auto stored = d.open().run(run->id);
-  CHECK(stored->status == store::RunStatus::interrupted);
-  CHECK_THAT(stored->root_cause, Catch::Contains("SIGTERM"));
-}
 
 TEST_CASE("program faults: a second Ctrl-C kills ranks that ignore the first at once, not after 60 s") {
   StubbornProgram p;
