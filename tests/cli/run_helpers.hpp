@@ -1,14 +1,6 @@
 #pragma once
 // Helpers of the CLI tests that run the real binary on real processes: a temporary store, a
 // command in the background (killed and reaped by its owner, never by name), polling.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -19,10 +11,18 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "support/test_support.hpp"
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+
 #include "expctl/store/store.hpp"
 
 namespace expctl::test::cli {

@@ -1,8 +1,8 @@
 #include "expctl/api/runs.hpp"
 
 #include "expctl/compare/selector.hpp"
-#include "expctl/util/metric_names.hpp"
 #include "expctl/spec/program.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::api {
 

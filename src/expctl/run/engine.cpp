@@ -112,7 +112,7 @@ struct Invocation {
   /// What this invocation's wall_time_s and time_to_first_step_s count from (invocation_start).
   SteadyClock::time_point started{};
   bool strict_inputs = false;  ///< run --strict-inputs: an unhashed local module fails the run
-  std::string sandbox;    ///< what check_sandbox said, for the summary (util::summary_key::sandbox)
+  std::string sandbox;         ///< what check_sandbox said, for the summary (util::summary_key::sandbox)
 };
 
 // ---------------------------------------------------------------------------------------------
