@@ -174,38 +174,22 @@ TEST_CASE("summary: missing steps are judged by the run's logging stride") {
   CHECK(run::missing_step_ranges({13, 40, 41, 99, 180, 181, 300}).empty());
 }
 
-namespace {
-
-/// A program whose ranks ignore SIGTERM (a training loop that traps it to finish an epoch, say).
-struct StubbornProgram {
-  RunDir d;
-  fs::path spec;
-  StubbornProgram() {
-    const auto file = d.dir.write("prog.sh", "#!/bin/sh\ntrap '' TERM\necho started\nwhile :; do sleep 1; done\n");
-    ::chmod(file.c_str(), 0755);
-    spec = d.dir.write("p.yaml", "distributed:\n  nproc_per_node: 2\nprogram:\n  command: [./prog.sh]\n");
-  }
-  /// Starts `expctl run` and waits until both ranks run.
-  std::optional<store::RunRecord> start() const {
-    std::optional<store::RunRecord> run;
-    REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
-    for (const char* log : {"rank-0.log", "rank-1.log"}) {
-      REQUIRE(eventually([&] { return read_text(run->run_dir / "logs" / log).find("started") != std::string::npos; }));
-    }
-    return run;
-  }
-};
-
-}  // namespace
-
 TEST_CASE("program faults: a second Ctrl-C kills ranks that ignore the first at once, not after 60 s") {
-  StubbornProgram p;
-  Background expctl(p.d.argv({"run", p.spec.string()}), p.d.dir / "twice");
-  const auto run = p.start();
+  // The ranks trap SIGTERM (a training loop that traps it to finish an epoch, say).
+  RunDir d;
+  const auto file = d.dir.write("prog.sh", "#!/bin/sh\ntrap '' TERM\necho started\nwhile :; do sleep 1; done\n");
+  ::chmod(file.c_str(), 0755);
+  const auto spec = d.dir.write("p.yaml", "distributed:\n  nproc_per_node: 2\nprogram:\n  command: [./prog.sh]\n");
+  Background expctl(d.argv({"run", spec.string()}), d.dir / "twice");
+  std::optional<store::RunRecord> run;
+  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+  for (const char* log : {"rank-0.log", "rank-1.log"}) {
+    REQUIRE(eventually([&] { return read_text(run->run_dir / "logs" / log).find("started") != std::string::npos; }));
+  }
   REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
   // The ranks trap SIGTERM: the first Ctrl-C leaves them (and so expctl run) running.
   REQUIRE(expctl.wait(std::chrono::seconds(3)) == -1);
   REQUIRE(::kill(expctl.pid(), SIGINT) == 0);
   CHECK(expctl.wait(std::chrono::seconds(20)) == 130);
-  CHECK(p.d.open().run(run->id)->status == store::RunStatus::interrupted);
+  CHECK(d.open().run(run->id)->status == store::RunStatus::interrupted);
 }

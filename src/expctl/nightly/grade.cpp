@@ -79,7 +79,7 @@ MetricGrade grade_row(const MetricRow& row, const Comparison& first, const Compa
       }
       if (spec_changed) {
         return {row.verdict.metric, Grade::pass,
-                "changed as expected, the spec changed since the baseline: " + row.verdict.reason};
+                "changed as expected, the spec changed since the baseline: " + row.verdict.reason, true};
       }
       return {row.verdict.metric, Grade::fail, row.verdict.reason};
     case Status::inconclusive:
@@ -133,15 +133,17 @@ std::string warn_line(const EntryGrade& grade) {
   return line;
 }
 
-// Correctness metrics that changed with the spec (graded pass, saying so).
-std::vector<std::string> expected_changes(const EntryGrade& grade) {
-  std::vector<std::string> names;
+// A pass names the correctness metrics that changed with the spec, as what was asked for.
+std::string pass_line(const EntryGrade& grade, const Comparison& first) {
+  std::vector<std::string> changed;
   for (const auto& metric : grade.metrics) {
-    if (metric.grade == Grade::pass && metric.reason.starts_with("changed as expected")) {
-      names.push_back(metric.metric);
+    if (metric.expected_change) {
+      changed.push_back(metric.metric);
     }
   }
-  return names;
+  return changed.empty() ? "pass: " + first.verdict_line()
+                         : fmt::format("pass: {} changed as expected (the spec changed since the baseline)",
+                                       fmt::join(changed, ", "));
 }
 
 // The reruns may fail a correctness check of their own (a rerun that does not reproduce).
@@ -226,10 +228,7 @@ EntryGrade grade_entry(const Comparison& first, const Comparison* warn_view, con
   grade.grade = first.reproducibility.identical ? worst(grade) : Grade::fail;
   grade.line = grade.grade == Grade::fail   ? fail_line(grade, first, confirmation, spec_changed)
                : grade.grade == Grade::warn ? warn_line(grade)
-               : expected_changes(grade).empty()
-                   ? "pass: " + first.verdict_line()
-                   : fmt::format("pass: {} changed as expected (the spec changed since the baseline)",
-                                 fmt::join(expected_changes(grade), ", "));
+                                            : pass_line(grade, first);
   return grade;
 }
 

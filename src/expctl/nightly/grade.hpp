@@ -22,6 +22,8 @@ struct MetricGrade {
   std::string metric;
   Grade grade = Grade::pass;
   std::string reason;
+  /// A correctness metric that changed with the spec: a pass, the change being what was asked for.
+  bool expected_change = false;
 };
 
 /// What is known about confirming a suspected timing regression.

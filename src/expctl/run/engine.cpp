@@ -556,6 +556,7 @@ void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Co
                    true);
     }
     program_records.forget_times();
+    journal.release_replayed();
   }
   options.on_record = [&journal, &recorder, dispatch](int rank, std::string_view record) {
     journal.append(rank, record);

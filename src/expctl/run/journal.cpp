@@ -142,6 +142,12 @@ void RecordJournal::append(int rank, std::string_view record) {
   }
 }
 
+void RecordJournal::release_replayed() {
+  for (auto& invocation : m_history.invocations) {
+    std::vector<std::pair<int, std::string>>().swap(invocation.records);
+  }
+}
+
 std::string RecordJournal::markers(bool ended_too) const {
   std::string text;
   for (const auto& invocation : m_history.invocations) {

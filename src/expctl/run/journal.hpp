@@ -78,6 +78,9 @@ class RecordJournal {
   /// What the journal held before this invocation started.
   const JournalHistory& history() const { return m_history; }
   void append(int rank, std::string_view record);
+  /// The earlier invocations' records were handed to the recorder (a resume's replay): their
+  /// memory goes; their numbers and times stay for the summary.
+  void release_replayed();
   /// The journal has grown past its compaction size.
   bool wants_compaction() const { return m_fd >= 0 && m_bytes > m_compact_bytes; }
   /// Writes the journal again with the markers (earlier invocations' records dropped: a resume
