@@ -4,6 +4,15 @@
 # figure and asserts nothing.
 #
 #   bench/transformers.sh [--expctl PATH] [--repeat R] [--only "tr-fp32 tr-bf16 gpt-fp32 gpt-bf16"] [--torch-tuned]
+#                         [--blas DIR]
+#
+#   --blas DIR         both sides load DIR/libblas.so.3 instead of the system's (LD_LIBRARY_PATH, with
+#                      OPENBLAS_NUM_THREADS=1). Debian's default libblas.so.3 is netlib's reference
+#                      BLAS: its fp32 matrix products are most of a step, the same on both sides, so the
+#                      ratio says little about the runner. OpenBLAS without installing it (the system's
+#                      BLAS, and every pinned loss curve, stays as it is):
+#                        apt-get download libopenblas0-serial && dpkg -x libopenblas0-serial_*.deb ob
+#                        bench/transformers.sh --blas ob/usr/lib/x86_64-linux-gnu/openblas-serial
 #
 #   --torch-tuned      PyTorch with expctl's malloc settings (GLIBC_TUNABLES, common.sh's $tuned);
 #                      without it PyTorch runs as shipped (bench/byo_models.sh: read both)
@@ -44,11 +53,16 @@ while [[ $# -gt 0 ]]; do
     --repeat) repeat="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --torch-tuned) torch_tunables="$tuned"; shift ;;
+    --blas) blas="$(cd "$2" && pwd)"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     *) echo "transformers.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 find_expctl transformers.sh
+if [[ -n "${blas:-}" ]]; then
+  [[ -f "$blas/libblas.so.3" ]] || { echo "transformers.sh: --blas: no libblas.so.3 in $blas" >&2; exit 2; }
+  export LD_LIBRARY_PATH="$blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OPENBLAS_NUM_THREADS=1
+fi
 py=/usr/bin/python3
 work="$(mktemp -d)"
 on_exit "rm -rf '$work'"
@@ -113,6 +127,7 @@ torch_step() {  # NAME: the same statistic over PyTorch DDP's rank 0
 }
 
 print_blas
+echo "PyTorch's BLAS: $("$py" -c "import torch; print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libblas' in l or 'libopenblas' in l}))")"
 echo "machine: $(nproc --all) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(date -u +%FT%TZ)"
 echo "expctl: $expctl ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')); PyTorch $("$py" -c 'import torch; print(torch.__version__)')"
 if [[ -n "${torch_tunables:-}" ]]; then echo "PyTorch's malloc: expctl's settings (GLIBC_TUNABLES=$torch_tunables)"

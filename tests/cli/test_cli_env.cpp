@@ -332,3 +332,21 @@ TEST_CASE("cli env diff: a fingerprint of this machine and checkout against a ru
   CHECK_THAT(differ.out, Catch::Contains("the run's in its spec's folder " + (repo / "experiments").string() +
                                          ": compare a fingerprint taken there (expctl env --dir "));
 }
+
+TEST_CASE("cli env: a note names netlib's reference BLAS exactly when LibTorch loads it, on stderr and in the JSON") {
+#ifndef EXPCTL_WITH_TORCH_PROVIDER
+  WARN("SKIPPED, not passed: this build has no LibTorch, so no BLAS is probed");
+  return;
+#endif
+  const nlohmann::json document = env_json();
+  REQUIRE(document["notes"].is_array());
+  const auto& libraries = document["fields"]["software"]["libtorch_math_libraries"];
+  REQUIRE(libraries.contains("libblas.so.3"));
+  const bool reference = libraries["libblas.so.3"].get<std::string>().find("(libblas3 ") != std::string::npos;
+  const auto text = run_expctl({"env"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(document["notes"].size() == (reference ? 1U : 0U));
+  CHECK((text.err.find("note: LibTorch's BLAS is netlib's reference BLAS") != std::string::npos) == reference);
+  // Standard output stays the fingerprint alone.
+  CHECK(text.out.find("note:") == std::string::npos);
+}

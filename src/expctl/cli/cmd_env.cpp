@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "expctl/api/env_diff.hpp"
+#include "expctl/env/advice.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/env/diff.hpp"
@@ -41,13 +42,18 @@ env::FingerprintOptions fingerprint_options(const EnvOptions& options) {
 
 void run_env(const EnvOptions& options) {
   const env::Fingerprint fingerprint = env::collect_fingerprint(fingerprint_options(options));
+  const std::vector<std::string> notes = env::advice(fingerprint);
   if (options.format == "json") {
     nlohmann::json document = json_envelope("env");
     document.update(fingerprint.to_json());
+    document["notes"] = notes;
     print_json(document);
     return;
   }
   std::cout << env::render_fingerprint(fingerprint);
+  for (const std::string& note : notes) {  // standard error: standard output stays the fingerprint
+    std::cerr << "note: " << note << "\n";
+  }
 }
 
 void print_diff_text(const api::EnvDiff& diff) {
