@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include "expctl/api/env_diff.hpp"
-#include "expctl/env/advice.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/env/advice.hpp"
 #include "expctl/env/diff.hpp"
 #include "expctl/env/fingerprint.hpp"
 
