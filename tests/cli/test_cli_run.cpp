@@ -499,7 +499,9 @@ TEST_CASE("run: two nodes in network namespaces train together over TCP", "[netn
   CHECK(sha_of(doc0) == sha_of(parse_stdout(local)));
 }
 
-TEST_CASE("run: under torchrun with 2 ranks, rank 0's record holds both ranks' steps") {
+TEST_CASE("run: under torchrun with 2 ranks past the checkpoint pace's 20 steps, rank 0's record holds both ranks' steps") {
+  // Past step 21 the ranks gather their pace once (train.checkpoint_every_s, 600 s by default):
+  // every rank must join, though only rank 0 has a checkpoint folder.
   RunDir d;
   const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
   const auto rank = [&](int r) {
@@ -507,7 +509,7 @@ TEST_CASE("run: under torchrun with 2 ranks, rank 0's record holds both ranks' s
                                     "RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
                                     "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0", "MASTER_ADDR=127.0.0.1",
                                     "MASTER_PORT=" + port, test::expctl_binary(), "--db", d.db.string(), "run",
-                                    tiny_spec(), "--set", "train.max_steps=20", "--format", "json"};
+                                    tiny_spec(), "--set", "train.max_steps=30", "--set", "distributed.timeout_s=20", "--format", "json"};
   };
   Background rank0(rank(0), d.dir / "rank0");
   Background rank1(rank(1), d.dir / "rank1");
@@ -522,9 +524,9 @@ TEST_CASE("run: under torchrun with 2 ranks, rank 0's record holds both ranks' s
   const auto id = document.at("run").at("id").get<std::string>();
   const auto own = db.metrics(id, {.name = "loss", .rank = 0});
   const auto reported = db.metrics(id, {.name = "loss", .rank = 1});
-  REQUIRE(reported.size() == 20);
-  CHECK(reported.back().step == 20);
-  CHECK(own.size() == 20);
+  REQUIRE(reported.size() == 30);
+  CHECK(reported.back().step == 30);
+  CHECK(own.size() == 30);
   CHECK(own.front().value != reported.front().value);  // rank 1's own shard, not a copy of rank 0's
   CHECK(db.list_runs().size() == 1);                  // rank 1 recorded nothing itself
 }

@@ -600,8 +600,11 @@ class Trainer {
   // interval once, k_checkpoint_pace_steps steps into each invocation, from the slowest rank's pace
   // so far (one scalar all-gather per invocation); a clock compared every few steps would cost a
   // collective each time and block a rank whose peer died in it instead of in the all-reduce.
+  // Whether to gather is decided from what every rank holds alike (the spec), never from this
+  // rank's own checkpoint folder: under an external launcher only rank 0 has one, and a gather
+  // that only rank 0 joined hung both ranks at step 21 until the collective timeout.
   bool checkpoint_due_by_time() {
-    if (m_config.checkpoint_every_s <= 0 || m_config.checkpoint_dir.empty() || m_position.step >= m_total_steps) {
+    if (m_config.checkpoint_every_s <= 0 || m_position.step >= m_total_steps) {
       return false;
     }
     if (m_pace_from_step < 0) {
