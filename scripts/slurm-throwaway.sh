@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# A throwaway single-node Slurm cluster for the tests (Debian 12's Slurm 22.05): its own munge key
+# and munged socket, its own slurm.conf, slurmctld and slurmd on free TCP ports, state, spool and
+# logs all inside one folder. Nothing is written to /etc, nothing listens beyond this machine's
+# loopback and the ports it picked, and `stop` cancels every job, stops the three daemons by the
+# process ids they wrote and deletes the folder.
+#   scripts/slurm-throwaway.sh start DIR   creates DIR (must not exist), starts munged, slurmctld and
+#                                          slurmd, waits until `sinfo` says the node is idle, and prints
+#                                          the SLURM_CONF to use as its last line
+#   scripts/slurm-throwaway.sh stop DIR    cancels the cluster's jobs, stops its daemons, removes DIR
+#   scripts/slurm-throwaway.sh env DIR     prints `export SLURM_CONF=...` for a shell to eval
+# The node is `localhost` with EXPCTL_SLURM_CPUS CPUs (default 4: SlurmdParameters=config_overrides
+# lets a 2-core machine declare more without the node draining), one partition `debug`, requeue
+# allowed. proctrack/linuxproc and task/none: no cgroups, no systemd. No accounting (no slurmdbd):
+# follow jobs with `squeue` and `scontrol show job`. Slurm 22.05 holds a requeued job for 120 s
+# before it may start again (BeginTime), so tests that requeue wait that long.
+# Needs root (slurmd starts jobs as their users) and the packages slurmctld slurmd slurm-client
+# munge (scripts/install-deps.sh installs them). Exit codes: 0 started/stopped, 1 a daemon failed
+# (its log is printed), 2 a usage error or something missing.
+set -euo pipefail
+
+usage() { echo "usage: slurm-throwaway.sh start|stop|env DIR" >&2; exit 2; }
+command="${1:-}"
+dir="${2:-}"
+[[ -n "$command" && -n "$dir" ]] || usage
+
+missing=()
+for program in /usr/sbin/munged /usr/sbin/slurmctld /usr/sbin/slurmd sinfo scontrol scancel squeue; do
+  command -v "$program" >/dev/null || missing+=("$program")
+done
+
+# A TCP port nothing listens on now (the kernel picks it).
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Stops the process whose id FILE holds, if it is still the program NAME: SIGTERM, then SIGKILL
+# after 10 s. Never by name alone.
+stop_pid_file() {
+  local file="$1" name="$2" pid
+  [[ -f "$file" ]] || return 0
+  pid="$(cat "$file")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$name" ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+show_log() {
+  local log="$1"
+  [[ -f "$log" ]] && { echo "--- $log (last lines)" >&2; tail -n 20 "$log" >&2; }
+  return 0
+}
+
+case "$command" in
+  start)
+    ((${#missing[@]} == 0)) ||
+      { echo "slurm-throwaway.sh: missing ${missing[*]} (apt-get install slurmctld slurmd slurm-client munge)" >&2; exit 2; }
+    [[ $(id -u) -eq 0 ]] || { echo "slurm-throwaway.sh: slurmd must run as root (it starts jobs as their users)" >&2; exit 2; }
+    [[ ! -e "$dir" ]] || { echo "slurm-throwaway.sh: $dir exists already" >&2; exit 2; }
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    # munged checks that its key, socket folder and log folder are not writable by others.
+    chmod 755 "$dir"
+    mkdir -m 755 "$dir/munge" "$dir/ctld" "$dir/spool" "$dir/log"
+    dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
+    chmod 400 "$dir/munge/munge.key"
+    /usr/sbin/munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+      --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed" \
+      >/dev/null 2>&1 || { show_log "$dir/log/munged.log"; echo "slurm-throwaway.sh: munged did not start" >&2; exit 1; }
+    ctld_port="$(free_port)"
+    slurmd_port="$(free_port)"
+    while [[ "$slurmd_port" == "$ctld_port" ]]; do slurmd_port="$(free_port)"; done
+    cpus="${EXPCTL_SLURM_CPUS:-4}"
+    # One key per line: Slurm expands no variables.
+    cat >"$dir/slurm.conf" <<CONF
+ClusterName=expctl-throwaway
+SlurmctldHost=localhost
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.socket
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+StateSaveLocation=$dir/ctld
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$dir/log/jobcomp.log
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+SchedulerType=sched/backfill
+ReturnToService=2
+JobRequeue=1
+KillWait=5
+MinJobAge=600
+MpiDefault=none
+SlurmctldTimeout=30
+SlurmdTimeout=60
+NodeName=localhost CPUs=$cpus RealMemory=2000 State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=60 State=UP
+CONF
+    export SLURM_CONF="$dir/slurm.conf"
+    /usr/sbin/slurmctld -f "$SLURM_CONF" ||
+      { show_log "$dir/log/slurmctld.log"; echo "slurm-throwaway.sh: slurmctld did not start" >&2; exit 1; }
+    /usr/sbin/slurmd -f "$SLURM_CONF" ||
+      { show_log "$dir/log/slurmd.log"; echo "slurm-throwaway.sh: slurmd did not start" >&2; exit 1; }
+    for _ in $(seq 300); do
+      state="$(sinfo -h -o %T 2>/dev/null || true)"
+      [[ "$state" == "idle" ]] && { echo "$SLURM_CONF"; exit 0; }
+      sleep 0.1
+    done
+    show_log "$dir/log/slurmctld.log"
+    show_log "$dir/log/slurmd.log"
+    echo "slurm-throwaway.sh: the node is not idle after 30 s (sinfo: ${state:-no answer})" >&2
+    exit 1
+    ;;
+  stop)
+    [[ -d "$dir" ]] || exit 0
+    dir="$(cd "$dir" && pwd)"
+    if [[ -f "$dir/slurm.conf" && -f "$dir/slurmctld.pid" ]]; then
+      export SLURM_CONF="$dir/slurm.conf"
+      # Every job of this cluster, so that no slurmstepd or job step outlives it.
+      scancel --quiet --full --user=root 2>/dev/null || true
+      for user in $(squeue -h -o %u 2>/dev/null | sort -u); do scancel --quiet --full --user="$user" 2>/dev/null || true; done
+      for _ in $(seq 150); do
+        [[ -z "$(squeue -h -o %i 2>/dev/null)" ]] && break
+        sleep 0.1
+      done
+    fi
+    stop_pid_file "$dir/slurmd.pid" slurmd
+    stop_pid_file "$dir/slurmctld.pid" slurmctld
+    stop_pid_file "$dir/munge/munged.pid" munged
+    rm -rf "$dir"
+    ;;
+  env)
+    [[ -f "$dir/slurm.conf" ]] || { echo "slurm-throwaway.sh: no cluster in $dir (start one first)" >&2; exit 2; }
+    echo "export SLURM_CONF=$(cd "$dir" && pwd)/slurm.conf"
+    ;;
+  *) usage ;;
+esac

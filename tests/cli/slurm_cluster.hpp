@@ -1,0 +1,91 @@
+#pragma once
+// A real single-node Slurm for a test: scripts/slurm-throwaway.sh starts munged, slurmctld and
+// slurmd in a temporary folder (about a second) and the destructor cancels the cluster's jobs and
+// stops it. Without Slurm's packages or root the test is reported as skipped, never passed, and
+// fails when EXPCTL_REQUIRE_SLURM=1 (.ci/run sets it).
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "run_helpers.hpp"
+
+namespace expctl::test::cli {
+
+class ThrowawaySlurm {
+ public:
+  ThrowawaySlurm() {
+    const auto started = util::run_capture({script(), "start", m_cluster.string()}, {.timeout = std::chrono::seconds(60)});
+    REQUIRE(started.has_value());
+    if (started->exit_code == 0) {
+      std::string conf = started->out;
+      while (!conf.empty() && conf.back() == '\n') {
+        conf.pop_back();
+      }
+      m_conf = conf.substr(conf.rfind('\n') == std::string::npos ? 0 : conf.rfind('\n') + 1);
+    } else if (started->exit_code == 2) {
+      m_unavailable = started->err;  // packages missing, or not root: said in one line
+    } else {
+      FAIL("scripts/slurm-throwaway.sh start failed (exit " << started->exit_code << "):\n" << started->err);
+    }
+  }
+  ~ThrowawaySlurm() {
+    if (!m_conf.empty()) {
+      (void)util::run_capture({script(), "stop", m_cluster.string()}, {.timeout = std::chrono::seconds(60)});
+    }
+  }
+  ThrowawaySlurm(const ThrowawaySlurm&) = delete;
+  ThrowawaySlurm& operator=(const ThrowawaySlurm&) = delete;
+
+  /// True when the cluster runs; otherwise reports the test skipped (or fails it under
+  /// EXPCTL_REQUIRE_SLURM=1) and returns false.
+  bool available() const {
+    if (!m_conf.empty()) {
+      return true;
+    }
+    const char* required = std::getenv("EXPCTL_REQUIRE_SLURM");
+    if (required != nullptr && std::string(required) == "1") {
+      FAIL("EXPCTL_REQUIRE_SLURM=1 but no throwaway Slurm could start: " << m_unavailable);
+    }
+    WARN("SKIPPED, not passed: no Slurm here (" << m_unavailable << ")");
+    return false;
+  }
+
+  /// A Slurm client command (sbatch, squeue, scontrol...) against this cluster.
+  util::SubprocessResult client(const std::vector<std::string>& argv) const {
+    const auto result = util::run_capture(argv, {.env = {{"SLURM_CONF", m_conf}, {"EXPCTL_DB", std::nullopt}},
+                                                 .timeout = std::chrono::seconds(60)});
+    REQUIRE(result.has_value());
+    return *result;
+  }
+
+  /// Submits a batch script (sbatch --parsable) and returns the job id.
+  std::string submit(const fs::path& script_file) const {
+    const auto submitted = client({"sbatch", "--parsable", script_file.string()});
+    INFO(submitted.err);
+    REQUIRE(submitted.exit_code == 0);
+    std::string id = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+    REQUIRE(!id.empty());
+    return id;
+  }
+
+  /// Waits until the job has left the queue (squeue no longer lists it) and returns the JobState
+  /// that `scontrol show job` keeps for it (MinJobAge=600 in the throwaway's configuration).
+  std::string wait_for(const std::string& job, std::chrono::seconds limit = std::chrono::seconds(120)) const {
+    REQUIRE(eventually([&] { return client({"squeue", "-h", "-j", job, "-o", "%i"}).out.empty(); }, limit));
+    const std::string shown = client({"scontrol", "show", "job", job}).out;
+    const auto at = shown.find("JobState=");
+    REQUIRE(at != std::string::npos);
+    return shown.substr(at + 9, shown.find_first_of(" \n", at) - at - 9);
+  }
+
+ private:
+  static std::string script() { return (source_dir() / "scripts" / "slurm-throwaway.sh").string(); }
+
+  TempDir m_dir;
+  fs::path m_cluster = m_dir / "cluster";
+  std::string m_conf;
+  std::string m_unavailable;
+};
+
+}  // namespace expctl::test::cli
