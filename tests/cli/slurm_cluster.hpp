@@ -15,7 +15,8 @@ namespace expctl::test::cli {
 class ThrowawaySlurm {
  public:
   ThrowawaySlurm() {
-    const auto started = util::run_capture({script(), "start", m_cluster.string()}, {.timeout = std::chrono::seconds(60)});
+    const auto started =
+        util::run_capture({script(), "start", m_cluster.string()}, {.timeout = std::chrono::seconds(60)});
     REQUIRE(started.has_value());
     if (started->exit_code == 0) {
       std::string conf = started->out;
@@ -53,8 +54,8 @@ class ThrowawaySlurm {
 
   /// A Slurm client command (sbatch, squeue, scontrol...) against this cluster.
   util::SubprocessResult client(const std::vector<std::string>& argv) const {
-    const auto result = util::run_capture(argv, {.env = {{"SLURM_CONF", m_conf}, {"EXPCTL_DB", std::nullopt}},
-                                                 .timeout = std::chrono::seconds(60)});
+    const auto result = util::run_capture(
+        argv, {.env = {{"SLURM_CONF", m_conf}, {"EXPCTL_DB", std::nullopt}}, .timeout = std::chrono::seconds(60)});
     REQUIRE(result.has_value());
     return *result;
   }

@@ -28,7 +28,9 @@ fs::path batch_script(const RunDir& d, int ntasks, const std::vector<std::string
   return file;
 }
 
-std::string job_output(const RunDir& d, const std::string& job) { return read_text(d.dir / ("job-" + job + ".out")); }
+std::string job_output(const RunDir& d, const std::string& job) {
+  return read_text(d.dir / ("job-" + job + ".out"));
+}
 
 }  // namespace
 
@@ -39,7 +41,8 @@ TEST_CASE("slurm: a 2-rank run through sbatch and srun completes with a local ru
   }
   RunDir d;
   // 30 steps: past the 20 after which the ranks gather their pace for train.checkpoint_every_s.
-  const std::vector<std::string> run{"run", tiny_spec(), "--set", "train.max_steps=30", "--set", "distributed.timeout_s=30"};
+  const std::vector<std::string> run{
+      "run", tiny_spec(), "--set", "train.max_steps=30", "--set", "distributed.timeout_s=30"};
   const std::string job = slurm.submit(batch_script(d, 2, run));
   const std::string state = slurm.wait_for(job);
   INFO(job_output(d, job));
@@ -72,7 +75,8 @@ TEST_CASE("slurm: a rank that fails under srun fails the job and the run, naming
     std::ofstream out(script);
     out << "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --cpus-per-task=1\n"
         << "#SBATCH --output=" << (d.dir / "job-%j.out").string() << "\n"
-        << "export MASTER_PORT=" << closed_port() << " OMP_NUM_THREADS=1\n"
+        << "export MASTER_PORT=" << closed_port()
+        << " OMP_NUM_THREADS=1\n"
         // Task 1 trains for a moment, then dies by SIGKILL, as an OOM-killed rank does.
         << "srun --kill-on-bad-exit=1 bash -c 'if [ \"$SLURM_PROCID\" = 1 ]; then (sleep 4; kill -9 $$) & fi; exec "
         << test::expctl_binary() << " --db " << d.db.string() << " run " << tiny_spec()
