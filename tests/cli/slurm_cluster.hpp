@@ -52,6 +52,9 @@ class ThrowawaySlurm {
     return false;
   }
 
+  /// The SLURM_CONF of this cluster.
+  const std::string& conf() const { return m_conf; }
+
   /// A Slurm client command (sbatch, squeue, scontrol...) against this cluster.
   util::SubprocessResult client(const std::vector<std::string>& argv) const {
     const auto result = util::run_capture(

@@ -6,6 +6,9 @@
 #include "run_helpers.hpp"
 #include "slurm_cluster.hpp"
 
+#include "expctl/launch/slurm_job.hpp"
+#include "expctl/util/error.hpp"
+
 using namespace expctl;
 using namespace expctl::test::cli;
 
@@ -93,4 +96,43 @@ TEST_CASE("slurm: a rank that fails under srun fails the job and the run, naming
   CHECK(runs[0].status == store::RunStatus::failed);
   CHECK_THAT(runs[0].root_cause, Catch::Contains("rank 1"));
   CHECK(runs[0].exit_code == 1);
+}
+
+TEST_CASE("slurm: the client submits, follows, signals and cancels a job of a real slurmctld", "[slurm]") {
+  test::cli::ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  namespace slurm_job = launch::slurm;
+  const slurm_job::Client client({{"SLURM_CONF", slurm.conf()}});
+  test::TempDir dir;
+  const fs::path script = dir / "job.sbatch";
+  const fs::path signalled = dir / "signalled";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/bash\n#SBATCH --time=5\n#SBATCH --requeue\n#SBATCH --output=/dev/null\n"
+        << "trap 'touch " << signalled.string() << "' USR2\n"
+        << "for i in $(seq 600); do sleep 0.1; done\n";
+  }
+  const std::string job = client.submit(script, {"--job-name=expctl-client-test"});
+  std::optional<slurm_job::JobInfo> info;
+  REQUIRE(eventually([&] { return (info = client.query(job)) && info->state == slurm_job::JobState::running; }));
+  CHECK(info->id == job);
+  CHECK(info->fields.at("JobName") == "expctl-client-test");
+  CHECK(info->requeue);
+  CHECK(info->time_limit == std::chrono::seconds(300));
+  CHECK(info->node_list == "localhost");
+
+  client.cancel(job, "USR2");  // the batch shell only, as a preemption warning would reach it
+  CHECK(eventually([&] { return fs::exists(signalled); }));
+  CHECK(client.query(job)->state == slurm_job::JobState::running);  // a signal is not a cancel
+
+  client.cancel(job);
+  REQUIRE(eventually([&] { return slurm_job::is_final(client.query(job)->state); }));
+  CHECK(client.query(job)->state == slurm_job::JobState::cancelled);
+  CHECK(slurm_job::stop_cause(*client.query(job), std::chrono::seconds(120)) == slurm_job::StopCause::cancelled);
+
+  CHECK(client.query("999999") == std::nullopt);  // a job Slurm does not know
+  CHECK_THROWS_WITH(client.submit(script, {"--partition=nosuch"}),
+                    Catch::StartsWith("slurm: sbatch failed (exit 1): sbatch: error:") && Catch::Contains("partition"));
 }
