@@ -2,6 +2,7 @@
 // of examples/slurm/expctl.sbatch, one srun task per rank, each task `expctl run` as that rank.
 
 #include <fstream>
+#include <set>
 
 #include "run_helpers.hpp"
 #include "slurm_cluster.hpp"
@@ -80,8 +81,10 @@ TEST_CASE("slurm: a rank that fails under srun fails the job and the run, naming
         << "#SBATCH --output=" << (d.dir / "job-%j.out").string() << "\n"
         << "export MASTER_PORT=" << closed_port()
         << " OMP_NUM_THREADS=1\n"
-        // Task 1 trains for a moment, then dies by SIGKILL, as an OOM-killed rank does.
-        << "srun --kill-on-bad-exit=1 bash -c 'if [ \"$SLURM_PROCID\" = 1 ]; then (sleep 4; kill -9 $$) & fi; exec "
+        // Task 1 trains for a moment, then dies by SIGKILL, as an OOM-killed rank does. Without
+        // --kill-on-bad-exit, so that rank 0 finds the death itself; with it, srun's SIGTERM may
+        // reach rank 0 first and the run reads `interrupted` (docs/launch.md).
+        << "srun --kill-on-bad-exit=0 bash -c 'if [ \"$SLURM_PROCID\" = 1 ]; then (sleep 4; kill -9 $$) & fi; exec "
         << test::expctl_binary() << " --db " << d.db.string() << " run " << tiny_spec()
         << " --set train.max_steps=100000 --set distributed.timeout_s=30'\n";
   }
@@ -91,8 +94,8 @@ TEST_CASE("slurm: a rank that fails under srun fails the job and the run, naming
   CHECK(state == "FAILED");
   const auto runs = d.open().list_runs();
   REQUIRE(runs.size() == 1);
-  // Rank 0 learns of its peer's death in the next collective, before srun's --kill-on-bad-exit
-  // stops it, and records the run failed with that cause (not left `running`, not `completed`).
+  // Rank 0 learns of its peer's death in the next collective and records the run failed with that
+  // cause (not left `running`, not `completed`).
   CHECK(runs[0].status == store::RunStatus::failed);
   CHECK_THAT(runs[0].root_cause, Catch::Contains("rank 1"));
   CHECK(runs[0].exit_code == 1);
@@ -108,10 +111,12 @@ TEST_CASE("slurm: the client submits, follows, signals and cancels a job of a re
   test::TempDir dir;
   const fs::path script = dir / "job.sbatch";
   const fs::path signalled = dir / "signalled";
+  const fs::path started = dir / "started";  // the trap is set: Slurm says RUNNING a moment before
   {
     std::ofstream out(script);
     out << "#!/bin/bash\n#SBATCH --time=5\n#SBATCH --requeue\n#SBATCH --output=/dev/null\n"
         << "trap 'touch " << signalled.string() << "' USR2\n"
+        << "touch " << started.string() << "\n"
         << "for i in $(seq 600); do sleep 0.1; done\n";
   }
   const std::string job = client.submit(script, {"--job-name=expctl-client-test"});
@@ -123,6 +128,7 @@ TEST_CASE("slurm: the client submits, follows, signals and cancels a job of a re
   CHECK(info->time_limit == std::chrono::seconds(300));
   CHECK(info->node_list == "localhost");
 
+  REQUIRE(eventually([&] { return fs::exists(started); }));
   client.cancel(job, "USR2");  // the batch shell only, as a preemption warning would reach it
   CHECK(eventually([&] { return fs::exists(signalled); }));
   CHECK(client.query(job)->state == slurm_job::JobState::running);  // a signal is not a cancel
@@ -135,4 +141,110 @@ TEST_CASE("slurm: the client submits, follows, signals and cancels a job of a re
   CHECK(client.query("999999") == std::nullopt);  // a job Slurm does not know
   CHECK_THROWS_WITH(client.submit(script, {"--partition=nosuch"}),
                     Catch::StartsWith("slurm: sbatch failed (exit 1): sbatch: error:") && Catch::Contains("partition"));
+}
+
+namespace {
+
+// An 8-point sweep (4 learning rates x 2 seeds) of 20-step tiny runs; `extra` is appended.
+fs::path tiny_sweep(const RunDir& d, const std::string& extra = "") {
+  const fs::path file = d.dir / "sweep.yaml";
+  std::ofstream(file) << "name: tiny8\nbase: " << tiny_spec() << "\n"
+                      << "set: {train.max_steps: 20, train.eval_every: 0}\n"
+                      << "grid:\n  optim.lr: [0.01, 0.02, 0.05, 0.1]\nseeds: [1, 2]\n"
+                      << extra;
+  return file;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "slurm: an 8-point sweep runs as one job array, merged into the store, and only what is not done is "
+    "submitted again",
+    "[slurm]") {
+  test::cli::ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  const fs::path file = tiny_sweep(d);
+  const std::map<std::string, std::optional<std::string>> env{{"SLURM_CONF", slurm.conf()}};
+  const auto first = test::run_expctl({"--db", d.db.string(), "sweep", file.string(), "--slurm", "--wait"}, env);
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.out, Catch::Contains("8 point(s) submitted as Slurm array job"));
+  CHECK_THAT(first.out, Catch::Contains("(tasks 0-7)"));
+  CHECK_THAT(first.out, Catch::Contains("8 of 8 task(s) completed; 8 run(s) merged"));
+  CHECK_THAT(first.err, Catch::Contains("8 completed"));
+
+  const auto runs = d.open().list_runs();
+  REQUIRE(runs.size() == 8);
+  std::set<std::string> points;
+  std::set<std::string> jobs;
+  for (const auto& run : runs) {
+    CHECK(run.status == store::RunStatus::completed);
+    for (const std::string& tag : run.tags) {
+      if (tag.starts_with("sweep-point:")) {
+        points.insert(tag);
+      } else if (tag.starts_with("slurm-job:")) {
+        jobs.insert(tag);  // each run says which array task made it
+      }
+    }
+  }
+  CHECK(points.size() == 8);
+  CHECK(jobs.size() == 8);
+
+  // Everything is done: nothing is submitted (sbatch is not even called).
+  const auto again = test::run_expctl({"--db", d.db.string(), "sweep", file.string(), "--slurm", "--wait"}, env);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("nothing to submit"));
+  CHECK(d.open().list_runs().size() == 8);
+}
+
+TEST_CASE("slurm: a sweep array whose task fails exits 1 naming the task, and merges the runs that completed",
+          "[slurm]") {
+  test::cli::ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  const fs::path file = d.dir / "sweep.yaml";
+  // Point 1's learning rate makes the loss non-finite (as in the faults test of a diverging loss):
+  // that run diverges and its task fails.
+  std::ofstream(file) << "name: two\nbase: " << tiny_spec() << "\n"
+                      << "set: {train.max_steps: 100, train.eval_every: 0, optim.momentum: 0.99}\n"
+                      << "grid:\n  optim.lr: [0.05, 10]\n";
+  const auto result = test::run_expctl({"--db", d.db.string(), "sweep", file.string(), "--slurm", "--wait"},
+                                       {{"SLURM_CONF", slurm.conf()}});
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.err, Catch::Contains("array task 1 (point 1) ended FAILED, exit 1; its output: "));
+  // The task's output is where the line says, beside the tasks' stores, not in the working directory.
+  const std::string err = result.err;
+  const auto named = err.substr(err.find("its output: ") + 12);
+  const fs::path output = named.substr(0, named.find('\n'));
+  CHECK(output.parent_path() == d.db.parent_path() / "sweep-two");
+  CHECK_THAT(read_text(output), Catch::Contains("the loss is not finite"));
+  CHECK_THAT(result.out, Catch::Contains("1 of 2 task(s) completed; 2 run(s) merged"));
+  const auto runs = d.open().list_runs();
+  REQUIRE(runs.size() == 2);
+  std::multiset<store::RunStatus> statuses;
+  for (const auto& run : runs) {
+    statuses.insert(run.status);
+  }
+  CHECK(statuses == std::multiset<store::RunStatus>{store::RunStatus::completed, store::RunStatus::diverged});
+}
+
+TEST_CASE("slurm: sweep --wait without --slurm is refused, and --slurm without a Slurm says so in one line") {
+  RunDir d;
+  const fs::path file = tiny_sweep(d);
+  const auto refused = d.expctl({"sweep", file.string(), "--wait"});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("--wait follows a submitted array: give --slurm too"));
+  // No Slurm client on the PATH: expctl says which command it could not run and what to install.
+  const auto no_client =
+      test::run_expctl({"--db", d.db.string(), "sweep", file.string(), "--slurm"}, {{"PATH", d.dir.path().string()}});
+  CHECK(no_client.exit_code == 1);
+  CHECK_THAT(no_client.err, Catch::Contains("expctl: error: slurm: cannot run sbatch") &&
+                                Catch::Contains("apt-get install slurm-client"));
+  CHECK((!fs::exists(d.db) || d.open().list_runs().empty()));
 }

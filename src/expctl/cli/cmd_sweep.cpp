@@ -10,6 +10,7 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
+#include "expctl/cli/support_slurm.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/sweep_run/execute.hpp"
 
@@ -24,8 +25,7 @@ struct SweepOptions {
   bool report = false;
   std::vector<std::string> metrics;
   std::string output;
-  bool print_sbatch = false;
-  sweep::SbatchOptions slurm;  ///< --array-limit, --sbatch
+  SlurmSweepOptions slurm;  ///< --print-sbatch, --slurm, --wait, --array-limit, --sbatch
   std::string format = "text";
 };
 
@@ -35,6 +35,10 @@ void run_points(const sweep::Sweep& sweep, const SweepOptions& options, GlobalOp
       sweep_run::prepare(sweep, options.run, where, [&globals] { return open_store_if_present(globals); });
   if (!globals.quiet) {
     std::cerr << sweep_run::plan_line(sweep, execution);
+  }
+  if (options.slurm.submit && !options.dry_run) {
+    submit_sweep(sweep, options.file, execution, where, options.slurm, globals);
+    return;
   }
   const bool json = options.format == "json";
   if (options.dry_run) {
@@ -56,10 +60,12 @@ void run_points(const sweep::Sweep& sweep, const SweepOptions& options, GlobalOp
 void run_sweep(const SweepOptions& options, GlobalOptions& globals) {
   EXPCTL_CHECK(options.report || (options.format != "markdown" && options.format != "html"), util::UsageError,
                "--format {} is for --report: running a sweep prints text or json", options.format);
+  EXPCTL_CHECK(!options.slurm.wait || options.slurm.submit, util::UsageError,
+               "--wait follows a submitted array: give --slurm too");
   const sweep::Sweep sweep = sweep::load_sweep_file(options.file, options.expect_hash);
   const sweep_run::StoreLocation where{globals.db_path, globals.local_db, store_is_file(globals), globals.verbosity};
-  if (options.print_sbatch) {
-    write_output(options.output, sweep_run::sbatch_script(sweep, options.file, where, options.slurm));
+  if (options.slurm.print_sbatch) {
+    write_output(options.output, sweep_run::sbatch_script(sweep, options.file, where, options.slurm.sbatch));
   } else if (options.report) {
     write_sweep_report(globals, sweep, options.metrics, options.format, options.output);
   } else {
@@ -103,22 +109,7 @@ void add_output_options(CLI::App* command, SweepOptions& options) {
       ->group("Results");
   command->add_option("-o,--output", options.output, "Write the --report or --print-sbatch output to this file")
       ->group("Results");
-  command
-      ->add_flag("--print-sbatch", options.print_sbatch,
-                 "Print a Slurm job-array script (--array=0-N%K): task I runs point I with its own store\n"
-                 "beside --db, to bring together afterwards with expctl merge")
-      ->group("Slurm");
-  command
-      ->add_option("--array-limit", options.slurm.max_concurrent,
-                   "The K of --array=0-N%K: tasks at once (default: all)")
-      ->check(CLI::Range(1, 100000))
-      ->group("Slurm");
-  command
-      ->add_option("--sbatch", options.slurm.directives,
-                   "One more #SBATCH line for --print-sbatch, e.g. --sbatch=--partition=gpu (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->group("Slurm");
+  add_slurm_options(command, options.slurm);
 }
 
 void setup_sweep(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
@@ -135,7 +126,8 @@ void setup_sweep(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "Examples:\n"
       "  expctl sweep experiments/sweep-quickstart.yaml --parallel 2\n"
       "  expctl sweep experiments/sweep-quickstart.yaml --report --format html -o sweep.html\n"
-      "  expctl sweep experiments/sweep-quickstart.yaml --print-sbatch --array-limit 4 > sweep.sbatch");
+      "  expctl sweep experiments/sweep-quickstart.yaml --print-sbatch --array-limit 4 > sweep.sbatch\n"
+      "  expctl sweep experiments/sweep-quickstart.yaml --slurm --wait --sbatch=--partition=cpu");
   command->add_option("file", options->file, "Sweep file (YAML)")->required();
   add_run_options(command, *options);
   add_output_options(command, *options);

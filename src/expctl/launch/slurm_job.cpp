@@ -238,6 +238,29 @@ JobInfo parse_job(std::string_view text) {
   return job;
 }
 
+std::vector<std::size_t> parse_task_ids(std::string_view text) {
+  const auto bad = [&] { return LaunchError(fmt::format("slurm: \"{}\" is not an array's task ids", text)); };
+  std::string_view list = text.substr(0, text.find('%'));
+  std::vector<std::size_t> ids;
+  while (!list.empty()) {
+    const std::string_view item = list.substr(0, list.find(','));
+    list = item.size() == list.size() ? std::string_view() : list.substr(item.size() + 1);
+    const auto dash = item.find('-');
+    const auto first = to_number(item.substr(0, dash));
+    const auto last = dash == std::string_view::npos ? first : to_number(item.substr(dash + 1));
+    if (!first || !last || *first < 0 || *last < *first || *last - *first > 1000000) {
+      throw bad();
+    }
+    for (long id = *first; id <= *last; ++id) {
+      ids.push_back(static_cast<std::size_t>(id));
+    }
+  }
+  if (ids.empty()) {
+    throw bad();
+  }
+  return ids;
+}
+
 std::string parse_submitted(std::string_view output) {
   std::string_view id = output.substr(0, output.find_first_of(";\n"));
   while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back())) != 0) {
@@ -304,10 +327,11 @@ Client::Client(std::map<std::string, std::optional<std::string>> env, std::chron
 
 std::string Client::run(const std::vector<std::string>& argv, bool allow_invalid_job) const {
   const auto result = util::run_capture(argv, {.env = m_env, .timeout = m_timeout});
-  if (!result) {
+  // run_capture says a program it could not execute as exit 127 with "exec failed" on stderr.
+  if (!result || (result->exit_code == 127 && result->err.find("exec failed") != std::string::npos)) {
     throw LaunchError(
         fmt::format("slurm: cannot run {}: {} (is Slurm's client installed? apt-get install slurm-client)",
-                    argv.front(), result.error().message));
+                    argv.front(), result ? first_line(result->err) : result.error().message));
   }
   if (result->timed_out) {
     throw LaunchError(fmt::format("slurm: {} did not answer within {} s: is slurmctld up? (scontrol ping)",
@@ -336,6 +360,21 @@ std::optional<JobInfo> Client::query(const std::string& job) const {
     return std::nullopt;
   }
   return parse_job(shown);
+}
+
+std::vector<JobInfo> Client::show_all(const std::string& job) const {
+  const std::string shown = run({"scontrol", "show", "job", "-o", job}, /*allow_invalid_job=*/true);
+  std::vector<JobInfo> records;
+  std::size_t at = 0;
+  while (at < shown.size()) {
+    const auto end = std::min(shown.find('\n', at), shown.size());
+    const std::string_view line = std::string_view(shown).substr(at, end - at);
+    if (line.find("JobId=") != std::string_view::npos) {
+      records.push_back(parse_job(line));
+    }
+    at = end + 1;
+  }
+  return records;
 }
 
 void Client::cancel(const std::string& job, const std::string& signal, bool full) const {

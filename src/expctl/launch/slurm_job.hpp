@@ -6,6 +6,7 @@
 /// job states still parses (an unknown state reads `unknown`, not an error).
 
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -67,6 +68,10 @@ JobInfo parse_job(std::string_view text);
 /// or plain minutes ("30"). Throws util::Failure on anything else.
 std::optional<std::chrono::seconds> parse_duration(std::string_view text);
 
+/// The task ids of an array's ArrayTaskId field: "3", "4-7", "4,6,8-9", with an optional "%K".
+/// Throws util::Failure on anything else.
+std::vector<std::size_t> parse_task_ids(std::string_view text);
+
 /// The job id of `sbatch --parsable` output ("123" or "123;cluster"). Throws util::Failure when the
 /// output holds no id.
 std::string parse_submitted(std::string_view output);
@@ -90,6 +95,9 @@ class Client {
   std::string submit(const std::filesystem::path& script, const std::vector<std::string>& args = {}) const;
   /// scontrol show job -o JOB; none when Slurm no longer knows the job (purged after MinJobAge).
   std::optional<JobInfo> query(const std::string& job) const;
+  /// scontrol show job -o JOB, one record per line: an array job's tasks each (its still pending
+  /// remainder as one record, ArrayTaskId "4-7%2"); empty when Slurm no longer knows the job.
+  std::vector<JobInfo> show_all(const std::string& job) const;
   /// scancel JOB, or scancel --signal=SIGNAL [--batch|--full] JOB when a signal is given.
   void cancel(const std::string& job, const std::string& signal = "", bool full = false) const;
   /// scontrol requeue JOB.

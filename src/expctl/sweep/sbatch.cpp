@@ -23,12 +23,14 @@ Shape largest(const Sweep& sweep) {
   return shape;
 }
 
-std::string header(const Sweep& sweep, const SbatchOptions& options, size_t last) {
-  const size_t limit = options.max_concurrent == 0 ? sweep.points.size() : options.max_concurrent;
+std::string header(const Sweep& sweep, const SbatchOptions& options) {
+  const size_t tasks = options.points.empty() ? sweep.points.size() : options.points.size();
+  const size_t limit = options.max_concurrent == 0 ? tasks : options.max_concurrent;
   const Shape shape = largest(sweep);
   std::string text = "#!/bin/bash\n";
   text += fmt::format("#SBATCH --job-name=sweep-{}\n", sweep.name);
-  text += fmt::format("#SBATCH --array=0-{}%{}\n", last, limit);
+  text += options.points.empty() ? fmt::format("#SBATCH --array=0-{}%{}\n", sweep.points.size() - 1, limit)
+                                 : fmt::format("#SBATCH --array={}%{}\n", array_list(options.points), limit);
   text += fmt::format("#SBATCH --nodes={}\n", shape.nnodes);
   if (shape.nnodes > 1) {
     text += fmt::format("#SBATCH --ntasks-per-node={}\n", shape.nproc_per_node);
@@ -80,7 +82,23 @@ std::string body(const Sweep& sweep, const SbatchOptions& options) {
 }  // namespace
 
 std::string render_sbatch(const Sweep& sweep, const SbatchOptions& options) {
-  return header(sweep, options, sweep.points.size() - 1) + comments(sweep, options) + body(sweep, options);
+  return header(sweep, options) + comments(sweep, options) + body(sweep, options);
+}
+
+std::string array_list(std::vector<size_t> points) {
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  std::string list;
+  for (size_t i = 0; i < points.size();) {
+    size_t j = i;
+    while (j + 1 < points.size() && points[j + 1] == points[j] + 1) {
+      ++j;
+    }
+    list +=
+        (list.empty() ? "" : ",") + (j == i ? std::to_string(points[i]) : fmt::format("{}-{}", points[i], points[j]));
+    i = j + 1;
+  }
+  return list;
 }
 
 std::string shell_quote(const std::string& text) {

@@ -18,7 +18,11 @@ struct SbatchOptions {
   std::string merged_db;                ///< the store the merge hint names, e.g. "results/expctl.db"
   size_t max_concurrent = 0;            ///< the %K of --array; 0: every point at once
   std::vector<std::string> directives;  ///< more #SBATCH options ("--partition=gpu"), after the defaults
+  std::vector<size_t> points{};         ///< the array's task ids (point indices); empty: every point
 };
+
+/// Slurm's --array list of `points` (sorted, runs of consecutive ids as ranges): "0-3,5,7-8".
+std::string array_list(std::vector<size_t> points);
 
 /// The script, ending with a newline.
 std::string render_sbatch(const Sweep& sweep, const SbatchOptions& options);

@@ -19,6 +19,7 @@
 #include "expctl/run/result_document.hpp"
 #include "expctl/store/types.hpp"
 #include "expctl/sweep_run/child.hpp"
+#include "expctl/sweep_run/slurm_array.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/interrupt_signals.hpp"
 #include "expctl/util/strings.hpp"
@@ -296,6 +297,9 @@ std::vector<std::string> job_argv(const Sweep& sweep, const Job& job, const Runn
   }
   for (const std::string& tag : {name_tag(sweep), hash_tag(sweep), point_tag(point)}) {
     argv.insert(argv.end(), {"--tag", tag});
+  }
+  if (const auto slurm_job = slurm_job_tag()) {  // an array task's run says which task made it
+    argv.insert(argv.end(), {"--tag", *slurm_job});
   }
   argv.insert(argv.end(), {"--format", "json"});
   return argv;

@@ -132,3 +132,11 @@ TEST_CASE("slurm job: timed out or preempted is decided from the job's times, no
   job.state = JobState::completed;
   CHECK(stop_cause(job, 120s) == StopCause::none);
 }
+
+TEST_CASE("slurm job: an array's task ids, single, ranged, listed, with a concurrency limit") {
+  CHECK(parse_task_ids("3") == std::vector<std::size_t>{3});
+  CHECK(parse_task_ids("4-7%2") == std::vector<std::size_t>{4, 5, 6, 7});
+  CHECK(parse_task_ids("0,2,5-6") == std::vector<std::size_t>{0, 2, 5, 6});
+  CHECK_THROWS_WITH(parse_task_ids("N/A"), Catch::Contains("not an array's task ids"));
+  CHECK_THROWS_WITH(parse_task_ids("7-4"), Catch::Contains("not an array's task ids"));
+}

@@ -62,3 +62,16 @@ TEST_CASE("sbatch: shell quoting") {
   CHECK(sweep::shell_quote("a b") == "'a b'");
   CHECK(sweep::shell_quote("it's") == "'it'\\''s'");
 }
+
+TEST_CASE("sbatch: --array lists only the points still to run, consecutive ones as ranges") {
+  CHECK(sweep::array_list({0, 1, 2, 3}) == "0-3");
+  CHECK(sweep::array_list({7, 5, 0, 1, 2, 8, 3}) == "0-3,5,7-8");
+  CHECK(sweep::array_list({4, 4, 6}) == "4,6");
+  const sweep::Sweep sweep = sweep::load_sweep(data("grid.yaml"));
+  auto options = golden_options();
+  options.points = {1, 2, 6};
+  const std::string script = sweep::render_sbatch(sweep, options);
+  CHECK_THAT(script, Catch::Contains("#SBATCH --array=1-2,6%2\n"));
+  options.max_concurrent = 0;  // every listed task at once
+  CHECK_THAT(sweep::render_sbatch(sweep, options), Catch::Contains("#SBATCH --array=1-2,6%3\n"));
+}

@@ -1,0 +1,124 @@
+#include "expctl/cli/support_slurm.hpp"
+
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "expctl/launch/slurm_job.hpp"
+#include "expctl/store/store.hpp"
+#include "expctl/sweep_run/slurm_array.hpp"
+#include "expctl/util/interrupt_signals.hpp"
+
+namespace expctl::cli {
+
+namespace fs = std::filesystem;
+
+void add_slurm_options(CLI::App* command, SlurmSweepOptions& options) {
+  command
+      ->add_flag("--print-sbatch", options.print_sbatch,
+                 "Print a Slurm job-array script (--array=0-N%K): task I runs point I with its own store\n"
+                 "beside --db, to bring together afterwards with expctl merge")
+      ->group("Slurm");
+  command
+      ->add_flag("--slurm", options.submit,
+                 "Submit the points the store does not hold yet as one Slurm job array (that script, its\n"
+                 "--array limited to those points; sbatch must reach a slurmctld) and print the job id")
+      ->group("Slurm");
+  command
+      ->add_flag("--wait", options.wait,
+                 "With --slurm: follow the array until every task has ended, then merge the tasks' stores\n"
+                 "into --db (exit 1 when a task did not complete; Ctrl-C stops following, not the job)")
+      ->group("Slurm");
+  command
+      ->add_option("--array-limit", options.sbatch.max_concurrent,
+                   "The K of --array=...%K: tasks at once (default: all)")
+      ->check(CLI::Range(1, 100000))
+      ->group("Slurm");
+  command
+      ->add_option("--sbatch", options.sbatch.directives,
+                   "One more #SBATCH line for --print-sbatch and --slurm, e.g. --sbatch=--partition=gpu\n"
+                   "(repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Slurm");
+}
+
+namespace {
+
+// Each task's store into the store, run folders included; a task that never started has none.
+size_t merge_tasks(const sweep_run::ArraySubmission& submission, const sweep_run::StoreLocation& where, bool quiet) {
+  store::Store destination = store::Store::open(where.db_path, store::OpenMode::read_write);
+  size_t added = 0;
+  for (const size_t point : submission.points) {
+    const fs::path task = submission.store_dir / fmt::format("task-{}.db", point);
+    if (fs::exists(task)) {
+      added += store::merge_store(destination, task, {.copy_run_folders = true}).added.size();
+    } else if (!quiet) {
+      std::cerr << fmt::format("expctl: warning: task {} left no store ({})\n", point, task.string());
+    }
+  }
+  return added;
+}
+
+}  // namespace
+
+void submit_sweep(const sweep::Sweep& sweep, const std::string& file, const sweep_run::Execution& execution,
+                  const sweep_run::StoreLocation& where, const SlurmSweepOptions& options, GlobalOptions& globals) {
+  const launch::slurm::Client client;
+  const auto submission = sweep_run::submit_array(sweep, file, execution, where, options.sbatch, client);
+  if (!submission) {
+    std::cout << fmt::format("sweep {}: nothing to submit: every point's runs are done\n", sweep.name);
+    return;
+  }
+  const std::string merge_hint =
+      fmt::format("expctl merge {}/task-*.db --into {} --runs-dir", submission->store_dir.string(),
+                  where.db_is_file ? where.db_path : std::string("\"$EXPCTL_DB\""));
+  std::cout << fmt::format("sweep {}: {} point(s) submitted as Slurm array job {} (tasks {}); script {}\n", sweep.name,
+                           submission->points.size(), submission->job, sweep::array_list(submission->points),
+                           submission->script.string());
+  if (!options.wait) {
+    std::cout << fmt::format("follow it: squeue -r -j {}; then bring its runs in: {}\n", submission->job, merge_hint);
+    return;
+  }
+  util::InterruptSignals signals;  // Ctrl-C stops the following, not the job
+  bool interrupted = false;
+  const auto tasks = sweep_run::wait_for_array(
+      client, *submission, std::chrono::seconds(2),
+      [&globals](const std::string& line) {
+        if (!globals.quiet) {
+          std::cerr << line << '\n';
+        }
+      },
+      [&] { return interrupted = interrupted || !signals.take().empty(); });
+  if (interrupted) {
+    std::cerr << fmt::format(
+        "expctl: stopped following array job {}; it runs on (scancel {} stops it); "
+        "bring its runs in afterwards: {}\n",
+        submission->job, submission->job, merge_hint);
+    globals.result = util::ExitCode::interrupted;
+    return;
+  }
+  size_t completed = 0;
+  for (const auto& task : tasks) {
+    if (task.state == launch::slurm::JobState::completed) {
+      ++completed;
+    } else {
+      std::cerr << fmt::format(
+          "expctl: error: array task {} (point {}) ended {}{}; its output: {}\n", task.point, task.point,
+          task.gone ? "out of Slurm's sight" : launch::slurm::state_name(task.state),
+          task.exit_code ? fmt::format(", exit {}", *task.exit_code) : "",
+          (submission->store_dir / fmt::format("slurm-{}_{}.out", submission->job, task.point)).string());
+    }
+  }
+  if (!where.db_is_file) {
+    std::cout << fmt::format("array job {}: {} of {} task(s) completed; bring their runs in: {}\n", submission->job,
+                             completed, tasks.size(), merge_hint);
+  } else {
+    const size_t added = merge_tasks(*submission, where, globals.quiet);
+    std::cout << fmt::format("array job {}: {} of {} task(s) completed; {} run(s) merged into {}\n", submission->job,
+                             completed, tasks.size(), added, where.db_path);
+  }
+  globals.result = completed == tasks.size() ? util::ExitCode::ok : util::ExitCode::run_failed;
+}
+
+}  // namespace expctl::cli
