@@ -48,6 +48,8 @@ test_packages=(
   # models and write .npy arrays with Debian's PyTorch, and hold expctl's DDP to PyTorch's
   # (bench/ uses python3-torch too). expctl itself never runs Python.
   python3-torch python3-torchvision python3-numpy
+  # pandas: expctl's Python API for analysis returns DataFrames (docs/analysis.md, tests/python)
+  python3-pandas
   # a real single-node Slurm 22.05 for the Slurm tests (scripts/slurm-throwaway.sh: its own munge
   # key, slurm.conf and daemons in a temporary folder; nothing is started by installing them)
   slurmctld slurmd slurm-client munge

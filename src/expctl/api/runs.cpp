@@ -1,5 +1,7 @@
 #include "expctl/api/runs.hpp"
 
+#include <map>
+
 #include "expctl/compare/selector.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/util/metric_names.hpp"
@@ -79,6 +81,39 @@ nlohmann::json list_document(const store::Store* db, const std::string& database
   for (const store::RunRecord& run : runs) {
     document["runs"].push_back(run_json(run));
   }
+  return document;
+}
+
+void add_list_details(const store::Store& db, nlohmann::json& document, const std::vector<store::RunRecord>& runs) {
+  std::map<std::string, nlohmann::json> values_of;  // spec hash -> values, each spec read once
+  auto& listed = document.at("runs");
+  for (std::size_t i = 0; i < runs.size() && i < listed.size(); ++i) {
+    const store::RunRecord& run = runs[i];
+    auto found = values_of.find(run.spec_hash);
+    if (found == values_of.end()) {
+      nlohmann::json values = nlohmann::json::object();
+      if (const auto spec = db.spec(run.spec_hash)) {
+        const nlohmann::json canonical = nlohmann::json::parse(spec->canonical, nullptr, false);
+        if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
+          values = spec::applicable_values(canonical.at("spec"));
+        }
+      }
+      found = values_of.emplace(run.spec_hash, std::move(values)).first;
+    }
+    listed[i]["values"] = found->second;
+    listed[i]["summary"] = parse_object(run.summary_json, nlohmann::json::object());
+  }
+}
+
+nlohmann::json series_document(const store::Store& db, const std::string& run_id, const std::string& metric) {
+  nlohmann::json document = json_envelope("series");
+  document["run"] = run_id;
+  document["metric"] = metric;
+  nlohmann::json points = nlohmann::json::array();
+  for (const store::MetricPoint& point : db.metrics(run_id, {.name = metric, .rank = std::nullopt})) {
+    points.push_back({{"rank", point.rank}, {"step", point.step}, {"value", point.value}});  // NaN: null
+  }
+  document["points"] = std::move(points);
   return document;
 }
 

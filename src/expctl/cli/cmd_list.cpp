@@ -22,6 +22,7 @@ struct ListOptions {
   std::string spec_prefix;
   size_t limit = 0;
   std::string format = "text";
+  bool details = false;
 };
 
 store::RunFilter make_filter(const ListOptions& options) {
@@ -56,6 +57,9 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   const std::optional<NodeLag> lag = db ? node_lag(globals, *db) : std::nullopt;
   if (options.format == "json") {
     nlohmann::json document = api::list_document(db ? &*db : nullptr, globals.db_path, runs);
+    if (db && options.details) {
+      api::add_list_details(*db, document, runs);
+    }
     document["node_lag"] = node_lag_json(lag);
     print_json(document);
     if (!db) {
@@ -106,6 +110,8 @@ void setup_list(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--limit", options->limit, "Show at most N runs (0: all)")
       ->option_text("N")
       ->check(CLI::NonNegativeNumber);
+  command->add_flag("--details", options->details,
+                    "With --format json: each run's summary and its spec's values too (docs/analysis.md)");
   add_format_option(command, options->format);
   command->callback([options, globals] { run_list(*options, *globals); });
 }

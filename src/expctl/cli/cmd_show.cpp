@@ -7,6 +7,7 @@
 #include "expctl/api/show.hpp"
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_store.hpp"
+#include "expctl/compare/selector.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::cli {
@@ -16,6 +17,7 @@ namespace {
 struct ShowOptions {
   std::string selector;
   std::string format = "text";
+  std::string series;  ///< --series NAME: that metric's every point instead
 };
 
 /// A run on a team server: how it got there, and how many of this node's points of it are not
@@ -32,6 +34,11 @@ std::optional<api::Shipping> shipping_of(store::Store& db, const GlobalOptions& 
 
 void run_show(const ShowOptions& options, const GlobalOptions& globals) {
   store::Store db = open_store(globals, store::OpenMode::read_only);
+  if (!options.series.empty()) {
+    EXPCTL_CHECK(options.format == "json", util::UsageError, "--series gives JSON only: add --format json");
+    print_json(api::series_document(db, compare::resolve_one(db, options.selector, "show").id, options.series));
+    return;
+  }
   const api::RunDetails details = api::read_details(db, options.selector, "show");
   const auto shipping = shipping_of(db, globals, details.run.id);
   if (options.format == "json") {
@@ -58,6 +65,11 @@ void setup_show(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
                          "  expctl show 20261129-223118-3fa9c2\n"
                          "  expctl show 20261129-2231 --format json");
   command->add_option("run", options->selector, "Any selector that names one run (see above)")->required()->option_text("RUN");
+  command
+      ->add_option("--series", options->series,
+                   "Print every point of this metric instead (rank, step, value; every rank, full\n"
+                   "resolution; with --format json)")
+      ->option_text("NAME");
   add_format_option(command, options->format);
   command->callback([options, globals] { run_show(*options, *globals); });
 }

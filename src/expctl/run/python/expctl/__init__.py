@@ -1,9 +1,14 @@
-"""Report a training program's metrics to `expctl run` (docs/program.md). Standard library only.
+"""Report a training program's metrics to `expctl run` (docs/program.md), and read a store's runs
+into pandas for analysis (docs/analysis.md). Standard library only, until an analysis call
+imports pandas.
 
     import expctl
     params = expctl.params()            # program.params of the spec ({} outside expctl)
     ...
     expctl.log(step, loss=loss.item(), samples=len(batch))
+
+    table = expctl.runs(status="completed")        # a DataFrame, one row per run
+    curve = expctl.series(table.id[0], "loss")     # rank, step, value at full resolution
 
 Outside `expctl run` (no EXPCTL_METRICS_FD) every call is a no-op, so the same script still runs
 under torchrun or plain python; so is every call in a process whose descriptor EXPCTL_METRICS_FD
@@ -29,7 +34,8 @@ import sys
 import threading
 import time
 
-__all__ = ["log", "params", "heartbeat", "active", "seed", "run_id", "checkpoint_dir", "resuming", "rank"]
+__all__ = ["log", "params", "heartbeat", "active", "seed", "run_id", "checkpoint_dir", "resuming", "rank",
+           "runs", "series", "compare"]
 
 _PIPE_BUF = 4096
 _HEARTBEAT_EVERY_S = 2.0
@@ -217,3 +223,85 @@ def _report_local_modules():
 
 if active():
     atexit.register(_report_local_modules)
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis: a store's runs in a notebook (docs/analysis.md). Everything is read through the
+# `expctl` binary's JSON, so a SQLite file and a team server read alike.
+
+_RUN_COLUMNS = ("id", "name", "status", "tags", "spec_hash", "environment_hash", "started_at", "ended_at",
+                "duration_s", "exit_code", "root_cause", "run_dir")
+_FILTERS = {"status": "--status", "tag": "--tag", "spec": "--spec", "limit": "--limit"}
+
+
+def _binary():
+    import shutil
+    path = os.environ.get("EXPCTL") or shutil.which("expctl")
+    if not path:
+        raise FileNotFoundError("expctl: no expctl binary found: put it on PATH or set EXPCTL=/path/to/expctl")
+    return path
+
+
+def _call(args, db, ok=(0,)):
+    """The JSON document `expctl [--db DB] ARGS` prints; its own one-line error when it fails."""
+    import subprocess
+    argv = [_binary()] + (["--db", str(db)] if db is not None else []) + list(args)
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode not in ok:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise RuntimeError("expctl %s exited %d: %s" % (" ".join(args), done.returncode,
+                                                        lines[-1] if lines else "(no message)"))
+    return json.loads(done.stdout)
+
+
+def _flatten(prefix, value, into):
+    if isinstance(value, dict) and value:
+        for key, inner in value.items():
+            _flatten(prefix + "." + key if prefix else key, inner, into)
+    else:
+        into[prefix] = value
+
+
+def runs(db=None, **filters):
+    """The store's runs as a pandas DataFrame, newest first: one row per run with its id, name,
+    status, tags (a list), spec hash, times, exit code and root cause; every value of its spec as a
+    dotted column ("optim.lr", "data.batch_size"); every figure of its summary under its own name
+    ("final_train_loss", "eval_accuracy", ...; "summary.<name>" where that clashes).
+
+    db: a SQLite file or a server's connection string (default: EXPCTL_DB, else the binary's
+    default store). filters: status="completed", tag="sweep:lr", spec="3fa9c2" (a spec hash
+    prefix), limit=10 - as `expctl list` takes them."""
+    import pandas
+    unknown = sorted(set(filters) - set(_FILTERS))
+    if unknown:
+        raise TypeError("expctl.runs: unknown filter %s (the filters are %s)" % (", ".join(unknown),
+                                                                                ", ".join(sorted(_FILTERS))))
+    args = ["list", "--format", "json", "--details"]
+    for name, value in filters.items():
+        if value is not None:
+            args += [_FILTERS[name], str(value)]
+    rows = []
+    for run in _call(args, db)["runs"]:
+        row = {name: run.get(name) for name in _RUN_COLUMNS}
+        _flatten("", run.get("values") or {}, row)
+        for name, value in (run.get("summary") or {}).items():
+            row["summary." + name if name in row else name] = value
+        rows.append(row)
+    return pandas.DataFrame(rows, columns=None if rows else list(_RUN_COLUMNS))
+
+
+def series(run, metric, db=None):
+    """Every point of one metric of one run, every rank, at full resolution: a DataFrame with the
+    columns rank, step, value (NaN where the run logged a non-finite value). run: any selector
+    `expctl show` takes (an id or prefix, @latest, tag:NAME)."""
+    import pandas
+    document = _call(["show", str(run), "--series", metric, "--format", "json"], db)
+    points = document["points"]
+    return pandas.DataFrame({"rank": [p["rank"] for p in points], "step": [p["step"] for p in points],
+                             "value": [float("nan") if p["value"] is None else p["value"] for p in points]})
+
+
+def compare(a, b, db=None):
+    """`expctl compare A B --format json` as a dict: the verdict, every metric's statistics and
+    what differs between the two sides. A regression is a result here, not an error."""
+    return _call(["compare", str(a), str(b), "--format", "json"], db, ok=(0, 3))
