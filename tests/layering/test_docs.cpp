@@ -10,6 +10,7 @@
 #include "docs.hpp"
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace expctl::test::layering;
 
@@ -128,4 +129,35 @@ TEST_CASE("docs: README's set-up commands need no sudo, so they run as root wher
   }
   CHECK(quick_start_commands("## Quick start\n\n```sh\n# install\nsudo x.sh  \n\n  y.sh\n```\nz.sh\n") ==
         std::vector<std::string>{"sudo x.sh  ", "y.sh"});
+}
+
+TEST_CASE("docs: the torchfree preset builds every module's unit tests but train's, and runs them") {
+  // docs/contributing.md, "Without LibTorch": the preset is what proves the split, so a module
+  // whose tests it leaves out is a module nobody builds without LibTorch.
+  const auto presets = nlohmann::json::parse(read_text(expctl::test::source_dir() / "CMakePresets.json"));
+  const auto named = [&](const char* kind) {
+    for (const auto& preset : presets.at(kind)) {
+      if (preset.at("name") == "torchfree") {
+        return preset;
+      }
+    }
+    FAIL("CMakePresets.json has no " << kind << " named torchfree");
+    return nlohmann::json();
+  };
+  const auto configure = named("configurePresets");
+  CHECK(configure.at("cacheVariables").at("EXPCTL_WITH_TORCH") == "OFF");
+  std::set<std::string> targets;
+  const auto build = named("buildPresets");
+  for (const auto& target : build.at("targets")) {
+    targets.insert(target.get<std::string>());
+  }
+  CHECK(targets.contains("test_layering"));
+  for (const auto& entry : std::filesystem::directory_iterator(expctl::test::source_dir() / "tests/unit")) {
+    const std::string module = entry.path().filename().string();
+    if (entry.is_directory() && module != "train") {
+      CAPTURE(module);
+      CHECK(targets.contains("test_" + module));
+    }
+  }
+  CHECK(named("testPresets").at("configurePreset") == "torchfree");
 }
