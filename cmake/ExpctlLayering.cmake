@@ -10,7 +10,7 @@
 # targets, except $<LINK_ONLY:...> entries (a dependency's PRIVATE links, which propagate no
 # headers). Imported targets (fmt::fmt, Catch2...) are not followed.
 
-set(EXPCTL_LAYERING_MODULES util spec env store tensorboard launch train compare report api serve run sweep sweep_run nightly cli)
+set(EXPCTL_LAYERING_MODULES util catalog spec env store tensorboard launch train compare report api serve run sweep sweep_run nightly cli)
 
 # The real (non-alias, non-imported) target named by a link item, or "" for anything else.
 function(_expctl_layering_target out item)

@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine → installed dependencies, a release build, and the quick-start experiment
 # (Fashion-MNIST, small MLP, 2 ranks, 300 steps: about 15 s on 2 cores), recorded in results/expctl.db.
-# Usage: sudo scripts/bootstrap.sh
+# Usage: scripts/bootstrap.sh
+#
+# Only the installation needs root: as root (a container, a CI image, where there is often no
+# sudo) it runs directly; as another user through sudo, which must then exist. The build and the
+# experiment run as whoever started the script, so the build tree and the store stay theirs.
+# tests/layering/test_bootstrap.sh holds the script to this rule, and test_docs holds README's
+# set-up line to `scripts/bootstrap.sh` without sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+if [[ $(id -u) -eq 0 ]]; then
+  scripts/install-deps.sh
+elif command -v sudo >/dev/null; then
+  sudo scripts/install-deps.sh
+else
+  echo "bootstrap.sh: installing the dependencies needs root, and there is no sudo: run it as root" \
+       "(then it needs no sudo), or install sudo" >&2
+  exit 2
+fi
 cmake --preset release
 cmake --build --preset release
 ./build/release/expctl validate experiments/quickstart.yaml

@@ -1,5 +1,7 @@
 #include "docs.hpp"
 
+#include <algorithm>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -144,6 +146,49 @@ std::set<std::string> readme_layout_modules(std::string_view readme_md) {
     }
   }
   return {};
+}
+
+std::vector<std::string> quick_start_commands(std::string_view readme_md) {
+  std::vector<std::string> commands;
+  for (const std::string& line : fenced_block_after(readme_md, "## Quick start")) {
+    const size_t start = line.find_first_not_of(" \t");
+    if (start != std::string::npos && line[start] != '#') {
+      commands.push_back(line.substr(start));
+    }
+  }
+  return commands;
+}
+
+std::vector<SourceLine> grep_sources(const std::filesystem::path& root, const std::string& pattern) {
+  const std::regex expression(pattern);
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root / "src")) {
+    const std::string extension = entry.path().extension().string();
+    if (entry.is_regular_file() && (extension == ".cpp" || extension == ".hpp" || extension == ".h")) {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<SourceLine> matches;
+  for (const auto& path : files) {
+    std::ifstream in(path);
+    int number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++number;
+      if (std::regex_search(line, expression)) {
+        matches.push_back({std::filesystem::relative(path, root).generic_string(), number});
+      }
+    }
+  }
+  return matches;
+}
+
+std::set<std::string> files_of(const std::vector<SourceLine>& matches) {
+  std::set<std::string> files;
+  for (const SourceLine& match : matches) {
+    files.insert(match.file);
+  }
+  return files;
 }
 
 }  // namespace expctl::test::layering

@@ -3,6 +3,7 @@
 /// layout, held against module-deps.txt (what each module may include, from the build). Pure
 /// functions over texts, so the checker's own tests can feed it a diagram that is wrong.
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -32,5 +33,23 @@ std::vector<std::string> diagram_problems(const ModuleDeps& diagram, const Modul
 
 /// The modules README's layout names on its `src/expctl/` line.
 std::set<std::string> readme_layout_modules(std::string_view readme_md);
+
+/// The commands of README's quick start: the lines of the first ``` block after "## Quick start",
+/// without comments and blank lines.
+std::vector<std::string> quick_start_commands(std::string_view readme_md);
+
+/// One line of a source file.
+struct SourceLine {
+  std::string file;  ///< relative to the tree's root: "src/expctl/store/merge.cpp"
+  int line = 0;      ///< 1-based
+};
+
+/// Every line of the C++ files (.cpp, .hpp, .h) under `root`/src that `pattern` (ECMAScript)
+/// matches, in path order: what ARCHITECTURE.md's claims about where something is done are
+/// held against.
+std::vector<SourceLine> grep_sources(const std::filesystem::path& root, const std::string& pattern);
+
+/// The files of `matches`, once each.
+std::set<std::string> files_of(const std::vector<SourceLine>& matches);
 
 }  // namespace expctl::test::layering

@@ -10,6 +10,7 @@
 #include "docs.hpp"
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace expctl::test::layering;
 
@@ -111,4 +112,52 @@ TEST_CASE("docs: a link the diagram does not draw is reported with its fix, and 
         std::set<std::string>{"util", "run"});
   CHECK(readme_layout_modules("## Layout\n```\nsrc/expctl/   libraries: util, run (see X.md)\n```\n") ==
         std::set<std::string>{"util", "run"});
+}
+
+TEST_CASE("docs: README's set-up commands need no sudo, so they run as root where there is none") {
+  // A fresh container or CI image runs as root and has no sudo: `sudo scripts/bootstrap.sh`
+  // failed there at once. The scripts ask for root themselves, through sudo only when not root
+  // (scripts/bootstrap.sh; test_bootstrap.sh runs it both ways).
+  const std::string readme = read_text(expctl::test::source_dir() / "README.md");
+  const std::vector<std::string> commands = quick_start_commands(readme);
+  REQUIRE(commands.size() >= 2);
+  CHECK(commands.front() == "scripts/bootstrap.sh");
+  for (const std::string& command : commands) {
+    CAPTURE(command);
+    CHECK_FALSE(command.starts_with("sudo "));
+    CHECK(command.find(" sudo ") == std::string::npos);
+  }
+  CHECK(quick_start_commands("## Quick start\n\n```sh\n# install\nsudo x.sh  \n\n  y.sh\n```\nz.sh\n") ==
+        std::vector<std::string>{"sudo x.sh  ", "y.sh"});
+}
+
+TEST_CASE("docs: the torchfree preset builds every module's unit tests but train's, and runs them") {
+  // docs/contributing.md, "Without LibTorch": the preset is what proves the split, so a module
+  // whose tests it leaves out is a module nobody builds without LibTorch.
+  const auto presets = nlohmann::json::parse(read_text(expctl::test::source_dir() / "CMakePresets.json"));
+  const auto named = [&](const char* kind) {
+    for (const auto& preset : presets.at(kind)) {
+      if (preset.at("name") == "torchfree") {
+        return preset;
+      }
+    }
+    FAIL("CMakePresets.json has no " << kind << " named torchfree");
+    return nlohmann::json();
+  };
+  const auto configure = named("configurePresets");
+  CHECK(configure.at("cacheVariables").at("EXPCTL_WITH_TORCH") == "OFF");
+  std::set<std::string> targets;
+  const auto build = named("buildPresets");
+  for (const auto& target : build.at("targets")) {
+    targets.insert(target.get<std::string>());
+  }
+  CHECK(targets.contains("test_layering"));
+  for (const auto& entry : std::filesystem::directory_iterator(expctl::test::source_dir() / "tests/unit")) {
+    const std::string module = entry.path().filename().string();
+    if (entry.is_directory() && module != "train") {
+      CAPTURE(module);
+      CHECK(targets.contains("test_" + module));
+    }
+  }
+  CHECK(named("testPresets").at("configurePreset") == "torchfree");
 }

@@ -10,9 +10,9 @@
 #include "expctl/cli/support_store.hpp"
 #include "expctl/nightly/night.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
 #include "expctl/cli/support_result.hpp"
-#include "expctl/util/strings.hpp"
 #endif
 
 namespace expctl::cli {

@@ -17,7 +17,8 @@ struct Asset {
 /// The asset served at `path`, or nullopt.
 std::optional<Asset> find_asset(std::string_view path);
 
-/// The page every view loads (/, /run, /compare, /sweep).
+/// The page every view loads (the page rows of routes.hpp), with their list and header links
+/// filled in from the route table.
 std::string_view index_page();
 
 }  // namespace expctl::serve

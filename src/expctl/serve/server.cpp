@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "expctl/api/watch.hpp"
 #include "expctl/compare/selector.hpp"
 #include "expctl/serve/assets.hpp"
+#include "expctl/serve/routes.hpp"
 #include "expctl/serve/security.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/metric_names.hpp"
@@ -356,6 +358,19 @@ T number_param(const Request& request, const char* name, T fallback, T low, T hi
   return value;
 }
 
+/// A path as cpp-httplib's patterns (regular expressions) match it exactly: "/api/series.csv"
+/// must not also match "/api/seriesXcsv".
+std::string regex_escaped(std::string_view path) {
+  std::string pattern;
+  for (const char c : path) {
+    if (std::string_view(R"(\^$.|?*+()[]{})").find(c) != std::string_view::npos) {
+      pattern += '\\';
+    }
+    pattern += c;
+  }
+  return pattern;
+}
+
 void send_json(Response& response, const nlohmann::json& document) {
   response.set_content(safe_json_text(document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)),
                        "application/json; charset=utf-8");
@@ -610,14 +625,14 @@ struct Server::Impl {
     };
   }
 
+  // Every row of routes.cpp gets its handler here, and nothing else is registered: a row without
+  // a handler, or a handler without a row, stops the server from being made at all.
   void add_routes() {
-    const auto page = [](const Request&, Response& response) {
-      response.set_content(std::string(index_page()), "text/html; charset=utf-8");
+    std::map<std::string_view, httplib::Server::Handler> handlers;
+    const auto get = [&handlers](std::string_view path, httplib::Server::Handler handler) {
+      handlers.emplace(path, std::move(handler));
     };
-    for (const char* path : {"/", "/run", "/compare", "/sweep"}) {
-      http.Get(path, page);
-    }
-    http.Get(R"(/assets/[a-z]+\.(js|css))", [](const Request& request, Response& response) {
+    get("/assets/", [](const Request& request, Response& response) {
       const auto asset = find_asset(request.path);
       if (!asset) {
         send_error(response, 404, "no such asset");
@@ -628,84 +643,96 @@ struct Server::Impl {
       response.headers.erase("Cache-Control");
       response.set_header("Cache-Control", "private, max-age=3600");
     });
-    http.Get("/api/runs", route([this](const Request& request, Response& response) {
-      const auto query = runs_query(request);
-      const auto store = stores.take();
-      send_json(response, api::runs_page(*store, query));
-    }));
-    http.Get("/api/run", route([this](const Request& request, Response& response) {
-      const auto store = stores.take();
-      const auto run = exact_run(*store, param(request, "id"));
-      nlohmann::json document = api::details_json(api::read_details(*store, run.id, "serve", options.folder));
-      document["run"].erase("run_dir");
-      send_json(response, document);
-    }));
-    http.Get("/api/watch", route([this](const Request& request, Response& response) {
-      const auto store = stores.take();
-      const auto run = exact_run(*store, param(request, "id"));
-      nlohmann::json document = api::view_json(api::watch_view(*store, run.id, options.folder));
-      document["run"].erase("run_dir");
-      send_json(response, document);
-    }));
-    http.Get("/api/series", route([this](const Request& request, Response& response) {
-      const auto store = stores.take();
-      send_json(response, api::series_document(*store, series_query(request, *store)));
-    }));
-    http.Get("/api/sweeps", route([this](const Request&, Response& response) {
-               send_json(response, api::sweeps_list(options.sweeps));
-             }));
-    http.Get("/api/sweep", route([this](const Request& request, Response& response) {
-               const std::string name = param(request, "name");
-               const auto found = std::find_if(options.sweeps.begin(), options.sweeps.end(),
-                                               [&](const auto& sweep) { return sweep->name == name; });
-               if (found == options.sweeps.end()) {
-                 throw HttpError{404, options.sweeps.empty()
-                                          ? "this server shows no sweeps: start it with --sweep FILE"
-                                          : "no sweep of this name is served (/api/sweeps lists them)"};
-               }
-               std::vector<std::string> metrics;
-               const std::size_t count = request.get_param_value_count("metric");
-               if (count > api::k_max_metric_columns) {
-                 throw HttpError{400, fmt::format("at most {} metrics", api::k_max_metric_columns)};
-               }
-               for (std::size_t i = 0; i < count; ++i) {
-                 metrics.push_back(request.get_param_value("metric", i));
-               }
-               const auto store = stores.take();
-               send_json(response, api::sweep_document(*store, **found, metrics));
-             }));
-    http.Get("/api/phases", route([this](const Request& request, Response& response) {
-               const auto store = stores.take();
-               api::PhaseSharesQuery query;
-               query.run_id = exact_run(*store, param(request, "id")).id;
-               query.rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
-               query.x = x_axis(request);
-               query.buckets = number_param<std::size_t>(request, "buckets", 300, 1, api::k_max_series_points / 3);
-               send_json(response, api::phase_shares_document(*store, query));
-             }));
-    http.Get("/api/series.csv", route([this](const Request& request, Response& response) {
-      const auto store = stores.take();
-      auto query = series_query(request, *store);
-      query.points = api::k_max_series_points;
-      response.set_content(api::series_csv(api::series_document(*store, query)), "text/csv; charset=utf-8");
-      response.set_header("Content-Disposition", "attachment; filename=\"series.csv\"");
-    }));
-    http.Get("/api/log", route([this](const Request& request, Response& response) {
-      const auto store = stores.take();
-      const auto run = exact_run(*store, param(request, "id"));
-      const int rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
-      const auto text = api::log_tail(*store, run, rank, 64 * 1024, options.folder);
-      if (!text) {
-        throw HttpError{404, "no log of this rank in the run's folder on this host"};
+    get("/api/runs", route([this](const Request& request, Response& response) {
+          const auto query = runs_query(request);
+          const auto store = stores.take();
+          send_json(response, api::runs_page(*store, query));
+        }));
+    get("/api/run", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          const auto run = exact_run(*store, param(request, "id"));
+          nlohmann::json document = api::details_json(api::read_details(*store, run.id, "serve", options.folder));
+          document["run"].erase("run_dir");
+          send_json(response, document);
+        }));
+    get("/api/watch", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          const auto run = exact_run(*store, param(request, "id"));
+          nlohmann::json document = api::view_json(api::watch_view(*store, run.id, options.folder));
+          document["run"].erase("run_dir");
+          send_json(response, document);
+        }));
+    get("/api/series", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          send_json(response, api::series_document(*store, series_query(request, *store)));
+        }));
+    get("/api/sweeps",
+        route([this](const Request&, Response& response) { send_json(response, api::sweeps_list(options.sweeps)); }));
+    get("/api/sweep", route([this](const Request& request, Response& response) {
+          const std::string name = param(request, "name");
+          const auto found = std::find_if(options.sweeps.begin(), options.sweeps.end(),
+                                          [&](const auto& sweep) { return sweep->name == name; });
+          if (found == options.sweeps.end()) {
+            throw HttpError{404, options.sweeps.empty() ? "this server shows no sweeps: start it with --sweep FILE"
+                                                        : "no sweep of this name is served (/api/sweeps lists them)"};
+          }
+          std::vector<std::string> metrics;
+          const std::size_t count = request.get_param_value_count("metric");
+          if (count > api::k_max_metric_columns) {
+            throw HttpError{400, fmt::format("at most {} metrics", api::k_max_metric_columns)};
+          }
+          for (std::size_t i = 0; i < count; ++i) {
+            metrics.push_back(request.get_param_value("metric", i));
+          }
+          const auto store = stores.take();
+          send_json(response, api::sweep_document(*store, **found, metrics));
+        }));
+    get("/api/phases", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          api::PhaseSharesQuery query;
+          query.run_id = exact_run(*store, param(request, "id")).id;
+          query.rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
+          query.x = x_axis(request);
+          query.buckets = number_param<std::size_t>(request, "buckets", 300, 1, api::k_max_series_points / 3);
+          send_json(response, api::phase_shares_document(*store, query));
+        }));
+    get("/api/series.csv", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          auto query = series_query(request, *store);
+          query.points = api::k_max_series_points;
+          response.set_content(api::series_csv(api::series_document(*store, query)), "text/csv; charset=utf-8");
+          response.set_header("Content-Disposition", "attachment; filename=\"series.csv\"");
+        }));
+    get("/api/log", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          const auto run = exact_run(*store, param(request, "id"));
+          const int rank = number_param<int>(request, "rank", 0, 0, 1'000'000);
+          const auto text = api::log_tail(*store, run, rank, 64 * 1024, options.folder);
+          if (!text) {
+            throw HttpError{404, "no log of this rank in the run's folder on this host"};
+          }
+          response.set_content(*text, "text/plain; charset=utf-8");
+        }));
+    get("/api/compare", route([this](const Request& request, Response& response) {
+          const std::string a = group_param(request, "a");
+          const std::string b = group_param(request, "b");
+          const auto store = stores.take();
+          send_json(response, api::compare_document(api::compare_groups(*store, a, b, {})));
+        }));
+    const auto page = [](const Request&, Response& response) {
+      response.set_content(std::string(index_page()), "text/html; charset=utf-8");
+    };
+    for (const Route& row : routes()) {
+      if (row.kind == RouteKind::page) {
+        http.Get(regex_escaped(row.path), page);
+        continue;
       }
-      response.set_content(*text, "text/plain; charset=utf-8");
-    }));
-    http.Get("/api/compare", route([this](const Request& request, Response& response) {
-      const std::string a = group_param(request, "a");
-      const std::string b = group_param(request, "b");
-      const auto store = stores.take();
-      send_json(response, api::compare_document(api::compare_groups(*store, a, b, {})));
-    }));
+      const auto handler = handlers.find(row.path);
+      EXPCTL_ASSERT(handler != handlers.end(), "serve: route {} (routes.cpp) has no handler", row.path);
+      http.Get(regex_escaped(row.path) + (row.kind == RouteKind::asset ? R"([a-z]+\.(js|css))" : ""), handler->second);
+      handlers.erase(handler);
+    }
+    EXPCTL_ASSERT(handlers.empty(), "serve: the handler of {} has no row in routes.cpp", handlers.begin()->first);
   }
 };
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "expctl/spec/catalog.hpp"
+#include "expctl/catalog/catalog.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -45,18 +45,18 @@ constexpr ListSize no_items() {
   return {0, 0};
 }
 
-// The choice lists that come from the catalog (spec/catalog.hpp), built once; the table below is
+// The choice lists that come from the catalog (catalog/catalog.hpp), built once; the table below is
 // built on first use, after them (never during another file's static initialisation).
 const std::string& dataset_choices() {
-  static const std::string choices = choice_list(datasets());
+  static const std::string choices = catalog::choice_list(catalog::datasets());
   return choices;
 }
 const std::string& model_choices() {
-  static const std::string choices = choice_list(models());
+  static const std::string choices = catalog::choice_list(catalog::models());
   return choices;
 }
 const std::string& loss_choices() {
-  static const std::string choices = choice_list(losses());
+  static const std::string choices = catalog::choice_list(catalog::losses());
   return choices;
 }
 

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "expctl/catalog/catalog.hpp"
 #include "expctl/spec/canonical.hpp"
-#include "expctl/spec/catalog.hpp"
 #include "expctl/spec/convert.hpp"
 #include "expctl/spec/profile.hpp"
 #include "expctl/spec/program.hpp"
@@ -472,7 +472,7 @@ class SpecBuilder {
     }
     auto& root = m_values["data"]["root"];
     if (root.get<std::string>().empty()) {
-      root = std::string(find_dataset(m_values["data"]["dataset"].get<std::string>())->default_root);
+      root = std::string(catalog::find_dataset(m_values["data"]["dataset"].get<std::string>())->default_root);
     }
     auto& train = m_values["train"];
     if (train["epochs"].get<int64_t>() == 0 && train["max_steps"].get<int64_t>() == 0) {
@@ -552,9 +552,10 @@ class SpecBuilder {
       m_inputs.push_back({std::string(field.path), path, std::move(*digest)});
     }
     // A program spec trains nothing of the data section: its files are the program's (check_program).
-    const DatasetInfo* dataset = find_dataset(m_values["data"]["dataset"].get<std::string>());
-    if (dataset != nullptr && dataset->source == DataSource::packaged && !has_program(m_values)) {
-      for (const DatasetFile& file : dataset_files(*dataset, m_values["data"]["root"].get<std::string>())) {
+    const catalog::DatasetInfo* dataset = catalog::find_dataset(m_values["data"]["dataset"].get<std::string>());
+    if (dataset != nullptr && dataset->source == catalog::DataSource::packaged && !has_program(m_values)) {
+      for (const catalog::DatasetFile& file :
+           catalog::dataset_files(*dataset, m_values["data"]["root"].get<std::string>())) {
         auto digest = file.exists ? util::file_digest(file.path) : util::Expected<std::string>(k_absent);
         m_inputs.push_back({"data.root/" + file.name, file.path, digest ? std::move(*digest) : k_absent});
       }

@@ -1,9 +1,12 @@
 #include "expctl/train/options.hpp"
 
-#include <fmt/format.h>
-
 #include <optional>
 #include <vector>
+
+#include <fmt/format.h>
+
+#include "expctl/catalog/catalog.hpp"
+#include "expctl/train/dataset_info.hpp"
 
 // The spellings of every option the spec names, torch-free: the run module parses a spec into
 // a TrainerConfig without loading the LibTorch plugin (train/plugin.hpp).
@@ -12,39 +15,6 @@ namespace expctl::train {
 namespace {
 
 using util::TrainError;
-
-struct DatasetEntry {
-  DatasetKind kind;
-  const char* name;
-  const char* default_root;
-  Normalization normalization;
-};
-
-const std::vector<DatasetEntry>& dataset_table() {
-  static const std::vector<DatasetEntry> table = {
-      {DatasetKind::fashion_mnist, "fashion-mnist", "/usr/share/datasets/fashion-mnist", {{0.2860F}, {0.3530F}}},
-      {DatasetKind::mnist, "mnist", "/usr/share/datasets/mnist", {{0.1307F}, {0.3081F}}},
-      {DatasetKind::cifar10,
-       "cifar10",
-       "/usr/share/datasets/cifar10",
-       {{0.4914F, 0.4822F, 0.4465F}, {0.2470F, 0.2435F, 0.2616F}}},
-      {DatasetKind::synthetic, "synthetic", "", {{0.0F}, {1.0F}}},
-      {DatasetKind::npy, "npy", "", {{0.0F}, {1.0F}}},
-      // ImageNet's, as torchvision's model zoo and most recipes use them; the spec's data.mean/std override.
-      {DatasetKind::imagefolder, "imagefolder", "", {{0.485F, 0.456F, 0.406F}, {0.229F, 0.224F, 0.225F}}},
-      {DatasetKind::tokens, "tokens", "", {{0.0F}, {1.0F}}},
-  };
-  return table;
-}
-
-const DatasetEntry& entry_for(DatasetKind kind) {
-  for (const auto& entry : dataset_table()) {
-    if (entry.kind == kind) {
-      return entry;
-    }
-  }
-  EXPCTL_ASSERT(false, "dataset kind {} missing from the table", static_cast<int>(kind));
-}
 
 // A spelling of an enum value; the tables below are searched both ways.
 template <typename Kind>
@@ -73,6 +43,17 @@ const char* name_of(const Spelling<Kind> (&table)[N], Kind kind, const char* wha
   EXPCTL_ASSERT(false, "{} {} missing from its table", what, static_cast<int>(kind));
 }
 
+// The names of the spec's datasets; everything else about one is its catalog row.
+constexpr Spelling<DatasetKind> k_datasets[] = {
+    {DatasetKind::fashion_mnist, "fashion-mnist"},
+    {DatasetKind::mnist, "mnist"},
+    {DatasetKind::cifar10, "cifar10"},
+    {DatasetKind::synthetic, "synthetic"},
+    {DatasetKind::npy, "npy"},
+    {DatasetKind::imagefolder, "imagefolder"},
+    {DatasetKind::tokens, "tokens"},
+};
+
 constexpr Spelling<ModelKind> k_models[] = {
     {ModelKind::mlp, "mlp"},
     {ModelKind::cnn, "cnn"},
@@ -100,13 +81,15 @@ constexpr Spelling<BackendRequest> k_backend_names[] = {
 }  // namespace
 
 DatasetKind parse_dataset_kind(const std::string& text) {
-  for (const auto& entry : dataset_table()) {
-    if (text == entry.name) {
-      return entry.kind;
-    }
+  if (const auto kind = kind_named(k_datasets, text)) {
+    return *kind;
   }
-  throw TrainError(fmt::format(
-      "unknown dataset \"{}\": use fashion-mnist, mnist, cifar10, synthetic, npy, imagefolder or tokens", text));
+  std::string names;
+  const auto rows = catalog::datasets();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == rows.size() ? " or " : ", ") + std::string(rows[i].name);
+  }
+  throw TrainError(fmt::format("unknown dataset \"{}\": use {}", text, names));
 }
 
 BadImagePolicy parse_bad_image_policy(const std::string& text) {
@@ -117,15 +100,22 @@ BadImagePolicy parse_bad_image_policy(const std::string& text) {
 }
 
 const char* dataset_name(DatasetKind kind) {
-  return entry_for(kind).name;
+  return name_of(k_datasets, kind, "dataset kind");
+}
+
+const catalog::DatasetInfo& dataset_info(DatasetKind kind) {
+  const catalog::DatasetInfo* row = catalog::find_dataset(dataset_name(kind));
+  EXPCTL_ASSERT(row != nullptr, "dataset {} has no catalog row", dataset_name(kind));
+  return *row;
 }
 
 Normalization default_normalization(DatasetKind kind) {
-  return entry_for(kind).normalization;
+  const catalog::DatasetInfo& row = dataset_info(kind);
+  return {{row.mean.begin(), row.mean.end()}, {row.std.begin(), row.std.end()}};
 }
 
 std::filesystem::path default_dataset_root(DatasetKind kind) {
-  return entry_for(kind).default_root;
+  return dataset_info(kind).default_root;
 }
 
 GradCompression parse_grad_compression(const std::string& text) {

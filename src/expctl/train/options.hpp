@@ -23,7 +23,7 @@ namespace expctl::train {
 // ---------------------------------------------------------------------------------------------
 // Data
 
-/// The spec's `data.dataset` (names: spec/catalog.cpp; a test ties the two).
+/// The spec's `data.dataset` (names: catalog/catalog.cpp; a test ties the two).
 enum class DatasetKind { fashion_mnist, mnist, cifar10, synthetic, npy, imagefolder, tokens };
 
 /// Parses "fashion-mnist", "mnist", "cifar10", "synthetic", "npy", "imagefolder" or "tokens"; throws TrainError
@@ -39,7 +39,7 @@ struct Normalization {
   bool operator==(const Normalization&) const = default;
 };
 
-/// The usual constants (e.g. Fashion-MNIST 0.2860/0.3530); synthetic data is left as is (0/1).
+/// The catalog row's (e.g. Fashion-MNIST 0.2860/0.3530); synthetic data is left as is (0/1).
 Normalization default_normalization(DatasetKind kind);
 
 /// The spec's `data.on_bad_image`: what an image that does not decode does to the run.
@@ -50,8 +50,8 @@ enum class BadImagePolicy {
 /// Parses "fail" or "skip"; throws TrainError otherwise.
 BadImagePolicy parse_bad_image_policy(const std::string& text);
 
-/// Where a dataset is looked for when the spec gives no root (Debian's dataset-fashion-mnist
-/// installs /usr/share/datasets/fashion-mnist).
+/// Where a dataset is looked for when the spec gives no root: its catalog row's (Debian's
+/// dataset-fashion-mnist installs /usr/share/datasets/fashion-mnist).
 std::filesystem::path default_dataset_root(DatasetKind kind);
 
 /// What to load.
@@ -90,7 +90,7 @@ struct DatasetOptions {
 // ---------------------------------------------------------------------------------------------
 // Model
 
-/// The spec's `model.arch` (names: spec/catalog.cpp; a test ties the two).
+/// The spec's `model.arch` (names: catalog/catalog.cpp; a test ties the two).
 enum class ModelKind { mlp, cnn, torchscript };
 
 /// Parses "mlp", "cnn" or "torchscript"; throws TrainError otherwise.

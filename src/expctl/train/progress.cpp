@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "expctl/catalog/catalog.hpp"
+#include "expctl/train/dataset_info.hpp"
 #include "expctl/train/npy_file.hpp"
 #include "expctl/train/worker.hpp"
 #include "expctl/util/image_folder.hpp"
@@ -15,9 +17,8 @@ std::int64_t training_set_size(const DatasetOptions& data) {
   switch (data.kind) {
     case DatasetKind::fashion_mnist:
     case DatasetKind::mnist:
-      return 60000;
     case DatasetKind::cifar10:
-      return 50000;
+      return dataset_info(data.kind).train_samples;  // a fixed set: its catalog row says
     case DatasetKind::synthetic:
       return data.synthetic_size;
     case DatasetKind::npy: {

@@ -1,17 +1,21 @@
 // spec -> TrainerConfig (run/train_options.cpp): every field of the training sections reaches the
-// trainer, and the spec's choice lists (spec/catalog.cpp) are the trainer's names.
-#include <catch2/catch.hpp>
-
+// trainer, the spec's choice lists (catalog/catalog.cpp) are the trainer's names, and every
+// column of a dataset's catalog row (root, training-set size, normalisation) is what the trainer
+// uses.
 #include <fstream>
 #include <set>
 #include <tuple>
 
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+
+#include "expctl/catalog/catalog.hpp"
 #include "expctl/run/train_options.hpp"
-#include "expctl/spec/catalog.hpp"
 #include "expctl/spec/field_table.hpp"
 #include "expctl/spec/spec.hpp"
+#include "expctl/train/dataset_info.hpp"
+#include "expctl/train/worker.hpp"
 #include "expctl/util/strings.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl;
 using nlohmann::json;
@@ -111,15 +115,15 @@ TEST_CASE("train options: every model, data, optim, schedule and train field of 
 }
 
 TEST_CASE("train options: the spec's choice lists are the trainer's names, both ways") {
-  for (const auto& dataset : spec::datasets()) {
+  for (const auto& dataset : catalog::datasets()) {
     INFO(dataset.name);
     CHECK(train::dataset_name(train::parse_dataset_kind(std::string(dataset.name))) == dataset.name);
   }
-  for (const auto& model : spec::models()) {
+  for (const auto& model : catalog::models()) {
     INFO(model.name);
     CHECK(train::model_name(train::parse_model_kind(std::string(model.name))) == model.name);
   }
-  for (const auto& loss : spec::losses()) {
+  for (const auto& loss : catalog::losses()) {
     INFO(loss.name);
     CHECK(train::loss_name(train::parse_loss_kind(std::string(loss.name))) == loss.name);
   }
@@ -148,12 +152,12 @@ TEST_CASE("train options: the spec's choice lists are the trainer's names, both 
     } catch (const util::InternalError&) {
     }
   }
-  CHECK(trainer_datasets == names(spec::datasets()));
-  CHECK(trainer_models == names(spec::models()));
-  CHECK(trainer_losses == names(spec::losses()));
-  CHECK(spec::find_field("data.dataset")->choices == spec::choice_list(spec::datasets()));
-  CHECK(spec::find_field("model.arch")->choices == spec::choice_list(spec::models()));
-  CHECK(spec::find_field("train.loss")->choices == spec::choice_list(spec::losses()));
+  CHECK(trainer_datasets == names(catalog::datasets()));
+  CHECK(trainer_models == names(catalog::models()));
+  CHECK(trainer_losses == names(catalog::losses()));
+  CHECK(spec::find_field("data.dataset")->choices == catalog::choice_list(catalog::datasets()));
+  CHECK(spec::find_field("model.arch")->choices == catalog::choice_list(catalog::models()));
+  CHECK(spec::find_field("train.loss")->choices == catalog::choice_list(catalog::losses()));
 }
 
 TEST_CASE("train options: model.dense reaches the cnn (it was validated and hashed, but dropped)") {
@@ -161,4 +165,47 @@ TEST_CASE("train options: model.dense reaches the cnn (it was validated and hash
   std::ofstream(dir / "spec.yaml") << "model: {arch: cnn, dense: 128}\ntrain: {max_steps: 5}\n";
   const auto config = run::train_options(spec::load_spec(dir / "spec.yaml").values(), {});
   CHECK(config.model.dense == 128);
+}
+
+TEST_CASE("catalog: every column of a dataset's row reaches the trainer: root, training-set size, normalisation") {
+  test::TempDir dir;
+  std::size_t fixed = 0;
+  for (const catalog::DatasetInfo& row : catalog::datasets()) {
+    INFO(row.name);
+    const train::DatasetKind kind = train::parse_dataset_kind(std::string(row.name));
+    CHECK(&train::dataset_info(kind) == &row);
+    CHECK(train::default_dataset_root(kind) == std::filesystem::path(row.default_root));
+    const train::Normalization normalization = train::default_normalization(kind);
+    CHECK(normalization.mean == std::vector<float>(row.mean.begin(), row.mean.end()));
+    CHECK(normalization.std == std::vector<float>(row.std.begin(), row.std.end()));
+    if (row.source != catalog::DataSource::packaged) {
+      continue;
+    }
+    // A packaged set: its size is the row's, and a spec naming it (no root) trains from the row's
+    // root, through the spec and its mapping.
+    train::DatasetOptions data;
+    data.kind = kind;
+    CHECK(train::training_set_size(data) == row.train_samples);
+    std::ofstream(dir / "spec.yaml") << "data: {dataset: " << row.name << "}\ntrain: {max_steps: 5}\n";
+    const auto config = run::train_options(spec::load_spec(dir / "spec.yaml").values(), {});
+    CHECK(config.data.kind == kind);
+    CHECK(config.data.root == std::filesystem::path(row.default_root));
+    ++fixed;
+  }
+  CHECK(fixed == 3);
+}
+
+TEST_CASE("catalog: a fixed set has its size, every set a normalisation of 1 or 3 channels") {
+  for (const catalog::DatasetInfo& row : catalog::datasets()) {
+    INFO(row.name);
+    CHECK((row.source == catalog::DataSource::packaged) == (row.train_samples > 0));
+    CHECK((row.source == catalog::DataSource::packaged) == !row.files.empty());
+    CHECK((row.mean.size() == 1 || row.mean.size() == 3));
+    CHECK(row.std.size() == row.mean.size());
+    for (const float deviation : row.std) {
+      CHECK(deviation > 0.0F);
+    }
+  }
+  CHECK(catalog::find_dataset("cifar10")->mean.size() == 3);
+  CHECK(catalog::find_dataset("nope") == nullptr);
 }

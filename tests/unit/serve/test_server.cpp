@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/serve/assets.hpp"
+#include "expctl/serve/routes.hpp"
 #include "expctl/serve/server.hpp"
 
 using namespace expctl;
@@ -267,6 +268,49 @@ TEST_CASE("serve: limits on the target, headers and parameters", "[serve]") {
   CHECK(ask(port, request(port, "/api/runs?status=bogus", bearer())).status == 400);
 }
 
+TEST_CASE("serve: every route of the table is served, and only with the token, its Host and GET", "[serve]") {
+  Served served;
+  const int port = served.port;
+  REQUIRE(serve::routes().size() >= 15);
+  for (const serve::Route& route : serve::routes()) {
+    const std::string target = serve::example_target(route);
+    INFO(target);
+    // The route's own handler answers (a page, an asset, a document or its 400 for a missing
+    // parameter), not the library's 404 for a path nobody registered.
+    const Reply open = ask(port, request(port, target, bearer()));
+    CHECK(open.status != 0);
+    CHECK(open.body.find("no such page") == std::string::npos);
+    if (route.kind == serve::RouteKind::page) {
+      CHECK(open.status == 200);
+      CHECK(open.body == serve::index_page());
+    }
+    for (const Reply& reply : {open, ask(port, request(port, target))}) {
+      CHECK(reply.has_header("Content-Security-Policy: default-src 'none'; script-src 'self'"));
+      CHECK(reply.has_header("X-Content-Type-Options: nosniff"));
+      CHECK(reply.has_header("X-Frame-Options: DENY"));
+    }
+    const Reply no_token = ask(port, request(port, target));
+    CHECK(no_token.status == 401);
+    CHECK(no_token.body.find("Chart") == std::string::npos);
+    CHECK(ask(port, request(port, target + "?token=wrong")).status == 401);
+    const std::string foreign =
+        "GET " + target + " HTTP/1.1\r\nHost: evil.example:" + std::to_string(port) + "\r\n" + bearer() + "\r\n";
+    CHECK(ask(port, foreign).status == 403);
+    CHECK(ask(port, request(port, target, bearer() + "Origin: http://evil.example\r\n")).status == 403);
+    CHECK(ask(port, request(port, target, bearer() + "Sec-Fetch-Site: cross-site\r\n")).status == 403);
+    for (const std::string method : {"POST", "PUT", "DELETE"}) {
+      CHECK(ask(port, request(port, target, bearer() + "Content-Length: 0\r\n", method)).status == 405);
+    }
+    CHECK(ask(port, request(port, target, bearer() + "Content-Length: 5\r\n") + "abcde").status == 413);
+  }
+  // A path of no row is the library's 404, even with the token.
+  for (const std::string target :
+       {"/api/nope", "/runs", "/api/series.csvx", "/api/seriesXcsv", "/assets/x.png", "/assets/app.js.map", "/run/x"}) {
+    INFO(target);
+    CHECK(ask(port, request(port, target, bearer())).status == 404);
+  }
+}
+
 TEST_CASE("serve: security headers on every answer, JSON with < escaped", "[serve]") {
   Served served;
   const int port = served.port;
@@ -364,8 +408,11 @@ TEST_CASE("serve: 240 path and query fuzz cases never reach a file", "[serve]") 
       "/api/runs?name=%00&tag=%0d%0aSet-Cookie:x=1", "/api/runs?sort=../../x", "/api/series?id=x&metric=../../canary.txt",
       "/api/series?id=x&x=../../etc/passwd", "/api/runs?spec=../../"};
   std::vector<std::string> cases = paths;
-  const std::vector<std::string> roots = {"/", "/run", "/compare", "/assets/", "/api/runs", "/api/run", "/api/series",
-                                          "/api/series.csv", "/api/log", "/api/compare", "/api/watch", "/x"};
+  // Every route of the table (a new one is fuzzed the day it is added), and a path of none.
+  std::vector<std::string> roots = {"/x"};
+  for (const serve::Route& route : serve::routes()) {
+    roots.emplace_back(route.path);
+  }
   const std::vector<std::string> pieces = {"..", "%2e%2e", "%2f", "/", "\\", "%5c", "canary.txt", "etc", "passwd",
                                            "?id=", "&rank=", "%00", "~", ".", "results", "expctl.db", "app.js", ";",
                                            "%252e", "?a=", "&b="};

@@ -1,4 +1,4 @@
-// Files that change results join the spec hash by content (spec/catalog.hpp, Hashing::file_content):
+// Files that change results join the spec hash by content (catalog/catalog.hpp, Hashing::file_content):
 // model.file, the npy arrays and a packaged dataset's files.
 #include <catch2/catch.hpp>
 

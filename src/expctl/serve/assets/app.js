@@ -22,6 +22,14 @@ function el(tag, attrs, ...children) {
   return node;
 }
 const main = () => document.getElementById('main');
+// The pages, from serve's route table (src/expctl/serve/routes.cpp), which the server writes into
+// index.html: a link to a page is made from this list, never from a path written here.
+const pageList = JSON.parse(document.getElementById('pages').textContent);
+function pagePath(view) {
+  const page = pageList.find((p) => p.view === view);
+  if (!page) throw new Error('no page of the route table draws the view ' + view);
+  return page.path;
+}
 // Replaces a node's children as el() appends them: nested lists flattened, null and undefined
 // left out (replaceChildren itself would print them as "null" or "[object HTMLElement],...").
 function put(node, ...children) { node.replaceChildren(...children.flat(Infinity).filter((c) => c !== undefined && c !== null)); }
@@ -164,7 +172,7 @@ async function runsPage() {
   metricInput.addEventListener('keydown', (e) => { if (e.key === 'Enter') addColumn(); });
   const columnChips = el('span', { class: 'chips' });
   const compareButton = el('button', { type: 'button', disabled: true, text: 'compare 2 selected',
-    onclick: () => { const [a, b] = [...selected]; location.href = '/compare?' + new URLSearchParams({ a, b }); } });
+    onclick: () => { const [a, b] = [...selected]; location.href = pagePath('compare') + '?' + new URLSearchParams({ a, b }); } });
   const table = el('table', { id: 'runs' });
   const pager = el('div', { class: 'pager' });
   show(el('h1', { text: 'Runs' }),
@@ -200,7 +208,7 @@ async function runsPage() {
         if (e.target.checked) selected.add(run.id); else selected.delete(run.id);
         compareButton.disabled = selected.size !== 2;
       } })),
-      el('td', { class: 'mono' }, link('/run', { id: run.id }, run.id)),
+      el('td', { class: 'mono' }, link(pagePath('run'), { id: run.id }, run.id)),
       el('td', {}, statusCell(run.status)),
       el('td', { class: 'run-name', text: run.name }),
       el('td', { class: 'mono', text: String(run.spec_hash).slice(0, 12) }),
@@ -318,7 +326,7 @@ async function runPage() {
   show(el('h1', {}, el('span', { class: 'run-name', text: run.name }), ' ', el('span', { class: 'muted mono', text: run.id })),
     dl,
     el('div', { class: 'toolbar' }, el('label', {}, 'x axis ', xSelect), el('label', {}, logBox, ' log scale'),
-      el('label', {}, 'smoothing ', smoothInput), liveNote, link('/compare', { a: run.id, b: '' }, 'compare with\u2026')),
+      el('label', {}, 'smoothing ', smoothInput), liveNote, link(pagePath('compare'), { a: run.id, b: '' }, 'compare with\u2026')),
     chartsBox, phaseBox,
     el('h2', { text: 'Ranks' }), ranksTable,
     el('h2', { text: 'Metrics' }),
@@ -514,7 +522,7 @@ async function sweepPage() {
   if (!state.name) {
     const list = await api('/api/sweeps');
     show(el('h1', { text: 'Sweeps' }), list.sweeps.length
-      ? el('ul', { id: 'sweeps' }, list.sweeps.map((s) => el('li', {}, link('/sweep', { name: s.name }, s.name),
+      ? el('ul', { id: 'sweeps' }, list.sweeps.map((s) => el('li', {}, link(pagePath('sweep'), { name: s.name }, s.name),
         el('span', { class: 'muted', text: ` ${s.points} points, ${s.runs_expected} runs, hash ${String(s.hash).slice(0, 12)}` }))))
       : el('p', { class: 'muted', text: 'no sweeps: start the server with --sweep FILE (one per sweep file)' }));
     expctl.ready = true;
@@ -564,5 +572,9 @@ async function sweepPage() {
 // ---- start ---------------------------------------------------------------------------------
 applyTheme();
 document.getElementById('theme').addEventListener('click', toggleTheme);
-const pages = { '/': runsPage, '/run': runPage, '/compare': comparePage, '/sweep': sweepPage };
-(pages[location.pathname] || runsPage)().catch((error) => { show(failure(error)); expctl.ready = true; });
+// Each page row's view drawn by its function; a row whose view has none here fails on its page.
+const views = { runs: runsPage, run: runPage, compare: comparePage, sweep: sweepPage };
+const current = pageList.find((p) => p.path === location.pathname);
+const draw = current ? views[current.view] : runsPage;
+(draw || (async () => { throw new Error('app.js draws no view ' + current.view + ' (' + current.path + ')'); }))()
+  .catch((error) => { show(failure(error)); expctl.ready = true; });

@@ -1,17 +1,21 @@
 #pragma once
 /// The catalog of what a spec can train: datasets, models and losses, each one row with its name,
-/// its documentation and (for datasets) the files it reads. Torch-free. The spec's choice lists
-/// (`data.dataset`, `model.arch`, `train.loss`), the content digests that join the spec hash and
-/// docs/spec.md come from these rows; the trainer's enums are tied to them by a test
-/// (tests/unit/run/test_train_options.cpp). Adding a model or a dataset: docs/howto-add-model.md.
+/// its documentation and (for datasets) the files it reads, the size of a fixed training set and
+/// its normalisation. Torch-free, and a module of its own below both `spec` and `train` (neither
+/// links the other): the spec's choice lists (`data.dataset`, `model.arch`, `train.loss`), the
+/// content digests that join the spec hash and docs/spec.md come from these rows, and so do the
+/// trainer's default root, normalisation and training-set size of a dataset. The trainer's enums
+/// are tied to the rows by a test (tests/unit/run/test_train_options.cpp). Adding a model or a
+/// dataset: docs/howto-add-model.md.
 
+#include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace expctl::spec {
+namespace expctl::catalog {
 
 /// Where a dataset's samples come from.
 enum class DataSource {
@@ -28,6 +32,14 @@ struct DatasetInfo {
   /// packaged sets: the files training reads, relative to the root, in reading order; "a|b" names
   /// alternatives, the first that exists is read (as the loader picks them).
   std::span<const std::string_view> files;
+  /// Samples in the training split when the set is fixed (the packaged sets); 0 when the data
+  /// says (synthetic: `num_samples`; arrays, folders and token streams: counted from the files).
+  std::int64_t train_samples = 0;
+  /// Per-channel mean and standard deviation of pixels scaled to [0, 1], what `data.normalize`
+  /// applies (a set of the user's: 0 and 1, i.e. nothing; image folders: ImageNet's, which the
+  /// spec's `data.mean` and `data.std` override).
+  std::span<const float> mean;
+  std::span<const float> std;
   std::string_view doc;
 };
 
@@ -64,4 +76,4 @@ struct DatasetFile {
 /// first that exists; the first named when none does).
 std::vector<DatasetFile> dataset_files(const DatasetInfo& dataset, const std::filesystem::path& root);
 
-}  // namespace expctl::spec
+}  // namespace expctl::catalog

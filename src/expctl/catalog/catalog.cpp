@@ -1,8 +1,8 @@
-#include "expctl/spec/catalog.hpp"
+#include "expctl/catalog/catalog.hpp"
 
 #include "expctl/util/strings.hpp"
 
-namespace expctl::spec {
+namespace expctl::catalog {
 
 namespace fs = std::filesystem;
 
@@ -22,24 +22,40 @@ constexpr std::string_view k_cifar10_files[] = {
     "cifar-10-batches-bin/data_batch_5.bin|data_batch_5.bin", "cifar-10-batches-bin/test_batch.bin|test_batch.bin",
 };
 
+// Normalisations: each set's own pixel statistics; ImageNet's for image folders, as torchvision's
+// model zoo and most recipes use them; nothing (0 and 1) for data the user brings in its own scale.
+constexpr float k_fashion_mnist_mean[] = {0.2860F};
+constexpr float k_fashion_mnist_std[] = {0.3530F};
+constexpr float k_mnist_mean[] = {0.1307F};
+constexpr float k_mnist_std[] = {0.3081F};
+constexpr float k_cifar10_mean[] = {0.4914F, 0.4822F, 0.4465F};
+constexpr float k_cifar10_std[] = {0.2470F, 0.2435F, 0.2616F};
+constexpr float k_imagenet_mean[] = {0.485F, 0.456F, 0.406F};
+constexpr float k_imagenet_std[] = {0.229F, 0.224F, 0.225F};
+constexpr float k_none_mean[] = {0.0F};
+constexpr float k_none_std[] = {1.0F};
+
 // One row per dataset, laid out by hand: clang-format would put each argument on a line of its own.
 // clang-format off
 constexpr DatasetInfo k_datasets[] = {
     {"fashion-mnist", DataSource::packaged, "/usr/share/datasets/fashion-mnist", k_fashion_mnist_files,
+     60000, k_fashion_mnist_mean, k_fashion_mnist_std,
      "Fashion-MNIST (Debian's `dataset-fashion-mnist`): 60000 + 10000 grey 28x28 images, 10 classes."},
     {"mnist", DataSource::packaged, "/usr/share/datasets/mnist", k_fashion_mnist_files,
+     60000, k_mnist_mean, k_mnist_std,
      "MNIST digits in the same IDX files as Fashion-MNIST."},
     {"cifar10", DataSource::packaged, "/usr/share/datasets/cifar10", k_cifar10_files,
+     50000, k_cifar10_mean, k_cifar10_std,
      "CIFAR-10's binary batches: 50000 + 10000 colour 32x32 images, 10 classes."},
-    {"synthetic", DataSource::synthetic, "", {},
+    {"synthetic", DataSource::synthetic, "", {}, 0, k_none_mean, k_none_std,
      "A learnable set generated from `seed` (`num_samples`, `num_classes`, `input_shape`); no files."},
-    {"npy", DataSource::arrays, "", {},
+    {"npy", DataSource::arrays, "", {}, 0, k_none_mean, k_none_std,
      "Your own arrays: NumPy `.npy` files named by `train_inputs`, `train_targets`, `eval_inputs`, `eval_targets` "
      "(docs/models.md)."},
-    {"imagefolder", DataSource::folders, "", {},
+    {"imagefolder", DataSource::folders, "", {}, 0, k_imagenet_mean, k_imagenet_std,
      "Your own images: folders of JPEG and PNG files with one sub-folder per class (`train_dir`, `eval_dir`), "
      "decoded and augmented by loader threads (docs/data.md)."},
-    {"tokens", DataSource::arrays, "", {},
+    {"tokens", DataSource::arrays, "", {}, 0, k_none_mean, k_none_std,
      "Your own token stream: one flat file of token ids per split (`train_inputs`, `eval_inputs`: a 1-d `.npy` of "
      "int64, int32 or uint16, or a raw uint16 `.bin`) cut into windows of `block_size` (docs/models.md)."},
 };
@@ -114,4 +130,4 @@ std::vector<DatasetFile> dataset_files(const DatasetInfo& dataset, const fs::pat
   return files;
 }
 
-}  // namespace expctl::spec
+}  // namespace expctl::catalog
