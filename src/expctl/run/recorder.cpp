@@ -71,12 +71,12 @@ bool is_store_busy(const std::exception& error) {
   return store::failure_kind(error) == store::FailureKind::busy;
 }
 
-Recorder::Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, Console& console,
+Recorder::Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, RunObserver& observer,
                    SteadyClock::time_point start, int live_ranks)
     : m_store(store),
       m_run_id(std::move(run_id)),
       m_run_dir(std::move(run_dir)),
-      m_console(console),
+      m_observer(observer),
       m_start(start),
       m_live_ranks(live_ranks),
       m_thread([this] { writer_loop(); }) {}
@@ -186,8 +186,7 @@ void Recorder::after_record() {
 }
 
 void Recorder::on_start(const train::TrainingStart& start) {
-  m_console.set_world_size(start.world_size);
-  m_console.set_total(start.total_steps);
+  m_observer.training(start.total_steps, start.world_size);
   after_record();
 }
 
@@ -208,7 +207,7 @@ void Recorder::on_skipped_images(const std::vector<std::string>& files) {
 }
 
 void Recorder::on_logged_step(int rank, std::int64_t step, std::vector<store::MetricPoint> points) {
-  train::StepMetrics shown;  // for the console's progress line
+  train::StepMetrics shown;  // for the observer's progress line
   shown.step = step;
   shown.loss = std::numeric_limits<double>::quiet_NaN();
   bool has_loss = false;
@@ -237,7 +236,7 @@ void Recorder::on_logged_step(int rank, std::int64_t step, std::vector<store::Me
     }
   }
   if (rank == 0 && has_loss) {
-    m_console.step(shown);
+    m_observer.step(shown);
   }
   enqueue_points();
   note_if_locked();
@@ -255,10 +254,10 @@ void Recorder::note_if_locked() {
   m_locked_noted = now;
   const double waited = std::chrono::duration<double>(now - m_write_started).count();
   lock.unlock();
-  m_console.note(fmt::format("the results store {} is locked by another process ({:.0f} s so far); training goes "
-                             "on and its records are kept until the lock is released",
-                             m_store.location(), waited),
-                 true);
+  m_observer.note(fmt::format("the results store {} is locked by another process ({:.0f} s so far); training goes "
+                              "on and its records are kept until the lock is released",
+                              m_store.location(), waited),
+                  true);
 }
 
 void Recorder::on_step(int rank, const train::StepMetrics& step) {
@@ -270,7 +269,7 @@ void Recorder::on_step(int rank, const train::StepMetrics& step) {
     }
   }
   if (rank == 0) {
-    m_console.step(step);
+    m_observer.step(step);
   }
   after_record();
 }
@@ -392,10 +391,10 @@ void Recorder::write_points(store::Store& store, const std::vector<store::Metric
     m_tensorboard->on_points(points);
     m_tensorboard->flush();
   } catch (const util::Failure& error) {
-    m_console.note(fmt::format("TensorBoard export stopped: {}; the store keeps every point (expctl export "
-                               "tensorboard {} writes them later)",
-                               error.what(), m_run_id),
-                   true);
+    m_observer.note(fmt::format("TensorBoard export stopped: {}; the store keeps every point (expctl export "
+                                "tensorboard {} writes them later)",
+                                error.what(), m_run_id),
+                    true);
     m_tensorboard.reset();
   }
 }
@@ -404,7 +403,7 @@ void Recorder::finish_tensorboard() {
   try {
     m_tensorboard->finish();
   } catch (const util::Failure& error) {
-    m_console.note(fmt::format("TensorBoard export incomplete: {}", error.what()), true);
+    m_observer.note(fmt::format("TensorBoard export incomplete: {}", error.what()), true);
   }
   m_tensorboard.reset();
 }
@@ -491,7 +490,7 @@ void Recorder::writer_loop() {
     if (m_locked_noted) {
       m_locked_noted.reset();
       lock.unlock();
-      m_console.note("the results store is writable again; the buffered records are stored", true);
+      m_observer.note("the results store is writable again; the buffered records are stored", true);
       lock.lock();
     }
     if (!ok) {
