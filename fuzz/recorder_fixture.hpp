@@ -1,16 +1,17 @@
 #pragma once
 /// For the targets that feed a rank's lines to the supervisor's recorder (control-channel records,
-/// program metric lines): a store with one running run in the scratch folder, and a quiet
-/// console. The store is recreated every k_inputs_per_store inputs so it stays small.
+/// program metric lines): a store with one running run in the scratch folder, and an
+/// observer that hears nothing. The store is recreated every k_inputs_per_store inputs so it stays small.
 
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "expctl/run/console.hpp"
+#include "fuzz_support.hpp"
+
+#include "expctl/run/observer.hpp"
 #include "expctl/run/recorder.hpp"
 #include "expctl/store/store.hpp"
-#include "fuzz_support.hpp"
 
 namespace expctl::fuzz {
 
@@ -23,10 +24,10 @@ class RecorderFixture {
     if (!m_store || ++m_inputs % k_inputs_per_store == 0) {
       open_fresh();
     }
-    return std::make_unique<run::Recorder>(*m_store, m_run_id, scratch() / "runs" / m_run_id, m_console,
+    return std::make_unique<run::Recorder>(*m_store, m_run_id, scratch() / "runs" / m_run_id, m_observer,
                                            std::chrono::steady_clock::now(), live_ranks);
   }
-  run::Console& console() { return m_console; }
+  run::RunObserver& observer() { return m_observer; }
 
   /// One input: its first byte picks the rank (0-3), the rest is lines, each handed to
   /// `on_line(recorder, rank, line)`; then everything is written, and a store error is a finding
@@ -59,7 +60,7 @@ class RecorderFixture {
 
   std::optional<store::Store> m_store;
   std::string m_run_id;
-  run::Console m_console{true};
+  run::SilentObserver m_observer;
   long m_inputs = 0;
 };
 

@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::optional<run::ProgramRecords> records;  // one per input, as one per run
   fixture.feed(data, size, 1, [&](run::Recorder& recorder, int rank, std::string_view line) {
     if (!records) {
-      records.emplace(&recorder, fixture.console());
+      records.emplace(&recorder, fixture.observer());
     }
     records->on_line(rank, line);
   });

@@ -11,7 +11,9 @@
 
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_compare.hpp"
+#include "expctl/cli/support_observer.hpp"
 #include "expctl/cli/support_result.hpp"
+#include "expctl/cli/support_signals.hpp"
 #include "expctl/nightly/ab.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -30,6 +32,12 @@ struct AbOptions {
   ReportOptions report;
 };
 
+// What each run reports: errors and important notes only (the lines below say how it went).
+run::RunObserver& quiet_observer() {
+  static TerminalObserver observer(true);
+  return observer;
+}
+
 // "expctl ab: run 1/3 of side A (a.yaml)... <id> completed" on stderr; a refusal's tables instead.
 nightly::AbRequest ab_request(const AbOptions& options, const GlobalOptions& globals, const std::string& name) {
   nightly::AbRequest request{.spec_a = options.spec_a,
@@ -41,7 +49,9 @@ nightly::AbRequest ab_request(const AbOptions& options, const GlobalOptions& glo
                              .set_b = options.set_b,
                              .tags = options.tags,
                              .name = name,
-                             .open_store = store_opener(globals)};
+                             .open_store = store_opener(globals),
+                             .observer = &quiet_observer(),
+                             .stop = &process_stop()};
   request.starting = [repeat = options.repeat](char side, int index, const run::RunRequest& run) {
     std::cerr << fmt::format("expctl ab: run {}/{} of side {} ({})...", index, repeat, side, run.spec_file.string())
               << std::flush;

@@ -12,7 +12,9 @@
 #include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
+#include "expctl/cli/support_observer.hpp"
 #include "expctl/cli/support_result.hpp"
+#include "expctl/cli/support_signals.hpp"
 #endif
 
 namespace expctl::cli {
@@ -42,7 +44,8 @@ void refuse_threshold_flags(const NightlyOptions& options) {
 
 nightly::LaunchRun launcher(const GlobalOptions& globals) {
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
-  return nightly::in_process_launcher(store_opener(globals));
+  // -q or not, a night's runs say only errors and important notes (its grades are the report).
+  return nightly::in_process_launcher(store_opener(globals), std::make_shared<TerminalObserver>(true), &process_stop());
 #else
   (void)globals;
   return nightly::in_process_launcher(nullptr);

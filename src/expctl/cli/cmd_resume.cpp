@@ -5,6 +5,7 @@
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
 
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_observer.hpp"
 #include "expctl/cli/support_result.hpp"
 
 namespace expctl::cli {
@@ -19,14 +20,14 @@ struct ResumeOptions {
 void run_resume(ResumeOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
   options.request.open_team_store = team_store_opener(globals);
-  options.request.quiet = globals.quiet;
+  TerminalObserver observer(globals.quiet, options.format == "json" ? OutputFormat::json : OutputFormat::text);
+  options.request.observer = &observer;  // prints the result at the end
   // With a server as --db, once the run is checked; finish_shipper makes its last pass.
   std::unique_ptr<store::BackgroundShipper> shipper;
   options.request.on_checked = [&shipper, &globals, &options] {
     shipper = start_shipper(globals, options.ship_wait_s);
   };
-  globals.result = print_run_result(run::resume_run(options.request),
-                                    options.format == "json" ? OutputFormat::json : OutputFormat::text);
+  globals.result = run::resume_run(options.request).exit_code;
   finish_shipper(shipper.get(), globals, options.ship_wait_s);  // the last pass, and what it left
 }
 

@@ -5,7 +5,9 @@
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
 
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_observer.hpp"
 #include "expctl/cli/support_result.hpp"
+#include "expctl/cli/support_signals.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -18,10 +20,11 @@ struct RunOptions {
 
 void run_run(RunOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
-  options.request.quiet = globals.quiet;
+  TerminalObserver observer(globals.quiet, options.format == "json" ? OutputFormat::json : OutputFormat::text);
+  options.request.observer = &observer;  // prints the result at the end
+  options.request.stop = &process_stop();
   const auto shipper = start_shipper(globals, options.ship_wait_s);  // with a server as --db
-  globals.result = print_run_result(run::run_spec(options.request),
-                                    options.format == "json" ? OutputFormat::json : OutputFormat::text);
+  globals.result = run::run_spec(options.request).exit_code;
   finish_shipper(shipper.get(), globals, options.ship_wait_s);  // the last pass, and what it left
 }
 

@@ -8,6 +8,8 @@
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
 
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_observer.hpp"
+#include "expctl/cli/support_signals.hpp"
 #include "expctl/run/engine.hpp"
 
 namespace expctl::cli {
@@ -19,7 +21,10 @@ struct WorkerOptions {
 };
 
 void run_worker_command(const WorkerOptions& options, GlobalOptions& globals) {
-  globals.result = static_cast<util::ExitCode>(run::run_rank(options.run_dir, options.resume));
+  // The trainer's lines are the rank's stdout, which its supervisor reads; errors go to stderr.
+  TerminalObserver observer(globals.quiet, std::nullopt, std::cout);
+  globals.result =
+      static_cast<util::ExitCode>(run::run_rank(options.run_dir, options.resume, observer, process_stop()));
 }
 
 void setup_worker(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

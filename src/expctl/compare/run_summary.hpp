@@ -1,6 +1,6 @@
 #pragma once
 /// A run's summary as one type with one codec (docs/run.md, "Summary"): the run engine writes it
-/// (run/summary.cpp, run/engine.cpp), `expctl run` prints it, compare, the sweep report and the
+/// (run/summary.cpp, run/record.cpp), `expctl run` prints it, compare, the sweep report and the
 /// nightly read it. Keys are util::summary_key's. What the codec does not know (a program run's
 /// `program` block, keys of a newer expctl) travels in `others`, unchanged.
 

@@ -22,7 +22,8 @@ run::RunRequest side_request(const AbRequest& ab, bool side_b) {
   request.tags.push_back("ab:" + ab.name);
   request.tags.push_back(fmt::format("ab:{}:{}", ab.name, side_b ? 'b' : 'a'));
   request.open_store = ab.open_store;
-  request.quiet = true;
+  request.observer = ab.observer;
+  request.stop = ab.stop;
   return request;
 }
 

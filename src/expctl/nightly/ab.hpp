@@ -1,6 +1,6 @@
 #pragma once
 /// `expctl ab A.yaml B.yaml --repeat N`'s experiment: the two specs run interleaved, A B A B ...,
-/// through the run engine in-process (run::run_spec, quiet), so that slow drifts of the machine
+/// through the run engine in-process (run::run_spec), so that slow drifts of the machine
 /// (temperature, other load) fall on both sides alike, every run tagged ab:<name> and
 /// ab:<name>:a or ab:<name>:b. Comparing the two groups is the CLI's (as `expctl compare`'s).
 
@@ -24,6 +24,9 @@ struct AbRequest {
   std::vector<std::string> tags{};  ///< on every run, before the ab: tags
   std::string name{};               ///< the experiment's name in its tags (ab_experiment_name)
   run::OpenStore open_store{};
+  /// Hears every run (the CLI's quiet terminal printer; null: nobody); outlives run_ab.
+  run::RunObserver* observer = nullptr;
+  run::RankStop* stop = nullptr;  ///< the process's stop signals (run::RunRequest::stop)
   /// Before each run: its side ('A' or 'B'), its repeat (1-based) and its request. May be empty.
   std::function<void(char side, int index, const run::RunRequest& request)> starting{};
   /// After each run, before it is judged (a refusal then stops the experiment). May be empty.

@@ -420,16 +420,18 @@ util::ExitCode night_exit(const std::vector<NightlyCase>& cases, bool launch_fai
                                     : util::ExitCode::ok;
 }
 
-LaunchRun in_process_launcher(std::function<store::Store()> open_store) {
-  return [open_store = std::move(open_store)](const compare::SuiteConfig& config,
-                                              const std::vector<std::string>& tags) {
+LaunchRun in_process_launcher(std::function<store::Store()> open_store, std::shared_ptr<run::RunObserver> observer,
+                              run::RankStop* stop) {
+  return [open_store = std::move(open_store), observer = std::move(observer), stop](
+             const compare::SuiteConfig& config, const std::vector<std::string>& tags) {
 #ifdef EXPCTL_WITH_TORCH_PROVIDER
     run::RunRequest request;
     request.spec_file = config.spec;
     request.overrides = config.overrides;
     request.tags = tags;
     request.open_store = open_store;
-    request.quiet = true;
+    request.observer = observer.get();
+    request.stop = stop;
     try {
       const auto result = run::run_spec(request);
       if (!result.refusal.empty()) {
@@ -448,6 +450,8 @@ LaunchRun in_process_launcher(std::function<store::Store()> open_store) {
 #else
     (void)tags;
     (void)open_store;
+    (void)observer;
+    (void)stop;
     return fmt::format("expctl run {}: this expctl was built without LibTorch (EXPCTL_WITH_TORCH=OFF)",
                        config.spec.string());
 #endif

@@ -13,6 +13,8 @@
 
 #include "expctl/compare/suite.hpp"
 #include "expctl/nightly/report.hpp"
+#include "expctl/run/observer.hpp"
+#include "expctl/run/stop.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/exit_code.hpp"
 
@@ -54,9 +56,11 @@ NightResult run_night(const compare::Suite& suite, const NightRequest& request);
 /// else 3 a warn with fail_on_warn, else 0.
 util::ExitCode night_exit(const std::vector<NightlyCase>& cases, bool launch_failed, bool fail_on_warn);
 
-/// The launcher `expctl nightly` uses: the run engine in-process (run::run_spec, quiet), as
-/// `expctl run` records any other run; `open_store` opens the store it records into.
-LaunchRun in_process_launcher(std::function<store::Store()> open_store);
+/// The launcher `expctl nightly` uses: the run engine in-process (run::run_spec), as `expctl run`
+/// records any other run; `open_store` opens the store it records into. `observer` hears every
+/// run (the CLI's quiet terminal printer; null: nobody); `stop`: the process's stop signals.
+LaunchRun in_process_launcher(std::function<store::Store()> open_store,
+                              std::shared_ptr<run::RunObserver> observer = nullptr, run::RankStop* stop = nullptr);
 
 /// Where the night's reports went.
 struct ReportPaths {

@@ -1,7 +1,9 @@
 #pragma once
 /// The run lifecycle's entry points. `expctl run`, `resume` and `worker`, ranks under an external
 /// launcher (torchrun, mpirun, srun) and `expctl nightly` all call these in-process; the CLI only
-/// parses options and prints results.
+/// parses options and hands in its observer (what the run reports, run/observer.hpp) and the
+/// process's stop signals (run/stop.hpp). The library writes nothing to the terminal itself.
+/// Each lifecycle has its file (lifecycle.hpp lists them).
 
 #include <filesystem>
 #include <functional>
@@ -13,6 +15,8 @@
 
 #include "expctl/env/diff.hpp"
 #include "expctl/env/verify.hpp"
+#include "expctl/run/observer.hpp"
+#include "expctl/run/stop.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/exit_code.hpp"
 
@@ -38,7 +42,11 @@ struct RunRequest {
   /// hashed); empty: the spec's.
   std::filesystem::path tensorboard;
   OpenStore open_store;
-  bool quiet = false;
+  /// Hears what the run reports (null: nobody, SilentObserver); it outlives the call.
+  RunObserver* observer = nullptr;
+  /// The process's stop signals, armed when this process trains as a rank under an external
+  /// launcher (null: none, nothing stops such a rank but its launcher's kill).
+  RankStop* stop = nullptr;
 };
 
 /// What `expctl resume RUN` asks for.
@@ -57,7 +65,8 @@ struct ResumeRequest {
   /// to the server here, so a refused resume ships nothing and what it said about the server is
   /// what the server held.
   std::function<void()> on_checked;
-  bool quiet = false;
+  /// Hears what the run reports (null: nobody); it outlives the call.
+  RunObserver* observer = nullptr;
 };
 
 /// How an invocation ended.
@@ -89,6 +98,8 @@ RunResult resume_run(const ResumeRequest& request);
 /// control channel. Returns the process's exit code (launch::k_diverged_exit_code when the loss
 /// stopped being finite). `run_dir` "-": it comes as one line on standard input (a rank started
 /// before its run was recorded, see launch::HeldRanks); end of input without it returns 0.
-int run_rank(const std::filesystem::path& run_dir, bool resume);
+/// `observer` gets the trainer's lines as output() (the rank's own output) and a divergence as
+/// error(); `stop` is armed once the run folder is known.
+int run_rank(const std::filesystem::path& run_dir, bool resume, RunObserver& observer, RankStop& stop);
 
 }  // namespace expctl::run

@@ -4,7 +4,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <utility>
 
 #include <fcntl.h>
@@ -92,7 +91,7 @@ CheckOutcome check_in_child(const train::TrainerConfig& config, const std::files
 
 }  // namespace
 
-std::string check_sandbox(const nlohmann::json& values, std::string_view what, bool external_rank) {
+std::string check_sandbox(const nlohmann::json& values, std::string_view what, const Warn& warn, bool external_rank) {
   const auto mode = util::sandbox::mode_from_environment();
   if (mode == util::sandbox::Mode::off) {
     return "off";
@@ -117,7 +116,7 @@ std::string check_sandbox(const nlohmann::json& values, std::string_view what, b
                "--sandbox=require: {}; pass --sandbox=auto to run unsandboxed", why);
   static bool said = false;  // one line a process (validate checks many files)
   if (!std::exchange(said, true)) {
-    std::cerr << fmt::format("expctl: warning: {} is not sandboxed: {} (docs/models.md#the-sandbox)\n", what, why);
+    warn(fmt::format("warning: {} is not sandboxed: {} (docs/models.md#the-sandbox)", what, why));
   }
   return "not sandboxed: " + why;
 }
@@ -160,12 +159,12 @@ void check_backend(const spec::Spec& spec, std::optional<int> gpu_count) {
   }
 }
 
-void preflight_training(const spec::Spec& spec) {
+void preflight_training(const spec::Spec& spec, const Warn& warn) {
   check_backend(spec);
   if (!needs_preflight(spec)) {
     return;
   }
-  (void)check_sandbox(spec.values(), "the model check");
+  (void)check_sandbox(spec.values(), "the model check", warn);
   auto config = train_options(spec.values(), launch::RankIdentity{}, spec.input_paths());
   config.sandbox = util::sandbox::mode_from_environment();
   train::plugin::require();  // loaded here: the child has no thread that could finish loading it

@@ -233,10 +233,10 @@ void ProgramRecords::on_line(int rank, std::string_view line) {
   if (!decoded) {
     ++m_skipped;
     if (++m_warnings[rank] <= k_warnings_per_rank) {
-      m_console.note(fmt::format("warning: rank {} wrote a line that is not the metrics protocol ({}); skipped{}",
-                                 rank, decoded.error(),
-                                 m_warnings[rank] == k_warnings_per_rank ? " (further ones are only counted)" : ""),
-                     true);
+      m_observer.note(fmt::format("warning: rank {} wrote a line that is not the metrics protocol ({}); skipped{}",
+                                  rank, decoded.error(),
+                                  m_warnings[rank] == k_warnings_per_rank ? " (further ones are only counted)" : ""),
+                      true);
     }
     return;
   }

@@ -17,7 +17,7 @@
 
 #include "expctl/launch/launch_plan.hpp"
 #include "expctl/launch/supervisor.hpp"
-#include "expctl/run/console.hpp"
+#include "expctl/run/observer.hpp"
 #include "expctl/run/recorder.hpp"
 #include "expctl/util/sandbox.hpp"
 
@@ -83,8 +83,8 @@ class ProgramRecords {
  public:
   /// `recorder` null: nothing is stored here (an external launcher's rank other than 0, whose
   /// records go to rank 0); `keep`: the points are also kept for handing over (points()).
-  ProgramRecords(Recorder* recorder, Console& console, bool keep = false)
-      : m_recorder(recorder), m_console(console), m_keep(keep) {}
+  ProgramRecords(Recorder* recorder, RunObserver& observer, bool keep = false)
+      : m_recorder(recorder), m_observer(observer), m_keep(keep) {}
 
   void on_line(int rank, std::string_view line);
   /// The lines so far were an earlier invocation's (a resume's replay, journal.hpp): the next
@@ -101,7 +101,7 @@ class ProgramRecords {
 
  private:
   Recorder* m_recorder;
-  Console& m_console;
+  RunObserver& m_observer;
   std::map<int, double> m_last_time;  // rank -> time of its previous step line
   std::map<int, int> m_warnings;      // rank -> warnings printed
   std::int64_t m_steps = 0;

@@ -2,7 +2,7 @@
 // run folder, trains, and reports through its control channel. Ranks never open the database.
 
 #include <condition_variable>
-#include <iostream>
+#include <iostream>  // std::cin: the run folder of a held rank
 #include <mutex>
 #include <thread>
 
@@ -15,7 +15,6 @@
 #include "expctl/run/engine.hpp"
 #include "expctl/run/forensics.hpp"
 #include "expctl/run/resolved_run.hpp"
-#include "expctl/run/signals.hpp"
 #include "expctl/run/train_options.hpp"
 #include "expctl/train/plugin.hpp"
 #include "expctl/util/atomic_file.hpp"
@@ -64,12 +63,16 @@ class HeartbeatThread {
 /// step ends the time in which a stop signal simply exits.
 class ChannelSink final : public train::RecordEncoder {
  public:
-  ChannelSink(launch::RankChannel& channel, int rank)
-      : RecordEncoder(rank, [&channel](const nlohmann::json& record) { channel.record(record.dump()); }) {}
+  ChannelSink(launch::RankChannel& channel, int rank, RankStop& stop)
+      : RecordEncoder(rank, [&channel](const nlohmann::json& record) { channel.record(record.dump()); }),
+        m_stop(stop) {}
   void on_step(const train::StepMetrics& metrics) override {
-    mark_training_started();
+    m_stop.mark_training_started();
     RecordEncoder::on_step(metrics);
   }
+
+ private:
+  RankStop& m_stop;
 };
 
 train::TrainerConfig rank_config(const std::filesystem::path& run_dir, const launch::RankIdentity& identity,
@@ -111,7 +114,7 @@ class RankTemporaryFolder {
 
 }  // namespace
 
-int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
+int run_rank(const std::filesystem::path& given_run_dir, bool resume, RunObserver& observer, RankStop& stop) {
   util::log::debug(util::tune_malloc_for_training());  // before anything allocates (docs/run.md)
   train::plugin::preload();  // LibTorch starts up while the rank connects to its supervisor
   std::filesystem::path run_dir = given_run_dir;
@@ -124,7 +127,7 @@ int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
     }
     run_dir = line;
   }
-  install_stop_handlers();
+  stop.arm();
   allow_parent_to_trace();  // the supervisor saves this rank's stack if it ever stops answering
   auto channel = launch::RankChannel::from_environment(launch::current_environment());
   train::Beacon beacon;
@@ -136,17 +139,17 @@ int run_rank(const std::filesystem::path& given_run_dir, bool resume) {
   auto config = rank_config(run_dir, identity, resume);
   const RankTemporaryFolder temporary(run_dir, identity.rank);
   config.beacon = &beacon;
-  ChannelSink sink(channel, identity.rank);
+  ChannelSink sink(channel, identity.rank, stop);
   try {
     const auto result = train::plugin::run_worker(
-        config, sink, [](const std::string& line) { std::cout << line << std::endl; }, &stop_requested());
+        config, sink, [&observer](const std::string& line) { observer.output(line); }, &stop.stop_requested());
     if (result.interrupted) {
-      std::cout << fmt::format("interrupted after step {}: checkpoint written", result.steps) << std::endl;
+      observer.output(fmt::format("interrupted after step {}: checkpoint written", result.steps));
       return launch::k_interrupted_exit_code;
     }
     return 0;
   } catch (const train::DivergedError& error) {
-    std::cerr << "expctl: error: " << error.what() << std::endl;
+    observer.error(error.what());
     return launch::k_diverged_exit_code;
   }
 }

@@ -21,28 +21,6 @@ constexpr std::size_t k_batch_points = 4096;
 constexpr auto k_batch_interval = std::chrono::milliseconds(500);
 constexpr auto k_busy_pause = std::chrono::milliseconds(500);
 
-// A record's field of the type the trainer writes, within [low, high]; nullopt for anything else
-// (a rank's records are decoded, never trusted: fuzz_control_record).
-std::optional<std::int64_t> integer_field(const json& record, const char* key, std::int64_t low, std::int64_t high) {
-  const auto found = record.find(key);
-  if (found == record.end() || !found->is_number_integer() ||
-      (found->is_number_unsigned() && found->get<std::uint64_t>() > static_cast<std::uint64_t>(high))) {
-    return std::nullopt;
-  }
-  const auto value = found->get<std::int64_t>();
-  return value >= low && value <= high ? std::optional(value) : std::nullopt;
-}
-
-std::optional<std::string> string_field(const json& record, const char* key) {
-  const auto found = record.find(key);
-  return found != record.end() && found->is_string() ? std::optional(found->get<std::string>()) : std::nullopt;
-}
-
-bool is_sha256_hex(const std::string& text) {
-  return text.size() == 64 &&
-         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
@@ -71,12 +49,12 @@ bool is_store_busy(const std::exception& error) {
   return store::failure_kind(error) == store::FailureKind::busy;
 }
 
-Recorder::Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, Console& console,
+Recorder::Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, RunObserver& observer,
                    SteadyClock::time_point start, int live_ranks)
     : m_store(store),
       m_run_id(std::move(run_id)),
       m_run_dir(std::move(run_dir)),
-      m_console(console),
+      m_observer(observer),
       m_start(start),
       m_live_ranks(live_ranks),
       m_thread([this] { writer_loop(); }) {}
@@ -94,90 +72,10 @@ Recorder::~Recorder() {
   m_thread.join();
 }
 
-void Recorder::on_record(int rank, std::string_view payload) {
-  const json record = json::parse(payload, nullptr, false);
-  if (!record.is_discarded() && record.is_object()) {
-    // Anything else is not ours: the protocol lets ranks send other lines. Each typed call ends
-    // with after_record(); a record that decoded into none gets it here.
-    if (!on_json(rank, record)) {
-      after_record();
-    }
-  }
-}
-
 void Recorder::throw_if_fatal() const {
   if (const auto fatal = fatal_error()) {
     throw util::StoreError(*fatal, util::ExitCode::run_failed);
   }
-}
-
-// Every field is read with its type checked: a record of another shape is dropped, never thrown
-// out of the supervisor's callback (nlohmann's type_error did, for a string "world_size" or a
-// numeric "path") and never handed to the store (a checkpoint record with a bad sha256 failed the
-// whole run as a fatal store error): found by fuzz_control_record.
-bool Recorder::on_json(int rank, const json& record) {
-  const std::string kind = string_field(record, "t").value_or("");
-  if (kind == "step") {
-    if (const auto step = train::decode_step(record)) {
-      on_step(rank, *step);
-      return true;
-    }
-  } else if (kind == "eval" && rank == 0) {
-    if (const auto eval = train::decode_eval(record)) {
-      on_eval(*eval);
-      return true;
-    }
-  } else if (kind == "remote_steps" && rank == 0) {
-    const auto from = integer_field(record, "rank", 1, std::numeric_limits<int>::max());
-    const auto rows = record.find("rows");
-    if (!from || rows == record.end() || !rows->is_array()) {
-      return false;
-    }
-    std::vector<train::StepMetrics> steps;
-    for (const auto& row : *rows) {
-      if (const auto step = train::decode_row(row)) {
-        steps.push_back(*step);
-      }
-    }
-    on_remote_steps(static_cast<int>(*from), steps);
-    return true;
-  } else if (kind == "checkpoint") {
-    const auto path = string_field(record, "path");
-    const auto sha256 = string_field(record, "sha256");
-    const auto size_bytes = integer_field(record, "size_bytes", 0, std::numeric_limits<std::int64_t>::max());
-    if (!path || path->empty() || !sha256 || !is_sha256_hex(*sha256) || !size_bytes) {
-      return false;  // not a checkpoint record the trainer writes (the store would refuse it, failing the run)
-    }
-    train::CheckpointFile file;
-    file.path = *path;
-    file.sha256 = *sha256;
-    file.size_bytes = *size_bytes;
-    on_checkpoint(file);
-    return true;
-  } else if (kind == "collectives" && rank == 0) {
-    if (auto allreduce = string_field(record, "allreduce")) {
-      on_collectives(*allreduce);
-      return true;
-    }
-  } else if (kind == "skipped_images") {
-    if (const auto files = record.find("files"); files != record.end() && files->is_array()) {
-      std::vector<std::string> names;
-      for (const auto& file : *files) {
-        if (file.is_string()) {
-          names.push_back(file.get<std::string>());
-        }
-      }
-      on_skipped_images(names);
-      return true;
-    }
-  } else if (kind == "start" && rank == 0) {
-    on_start(
-        {.world_size =
-             static_cast<int>(integer_field(record, "world_size", 1, std::numeric_limits<int>::max()).value_or(1)),
-         .total_steps = integer_field(record, "total_steps", 0, std::numeric_limits<std::int64_t>::max()).value_or(0)});
-    return true;
-  }
-  return false;
 }
 
 void Recorder::after_record() {
@@ -186,8 +84,7 @@ void Recorder::after_record() {
 }
 
 void Recorder::on_start(const train::TrainingStart& start) {
-  m_console.set_world_size(start.world_size);
-  m_console.set_total(start.total_steps);
+  m_observer.training(start.total_steps, start.world_size);
   after_record();
 }
 
@@ -208,7 +105,7 @@ void Recorder::on_skipped_images(const std::vector<std::string>& files) {
 }
 
 void Recorder::on_logged_step(int rank, std::int64_t step, std::vector<store::MetricPoint> points) {
-  train::StepMetrics shown;  // for the console's progress line
+  train::StepMetrics shown;  // for the observer's progress line
   shown.step = step;
   shown.loss = std::numeric_limits<double>::quiet_NaN();
   bool has_loss = false;
@@ -237,7 +134,7 @@ void Recorder::on_logged_step(int rank, std::int64_t step, std::vector<store::Me
     }
   }
   if (rank == 0 && has_loss) {
-    m_console.step(shown);
+    m_observer.step(shown);
   }
   enqueue_points();
   note_if_locked();
@@ -255,10 +152,10 @@ void Recorder::note_if_locked() {
   m_locked_noted = now;
   const double waited = std::chrono::duration<double>(now - m_write_started).count();
   lock.unlock();
-  m_console.note(fmt::format("the results store {} is locked by another process ({:.0f} s so far); training goes "
-                             "on and its records are kept until the lock is released",
-                             m_store.location(), waited),
-                 true);
+  m_observer.note(fmt::format("the results store {} is locked by another process ({:.0f} s so far); training goes "
+                              "on and its records are kept until the lock is released",
+                              m_store.location(), waited),
+                  true);
 }
 
 void Recorder::on_step(int rank, const train::StepMetrics& step) {
@@ -270,7 +167,7 @@ void Recorder::on_step(int rank, const train::StepMetrics& step) {
     }
   }
   if (rank == 0) {
-    m_console.step(step);
+    m_observer.step(step);
   }
   after_record();
 }
@@ -392,10 +289,10 @@ void Recorder::write_points(store::Store& store, const std::vector<store::Metric
     m_tensorboard->on_points(points);
     m_tensorboard->flush();
   } catch (const util::Failure& error) {
-    m_console.note(fmt::format("TensorBoard export stopped: {}; the store keeps every point (expctl export "
-                               "tensorboard {} writes them later)",
-                               error.what(), m_run_id),
-                   true);
+    m_observer.note(fmt::format("TensorBoard export stopped: {}; the store keeps every point (expctl export "
+                                "tensorboard {} writes them later)",
+                                error.what(), m_run_id),
+                    true);
     m_tensorboard.reset();
   }
 }
@@ -404,7 +301,7 @@ void Recorder::finish_tensorboard() {
   try {
     m_tensorboard->finish();
   } catch (const util::Failure& error) {
-    m_console.note(fmt::format("TensorBoard export incomplete: {}", error.what()), true);
+    m_observer.note(fmt::format("TensorBoard export incomplete: {}", error.what()), true);
   }
   m_tensorboard.reset();
 }
@@ -491,7 +388,7 @@ void Recorder::writer_loop() {
     if (m_locked_noted) {
       m_locked_noted.reset();
       lock.unlock();
-      m_console.note("the results store is writable again; the buffered records are stored", true);
+      m_observer.note("the results store is writable again; the buffered records are stored", true);
       lock.lock();
     }
     if (!ok) {

@@ -6,7 +6,7 @@
 /// one connection is used by one thread at a time.
 ///
 /// A store locked by another process delays writes, never the ranks: records stay buffered, a
-/// console note says so after k_locked_note_after, and writing resumes when the lock is gone. Any
+/// note to the observer says so after k_locked_note_after, and writing resumes when the lock is gone. Any
 /// other store failure (disk full, I/O error) is fatal: the supervisor polls fatal_error() and ends
 /// the run (the ranks are stopped) with that root cause.
 
@@ -29,7 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/compare/phases.hpp"
-#include "expctl/run/console.hpp"
+#include "expctl/run/observer.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/tensorboard/live_export.hpp"
 #include "expctl/train/metric_sink.hpp"
@@ -38,7 +38,7 @@
 
 namespace expctl::run {
 
-/// A locked store is mentioned on the console after this long, and again every k_locked_note_every.
+/// A locked store is noted to the observer after this long, and again every k_locked_note_every.
 inline constexpr std::chrono::seconds k_locked_note_after{3};
 inline constexpr std::chrono::seconds k_locked_note_every{30};
 /// The run's heartbeat in the store (for `lost` detection from other hosts) is renewed this often.
@@ -79,7 +79,7 @@ class Recorder {
   /// `live_ranks`: how many ranks send their steps to this recorder as they train (the ranks this
   /// node supervises; 1 for an external launcher's rank 0): the straggler score is computed over
   /// them. Ranks of other nodes, reported at the end, get none.
-  Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, Console& console,
+  Recorder(store::Store& store, std::string run_id, std::filesystem::path run_dir, RunObserver& observer,
            std::chrono::steady_clock::time_point start, int live_ranks = 1);
   /// Writes what is queued (waiting while the store is locked) and stops the writer thread.
   ~Recorder();
@@ -94,7 +94,7 @@ class Recorder {
 
   /// A rank's records as train::MetricSink's typed calls: what on_record decodes a rank's line
   /// into, and what rank 0 under an external launcher, which trains in this process, hands over
-  /// as it is (RankZeroSink in engine.cpp). Each hands the points that are due to the writer.
+  /// as it is (RankZeroSink in external.cpp). Each hands the points that are due to the writer.
   /// Never throw, as on_record.
   void on_start(const train::TrainingStart& start);
   void on_step(int rank, const train::StepMetrics& step);
@@ -111,8 +111,8 @@ class Recorder {
   /// Throws the writer's fatal error as a StoreError, if there was one.
   void throw_if_fatal() const;
   /// Also writes every point, as it is stored, to TensorBoard event files (tensorboard/
-  /// live_export.hpp); call before the ranks start. A write error there is noted once on the
-  /// console and ends the export, never the run (the store has every point).
+  /// live_export.hpp); call before the ranks start. A write error there is noted once to the
+  /// observer and ends the export, never the run (the store has every point).
   void export_tensorboard(std::unique_ptr<tensorboard::LiveExport> live);
   /// Queues another write, after the records received so far.
   void post(Write write);
@@ -157,7 +157,7 @@ class Recorder {
   store::Store& m_store;
   std::string m_run_id;
   std::filesystem::path m_run_dir;
-  Console& m_console;
+  RunObserver& m_observer;
   std::chrono::steady_clock::time_point m_start;
   int m_live_ranks;
 

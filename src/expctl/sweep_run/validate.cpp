@@ -1,5 +1,7 @@
 #include "expctl/sweep_run/validate.hpp"
 
+#include <iostream>
+
 #include <fmt/format.h>
 
 #include "expctl/run/preflight.hpp"
@@ -10,6 +12,11 @@ namespace expctl::sweep_run {
 using sweep::Sweep;
 
 namespace {
+
+// What a preflight warns of (a model check that is not sandboxed), as `expctl run` prints it.
+void print_warning(const std::string& text) {
+  std::cerr << "expctl: " << text << '\n';
+}
 
 nlohmann::json errors_json(const std::vector<util::Diagnostic>& diagnostics) {
   nlohmann::json errors = nlohmann::json::array();
@@ -63,7 +70,7 @@ std::optional<spec::Spec> load_config(const compare::SuiteConfig& config, const 
                                       std::vector<util::Diagnostic>& problems) {
   try {
     spec::Spec spec = spec::load_spec(config.spec, spec::LoadOptions{config.overrides});
-    run::preflight_training(spec);
+    run::preflight_training(spec, print_warning);
     return spec;
   } catch (const util::DiagnosticError& error) {
     for (const util::Diagnostic& diagnostic : error.diagnostics()) {
@@ -139,7 +146,7 @@ FileCheck check_file(const std::string& file, const std::vector<std::string>& ov
   FileCheck check{.file = file};
   try {
     spec::Spec spec = spec::load_spec(file, spec::LoadOptions{overrides});
-    run::preflight_training(spec);  // a model file or arrays: loaded, and one step tried
+    run::preflight_training(spec, print_warning);  // a model file or arrays: loaded, and one step tried
     check.spec = std::move(spec);
   } catch (const util::DiagnosticError& error) {
     record_diagnostics(check, error);

@@ -47,7 +47,7 @@ class ProgressLines final : public MetricSink {
 
  private:
   std::string progress_line(const StepMetrics& m) {
-    // The mean time a step since the first line, as the terminal's progress line (run/console.cpp)
+    // The mean time a step since the first line, as the terminal's progress line (cli/support_observer.cpp)
     // has it: one slow step does not swing the ETA, and the evals and checkpoints between lines
     // count by their share. (Over the steps since the last line only, the line after an eval said
     // 13 s where 2 s were left.)

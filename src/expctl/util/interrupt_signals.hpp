@@ -2,7 +2,7 @@
 /// The one way expctl handles SIGINT, SIGTERM and SIGHUP (the signals that ask it to stop): while
 /// an InterruptSignals exists, each arrival becomes a byte on a pipe (the self-pipe trick), so a
 /// poll() loop (the supervisor's, the sweep's) sees it like any other input, after an optional
-/// async-signal-safe hook has run (a rank's stop flag, run/signals.hpp). Handlers, not a
+/// async-signal-safe hook has run (a rank's stop flag, run/stop.hpp). Handlers, not a
 /// signalfd: a signalfd needs the signals blocked in every thread, and the processes that
 /// supervise also run threads (the recorder, the plugin's loader) that would take them instead.
 

@@ -23,7 +23,7 @@ struct Fixture {
   std::filesystem::path db_path = dir / "results" / "expctl.db";
   store::Store db = store::Store::open(db_path);
   store::RunRecord run;
-  run::Console console{true};
+  run::SilentObserver console;
 
   Fixture() {
     db.put_spec(std::string(64, 'a'), "{}", "recorder");

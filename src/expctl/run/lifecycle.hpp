@@ -1,0 +1,152 @@
+#pragma once
+/// Internal to run/: what the lifecycle files share. One file per lifecycle, each ending in the
+/// one conclusion (record.cpp's conclude):
+///   start.cpp        `expctl run`: validation, the pinned stack, and which lifecycle runs it
+///   record.cpp       recording a new run, and concluding every run: artifacts, summary, status
+///   supervised.cpp   supervising this node's ranks (the built-in trainer's and a program's)
+///   external.cpp     the built-in trainer under an external launcher: rank 0 records the run
+///   program_run.cpp  a program whose ranks several supervisors share: the handover at the end
+///   program_external.cpp  a program under an external launcher: one `expctl run` per rank
+///   resume.cpp       `expctl resume`
+/// A new lifecycle (a Slurm job) is a new file that builds an Invocation and ends in conclude().
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "expctl/env/verify.hpp"
+#include "expctl/launch/launch_plan.hpp"
+#include "expctl/launch/rank_identity.hpp"
+#include "expctl/launch/supervisor.hpp"
+#include "expctl/run/engine.hpp"
+#include "expctl/run/journal.hpp"
+#include "expctl/run/observer.hpp"
+#include "expctl/run/outcome.hpp"
+#include "expctl/run/program.hpp"
+#include "expctl/run/program_gather.hpp"
+#include "expctl/run/recorder.hpp"
+#include "expctl/run/rendezvous.hpp"
+#include "expctl/run/resolved_run.hpp"
+#include "expctl/run/stack.hpp"
+#include "expctl/run/stop.hpp"
+#include "expctl/spec/spec.hpp"
+#include "expctl/store/store.hpp"
+
+namespace expctl::run::lifecycle {
+
+using SteadyClock = std::chrono::steady_clock;
+
+/// When an invocation started: the first of this process at the process's start (loading
+/// LibTorch is part of what a user waits for); any later one (`ab`, `nightly` and `sweep` run
+/// several in one process) when it began, so that each run's wall_time_s and
+/// time_to_first_step_s are its own.
+SteadyClock::time_point invocation_start();
+double seconds_since(SteadyClock::time_point start);
+
+/// `given`, or an observer that hears nothing.
+RunObserver& observer_or_silent(RunObserver* given);
+/// `given`, or a stop flag nobody signals.
+RankStop& stop_or_none(RankStop* given);
+
+/// A program run whose ranks several `expctl` processes supervise (program_gather.hpp): where the
+/// job's store is, which part this supervisor is, and how many there are.
+struct Handover {
+  std::string host;
+  std::uint16_t port = 0;
+  int index = 0;  ///< 0: this supervisor records the run and takes the others' parts
+  int parts = 1;
+  std::string noun = "node";  ///< what a part is: "node" (--nnodes) or "rank" (external launcher)
+  /// Before every key: a store torchrun's agent keeps across restarts of its workers holds each
+  /// attempt's keys apart ("attempt-N/").
+  std::string prefix;
+  std::chrono::seconds timeout{120};
+};
+
+/// Everything one invocation of a recorded run needs.
+struct Invocation {
+  store::RunRecord run;
+  ResolvedRun resolved;
+  bool resume = false;
+  std::vector<env::VerifyRow> drift;  ///< drifted pins accepted with --allow-drift
+  std::shared_ptr<Rendezvous> rendezvous;
+  RunObserver* observer = nullptr;          ///< never null once the entry point set it
+  std::optional<std::int64_t> resume_step;  ///< the checkpoint step a resume continues after
+  bool program = false;  ///< the spec runs a user's program (program.command), not the built-in trainer
+  /// Program runs: who hosts the store the program's ranks meet in.
+  StoreHost store_host = StoreHost::rank0;
+  /// Program runs of several supervisors: this one's place in the handover at the end.
+  std::optional<Handover> handover;
+  /// This node's ranks, planned once before anything is recorded; under an external launcher, the
+  /// one rank this process is.
+  launch::LaunchPlan plan;
+  bool external = false;  ///< started by an external launcher (torchrun, mpirun, srun, Kubeflow)
+  /// What this invocation's wall_time_s and time_to_first_step_s count from (invocation_start).
+  SteadyClock::time_point started{};
+  bool strict_inputs = false;  ///< run --strict-inputs: an unhashed local module fails the run
+  std::string sandbox;         ///< what check_sandbox said, for the summary (util::summary_key::sandbox)
+};
+
+// record.cpp ---------------------------------------------------------------------------------
+
+/// The spec as the run records it: `run --tensorboard DIR` in place of the spec's
+/// metrics.tensorboard (a location, so the hash never held it), made absolute.
+nlohmann::json resolved_values(const spec::Spec& spec, const std::filesystem::path& tensorboard);
+/// Live TensorBoard event files (metrics.tensorboard), when the run asks for them.
+void export_tensorboard(Recorder& recorder, const store::Store& store, const Invocation& invocation, int world_size);
+/// Records a new run (spec, environment, tags, resolved.json in its folder).
+store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, const StackCheck& stack,
+                                const std::vector<std::string>& tags, const ResolvedRun& resolved);
+/// How every recorded invocation ends: artifacts, summary, then status and root cause, last.
+/// `journal`: this invocation's (null under an external launcher).
+RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict, const RunFacts& facts,
+                   const nlohmann::json& extra_summary = nlohmann::json::object(), RecordJournal* journal = nullptr);
+
+// supervised.cpp -----------------------------------------------------------------------------
+
+/// The `expctl worker` command line of this node's ranks (`run_dir` "-": they read it from stdin).
+std::vector<std::string> worker_argv(const std::string& run_dir, bool resume);
+/// Plans this node's ranks once, after the rendezvous.
+void plan_node(Invocation& invocation);
+/// distributed.timeout_s: the collective and rendezvous timeout.
+std::chrono::seconds timeout_of(const nlohmann::json& spec);
+/// Supervises this node's ranks (`held`: started before the run was recorded) and concludes.
+RunResult supervise(store::Store& store, const Invocation& invocation,
+                    std::optional<launch::HeldRanks> held = std::nullopt);
+
+// external.cpp -------------------------------------------------------------------------------
+
+/// Under an external launcher: the one rank this process is, and the node's part of the run.
+void plan_external(Invocation& invocation, const launch::RankIdentity& identity);
+/// The built-in trainer as this process's rank; global rank 0 records the run.
+RunResult run_as_external_rank(SteadyClock::time_point started, const RunRequest& request, const spec::Spec& spec,
+                               const StackCheck& stack, const launch::RankIdentity& identity);
+
+// program_run.cpp ----------------------------------------------------------------------------
+
+/// Several nodes started with --nnodes: node 0 hosts the program's store, the others hand over.
+void prepare_program_nodes(Invocation& invocation);
+/// What this supervisor's program ranks did, to hand over to the one that records the run.
+ProgramPart part_of(int index, const ProgramRecords& records, const std::optional<launch::Outcome>& outcome,
+                    const Verdict& verdict);
+/// Hands a part to the job's store (a failure costs a warning, not the run).
+void hand_over(const Handover& handover, const ProgramPart& part, RunObserver& observer);
+/// After a program's ranks ended here: hands this supervisor's part over or takes the others',
+/// names unhashed modules (failing the run under --strict-inputs), and returns the summary's
+/// program section.
+nlohmann::json end_program(const Invocation& invocation, const ProgramRecords& records, Recorder& recorder,
+                           const std::optional<launch::Outcome>& outcome, Verdict& verdict);
+
+// program_external.cpp -----------------------------------------------------------------------
+
+/// A program's ranks under an external launcher: rank 0 records, the others hand their steps over.
+RunResult run_program_as_external_rank(SteadyClock::time_point started, const RunRequest& request,
+                                       const spec::Spec& spec, const StackCheck& stack,
+                                       const launch::RankIdentity& identity);
+
+}  // namespace expctl::run::lifecycle
