@@ -10,16 +10,24 @@
 # set-up line to `scripts/bootstrap.sh` without sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [[ $(id -u) -eq 0 ]]; then
-  scripts/install-deps.sh
-elif command -v sudo >/dev/null; then
-  sudo scripts/install-deps.sh
-else
+# Root's steps (installing packages, then expctl and its Python package under /usr/local) run
+# directly as root, through sudo as a user; the build and the run stay the user's.
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then
+    "$@"
+  else
+    sudo "$@"
+  fi
+}
+if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null; then
   echo "bootstrap.sh: installing the dependencies needs root, and there is no sudo: run it as root" \
        "(then it needs no sudo), or install sudo" >&2
   exit 2
 fi
+as_root scripts/install-deps.sh
 cmake --preset release
 cmake --build --preset release
+# /usr/local/bin/expctl, and `import expctl` for Debian's python3 (docs/analysis.md)
+as_root cmake --install build/release
 ./build/release/expctl validate experiments/quickstart.yaml
 ./build/release/expctl run experiments/quickstart.yaml

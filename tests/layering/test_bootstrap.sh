@@ -45,6 +45,7 @@ if ! calls="$(run_bootstrap 0 nosudo)"; then
 fi
 grep -qx "install-deps as uid 0 via=direct" <<<"$calls" || fail "as root, install-deps.sh did not run directly: $calls"
 grep -q "^expctl run experiments/quickstart.yaml as uid 0" <<<"$calls" || fail "as root, no quick start: $calls"
+grep -qx "cmake --install build/release as uid 0" <<<"$calls" || fail "as root, expctl and its Python package were not installed: $calls"
 
 # A user with sudo: only the installation goes through sudo; the build and the run stay the user's.
 if ! calls="$(run_bootstrap 1000 sudo)"; then
@@ -53,6 +54,7 @@ fi
 grep -qx "install-deps as uid 0 via=sudo" <<<"$calls" || fail "as a user, install-deps.sh did not go through sudo: $calls"
 grep -qx "cmake --preset release as uid 1000" <<<"$calls" || fail "as a user, the build did not run as the user: $calls"
 grep -q "^expctl run experiments/quickstart.yaml as uid 1000" <<<"$calls" || fail "as a user, no quick start: $calls"
+grep -qx "cmake --install build/release as uid 0" <<<"$calls" || fail "as a user, the install did not go through sudo: $calls"
 
 # A user without sudo: exit 2 before anything, saying so.
 status=0

@@ -176,7 +176,7 @@ TEST_CASE("serve: every request needs the token, and ?token= once becomes a cook
   CHECK(ask(port, request(port, "/api/runs", "Cookie: expctl_token_1=" + k_token + "\r\n")).status == 401);
 
   // The redirect stays on this server, whatever the path decodes to.
-  for (const std::string& path : {"//evil.example/x", "/%2fevil.example/x", "/%5cevil.example", "/\\evil.example"}) {
+  for (const std::string path : {"//evil.example/x", "/%2fevil.example/x", "/%5cevil.example", "/\\evil.example"}) {
     INFO(path);
     reply = ask(port, request(port, path + "?token=" + k_token));
     CHECK(reply.status == 303);
