@@ -55,8 +55,13 @@ function startServer() {
     const timer = setTimeout(() => reject(new Error('expctl serve printed no URL in 20 s: ' + out)), 20000);
     child.stdout.on('data', (chunk) => {
       out += chunk;
-      const match = out.match(/open +(http:\/\/127\.0\.0\.1:(\d+)\/\?token=\S+)/);
-      if (match) { clearTimeout(timer); resolve({ url: match[1], base: `http://127.0.0.1:${match[2]}` }); }
+      // A --token-file token is not printed: the URL names the file, and the test knows its token.
+      const match = out.match(/open +http:\/\/127\.0\.0\.1:(\d+)\/\?token=<the token in /);
+      if (match) {
+        clearTimeout(timer);
+        const base = `http://127.0.0.1:${match[1]}`;
+        resolve({ url: `${base}/?token=browser-test-token-0123456789`, base });
+      }
     });
     child.stderr.on('data', (chunk) => { out += chunk; });
     child.on('exit', (code) => reject(new Error(`expctl serve exited with ${code}: ${out}`)));

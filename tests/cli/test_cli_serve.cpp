@@ -130,3 +130,26 @@ TEST_CASE("cli serve: a non-loopback --host prints the note that the connection 
   REQUIRE(::kill(serve.process->pid(), SIGTERM) == 0);
   CHECK(serve.process->wait(std::chrono::seconds(15)) == 0);
 }
+
+TEST_CASE("cli serve: a --token-file token is never printed, and --login-days makes the cookie outlive the browser") {
+  ServeProcess serve({"--login-days", "30"});
+  const std::string out = serve.process->out();
+  CHECK(out.find("cli-serve-token-0123456789") == std::string::npos);
+  CHECK(out.find("/?token=<the token in ") != std::string::npos);
+  // The token from the file logs in, and the cookie lasts 30 days.
+  const int fd = connect_to(serve.port);
+  const std::string request =
+      "GET /?token=cli-serve-token-0123456789 HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(serve.port) +
+      "\r\nConnection: close\r\n\r\n";
+  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+  std::string reply;
+  char buffer[4096];
+  for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) {
+    reply.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  CHECK(reply.starts_with("HTTP/1.1 303"));
+  CHECK(reply.find("; SameSite=Strict; Max-Age=2592000\r\n") != std::string::npos);
+  REQUIRE(::kill(serve.process->pid(), SIGTERM) == 0);
+  CHECK(serve.process->wait(std::chrono::seconds(15)) == 0);
+}

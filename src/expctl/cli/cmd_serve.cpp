@@ -23,6 +23,7 @@ struct ServeCommandOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string token_file;
+  int login_days = 0;
   std::vector<std::string> allow_hosts;
   std::size_t max_connections = 512;
   std::vector<std::string> sweep_files;
@@ -41,6 +42,7 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
   serve_options.port = options.port;
   serve_options.allow_hosts = options.allow_hosts;
   serve_options.max_connections = options.max_connections;
+  serve_options.login_lifetime = std::chrono::hours(24) * options.login_days;
   for (const auto& file : options.sweep_files) {
     // Loaded now, once: a request names a sweep, never a file. A bad file stops here (exit 2).
     auto loaded = std::make_shared<const sweep::Sweep>(sweep::load_sweep(file));
@@ -69,7 +71,11 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
                        serve_options);
   const int port = server.bind();
   std::cout << fmt::format("expctl serve: {} read-only on {}:{}\n", where, options.host, port);
-  std::cout << fmt::format("open  http://{}:{}/?token={}\n", url_host(options.host), port, serve_options.token);
+  // A token of one's own (--token-file) is not printed: stdout goes to logs and terminals' scrollback.
+  std::cout << (options.token_file.empty()
+                    ? fmt::format("open  http://{}:{}/?token={}\n", url_host(options.host), port, serve_options.token)
+                    : fmt::format("open  http://{}:{}/?token=<the token in {}>\n", url_host(options.host), port,
+                                  options.token_file));
   if (!serve::is_loopback_host(options.host)) {
     std::cout << "note: listening beyond this host without TLS: put a reverse proxy with TLS in front "
                  "(docs/serve.md, \"Running it for a team\")\n";
@@ -109,6 +115,12 @@ void setup_serve(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--token-file", options->token_file,
                       "Read the access token from FILE (16+ characters) instead of drawing a random one")
       ->option_text("FILE");
+  command
+      ->add_option("--login-days", options->login_days,
+                   "Keep a browser logged in for N days (a persistent cookie); default 0: until the\n"
+                   "browser closes")
+      ->option_text("N")
+      ->check(CLI::Range(0, 400));
   command->add_option("--allow-host", options->allow_hosts,
                       "Also answer requests whose Host is NAME (a reverse proxy's public name; repeatable)")
       ->option_text("NAME")

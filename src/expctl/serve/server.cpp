@@ -579,8 +579,12 @@ struct Server::Impl {
     if (request.get_param_value_count("token") == 1 && same_secret(request.get_param_value("token"), options.token)) {
       // Once: the token becomes a cookie this browser sends back, and the URL loses it (history,
       // screenshots and proxies' logs never hold it again).
-      response.set_header("Set-Cookie", fmt::format("{}={}; Path=/; HttpOnly; SameSite=Strict", cookie_name,
-                                                    options.token));
+      // --login-days: a cookie that outlives the browser session (Max-Age), else a session cookie.
+      const std::string lifetime = options.login_lifetime.count() > 0
+                                       ? fmt::format("; Max-Age={}", options.login_lifetime.count())
+                                       : std::string();
+      response.set_header("Set-Cookie", fmt::format("{}={}; Path=/; HttpOnly; SameSite=Strict{}", cookie_name,
+                                                    options.token, lifetime));
       std::string query;
       for (const auto& [key, value] : request.params) {
         if (key != "token") {

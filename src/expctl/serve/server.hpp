@@ -8,6 +8,7 @@
 /// embedded in the binary (assets.hpp), so no path of a request ever names a file.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -25,6 +26,8 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  ///< 0: a free port (tests)
   std::string token;  ///< required on every request
+  /// How long the login cookie lasts (Max-Age); 0: until the browser closes (a session cookie).
+  std::chrono::seconds login_lifetime{0};
   std::vector<std::string> allow_hosts;  ///< more names the Host header may carry (a proxy's)
   std::size_t max_connections = 512;     ///< connections served at once; more wait their turn
   std::size_t store_connections = 8;     ///< read-only store connections (requests in flight)

@@ -170,7 +170,7 @@ TEST_CASE("serve: every request needs the token, and ?token= once becomes a cook
   CHECK(reply.status == 303);
   CHECK(reply.has_header("Location: /run?id=" + served.run_id + "\r"));
   const std::string cookie = "expctl_token_" + std::to_string(port) + "=" + k_token;
-  CHECK(reply.has_header("Set-Cookie: " + cookie + "; Path=/; HttpOnly; SameSite=Strict"));
+  CHECK(reply.has_header("Set-Cookie: " + cookie + "; Path=/; HttpOnly; SameSite=Strict\r"));  // a session cookie
   reply = ask(port, request(port, "/api/runs", "Cookie: other=1; " + cookie + "\r\n"));
   CHECK(reply.status == 200);
   CHECK(ask(port, request(port, "/api/runs", "Cookie: expctl_token_1=" + k_token + "\r\n")).status == 401);
