@@ -647,3 +647,29 @@ TEST_CASE("run: docs/run.md's torchrun command runs with Debian's torchrun and r
   CHECK(std::find(runs[0].tags.begin(), runs[0].tags.end(), "launcher:torchrun") != runs[0].tags.end());
   CHECK(d.open().metrics(runs[0].id, {.name = "loss", .rank = 1}).size() == 10);
 }
+
+TEST_CASE("run: each rank's CPU use and memory are stored once a second as sys_cpu_percent and sys_rss_mb") {
+  RunDir d;
+  const auto result = d.expctl(
+      {"run", tiny_spec(), "--set", "train.max_steps=8000", "--set", "train.eval_every=0", "--format", "json"});
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto id = parse_stdout(result).at("run").at("id").get<std::string>();
+  const auto db = d.open();
+  for (const int rank : {0, 1}) {
+    const auto cpu = db.metrics(id, {.name = "sys_cpu_percent", .rank = rank});
+    const auto rss = db.metrics(id, {.name = "sys_rss_mb", .rank = rank});
+    INFO("rank " << rank);
+    REQUIRE(cpu.size() >= 2);  // a run of several seconds: a reading a second after the first
+    REQUIRE(rss.size() == cpu.size());
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      if (i > 0) {
+        CHECK(cpu[i].step > cpu[i - 1].step);  // at most one reading a step: the series only grows
+      }
+      CHECK(cpu[i].value > 1.0);  // a training rank is busy
+      CHECK(cpu[i].value < 400.0);
+      CHECK(rss[i].value > 20.0);  // LibTorch alone is more than this
+      CHECK(rss[i].value < 8192.0);
+    }
+  }
+}

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "expctl/launch/control_channel.hpp"
+#include "expctl/launch/process_usage.hpp"
 #include "expctl/launch/rank_process.hpp"
 #include "expctl/launch/shm_segments.hpp"
 #include "expctl/util/error.hpp"
@@ -64,6 +65,8 @@ struct Supervisor::State {
   // Installed by start(), before the first rank exists, so an early Ctrl-C is not lost (nor
   // kills the supervisor with the default action); removed when wait() returns.
   std::optional<util::InterruptSignals> signals;
+  UsageRate usage;
+  Clock::time_point next_usage = Clock::now();
 
   // The log folder, the signal handlers and the clock: what every start has in common.
   detail::RankSinks prepare_start() {
@@ -222,7 +225,28 @@ struct Supervisor::State {
     if (kill_at && !killed) {
       timeout = std::min(timeout, std::chrono::duration_cast<milliseconds>(*kill_at - now));
     }
+    if (reads_usage()) {
+      timeout = std::min(timeout, std::chrono::duration_cast<milliseconds>(next_usage - now));
+    }
     return std::max(timeout, milliseconds(0));
+  }
+
+  bool reads_usage() const { return options.on_usage && options.usage_every.count() > 0; }
+
+  // Every usage_every: each running rank's CPU and memory, from /proc (a few small reads a rank).
+  void read_usage(Clock::time_point now) {
+    if (!reads_usage() || now < next_usage) {
+      return;
+    }
+    next_usage = now + options.usage_every;
+    for (const auto& rank : ranks) {
+      if (!rank->running()) {
+        continue;
+      }
+      if (const auto sample = usage.read(rank->rank(), rank->pid(), now)) {
+        options.on_usage(rank->rank(), sample->cpu_percent, sample->rss_mb);
+      }
+    }
   }
 
   void reap() {
@@ -338,6 +362,7 @@ Outcome Supervisor::wait() {
       break;
     }
     state.check_timers(Clock::now());
+    state.read_usage(Clock::now());
     state.poll_once();
   }
   // Every rank has ended: a signal arriving now changes nothing about this run.

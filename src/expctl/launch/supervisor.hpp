@@ -91,6 +91,11 @@ struct SupervisorOptions {
   ConsoleSink console;
   /// Control-channel records; null: dropped.
   RecordSink on_record;
+  /// Each running rank's CPU use (percent of one core) and resident memory (MiB), its process and
+  /// every process under it (process_usage.hpp), read every `usage_every` from /proc by the
+  /// supervisor's own loop; null or 0: not read.
+  std::function<void(int rank, double cpu_percent, double rss_mb)> on_usage;
+  std::chrono::milliseconds usage_every{0};
   /// Rank ends, in the order the supervisor saw them; null: not reported.
   RankExitSink on_rank_exit;
   /// Polled every tick: a message ends the run as failed with it as the root cause (for faults

@@ -355,6 +355,21 @@ std::optional<Divergence> Recorder::divergence() const {
   return m_divergence;
 }
 
+void Recorder::on_usage(int rank, double cpu_percent, double rss_mb) {
+  {
+    std::lock_guard lock(m_mutex);
+    const auto step = m_steps.find(rank);
+    auto& last = m_usage_steps[rank];
+    if (step == m_steps.end() || step->second <= last) {
+      return;
+    }
+    last = step->second;
+    m_points.push_back({rank, step->second, util::metric::sys_cpu_percent, cpu_percent});
+    m_points.push_back({rank, step->second, util::metric::sys_rss_mb, rss_mb});
+  }
+  after_record();
+}
+
 std::map<int, std::int64_t> Recorder::last_steps() const {
   std::lock_guard lock(m_mutex);
   return m_steps;

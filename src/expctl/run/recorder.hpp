@@ -104,6 +104,10 @@ class Recorder {
   void on_remote_steps(int rank, const std::vector<train::StepMetrics>& steps);
   void on_collectives(const std::string& allreduce);
   void on_skipped_images(const std::vector<std::string>& files);
+  /// A reading of a rank's CPU use and memory (launch::SupervisorOptions::on_usage): stored as
+  /// sys_cpu_percent and sys_rss_mb at the last step the rank reported, at most once a step (each
+  /// series only grows; nothing before the rank's first step).
+  void on_usage(int rank, double cpu_percent, double rss_mb);
   /// A step a user's program logged (program_records.hpp): `points` are stored as they are (the
   /// program's own series, and what follows from them: step_time_ms, samples_per_sec), so a
   /// program run is read by the same summary, compare and export code as a built-in one.
@@ -167,6 +171,7 @@ class Recorder {
   std::condition_variable m_wake;
   std::condition_variable m_idle;
   std::vector<store::MetricPoint> m_points;  // not yet queued
+  std::map<int, std::int64_t> m_usage_steps;  // the step of each rank's last usage reading
   std::chrono::steady_clock::time_point m_last_enqueue = std::chrono::steady_clock::now();
   std::deque<Write> m_queue;
   bool m_writing = false;

@@ -25,6 +25,11 @@ inline constexpr const char* eval_loss = "eval_loss";          ///< rank 0, at e
 inline constexpr const char* eval_accuracy = "eval_accuracy";  ///< rank 0, at each evaluation
 /// The rank's compute time over the median rank's (the recorder's, from 2 ranks; run/recorder.hpp).
 inline constexpr const char* straggler_score = "straggler_score";
+/// The rank's CPU use in percent of one core and its resident memory in MiB, its process and every
+/// process under it, read by the supervisor about once a second (launch/process_usage.hpp) and
+/// stored at the rank's step then, at most once a step.
+inline constexpr const char* sys_cpu_percent = "sys_cpu_percent";
+inline constexpr const char* sys_rss_mb = "sys_rss_mb";
 /// Derived, never stored: the share of a step's time (all ranks together) spent waiting.
 inline constexpr const char* comm_wait_fraction = "comm_wait_fraction";
 }  // namespace metric

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# What the per-rank system metrics (sys_cpu_percent, sys_rss_mb: the supervisor reads /proc once a
+# second, docs/run.md) cost the quick start, two ways (issue 55: "within 1 % of off"):
+#   1. interleaved pairs of `expctl run experiments/quickstart.yaml` with EXPCTL_SYS_METRICS=0 and
+#      without (on), the order alternating; per run the median step_time_ms of rank 0 after 10
+#      warm-up steps, the same statistic on both sides; the median of the pairs' ratios on/off
+#      (> 1: slower with them on). A shared machine's run-to-run noise is 10-20 %, so this bounds
+#      the cost only coarsely.
+#   2. with perf (Debian: linux-perf), the share of all CPU samples of a run (supervisor and ranks)
+#      spent reading /proc for them (read_process_tree and what it calls): the cost itself.
+#
+#   bench/sys_metrics.sh [BUILD_DIR] [PAIRS]     # defaults: build/ci 7
+# A benchmark: it prints figures and asserts nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/common.sh
+build=${1:-build/ci}
+pairs=${2:-7}
+expctl="$build/expctl"
+[[ -x $expctl ]] || { echo "sys_metrics.sh: $expctl not found: build first (cmake --build --preset ci)" >&2; exit 2; }
+work=$(mktemp -d)
+on_exit 'rm -rf "$work"'
+py=/usr/bin/python3
+
+step_median() {  # MODE (on|off): rank 0's median step time (ms) after 10 steps, of a new run
+  local mode=$1 db="$work/$1.db"
+  rm -f "$db"*
+  if [[ $mode == off ]]; then
+    EXPCTL_SYS_METRICS=0 "$expctl" --db "$db" -q run experiments/quickstart.yaml >/dev/null
+  else
+    "$expctl" --db "$db" -q run experiments/quickstart.yaml >/dev/null
+  fi
+  "$py" - "$db" <<'PY'
+import sqlite3, statistics, sys
+db = sqlite3.connect(sys.argv[1])
+values = [r[0] for r in db.execute(
+    "SELECT value FROM metrics WHERE key_id=(SELECT id FROM metric_keys WHERE name='step_time_ms') AND rank=0 "
+    "ORDER BY step")][10:]
+print(statistics.median(values))
+PY
+}
+
+echo "machine: $(nproc --all) cores; $(date -u +%FT%TZ); expctl $(git rev-parse --short HEAD)"
+compiler_running && echo "warning: a compiler is running: these figures are not worth much" >&2
+echo "== 1. interleaved pairs, quick start, median step_time_ms of rank 0 (ratio on/off)"
+ratios=""
+for ((i = 1; i <= pairs; ++i)); do
+  if ((i % 2)); then on=$(step_median on); off=$(step_median off); else off=$(step_median off); on=$(step_median on); fi
+  ratio=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.4f", a / b }')
+  ratios="$ratios $ratio"
+  printf 'pair %d  on %.3f ms  off %.3f ms  ratio %s\n' "$i" "$on" "$off" "$ratio"
+done
+printf 'median ratio on/off %s (range %s .. %s)\n' "$(echo "$ratios" | median)" \
+  "$(echo "$ratios" | sorted_values | head -n1)" "$(echo "$ratios" | sorted_values | tail -n1)"
+
+if command -v perf >/dev/null; then
+  echo "== 2. perf: share of the run's CPU samples spent reading /proc for the system metrics"
+  for ((i = 1; i <= 3; ++i)); do
+    rm -f "$work/perf.db"*
+    perf record -q -g -F 4000 -o "$work/perf.data" -- "$expctl" --db "$work/perf.db" -q run experiments/quickstart.yaml \
+      >/dev/null 2>"$work/perf.err"
+    total=$(perf script -i "$work/perf.data" -F period 2>/dev/null | wc -l)
+    # Samples with read_process_tree anywhere on their stack (children included).
+    inside=$(perf report -i "$work/perf.data" --children --sort sym --stdio -g none 2>/dev/null |
+      awk '/read_process_tree/ { gsub("%", "", $1); print $1; exit }')
+    printf 'run %d: %s samples, read_process_tree and below: %s %% of them\n' "$i" "$total" "${inside:-0}"
+  done
+fi

@@ -1,0 +1,126 @@
+#include "expctl/launch/process_usage.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <dirent.h>
+
+namespace expctl::launch {
+
+namespace {
+
+// utime and stime (fields 14 and 15 of /proc/PID/stat, in clock ticks), read after the ")" that
+// ends the command name (which may hold spaces and parentheses).
+std::optional<double> cpu_seconds_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) {
+    return std::nullopt;
+  }
+  const auto end_of_name = text.rfind(')');
+  if (end_of_name == std::string::npos) {
+    return std::nullopt;
+  }
+  std::istringstream fields(text.substr(end_of_name + 2));  // from field 3, the state
+  std::string field;
+  unsigned long long utime = 0;
+  unsigned long long stime = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14) {
+      utime = std::stoull(field);
+    } else if (index == 15) {
+      stime = std::stoull(field);
+    }
+  }
+  static const long ticks = ::sysconf(_SC_CLK_TCK);
+  return static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
+}
+
+std::optional<std::int64_t> rss_bytes_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  std::int64_t size = 0;
+  std::int64_t resident = 0;
+  if (!(in >> size >> resident)) {
+    return std::nullopt;
+  }
+  static const long page = ::sysconf(_SC_PAGESIZE);
+  return resident * (page > 0 ? page : 4096);
+}
+
+// The children of every thread of `pid` (a child belongs to the thread that forked it).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> children;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(tasks.c_str());
+  if (dir == nullptr) {
+    return children;
+  }
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') {
+      continue;
+    }
+    std::ifstream in(tasks + "/" + entry->d_name + "/children");
+    for (pid_t child = 0; in >> child;) {
+      children.push_back(child);
+    }
+  }
+  ::closedir(dir);
+  return children;
+}
+
+}  // namespace
+
+std::optional<ProcessUsage> read_process_tree(pid_t pid) {
+  ProcessUsage usage;
+  std::vector<pid_t> pending{pid};
+  std::set<pid_t> seen;
+  while (!pending.empty()) {
+    const pid_t next = pending.back();
+    pending.pop_back();
+    if (!seen.insert(next).second || seen.size() > 4096) {
+      continue;
+    }
+    const auto cpu = cpu_seconds_of(next);
+    const auto rss = rss_bytes_of(next);
+    if (!cpu || !rss) {
+      if (next == pid) {
+        return std::nullopt;
+      }
+      continue;  // a child that ended between the listing and the read
+    }
+    usage.cpu_seconds += *cpu;
+    usage.rss_bytes += *rss;
+    ++usage.processes;
+    for (const pid_t child : children_of(next)) {
+      pending.push_back(child);
+    }
+  }
+  return usage;
+}
+
+std::optional<UsageRate::Sample> UsageRate::read(int rank, pid_t pid, Clock::time_point now) {
+  const auto usage = read_process_tree(pid);
+  if (!usage) {
+    m_last.erase(rank);
+    return std::nullopt;
+  }
+  const auto last = m_last.find(rank);
+  std::optional<Sample> sample;
+  if (last != m_last.end()) {
+    const double wall = std::chrono::duration<double>(now - last->second.at).count();
+    if (wall > 0.0) {
+      const double used = usage->cpu_seconds - last->second.cpu_seconds;
+      sample = Sample{.cpu_percent = used > 0.0 ? 100.0 * used / wall : 0.0,
+                      .rss_mb = static_cast<double>(usage->rss_bytes) / (1024.0 * 1024.0)};
+    }
+  }
+  m_last[rank] = Last{.cpu_seconds = usage->cpu_seconds, .at = now};
+  return sample;
+}
+
+}  // namespace expctl::launch
