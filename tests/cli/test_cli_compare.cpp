@@ -267,7 +267,7 @@ TEST_CASE("baseline set moves the baseline tag to the accepted run") {
 
 TEST_CASE("compare end to end: two real short runs of one spec are not a regression and reproduce bit for bit") {
 #ifndef EXPCTL_WITH_TORCH_PROVIDER
-  WARN("SKIPPED, not passed: this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`");
+  expctl::test::skip("torch", "this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`");
   return;
 #endif
   test::TempDir dir;

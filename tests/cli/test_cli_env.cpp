@@ -64,7 +64,7 @@ TEST_CASE("cli env: the BLAS and LAPACK LibTorch loads are named by their real f
   // Debian's LibTorch links libblas.so.3 and liblapack.so.3, update-alternatives links whose
   // choice (reference BLAS, OpenBLAS...) BLAS_INFO does not show.
 #ifndef EXPCTL_WITH_TORCH_PROVIDER
-  WARN("SKIPPED, not passed: this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF)");
+  expctl::test::skip("torch", "this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF)");
   return;
 #endif
   const auto software = env_json()["fields"]["software"];

@@ -474,7 +474,7 @@ TEST_CASE(
   };
   SECTION("sandboxed") {
     if (util::sandbox::landlock_abi() == 0) {
-      WARN("SKIPPED, not passed: " << util::sandbox::describe_availability());
+      test::skip("landlock", util::sandbox::describe_availability());
       return;
     }
     const SmallProgram p(script, 1, "", "  sandbox: true\n  writable: [out]\n");

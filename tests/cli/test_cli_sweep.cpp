@@ -283,7 +283,7 @@ TEST_CASE("cli sweep: --parallel 2 runs two points at once, the ranks of each sl
   CPU_ZERO(&set);
   REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
   if (CPU_COUNT(&set) < 2) {
-    WARN("SKIPPED, not passed: --parallel 2 needs 2 cores, this test may use " << CPU_COUNT(&set));
+    test::skip("cores", "--parallel 2 needs 2 cores, this test may use " + std::to_string(CPU_COUNT(&set)));
     return;
   }
   const RunDir run_dir;
