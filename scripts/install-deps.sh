@@ -34,6 +34,8 @@ test_packages=(
   postgresql
   # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)
   clang-14 libclang-rt-14-dev
+  # clang-format-14 (with git-clang-format-14): the format check, a ctest test (scripts/format_check.sh)
+  clang-format-14
   # iproute2: the two-node test builds network namespaces joined by a veth pair
   iproute2
   # chromium: the test that renders compare's HTML report headless and checks its plots

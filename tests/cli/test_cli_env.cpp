@@ -335,7 +335,7 @@ TEST_CASE("cli env diff: a fingerprint of this machine and checkout against a ru
 
 TEST_CASE("cli env: a note names netlib's reference BLAS exactly when LibTorch loads it, on stderr and in the JSON") {
 #ifndef EXPCTL_WITH_TORCH_PROVIDER
-  WARN("SKIPPED, not passed: this build has no LibTorch, so no BLAS is probed");
+  expctl::test::skip("torch", "this build has no LibTorch, so no BLAS is probed");
   return;
 #endif
   const nlohmann::json document = env_json();
