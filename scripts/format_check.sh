@@ -41,6 +41,11 @@ if [[ -z "$base" ]]; then
   done
 fi
 [[ -n "$base" ]] || skip git "no main or origin/main branch to find the changed lines with (pass a BASE commit)"
+# A base that is HEAD itself checks nothing but uncommitted lines: a shallow clone without the
+# fixed base, on main. Said, not passed.
+if [[ -z "${1:-}" && "$(git rev-parse "$base")" == "$(git rev-parse HEAD)" ]]; then
+  skip git "the base is HEAD itself, so no committed line would be checked (a shallow clone without $fixed_base?)"
+fi
 changes="$(git-clang-format-14 --binary clang-format-14 --diff --extensions cpp,hpp,h,cc "$base" -- \
   src tests bench fuzz tools 2>&1)"
 if grep -q '^diff --git' <<<"$changes"; then
