@@ -516,7 +516,17 @@ TEST_CASE("faults: with a team server, a SIGKILLed rank fails the run and the se
                          long_run()),
                     d.dir / "rank-killed");
   const auto run = start_training(d);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // a few shipping passes while it trains
+  // The kill lands while the run ships: the live shipper has sent points of it already (the
+  // end-of-run pass alone would make the server equal too, so that is checked first).
+  const std::string shipped = "SELECT count(*) FROM metrics WHERE run_id = '" + run.id + "'";
+  const auto some_shipped = [&] {
+    try {
+      return store::testing::query_postgres(server.location, shipped) != "0";
+    } catch (const std::exception&) {
+      return false;  // the shipper has not made the schema yet
+    }
+  };
+  REQUIRE(eventually(some_shipped, std::chrono::seconds(30)));
   REQUIRE(::kill(rank_pid(run, 1), SIGKILL) == 0);
   const int code = expctl.wait(std::chrono::seconds(60));
   INFO(expctl.out() << expctl.err());

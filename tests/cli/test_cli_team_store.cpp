@@ -81,6 +81,13 @@ void run_then_sync(const std::string& away, const std::string& why, const std::s
   REQUIRE(run.exit_code == 0);
   CHECK_THAT(run.err, Catch::Contains("expctl: note: cannot ship to the team store now") && Catch::Contains(why) &&
                           Catch::Contains("training goes on"));
+  // Once, however many shipping passes failed while it trained.
+  const std::string note = "cannot ship to the team store now";
+  std::size_t notes = 0;
+  for (auto at = run.err.find(note); at != std::string::npos; at = run.err.find(note, at + 1)) {
+    ++notes;
+  }
+  CHECK(notes == 1);
   auto db = store::Store::open(local.string(), store::OpenMode::read_only);
   REQUIRE(db.list_runs().size() == 1);
   CHECK(db.list_runs().front().status == store::RunStatus::completed);
