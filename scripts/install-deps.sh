@@ -44,6 +44,9 @@ test_packages=(
   nodejs npm
   # the independent reader of the TensorBoard event-file tests (protoc-generated classes, CRC-32C)
   protobuf-compiler python3-protobuf python3-crc32c
+  # systemd: systemd-analyze verifies docs/store.md's unit for sync --follow (a ship-fault test;
+  # nothing is started by installing it)
+  systemd
   # elfutils: eu-stack, which saves a stuck rank's native stack (run/forensics.hpp; a fault test checks it)
   elfutils
   # test material for your own models and data (docs/models.md): the tests script torchvision

@@ -38,9 +38,9 @@ std::filesystem::path source_dir();
 int connect_loopback(int port);
 
 /// Reports the running test case as skipped, never passed: `need` is what is missing here, one
-/// of the keys listed in docs/contributing.md ("postgres", "mount", "netns", "root", "cores",
-/// "landlock", "tensorboard-reader", "fashion-mnist", "chromium", "node", "taskset", "cuda",
-/// "nccl", "torch", "sse4.2", "glibc-malloc", "slurm"), and `reason` says why and how to provide
+/// of the keys listed in docs/contributing.md, "Skips" (such as "postgres", "mount", "netns",
+/// "root", "cores", "landlock", "tensorboard-reader", "fashion-mnist", "cuda"; add one there when
+/// a test needs something new), and `reason` says why and how to provide
 /// it. Prints "SKIPPED, not passed: <reason>" through WARN; the caller returns right after. The
 /// shared main exits 77 (ctest: Skipped) only when no assertion of the test failed, before or
 /// after this call (support/catch_main.cpp).
