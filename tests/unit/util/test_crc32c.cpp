@@ -74,4 +74,8 @@ TEST_CASE("util: crc32c continues over split input and the paths agree on every 
     REQUIRE(crc32c(data.substr(cut), crc32c(data.substr(0, cut))) == whole);
     REQUIRE(detail::crc32c_table(data.substr(cut), detail::crc32c_table(data.substr(0, cut), 0)) == whole);
   }
+  // Without the hardware path there was one path to agree with: said after the rest has run.
+  if (!detail::crc32c_hardware("", 0)) {
+    expctl::test::skip("sse4.2", "this processor has no SSE4.2 crc32 instruction: the paths were not compared");
+  }
 }
