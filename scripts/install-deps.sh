@@ -34,6 +34,8 @@ test_packages=(
   postgresql
   # clang-14 + its runtime libraries: libFuzzer for the `fuzz` preset (scripts/fuzz.sh, docs/contributing.md)
   clang-14 libclang-rt-14-dev
+  # clang-format-14 (with git-clang-format-14): the format check, a ctest test (scripts/format_check.sh)
+  clang-format-14
   # iproute2: the two-node test builds network namespaces joined by a veth pair
   iproute2
   # chromium: the test that renders compare's HTML report headless and checks its plots
@@ -42,6 +44,9 @@ test_packages=(
   nodejs npm
   # the independent reader of the TensorBoard event-file tests (protoc-generated classes, CRC-32C)
   protobuf-compiler python3-protobuf python3-crc32c
+  # systemd: systemd-analyze verifies docs/store.md's unit for sync --follow (a ship-fault test;
+  # nothing is started by installing it)
+  systemd
   # elfutils: eu-stack, which saves a stuck rank's native stack (run/forensics.hpp; a fault test checks it)
   elfutils
   # test material for your own models and data (docs/models.md): the tests script torchvision

@@ -7,6 +7,17 @@
 # Usage: scripts/render_html_check.sh [compare|sweep] REPORT.html     (default: compare)
 # Exit 0 when the plots are there, 1 when not, 77 (ctest SKIP) when no chromium is installed.
 set -euo pipefail
+# skip NEED WHY: exit 77 (ctest: Skipped); with EXPCTL_REQUIRE_ALL=1 (.ci/run) exit 1 instead, naming
+# what is missing, unless NEED is one of EXPCTL_ALLOWED_SKIPS (docs/contributing.md, "Skips").
+skip() {
+  local allowed="${EXPCTL_ALLOWED_SKIPS:-}"
+  if [[ "${EXPCTL_REQUIRE_ALL:-}" == 1 && " ${allowed//,/ } " != *" $1 "* ]]; then
+    echo "FAIL: EXPCTL_REQUIRE_ALL=1 but this test cannot run here: $1 is missing ($2)" >&2
+    exit 1
+  fi
+  echo "SKIP: $2" >&2
+  exit 77
+}
 kind=compare
 if [[ "${1:-}" == compare || "${1:-}" == sweep ]]; then
   kind="$1"
@@ -14,10 +25,7 @@ if [[ "${1:-}" == compare || "${1:-}" == sweep ]]; then
 fi
 report="${1:?usage: render_html_check.sh [compare|sweep] REPORT.html}"
 browser="$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)"
-if [[ -z "$browser" ]]; then
-  echo "SKIP: no chromium installed (apt-get install chromium), so the HTML report was not rendered" >&2
-  exit 77
-fi
+[[ -n "$browser" ]] || skip chromium "no chromium installed (apt-get install chromium), so the HTML report was not rendered"
 profile="$(mktemp -d)"
 trap 'rm -rf "$profile"' EXIT
 dom="$profile/dom.html"

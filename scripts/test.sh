@@ -5,6 +5,9 @@
 # already, a throwaway one is started here (scripts/pg-throwaway.sh: a Unix socket in a temporary
 # folder, no TCP port) and stopped and deleted at the end. Without PostgreSQL's server programs
 # those tests are reported as skipped, or fail when EXPCTL_REQUIRE_POSTGRES=1 (as in .ci/run).
+# Any other test that cannot run here (no mount permission, no Chromium...) is reported as skipped
+# too, and fails under EXPCTL_REQUIRE_ALL=1 unless what it needs is in EXPCTL_ALLOWED_SKIPS
+# (.ci/run sets both; docs/contributing.md, "Skips").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ccache, where installed (scripts/install-deps.sh installs it): a rebuild compiles only what a

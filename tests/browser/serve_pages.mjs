@@ -5,7 +5,8 @@
 // as run names, tags, metric names, root causes and summary keys on every page, with the
 // document.title canary unchanged, no script of theirs run and no CSP violation; the compare page
 // shows the verdict and both curves. Screenshots of each page go to --out.
-// Exit 0 pass, 1 fail, 77 skip (no chromium, or no node_modules: scripts/install-deps.sh).
+// Exit 0 pass, 1 fail, 77 skip (no chromium, or no node_modules: scripts/install-deps.sh); with
+// EXPCTL_REQUIRE_ALL=1 (.ci/run) a skip is a failure unless what is missing is in EXPCTL_ALLOWED_SKIPS.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,15 +19,24 @@ const { values: args } = parseArgs({
 for (const name of ['expctl', 'fixture', 'hostile', 'out']) {
   if (!args[name]) { console.error(`usage: serve_pages.mjs --expctl BIN --fixture BIN --hostile FILE --out DIR (missing --${name})`); process.exit(2); }
 }
+// skip(need, why): exit 77 (ctest: Skipped), or 1 under EXPCTL_REQUIRE_ALL=1 (docs/contributing.md).
+function skip(need, why) {
+  const allowed = (process.env.EXPCTL_ALLOWED_SKIPS ?? '').split(/[\s,]+/);
+  if (process.env.EXPCTL_REQUIRE_ALL === '1' && !allowed.includes(need)) {
+    console.log(`FAIL: EXPCTL_REQUIRE_ALL=1 but this test cannot run here: ${need} is missing (${why})`);
+    process.exit(1);
+  }
+  console.log(`SKIP: ${why}`);
+  process.exit(77);
+}
 const browserPath = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome']
   .find((candidate) => { try { execFileSync(candidate, ['--version'], { stdio: 'ignore' }); return true; } catch { return false; } });
-if (!browserPath) { console.log('SKIP: no chromium installed (apt-get install chromium)'); process.exit(77); }
+if (!browserPath) skip('chromium', 'no chromium installed (apt-get install chromium)');
 let puppeteer;
 try {
   puppeteer = (await import('puppeteer-core')).default;
 } catch {
-  console.log('SKIP: puppeteer-core is not installed in tests/browser (scripts/install-deps.sh runs npm ci there)');
-  process.exit(77);
+  skip('node', 'puppeteer-core is not installed in tests/browser (scripts/install-deps.sh runs npm ci there)');
 }
 
 const hostile = JSON.parse(readFileSync(args.hostile, 'utf8'));

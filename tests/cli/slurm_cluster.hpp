@@ -2,7 +2,7 @@
 // A real single-node Slurm for a test: scripts/slurm-throwaway.sh starts munged, slurmctld and
 // slurmd in a temporary folder (about a second) and the destructor cancels the cluster's jobs and
 // stops it. Without Slurm's packages or root the test is reported as skipped, never passed, and
-// fails when EXPCTL_REQUIRE_SLURM=1 (.ci/run sets it).
+// fails when EXPCTL_REQUIRE_SLURM=1 or EXPCTL_REQUIRE_ALL=1 (.ci/run sets both).
 
 #include <cstdlib>
 #include <string>
@@ -48,7 +48,7 @@ class ThrowawaySlurm {
     if (required != nullptr && std::string(required) == "1") {
       FAIL("EXPCTL_REQUIRE_SLURM=1 but no throwaway Slurm could start: " << m_unavailable);
     }
-    WARN("SKIPPED, not passed: no Slurm here (" << m_unavailable << ")");
+    skip("slurm", "no Slurm here (" + m_unavailable + ")");
     return false;
   }
 

@@ -238,20 +238,45 @@ TEST_CASE("compare: --threshold loosens a regression away") {
   CHECK(first_line(result.out) == "no regression");
 }
 
-TEST_CASE("compare: every format starts with the verdict and html and markdown go to --output") {
+TEST_CASE(
+    "compare: text, markdown and html start with the verdict, json holds it, and html and markdown go to "
+    "--output") {
   CompareStore s;
   const std::string a = s.group(100, 5, 1000.0, 1000);
   const std::string b = s.group(200, 5, 800.0, 2000);
+  const std::string verdict = "regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95";
+  const auto text = s.expctl({"compare", a, b});
+  CHECK(text.exit_code == 3);
+  CHECK(first_line(text.out) == verdict);
+  const auto json = s.expctl({"compare", a, b, "--format", "json"});
+  CHECK(json.exit_code == 3);
+  CHECK(nlohmann::json::parse(json.out).at("verdict") == verdict);
   const auto markdown = s.expctl({"compare", a, b, "--format", "markdown"});
   CHECK(markdown.exit_code == 3);
-  CHECK(first_line(markdown.out) == "### :x: regression in samples_per_sec, step_time_ms_p50, step_time_ms_p95");
+  CHECK(first_line(markdown.out) == "### :x: " + verdict);
+
+  const auto read = [](const fs::path& path) {
+    std::stringstream content;
+    content << std::ifstream(path).rdbuf();
+    return content.str();
+  };
   const fs::path html = s.dir / "report.html";
   const auto written = s.expctl({"compare", a, b, "--format", "html", "-o", html.string()});
   CHECK(written.exit_code == 3);
   CHECK(written.out.empty());
-  std::stringstream content;
-  content << std::ifstream(html).rdbuf();
-  CHECK(content.str().find("<svg id=\"throughput\"") != std::string::npos);
+  const std::string page = read(html);
+  CHECK(page.find("<svg id=\"throughput\"") != std::string::npos);
+  // The first thing the page shows (its title and first heading) is the verdict.
+  CHECK(page.find("<title>expctl compare: " + verdict + "</title>") != std::string::npos);
+  const auto heading = page.find("<h1");
+  REQUIRE(heading != std::string::npos);
+  CHECK(page.find(verdict, heading) == page.find('>', heading) + 1);
+
+  const fs::path md = s.dir / "report.md";
+  const auto written_md = s.expctl({"compare", a, b, "--format", "markdown", "-o", md.string()});
+  CHECK(written_md.exit_code == 3);
+  CHECK(written_md.out.empty());
+  CHECK(read(md) == markdown.out);
 }
 
 TEST_CASE("baseline set moves the baseline tag to the accepted run") {
@@ -267,7 +292,7 @@ TEST_CASE("baseline set moves the baseline tag to the accepted run") {
 
 TEST_CASE("compare end to end: two real short runs of one spec are not a regression and reproduce bit for bit") {
 #ifndef EXPCTL_WITH_TORCH_PROVIDER
-  WARN("SKIPPED, not passed: this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`");
+  expctl::test::skip("torch", "this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`");
   return;
 #endif
   test::TempDir dir;

@@ -243,10 +243,10 @@ namespace {
   do {                  \
   } while (false)
 #else
-#define REQUIRE_TORCH()                                                                                             \
-  do {                                                                                                              \
-    WARN("SKIPPED, not passed: this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`"); \
-    return;                                                                                                         \
+#define REQUIRE_TORCH()                                                                                       \
+  do {                                                                                                        \
+    test::skip("torch", "this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`"); \
+    return;                                                                                                   \
   } while (false)
 #endif
 
@@ -339,7 +339,7 @@ TEST_CASE("nightly end to end: a slowdown a busy process caused in the night's f
   REQUIRE_TORCH();
   const auto taskset = util::run_capture({"taskset", "-c", "0", "true"});
   if (!taskset || taskset->exit_code != 0) {
-    WARN("SKIPPED, not passed: taskset (util-linux) is needed to share one core with the busy processes");
+    test::skip("taskset", "taskset (util-linux) is needed to share one core with the busy processes");
     return;
   }
   RealNights n;

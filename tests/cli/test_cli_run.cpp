@@ -459,7 +459,7 @@ struct NamespacePair {
 TEST_CASE("run: two nodes in network namespaces train together over TCP", "[netns]") {
   NamespacePair namespaces;
   if (!namespaces.problem.empty()) {
-    WARN("SKIPPED, not passed: " << namespaces.problem);
+    test::skip("netns", namespaces.problem);
     return;
   }
   test::TempDir dir;
@@ -499,17 +499,36 @@ TEST_CASE("run: two nodes in network namespaces train together over TCP", "[netn
   CHECK(sha_of(doc0) == sha_of(parse_stdout(local)));
 }
 
-TEST_CASE("run: under torchrun with 2 ranks past the checkpoint pace's 20 steps, rank 0's record holds both ranks' steps") {
+TEST_CASE(
+    "run: under torchrun with 2 ranks past the checkpoint pace's 20 steps, rank 0's record holds both ranks' steps") {
   // Past step 21 the ranks gather their pace once (train.checkpoint_every_s, 600 s by default):
   // every rank must join, though only rank 0 has a checkpoint folder.
   RunDir d;
   const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
   const auto rank = [&](int r) {
-    return std::vector<std::string>{"env", "-u", "TORCHELASTIC_USE_AGENT_STORE", "-u", "EXPCTL_CONTROL_FD",
-                                    "RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
-                                    "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0", "MASTER_ADDR=127.0.0.1",
-                                    "MASTER_PORT=" + port, test::expctl_binary(), "--db", d.db.string(), "run",
-                                    tiny_spec(), "--set", "train.max_steps=30", "--set", "distributed.timeout_s=20", "--format", "json"};
+    return std::vector<std::string>{"env",
+                                    "-u",
+                                    "TORCHELASTIC_USE_AGENT_STORE",
+                                    "-u",
+                                    "EXPCTL_CONTROL_FD",
+                                    "RANK=" + std::to_string(r),
+                                    "WORLD_SIZE=2",
+                                    "LOCAL_RANK=" + std::to_string(r),
+                                    "LOCAL_WORLD_SIZE=2",
+                                    "GROUP_RANK=0",
+                                    "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + port,
+                                    test::expctl_binary(),
+                                    "--db",
+                                    d.db.string(),
+                                    "run",
+                                    tiny_spec(),
+                                    "--set",
+                                    "train.max_steps=30",
+                                    "--set",
+                                    "distributed.timeout_s=20",
+                                    "--format",
+                                    "json"};
   };
   Background rank0(rank(0), d.dir / "rank0");
   Background rank1(rank(1), d.dir / "rank1");

@@ -63,7 +63,7 @@ bool have_landlock() {
   if (util::sandbox::landlock_abi() > 0) {
     return true;
   }
-  WARN("SKIPPED, not passed: " << util::sandbox::describe_availability());
+  test::skip("landlock", util::sandbox::describe_availability());
   return false;
 }
 

@@ -67,7 +67,7 @@ TEST_CASE("secret masking: `env` records every allow-listed secret by name, mask
 
 TEST_CASE("secret masking: an allow-listed secret never reaches the store, run folders, show or reports") {
 #ifndef EXPCTL_WITH_TORCH_PROVIDER
-  WARN("SKIPPED, not passed: this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`");
+  expctl::test::skip("torch", "this expctl is built without LibTorch (EXPCTL_WITH_TORCH=OFF), so it has no `run`");
   return;
 #endif
   expctl::test::TempDir dir;

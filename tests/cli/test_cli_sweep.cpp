@@ -263,7 +263,11 @@ TEST_CASE("cli sweep: Ctrl-C stops the sweep, the next one resumes the interrupt
   }
 }
 
-TEST_CASE("cli sweep: a killed sweep leaves its running point interrupted, never orphaned, and the next resumes it") {
+// The next sweep's plan is checked, not run: its long point has 100000 steps. That a resumed point
+// continues under its run id is the Ctrl-C case's end above.
+TEST_CASE(
+    "cli sweep: a killed sweep leaves its running point interrupted, never orphaned, and the next one plans to "
+    "resume it") {
   const RunDir run_dir;
   const auto file = long_then_short(run_dir.dir, 100000);
   Background sweep(run_dir.argv({"sweep", file.string()}), run_dir.dir / "sweep");
@@ -283,7 +287,7 @@ TEST_CASE("cli sweep: --parallel 2 runs two points at once, the ranks of each sl
   CPU_ZERO(&set);
   REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
   if (CPU_COUNT(&set) < 2) {
-    WARN("SKIPPED, not passed: --parallel 2 needs 2 cores, this test may use " << CPU_COUNT(&set));
+    test::skip("cores", "--parallel 2 needs 2 cores, this test may use " + std::to_string(CPU_COUNT(&set)));
     return;
   }
   const RunDir run_dir;

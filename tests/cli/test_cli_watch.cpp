@@ -30,6 +30,18 @@ TEST_CASE("watch: a finished run shows every rank once and ends by itself") {
                               Catch::Contains("bwd") && Catch::Contains("comm"));
   CHECK_THAT(watched.out, Catch::Contains("\n0     completed  ") && Catch::Contains("\n1     completed  "));
   CHECK_THAT(watched.out, Catch::EndsWith("ended: completed\n"));
+  // Once each: one table, one row per rank, and no third rank.
+  const auto count = [&](const std::string& text) {
+    std::size_t n = 0;
+    for (auto at = watched.out.find(text); at != std::string::npos; at = watched.out.find(text, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  CHECK(count("rank  status") == 1);
+  CHECK(count("\n0     completed  ") == 1);
+  CHECK(count("\n1     completed  ") == 1);
+  CHECK(count("\n2     ") == 0);
 }
 
 TEST_CASE("watch: --format json streams both ranks of a live run and ends with the run") {

@@ -3,7 +3,8 @@
 Run by ctest (tests/CMakeLists.txt) with Debian's /usr/bin/python3 and python3-pandas:
     EXPCTL=<the build's expctl> PYTHONPATH=src/expctl/run/python /usr/bin/python3 tests/python/test_analysis.py
 The PostgreSQL half runs against EXPCTL_TEST_POSTGRES (a schema of its own, dropped at the end);
-without it the test exits 77 (skipped, never passed), or fails when EXPCTL_REQUIRE_POSTGRES=1.
+without it the test exits 77 (skipped, never passed), or fails when EXPCTL_REQUIRE_POSTGRES=1 or
+EXPCTL_REQUIRE_ALL=1 (unless EXPCTL_ALLOWED_SKIPS names "postgres").
 """
 
 import math
@@ -83,6 +84,13 @@ def main():
         if not server:
             if os.environ.get("EXPCTL_REQUIRE_POSTGRES") == "1":
                 check(False, "EXPCTL_REQUIRE_POSTGRES=1 but EXPCTL_TEST_POSTGRES is not set")
+                return
+            # EXPCTL_REQUIRE_ALL=1 (.ci/run): a skip is a failure unless "postgres" is allowed
+            # (docs/contributing.md, "Skips").
+            allowed = os.environ.get("EXPCTL_ALLOWED_SKIPS", "").replace(",", " ").split()
+            if os.environ.get("EXPCTL_REQUIRE_ALL") == "1" and "postgres" not in allowed:
+                check(False, "EXPCTL_REQUIRE_ALL=1 but this test cannot run here: postgres is missing "
+                      "(no EXPCTL_TEST_POSTGRES)")
                 return
             print("SKIPPED, not passed: the PostgreSQL half (no EXPCTL_TEST_POSTGRES)")
             sys.exit(77 if not failures else 1)

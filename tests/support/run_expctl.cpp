@@ -22,11 +22,7 @@ util::SubprocessResult run_expctl(const std::vector<std::string>& args,
   options.working_directory = working_directory;
   // Two minutes a command; EXPCTL_TEST_TIMEOUT_SCALE stretches it for slow builds (the asan
   // test preset sets 4: an A/B of 10 runs takes over 2 minutes under ASan).
-  int scale = 1;
-  if (const char* text = std::getenv("EXPCTL_TEST_TIMEOUT_SCALE"); text != nullptr && std::atoi(text) > 1) {
-    scale = std::atoi(text);
-  }
-  options.timeout = std::chrono::minutes(2) * scale;
+  options.timeout = std::chrono::minutes(2) * timeout_scale();
   auto result = util::run_capture(argv, options);
   REQUIRE(result.has_value());
   return *result;

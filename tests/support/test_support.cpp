@@ -1,8 +1,10 @@
 #include "support/test_support.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,6 +42,47 @@ fs::path TempDir::write(const std::string& name, const std::string& content) con
   std::ofstream out(target, std::ios::binary);
   out << content;
   return target;
+}
+
+namespace {
+
+bool env_is_one(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string(value) == "1";
+}
+
+/// Whether `need` is among EXPCTL_ALLOWED_SKIPS (keys separated by spaces or commas).
+bool skip_allowed(const std::string& need) {
+  const char* allowed = std::getenv("EXPCTL_ALLOWED_SKIPS");
+  if (allowed == nullptr) {
+    return false;
+  }
+  std::string list(allowed);
+  std::replace(list.begin(), list.end(), ',', ' ');
+  std::istringstream words(list);
+  for (std::string word; words >> word;) {
+    if (word == need) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void skip(const std::string& need, const std::string& reason) {
+  if (env_is_one("EXPCTL_REQUIRE_ALL") && !skip_allowed(need)) {
+    FAIL("EXPCTL_REQUIRE_ALL=1 but this test cannot run here: " << need << " is missing (" << reason
+                                                                << "); provide it, or name \"" << need
+                                                                << "\" in EXPCTL_ALLOWED_SKIPS with the reason");
+  }
+  WARN("SKIPPED, not passed: " << reason << " [needs: " << need << "]");
+}
+
+int timeout_scale() {
+  const char* text = std::getenv("EXPCTL_TEST_TIMEOUT_SCALE");
+  const int scale = text == nullptr ? 1 : std::atoi(text);
+  return scale > 1 ? scale : 1;
 }
 
 fs::path source_dir() { return EXPCTL_SOURCE_DIR; }

@@ -375,7 +375,12 @@ TEST_CASE("load_history takes earlier completed runs of the same spec and enviro
   FakeRun failed = fingerprinted(6, 1000.0, 50);
   failed.status = store::RunStatus::failed;
   testing::write_run(f.db, failed);
+  FakeRun other_spec = fingerprinted(10, 1000.0, 60);  // same environment, another learning rate
+  other_spec.spec["optim"]["lr"] = 0.1;
+  const auto other_spec_record = testing::write_run(f.db, other_spec);
   const RunData a = f.add(fingerprinted(7, 1000.0, 100));
+  REQUIRE(other_spec_record.spec_hash != a.record.spec_hash);
+  REQUIRE(other_spec_record.environment_hash == a.record.environment_hash);
   const RunData b = f.add(fingerprinted(8, 1000.0, 200));
   testing::write_run(f.db, fingerprinted(9, 1000.0, 300));  // after the comparison: never its history
   std::vector<std::string> found;

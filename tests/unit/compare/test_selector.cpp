@@ -1,4 +1,6 @@
 // Selector grammar and resolution against a store.
+#include <algorithm>
+
 #include "run_fixture.hpp"
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
@@ -43,18 +45,46 @@ TEST_CASE("selector grammar: all: makes a group of a tag, a spec hash or a spec 
 
 TEST_CASE("selector grammar: the parser is total over arbitrary bytes (returns or throws CompareError)") {
   std::uint32_t state = 12345;
-  const std::string alphabet = "al:tgspec@ltes~0123456789abcdef/.yml,\0\xff ";
+  const auto next = [&state] { return (state = state * 1664525u + 1013904223u) >> 8; };
+  // The grammar's characters, NUL, 0xFF and space included (an explicit length: a literal with an
+  // embedded NUL would stop there), and one byte in four any of the 256.
+  constexpr char k_alphabet[] = "al:tgspec@ltes~0123456789abcdef/.yml,\0\xff ";
+  const std::string alphabet(k_alphabet, sizeof k_alphabet - 1);
+  REQUIRE(alphabet.find('\0') != std::string::npos);
+  int parsed = 0;
+  int refused = 0;
+  int with_nul = 0;
+  int with_high_byte = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string text;
-    const int length = static_cast<int>((state = state * 1664525u + 1013904223u) >> 28);
-    for (int j = 0; j < length; ++j) {
-      text += alphabet[((state = state * 1664525u + 1013904223u) >> 16) % alphabet.size()];
+    const auto length = next() % 16;
+    for (std::uint32_t j = 0; j < length; ++j) {
+      const auto pick = next();
+      text += pick % 4 == 0 ? static_cast<char>((pick >> 2) & 0xFFu) : alphabet[(pick >> 2) % alphabet.size()];
     }
+    with_nul += text.find('\0') != std::string::npos ? 1 : 0;
+    with_high_byte += std::any_of(text.begin(), text.end(), [](char c) { return (c & 0x80) != 0; }) ? 1 : 0;
+    CAPTURE(text);
     try {
-      (void)store::parse_selectors(text);
-    } catch (const util::CompareError&) {
+      const auto group = store::parse_selectors(text);
+      ++parsed;
+      // What was parsed is the input: its elements, joined by commas, are the text as written.
+      REQUIRE_FALSE(group.empty());
+      std::string joined = group.front().text;
+      for (std::size_t k = 1; k < group.size(); ++k) {
+        joined += "," + group[k].text;
+      }
+      REQUIRE(joined == text);
+    } catch (const util::CompareError& error) {
+      ++refused;
+      REQUIRE_THAT(error.what(), Catch::StartsWith("bad run selector '"));
     }
   }
+  // Both outcomes happened, on inputs with the bytes the name promises.
+  CHECK(parsed > 1000);
+  CHECK(refused > 1000);
+  CHECK(with_nul > 1000);
+  CHECK(with_high_byte > 1000);
 }
 
 TEST_CASE("closest_names: prefixes and typos find their names, unrelated text finds none") {

@@ -1,10 +1,13 @@
 // The recorder turns records into stored metrics off the supervisor's thread, keeps NaN as a
 // value, buffers while another process holds the store, and reports other store failures.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
 
+#include "decode.hpp"
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -313,16 +316,32 @@ TEST_CASE("recorder: with a TensorBoard export every stored point is also in the
       recorder.on_record(1, timed_step(step, 0.010, 0.020, 0.002));
     }
   }
-  for (const char* folder : {"rank0", "rank1", "job"}) {
-    const auto dir = out / f.run.id / folder;
-    REQUIRE(std::filesystem::is_directory(dir));
-    std::uintmax_t bytes = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      CHECK(entry.path().filename().string().find("tfevents") != std::string::npos);
-      bytes += entry.file_size();
+  // Each rank's stored points, decoded back out of that rank's event files (tests/unit/tensorboard/
+  // decode.hpp): same tag, step and value (as float32, the event files' precision).
+  for (int rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    const auto stored = f.db.metrics(f.run.id, {.rank = rank});
+    REQUIRE(stored.size() >= 3 * 4);  // 3 steps of loss, lr, step times... at least
+    const auto files = test::tensorboard::event_files(out / f.run.id / ("rank" + std::to_string(rank)));
+    REQUIRE_FALSE(files.empty());
+    for (const auto& file : files) {
+      const auto decoded = test::tensorboard::decode_file(file);
+      CHECK(decoded.crc_errors == 0);
+      CHECK_FALSE(decoded.truncated);
     }
-    CHECK(bytes > 100);
+    const auto written = test::tensorboard::scalars_in(out / f.run.id / ("rank" + std::to_string(rank)));
+    for (const auto& point : stored) {
+      CAPTURE(point.name, point.step, point.value);
+      const auto found = std::find_if(written.begin(), written.end(), [&](const test::tensorboard::Point& p) {
+        return p.tag == point.name && p.step == point.step &&
+               p.bits == std::bit_cast<std::uint32_t>(static_cast<float>(point.value));
+      });
+      CHECK(found != written.end());
+    }
   }
+  // The job's series: one point per step and series, for the 3 steps both ranks reported.
+  const auto job = test::tensorboard::scalars_in(out / f.run.id / "job");
+  CHECK(job.size() == 3 * std::size(tensorboard::k_job_series));
 }
 
 TEST_CASE("recorder: a TensorBoard folder that cannot be written ends the export, not the recording",

@@ -1,5 +1,6 @@
 // The server's security rules as pure functions (serve/security.hpp).
 #include <filesystem>
+#include <functional>
 
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
@@ -132,6 +133,38 @@ TEST_CASE("check_request refuses methods, bodies, sizes, hosts and origins in th
   auto site = good_request();
   site.sec_fetch_site = "cross-site";
   CHECK(check_request(site, allowed).status == 403);
+
+  // The order: a request that breaks every rule gets the first rule's answer, and mending the
+  // rules one at a time walks down the list (method, Expect, body, target, headers, host, origin).
+  auto all_wrong = good_request();
+  all_wrong.method = "POST";
+  all_wrong.has_expect = true;
+  all_wrong.has_transfer_encoding = true;
+  all_wrong.target = "/" + std::string(k_max_target_bytes, 'a');
+  all_wrong.header_count = k_max_header_count + 1;
+  all_wrong.host = "evil.example";
+  all_wrong.origin = "http://evil.example";
+  const std::vector<std::pair<int, std::function<void(RequestFacts&)>>> in_order = {
+      {405, [](RequestFacts& r) { r.method = "GET"; }},
+      {417, [](RequestFacts& r) { r.has_expect = false; }},
+      {413, [](RequestFacts& r) { r.has_transfer_encoding = false; }},
+      {414, [](RequestFacts& r) { r.target = "/api/runs"; }},
+      {431, [](RequestFacts& r) { r.header_count = 1; }},
+      {403, [](RequestFacts& r) { r.host = "127.0.0.1:8080"; }},
+      {403, [](RequestFacts& r) { r.origin.reset(); }},
+  };
+  for (const auto& [status, mend] : in_order) {
+    const auto verdict = check_request(all_wrong, allowed);
+    INFO(verdict.reason);
+    CHECK(verdict.status == status);
+    mend(all_wrong);
+  }
+  CHECK(check_request(all_wrong, allowed).status == 0);
+  // The two 403s differ by their reason: Host before Origin.
+  auto host_and_origin = good_request();
+  host_and_origin.host = "evil.example";
+  host_and_origin.origin = "http://evil.example";
+  CHECK_THAT(check_request(host_and_origin, allowed).reason, Catch::Contains("Host"));
 }
 
 TEST_CASE("cookies are found by exact name", "[serve]") {

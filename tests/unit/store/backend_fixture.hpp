@@ -47,7 +47,7 @@ inline std::optional<std::string> test_postgres() {
     FAIL("EXPCTL_REQUIRE_POSTGRES=1 but EXPCTL_TEST_POSTGRES is not set: start a server with "
          "scripts/pg-throwaway.sh start DIR and export the line it prints");
   }
-  WARN("SKIPPED, not passed: no PostgreSQL test server (set EXPCTL_TEST_POSTGRES; scripts/test.sh starts one)");
+  skip("postgres", "no PostgreSQL test server (set EXPCTL_TEST_POSTGRES; scripts/test.sh starts one)");
   return std::nullopt;
 }
 

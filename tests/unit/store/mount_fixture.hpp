@@ -1,7 +1,7 @@
 #pragma once
 // Real small file systems for the store tests: a tmpfs that can be filled, and read-only bind
-// mounts of it. Mounting needs root (or CAP_SYS_ADMIN); where it is refused, a test says
-// "SKIPPED, not passed: <reason>" through WARN, which ctest reports as skipped.
+// mounts of it. Mounting needs root (or CAP_SYS_ADMIN); where it is refused, a test calls
+// test::skip("mount", ...): ctest reports it as skipped, and EXPCTL_REQUIRE_ALL=1 (CI) fails it.
 //
 // Every mount is made in a private mount namespace of the test process when one can be had (so
 // nothing outlives the process even if it crashes) and is unmounted by its destructor anyway,
@@ -24,10 +24,9 @@
 
 namespace expctl::test {
 
-/// The skip message for a test that needs a mount it could not get.
-inline std::string mount_skip_message(const std::string& what, int error) {
-  return "SKIPPED, not passed: cannot " + what + " here (" + std::strerror(error) +
-         "): the test needs root or CAP_SYS_ADMIN";
+/// Why a test that needs a mount it could not get is skipped (test::skip("mount", ...)).
+inline std::string mount_skip_reason(const std::string& what, int error) {
+  return "cannot " + what + " here (" + std::strerror(error) + "): the test needs root or CAP_SYS_ADMIN";
 }
 
 /// Moves this process into a mount namespace of its own, once (best effort: without one the

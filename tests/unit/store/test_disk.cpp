@@ -80,7 +80,7 @@ void check_write_refused(Fn&& write, const std::string& display, const char* suf
 std::unique_ptr<test::Mount> small_tmpfs() {
   auto disk = test::Mount::tmpfs("3m");
   if (disk->error() != 0) {
-    WARN(test::mount_skip_message("mount a tmpfs", disk->error()));
+    test::skip("mount", test::mount_skip_reason("mount a tmpfs", disk->error()));
     return nullptr;
   }
   return disk;
@@ -90,7 +90,7 @@ std::unique_ptr<test::Mount> small_tmpfs() {
 std::unique_ptr<test::Mount> read_only_view(const test::Mount& disk) {
   auto view = test::Mount::read_only_view(disk.path());
   if (view->error() != 0) {
-    WARN(test::mount_skip_message("bind-mount read-only", view->error()));
+    test::skip("mount", test::mount_skip_reason("bind-mount read-only", view->error()));
     return nullptr;
   }
   return view;
@@ -263,7 +263,7 @@ enum ChildExit : int { ok = 0, wrong = 1, cannot_drop_privileges = 10 };
 
 TEST_CASE("read-only storage: a store in a folder this user cannot write is still read") {
   if (::geteuid() != 0) {
-    WARN("SKIPPED, not passed: needs root, to read the store as user nobody (root ignores permission bits)");
+    test::skip("root", "needs root, to read the store as user nobody (root ignores permission bits)");
     return;
   }
   test::TempDir dir;
@@ -284,7 +284,7 @@ TEST_CASE("read-only storage: a store in a folder this user cannot write is stil
   ::chmod(folder.c_str(), 0755);
   REQUIRE(WIFEXITED(status));
   if (WEXITSTATUS(status) == ChildExit::cannot_drop_privileges) {
-    WARN("SKIPPED, not passed: cannot switch to user nobody here");
+    test::skip("root", "cannot switch to user nobody here");
     return;
   }
   CHECK(WEXITSTATUS(status) == ChildExit::ok);

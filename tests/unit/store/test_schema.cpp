@@ -76,6 +76,7 @@ TEST_CASE("schema: opened with upgrade off, an older database is refused in one 
   }
   try {
     store::Store::open(db_path.string(), store::OpenMode::read_only, options);
+    FAIL("an older database opened with upgrade off");
   } catch (const util::StoreError& error) {
     CHECK(error.exit_code() == util::ExitCode::usage);
   }
@@ -93,6 +94,8 @@ TEST_CASE("schema: a database from a newer expctl is refused, and left as it is"
   const fs::path db_path = dir / "expctl.db";
   { store::Store::open(db_path); }
   store::testing::execute_sql(db_path, "PRAGMA user_version = 99");
+  const auto before = util::read_file(db_path);
+  REQUIRE(before);
   const std::string expected = db_path.string() + ": written by a newer expctl (schema v99, this one reads up to v" +
                                std::to_string(store::latest_schema_version()) + "): upgrade expctl";
   for (const auto mode : {store::OpenMode::read_write, store::OpenMode::read_only}) {
@@ -100,9 +103,18 @@ TEST_CASE("schema: a database from a newer expctl is refused, and left as it is"
   }
   try {
     store::Store::open(db_path);
+    FAIL("a database from a newer expctl opened");
   } catch (const util::StoreError& error) {
     CHECK(error.exit_code() == util::ExitCode::usage);
   }
+  // Left as it is: byte for byte (user_version 99 included: it is bytes 60-63 of the header),
+  // with no journal beside it.
+  const auto after = util::read_file(db_path);
+  REQUIRE(after);
+  CHECK(*after == *before);
+  REQUIRE(after->size() > 64);
+  CHECK(static_cast<unsigned char>((*after)[63]) == 99);
+  CHECK_FALSE(fs::exists(db_path.string() + "-wal"));
 }
 
 TEST_CASE("schema: a file that is not SQLite is refused by name and never modified") {

@@ -333,6 +333,7 @@ TEST_CASE("store: find_run takes a full id or a unique prefix, and names the sel
                     "no run matches \"nosuchrun\" in " + f.db_path.string() + " (see 'expctl list' for run ids)");
   try {
     f.db.find_run("nosuchrun");
+    FAIL("find_run found a run that does not exist");
   } catch (const util::StoreError& error) {
     CHECK(error.exit_code() == util::ExitCode::usage);
   }

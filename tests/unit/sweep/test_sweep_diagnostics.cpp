@@ -61,8 +61,12 @@ TEST_CASE("sweep diagnostics: a problem that several points share is reported on
                                 "  optim.nesterov: [true]\n"
                                 "seeds: 3\n");
   const std::string problems = problems_of(file);
-  CHECK(problems.find("point 0 (optim.nesterov=true seed=7): optim.nesterov needs") != std::string::npos);
+  const std::string reported = "point 0 (optim.nesterov=true seed=7): optim.nesterov needs";
+  const auto first = problems.find(reported);
+  CHECK(first != std::string::npos);
+  CHECK(problems.find("optim.nesterov needs", first + reported.size()) == std::string::npos);  // not again
   CHECK(problems.find("point 1") == std::string::npos);
+  CHECK(problems.find("point 2") == std::string::npos);
 }
 
 TEST_CASE("sweep diagnostics: zip lists of different lengths, repeated values and unhashed axes are refused") {

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include "support/test_support.hpp"
 #include "sweep_test_helpers.hpp"
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -98,7 +99,7 @@ struct Fixture {
 TEST_CASE("runner: each point runs with its slot's cores, and the run id comes from its JSON output") {
   const auto cpus = sweep::allowed_cpus();
   if (cpus.size() < 2) {
-    WARN("SKIPPED, not passed: needs 2 cores, this process may use " << cpus.size());
+    expctl::test::skip("cores", "needs 2 cores, this process may use " + std::to_string(cpus.size()));
     return;
   }
   Fixture fixture("ok", {{0, {cpus[0]}, {}}, {1, {cpus[1]}, {}}});

@@ -57,8 +57,7 @@ inline std::variant<ReaderTools, std::string> find_reader_tools() {
     missing += std::string(missing.empty() ? "" : " and ") +
                "a python3 that imports crc32c and google.protobuf (python3-crc32c, python3-protobuf)";
   }
-  return "SKIPPED, not passed: the independent event-file reader needs " + missing +
-         "; install it with scripts/install-deps.sh";
+  return "the independent event-file reader needs " + missing + "; install it with scripts/install-deps.sh";
 }
 
 /// Runs the reader on `paths` and returns its JSON; `generated` receives tb_event_pb2.py.

@@ -77,13 +77,22 @@ TEST_CASE("autocast guard: the cast cache is cleared when the outermost scope en
 
 TEST_CASE("autocast guard: a dtype the device cannot autocast to is an error that changes nothing",
           "[train][amp]") {
+  // fp32 is refused on the CPU by every LibTorch: this part runs on each of them.
+  CHECK_THROWS_WITH(AutocastGuard(c10::DeviceType::CPU, at::kFloat),
+                    Catch::StartsWith("CPU autocast with this LibTorch (") && Catch::Contains("not Float"));
+  CHECK_FALSE(compat::autocast_enabled(c10::DeviceType::CPU));
+  // fp16 on the CPU: refused by LibTorch 1.x, autocast (and restored afterwards) from 2.0 on.
   if (compat::k_cpu_autocast_fp16) {
-    SUCCEED("this LibTorch autocasts the CPU to fp16");
-    return;
+    {
+      AutocastGuard half(c10::DeviceType::CPU, at::kHalf);
+      CHECK(compat::autocast_enabled(c10::DeviceType::CPU));
+      CHECK(compat::autocast_dtype(c10::DeviceType::CPU) == at::kHalf);
+    }
+  } else {
+    CHECK_THROWS_WITH(AutocastGuard(c10::DeviceType::CPU, at::kHalf),
+                      Catch::StartsWith("CPU autocast with this LibTorch (") &&
+                          Catch::EndsWith(") supports only bf16, not Half: set amp.dtype: bf16"));
   }
-  CHECK_THROWS_WITH(AutocastGuard(c10::DeviceType::CPU, at::kHalf),
-                    Catch::StartsWith("CPU autocast with this LibTorch (") &&
-                        Catch::EndsWith(") supports only bf16, not Half: set amp.dtype: bf16"));
   CHECK_FALSE(compat::autocast_enabled(c10::DeviceType::CPU));
   CHECK(parse_amp_dtype("bf16") == at::kBFloat16);
   CHECK_THROWS_WITH(parse_amp_dtype("fp8"), "unknown amp dtype \"fp8\": use bf16 or fp16");

@@ -238,7 +238,7 @@ TEST_CASE("datasets: Debian's Fashion-MNIST test split, when installed", "[train
   options.train = false;
   const auto root = default_dataset_root(DatasetKind::fashion_mnist);
   if (!fs::exists(root / "t10k-images-idx3-ubyte.gz")) {
-    WARN("SKIPPED, not passed: dataset-fashion-mnist is not installed (scripts/install-deps.sh installs it)");
+    expctl::test::skip("fashion-mnist", "dataset-fashion-mnist is not installed (scripts/install-deps.sh installs it)");
     return;
   }
   const auto data = load_dataset(options);

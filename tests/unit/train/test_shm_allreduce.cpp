@@ -137,7 +137,7 @@ EXPCTL_RANK_SCENARIO("shm_nested_wait") {
   Communicator comm(options_for(env, AllreduceRequest::auto_select));
   comm.barrier("joined");
   if (env.rank == 2) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   at::Tensor value = at::full({1000}, env.rank + 1, at::kFloat);
   const double before = comm.wait_seconds();
@@ -269,7 +269,9 @@ TEST_CASE("shm all-reduce: the wait between hosts inside a queued all-reduce is 
   double counted = 0.0;
   double wall = 0.0;
   REQUIRE(in >> counted >> wall);
-  CHECK(counted >= 0.2);           // it did wait for the late host
+  // It did wait for the late host (1 s late; up to 0.5 s of skew leaving the barrier allowed, for a
+  // loaded machine).
+  CHECK(counted >= 0.5);
   CHECK(counted <= wall + 1e-3);   // counted twice, it was about 2 x wall
 }
 

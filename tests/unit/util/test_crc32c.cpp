@@ -3,6 +3,7 @@
 #include <random>
 #include <string>
 
+#include "support/test_support.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/util/crc32c.hpp"
@@ -38,17 +39,24 @@ std::string random_bytes(std::mt19937& random, std::size_t size) {
 
 }  // namespace
 
-TEST_CASE("util: crc32c gives RFC 3720's values on the table path and the hardware path") {
+TEST_CASE("util: crc32c gives RFC 3720's values on the table path") {
   for (const Vector& vector : rfc3720_vectors()) {
     CAPTURE(vector.name);
     CHECK(crc32c(vector.bytes) == vector.crc);
     CHECK(detail::crc32c_table(vector.bytes, 0) == vector.crc);
-    if (const auto hardware = detail::crc32c_hardware(vector.bytes, 0)) {
-      CHECK(*hardware == vector.crc);
-    }
   }
+}
+
+TEST_CASE("util: crc32c gives RFC 3720's values on the hardware path") {
   if (!detail::crc32c_hardware("", 0)) {
-    WARN("this processor has no SSE4.2 crc32 instruction: only the table path was checked");
+    expctl::test::skip("sse4.2", "this processor has no SSE4.2 crc32 instruction: there is no hardware path");
+    return;
+  }
+  for (const Vector& vector : rfc3720_vectors()) {
+    CAPTURE(vector.name);
+    const auto hardware = detail::crc32c_hardware(vector.bytes, 0);
+    REQUIRE(hardware.has_value());
+    CHECK(*hardware == vector.crc);
   }
 }
 
@@ -65,5 +73,9 @@ TEST_CASE("util: crc32c continues over split input and the paths agree on every 
     const std::size_t cut = size / 3;
     REQUIRE(crc32c(data.substr(cut), crc32c(data.substr(0, cut))) == whole);
     REQUIRE(detail::crc32c_table(data.substr(cut), detail::crc32c_table(data.substr(0, cut), 0)) == whole);
+  }
+  // Without the hardware path there was one path to agree with: said after the rest has run.
+  if (!detail::crc32c_hardware("", 0)) {
+    expctl::test::skip("sse4.2", "this processor has no SSE4.2 crc32 instruction: the paths were not compared");
   }
 }

@@ -1,11 +1,11 @@
 // The training malloc settings: applied by default, and a user's own choice always wins.
-#include <malloc.h>
-
-#include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <optional>
 #include <string>
+
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
+#include <malloc.h>
 
 #include "expctl/util/malloc_tuning.hpp"
 
@@ -48,7 +48,7 @@ TEST_CASE("malloc tuning: once applied, a 24 MiB block comes from the heap, not 
   // AddressSanitizer replaces glibc's malloc, and its mallopt() refuses every setting: the
   // product says so ("glibc refused ...; defaults kept") and there is no glibc heap to look at.
   CHECK(expctl::util::tune_malloc_for_training() == "malloc: glibc refused the training thresholds; defaults kept");
-  WARN("SKIPPED, not passed: under AddressSanitizer malloc is not glibc's (the asan preset)");
+  expctl::test::skip("glibc-malloc", "under AddressSanitizer malloc is not glibc's (the asan preset)");
   return;
 #endif
   CHECK(expctl::util::tune_malloc_for_training() ==

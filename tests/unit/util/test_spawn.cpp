@@ -108,7 +108,9 @@ TEST_CASE("spawn: destroying a running child kills its whole group") {
     auto child = util::ChildProcess::spawn(
         {.argv = {"sh", "-c", "sleep 30 & echo $! > " + pid_file.string() + "; wait"}, .fds = {null, null, null}});
     REQUIRE(child.has_value());
-    for (int i = 0; i < 200 && util::read_file(pid_file).value_or("").empty(); ++i) {
+    // Up to 10 s (times EXPCTL_TEST_TIMEOUT_SCALE) for sh to start on a loaded machine; it
+    // usually takes milliseconds, and the loop ends as soon as the file is there.
+    for (int i = 0; i < 1000 * test::timeout_scale() && util::read_file(pid_file).value_or("").empty(); ++i) {
       ::usleep(10000);
     }
     grandchild = std::stoi(util::read_file(pid_file).value_or("0"));
