@@ -3,6 +3,10 @@
 
 #include <future>
 #include <limits>
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <map>
 #include <utility>
 
@@ -10,6 +14,8 @@
 
 #include "expctl/store/pg_backend.hpp"
 #include "expctl/store/sqlite_backend.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/process_identity.hpp"
 #include "expctl/util/sha256.hpp"
@@ -359,7 +365,13 @@ class PointShipper {
         m_rows(rows),
         m_batch_points(std::max<std::size_t>(1, options.batch_points)),
         m_deadline(options.deadline),
+        m_cancel(options.cancel),
         m_report(report) {}
+
+  /// The deadline passed, or the shipper was stopped: no further batch.
+  bool stopping() const {
+    return (m_deadline && std::chrono::steady_clock::now() >= *m_deadline) || (m_cancel && m_cancel->load());
+  }
 
   /// Sends every point past the shipped step of each series; the last batch also carries the
   /// run's row as the node holds it and its ship_state (write_run_state). The next batch is read
@@ -398,7 +410,7 @@ class PointShipper {
         return true;
       }
       batch = ahead.get();
-      if (m_deadline && std::chrono::steady_clock::now() >= *m_deadline) {
+      if (stopping()) {
         return false;
       }
     }
@@ -560,6 +572,7 @@ class PointShipper {
   const RunRows& m_rows;
   const std::size_t m_batch_points;
   const std::optional<std::chrono::steady_clock::time_point> m_deadline;
+  const std::atomic<bool>* m_cancel;
   ShipReport& m_report;
   std::vector<Cursor> m_cursors;
   std::size_t m_next = 0;  ///< the first cursor that may have points left
@@ -593,7 +606,8 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
       report.complete.insert(run.id() + ' ' + run.digest);
       continue;
     }
-    if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
+    if ((options.deadline && std::chrono::steady_clock::now() >= *options.deadline) ||
+        (options.cancel && options.cancel->load())) {
       continue;  // counted, not shipped: the next pass takes it (ship_lag says so)
     }
     const RunRows rows = read_run_rows(source, run);
@@ -667,7 +681,20 @@ BackgroundShipper::BackgroundShipper(std::string local, std::string server, Note
   m_thread = std::thread([this] { loop(); });
 }
 
+BackgroundShipper::BackgroundShipper(Foreground, std::string local, std::string server, PassNote on_pass,
+                                     std::chrono::milliseconds interval)
+    : m_local(std::move(local)),
+      m_server(std::move(server)),
+      m_on_pass(std::move(on_pass)),
+      m_interval(interval),
+      m_started(Clock::now()),
+      m_foreground(true) {}
+
 BackgroundShipper::~BackgroundShipper() {
+  if (m_foreground) {
+    stop();  // follow() has returned (or never ran): nothing to finish
+    return;
+  }
   try {
     (void)finish();
   } catch (const std::exception& error) {
@@ -755,7 +782,8 @@ bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point
     if (!m_server_store) {
       m_server_store.emplace(Store::open(m_server, OpenMode::read_write));
     }
-    const ShipReport report = ship(*m_local_store, *m_server_store, ShipOptions{.deadline = deadline});
+    const ShipReport report =
+        ship(*m_local_store, *m_server_store, ShipOptions{.deadline = deadline, .cancel = &m_cancel});
     std::optional<std::string> was;
     {
       std::lock_guard lock(m_mutex);
@@ -768,6 +796,9 @@ bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point
     }
     if (was && m_note) {
       m_note(fmt::format("shipping to {} works again; the store there is catching up", m_server_store->location()));
+    }
+    if (m_on_pass) {
+      m_on_pass(Pass{.report = report, .problem = std::nullopt, .first_failure = false, .recovered = was.has_value()});
     }
     return true;
   } catch (const std::exception& error) {
@@ -784,19 +815,70 @@ bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point
                          "shipped when it is back",
                          error.what(), m_local));
     }
+    if (m_on_pass) {
+      Pass failed;
+      failed.problem = error.what();
+      failed.first_failure = first;
+      m_on_pass(failed);
+    }
     return false;
   }
 }
 
+bool BackgroundShipper::wait(std::chrono::milliseconds wait) {
+  std::unique_lock lock(m_mutex);
+  return !m_wake.wait_for(lock, wait, [this] { return m_stop; });
+}
+
+void BackgroundShipper::stop() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_cancel.store(true);
+  m_wake.notify_all();
+}
+
+ShipReport BackgroundShipper::follow(const util::InterruptSignals* signals) {
+  EXPCTL_ASSERT(!m_thread.joinable(), "follow() is the foreground mode: this shipper has a thread");
+  // The watcher owns the signals' pipe: it is made before this thread blocks them (a thread takes
+  // its creator's mask), so they are delivered to it, and it wakes the wait below.
+  std::thread watcher;
+  if (signals != nullptr) {
+    watcher = std::thread([this, fd = signals->fd()] {
+      pollfd readable{fd, POLLIN, 0};
+      while (true) {
+        if (::poll(&readable, 1, 100) > 0) {  // the timeout only lets a stop() of another thread end it
+          stop();
+          return;
+        }
+        std::lock_guard lock(m_mutex);
+        if (m_stop) {
+          return;
+        }
+      }
+    });
+  }
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  for (const int signal : util::k_interrupt_signals) {
+    sigaddset(&blocked, signal);
+  }
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &blocked, &previous);
+  ShipPacer pacer(m_interval);
+  while (!m_cancel.load() && wait(pacer.after(pass()))) {
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (watcher.joinable()) {
+    watcher.join();
+  }
+  return totals();
+}
+
 void BackgroundShipper::loop() {
   ShipPacer pacer(m_interval);
-  while (true) {
-    const std::chrono::milliseconds wait = pacer.after(pass());
-    std::unique_lock lock(m_mutex);
-    m_wake.wait_for(lock, wait, [this] { return m_stop; });
-    if (m_stop) {
-      break;
-    }
+  while (wait(pacer.after(pass()))) {
   }
   // The run's last records: one pass whatever the backoff was waiting for, retried while the
   // server is away, until final_wait has passed (a batch under way is finished, not cut).
