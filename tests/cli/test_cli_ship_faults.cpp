@@ -383,9 +383,10 @@ std::int64_t server_points(const PrivateServer& server) {
 // Before, sync --follow slept between passes with sleep_for, which libstdc++ restarts after
 // EINTR: Ctrl-C waited out the pause, here an hour. It is now the run's shipper in its foreground
 // mode, whose wait the signal ends.
-TEST_CASE("cli ship faults: sync --follow --interval 3600 stops within seconds of SIGINT with exit 130 and says "
-          "what it shipped",
-          "[cli][postgres][sync]") {
+TEST_CASE(
+    "cli ship faults: sync --follow --interval 3600 stops within seconds of SIGINT with exit 130 and says "
+    "what it shipped",
+    "[cli][postgres][sync]") {
   if (!test::test_postgres())
     return;
   const PrivateServer server;
@@ -393,7 +394,8 @@ TEST_CASE("cli ship faults: sync --follow --interval 3600 stops within seconds o
   record_one_run(node.local);
   Background follow(node.args(server.conninfo, {"sync", "--follow", "--interval", "3600"}), node.dir / "follow");
   REQUIRE(eventually([&] { return server_points(server) == 100; }));
-  REQUIRE(eventually([&] { return follow.err().find("expctl: shipped 100 point(s) of 1 run(s)") != std::string::npos; }));
+  REQUIRE(
+      eventually([&] { return follow.err().find("expctl: shipped 100 point(s) of 1 run(s)") != std::string::npos; }));
   const auto [code, took] = stop_with(follow, SIGINT);
   INFO(follow.err());
   CHECK(code == 130);
@@ -401,9 +403,10 @@ TEST_CASE("cli ship faults: sync --follow --interval 3600 stops within seconds o
   CHECK_THAT(follow.err(), Catch::Contains("expctl: sync --follow stopped: 100 point(s) shipped to "));
 }
 
-TEST_CASE("cli ship faults: sync --follow with the server away stops within seconds of SIGINT, not after its "
-          "backoff, with exit 130",
-          "[cli][postgres][sync]") {
+TEST_CASE(
+    "cli ship faults: sync --follow with the server away stops within seconds of SIGINT, not after its "
+    "backoff, with exit 130",
+    "[cli][postgres][sync]") {
   if (!test::test_postgres())
     return;
   const PrivateServer server;

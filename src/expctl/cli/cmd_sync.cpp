@@ -58,8 +58,7 @@ void check_server(const GlobalOptions& globals) {
 // until SIGINT/SIGTERM/SIGHUP (util::InterruptSignals, the process's one way of taking them),
 // which end its wait at once. Each pass that shipped something, or worked again after failures,
 // is one line; the first failure of a series is one note.
-void follow(const SyncOptions& options, const GlobalOptions& globals, const std::string& location,
-            bool local_exists) {
+void follow(const SyncOptions& options, const GlobalOptions& globals, const std::string& location, bool local_exists) {
   if (!local_exists) {
     std::cerr << fmt::format("expctl: note: waiting for {} ('expctl run' creates it)\n", options.from);
   }
@@ -79,8 +78,9 @@ void follow(const SyncOptions& options, const GlobalOptions& globals, const std:
       },
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(options.interval_s)));
   const store::ShipReport shipped = shipper.follow(&signals);
-  std::cerr << fmt::format("expctl: sync --follow stopped: {} point(s) shipped to {} in {} batch(es) since it started\n",
-                           shipped.points_shipped, location, shipped.batches);
+  std::cerr << fmt::format(
+      "expctl: sync --follow stopped: {} point(s) shipped to {} in {} batch(es) since it started\n",
+      shipped.points_shipped, location, shipped.batches);
 }
 
 void run_sync(SyncOptions options, GlobalOptions& globals) {

@@ -3,14 +3,14 @@
 
 #include <future>
 #include <limits>
-
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <map>
 #include <utility>
 
+#include <poll.h>
+
 #include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "expctl/store/pg_backend.hpp"
 #include "expctl/store/sqlite_backend.hpp"
