@@ -71,7 +71,7 @@ json migrate_1_to_2(json document) {
   fill(section_of(spec, "model"), "file", "");
   json* distributed = section_of(spec, "distributed");
   fill(distributed, "allreduce", "gloo");
-  fill(distributed, "powersgd_rank", 1);          // train::k_default_powersgd_rank
+  fill(distributed, "powersgd_rank", 1);           // train::k_default_powersgd_rank
   fill(distributed, "powersgd_warmup_steps", 10);  // train::k_default_powersgd_warmup_steps
   fill(distributed, "monitored_barrier_every", 0);
   json* train = section_of(spec, "train");
@@ -119,9 +119,10 @@ Parsed parse(std::string_view text) {
     parsed.version = *number;
   }
   if (parsed.version > k_resolved_format) {
-    throw ResolvedFormatError(fmt::format("written by a newer expctl: format {}, this one reads up to {}; upgrade "
-                                          "expctl",
-                                          parsed.version, k_resolved_format));
+    throw ResolvedFormatError(
+        fmt::format("written by a newer expctl: format {}, this one reads up to {}; upgrade "
+                    "expctl",
+                    parsed.version, k_resolved_format));
   }
   const auto spec = document.find("spec");
   if (spec == document.end() || !spec->is_object()) {

@@ -48,7 +48,7 @@ struct ResolvedDocument {
   nlohmann::json inputs = nlohmann::json::object();
   std::string spec_file{};  ///< absolute
   ResolvedLaunch launch{};
-  int nproc_per_node = 1;  ///< the spec's distributed.nproc_per_node (checked: at least 1)
+  int nproc_per_node = 1;                  ///< the spec's distributed.nproc_per_node (checked: at least 1)
   int format_version = k_resolved_format;  ///< the file's own, before migration
 };
 

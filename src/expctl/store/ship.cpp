@@ -185,31 +185,43 @@ std::string run_insert(std::string_view on_conflict) {
 /// Before any point: the spec and environments, and the run's row where the server has none yet
 /// — as a run still going (no end, no summary). Its final state comes with its last points
 /// (write_run_state), so no reader of the server ever sees a run ended with points missing.
-void ship_run_as_going(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+/// Adds the specs and environments the server did not have to `report` once committed.
+void ship_run_as_going(PgConnection& server, const LocalRun& run, const RunRows& rows, ShipReport& report) {
   PgParams going = run.columns;
   going[4] = "running";
   going[6] = std::nullopt;  // ended_at
   going[7] = std::nullopt;  // exit_code
   going[8] = "";            // root_cause
   going[10] = "{}";         // summary
-  server.transaction([&] {
+  const auto [specs, environments] = server.transaction([&] {
+    std::int64_t specs_added = 0;
+    std::int64_t environments_added = 0;
     for (const auto& row : rows.spec) {
-      server.exec("INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
-                  "ON CONFLICT (hash) DO NOTHING",
-                  row);
+      specs_added += server
+                         .exec("INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
+                               "ON CONFLICT (hash) DO NOTHING",
+                               row)
+                         .changed();
     }
     for (const auto& row : rows.environments) {
-      server.exec("INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
-                  "ON CONFLICT (hash) DO NOTHING",
-                  row);
+      environments_added += server
+                                .exec("INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
+                                      "ON CONFLICT (hash) DO NOTHING",
+                                      row)
+                                .changed();
     }
     server.exec(run_insert("DO NOTHING"), going);
+    return std::pair(specs_added, environments_added);
   });
+  report.specs_added += specs;
+  report.environments_added += environments;
 }
 
 /// Inside the transaction of a run's last batch: the run row as the node holds it, its ranks,
 /// artifacts and tags, and the ship state (complete when the pass read the run ended or lost).
-void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+/// Returns the tags the server did not have.
+std::int64_t write_run_state(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+  std::int64_t tags_added = 0;
   server.exec(run_insert("DO UPDATE SET name = excluded.name, status = excluded.status, ended_at = excluded.ended_at, "
                          "exit_code = excluded.exit_code, root_cause = excluded.root_cause, summary = "
                          "excluded.summary, owner_host = excluded.owner_host, owner_pid = excluded.owner_pid, "
@@ -230,10 +242,11 @@ void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& r
     server.exec("INSERT INTO artifacts (run_id, path, sha256, size_bytes) VALUES ($1, $2, $3, $4)", row);
   }
   if (!run.tags.empty()) {
-    server.exec(
-        "INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
-        "ON CONFLICT (run_id, tag) DO NOTHING",
-        {run.id(), run.tags});
+    tags_added = server
+                     .exec("INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
+                           "ON CONFLICT (run_id, tag) DO NOTHING",
+                           {run.id(), run.tags})
+                     .changed();
   }
   server.exec(
       "INSERT INTO ship_state (run_id, digest, complete, node, shipped_at, lost) VALUES ($1, $2, $3, $4, $5, "
@@ -241,6 +254,7 @@ void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& r
       "node = excluded.node, shipped_at = excluded.shipped_at, lost = excluded.lost",
       {run.id(), run.digest, run.ended() ? "true" : "false", util::ProcessIdentity::current().host,
        format_utc(Clock::now()), run.lost ? "true" : "false"});
+  return tags_added;
 }
 
 /// Every (key, rank) series of a run, by seeking the primary key from one key to the next and,
@@ -542,7 +556,9 @@ class PointShipper {
       return;
     }
     PgConnection& server = m_server.connection();
+    std::int64_t tags_added = 0;
     server.transaction([&] {
+      tags_added = 0;  // a transaction tried again counts afresh
       if (batch.points > 0) {
         m_server.hold_run(m_run.id());
         copy_points(server, batch.copy);
@@ -557,9 +573,10 @@ class PointShipper {
         }
       }
       if (last) {
-        write_run_state(server, m_run, m_rows);
+        tags_added = write_run_state(server, m_run, m_rows);
       }
     });
+    m_report.tags_added += tags_added;
     if (batch.points > 0) {
       m_report.points_shipped += static_cast<std::int64_t>(batch.points);
       m_report.batches += 1;
@@ -604,6 +621,7 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
     ++report.runs_considered;
     if (shipped_whole(run, states)) {
       report.complete.insert(run.id() + ' ' + run.digest);
+      report.whole.push_back(run.id());
       continue;
     }
     if ((options.deadline && std::chrono::steady_clock::now() >= *options.deadline) ||
@@ -611,11 +629,12 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
       continue;  // counted, not shipped: the next pass takes it (ship_lag says so)
     }
     const RunRows rows = read_run_rows(source, run);
-    ship_run_as_going(destination.connection(), run, rows);
+    ship_run_as_going(destination.connection(), run, rows, report);
     if (!PointShipper(source, destination, run, rows, options, report).run()) {
       continue;  // the deadline came between two batches
     }
     ++report.runs_shipped;
+    report.shipped.push_back(run.id());
     if (run.ended()) {
       report.complete.insert(run.id() + ' ' + run.digest);
     }
@@ -624,6 +643,23 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
     analyze_if_never_analyzed(destination.connection());
   }
   return report;
+}
+
+MergeResult merge_by_shipping(Store& server, const std::filesystem::path& source) {
+  std::error_code error;
+  EXPCTL_CHECK(std::filesystem::exists(source, error), util::StoreError, "{}: no such database: check the path",
+               source.string());
+  Store from = Store::open(source.string(), OpenMode::read_only);
+  const ShipReport report = ship(from, server);
+  MergeResult result;
+  result.source = source;
+  result.added = report.shipped;
+  result.present = report.whole;
+  result.specs_added = report.specs_added;
+  result.environments_added = report.environments_added;
+  result.tags_added = report.tags_added;
+  result.points_added = report.points_shipped;
+  return result;
 }
 
 ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& run_id) {

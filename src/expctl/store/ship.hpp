@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "expctl/store/store.hpp"
 
@@ -53,7 +54,18 @@ struct ShipReport {
   std::int64_t batches = 0;          ///< server transactions that carried points
   /// Runs whose final state is on the server after the pass, as "id digest" (the run as read then).
   std::set<std::string> complete{};
+  std::vector<std::string> shipped{};  ///< ids of the runs_shipped, in id order
+  std::vector<std::string> whole{};    ///< ids of the runs the server held whole already (skipped)
+  std::int64_t specs_added = 0;        ///< specs the server did not have
+  std::int64_t environments_added = 0;
+  std::int64_t tags_added = 0;  ///< tags of the shipped runs the server did not have
 };
+
+/// `expctl merge SRC --into postgresql://…` (store::merge_store with a server as the destination):
+/// one ship() of the store at `source` (opened for reading), as a MergeResult: `added` the runs
+/// shipped (new to the server, or brought up to date), `present` those it held whole already,
+/// `points_added` the points sent (the server may have had some). Run folders are not copied.
+MergeResult merge_by_shipping(Store& server, const std::filesystem::path& source);
 
 /// One pass: sends what `local` (SQLite) has and `server` (PostgreSQL) lacks. Throws
 /// store::Error (kind unreachable, busy, ...) when the server fails; what was committed stays.

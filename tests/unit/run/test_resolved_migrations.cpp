@@ -1,15 +1,15 @@
 // resolved.json's format versions (spec/resolved_file.hpp): each migration step pinned, and what
 // the trainer gets from an old run's file (run/train_options.cpp reads no fallback of its own).
-#include <catch2/catch.hpp>
-
 #include <fstream>
+
+#include "support/test_support.hpp"
+#include <catch2/catch.hpp>
 
 #include "expctl/run/resolved_run.hpp"
 #include "expctl/run/train_options.hpp"
 #include "expctl/spec/resolved_file.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/util/error.hpp"
-#include "support/test_support.hpp"
 
 using namespace expctl;
 using nlohmann::json;
@@ -48,9 +48,10 @@ json version_1_document(const json& values) {
 
 }  // namespace
 
-TEST_CASE("resolved file: step 1 to 2 fills exactly the trainer's old fallbacks into a run recorded before the fields "
-          "existed",
-          "[run][resolved]") {
+TEST_CASE(
+    "resolved file: step 1 to 2 fills exactly the trainer's old fallbacks into a run recorded before the fields "
+    "existed",
+    "[run][resolved]") {
   test::TempDir dir;
   json old_spec = quickstart_values(dir);
   for (const auto& [section, fields] : k_version_1_fallbacks().items()) {
@@ -97,9 +98,10 @@ TEST_CASE("resolved file: a version-1 file of today's layout (every field writte
   CHECK(read.recorded_spec == values);
 }
 
-TEST_CASE("resolved file: an old run's resume trains with Gloo and time checkpoints off, as it ran, and hashes the "
-          "values as written",
-          "[run][resolved]") {
+TEST_CASE(
+    "resolved file: an old run's resume trains with Gloo and time checkpoints off, as it ran, and hashes the "
+    "values as written",
+    "[run][resolved]") {
   // Before distributed.allreduce existed (7ae5bce) every run all-reduced through Gloo's ring; the
   // field table's default "auto" sums through shared memory in another order, so a resumed old
   // run would not continue bit for bit. train_options read a missing field as "gloo"; the
