@@ -1,15 +1,15 @@
 // `expctl merge` through the real binary: stores written through the store API stand for those
 // of other machines; the merged one is checked with SQLite's own integrity check.
 
-#include <sqlite3.h>
-
 #include <map>
 #include <set>
 
-#include "expctl/store/testing.hpp"
-#include "expctl/util/sha256.hpp"
 #include "run_helpers.hpp"
 #include "unit/store/backend_fixture.hpp"
+#include <sqlite3.h>
+
+#include "expctl/store/testing.hpp"
+#include "expctl/util/sha256.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;

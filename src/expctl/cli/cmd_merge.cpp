@@ -89,8 +89,8 @@ void run_merge(const MergeOptions& options, GlobalOptions& globals) {
   } else {
     std::cout << fmt::format("{}: integrity {}\n", options.into, *integrity);
   }
-  EXPCTL_CHECK(!integrity || *integrity == "ok", util::StoreError,
-               "{} failed its integrity check after the merge: {}", options.into, integrity.value_or(""));
+  EXPCTL_CHECK(!integrity || *integrity == "ok", util::StoreError, "{} failed its integrity check after the merge: {}",
+               options.into, integrity.value_or(""));
 }
 
 void setup_merge(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

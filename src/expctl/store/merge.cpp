@@ -255,8 +255,9 @@ void copy_rows(SQLite::Database& db, MergeResult& result) {
   exec(db, "INSERT OR IGNORE INTO main.metric_keys (name) SELECT name FROM src.metric_keys ORDER BY id");
   for (const ChildTable& table : k_child_tables) {
     if (std::string_view(table.name) == "metrics") {
-      result.points_added = exec(
-          db, "INSERT INTO main.metrics (run_id, key_id, rank, step, value) SELECT m.run_id, d.id, m.rank, m.step, "
+      result.points_added =
+          exec(db,
+               "INSERT INTO main.metrics (run_id, key_id, rank, step, value) SELECT m.run_id, d.id, m.rank, m.step, "
                "m.value FROM src.metrics m JOIN src.metric_keys k ON k.id = m.key_id JOIN main.metric_keys d ON "
                "d.name = k.name WHERE m.run_id IN (SELECT id FROM temp.merge_new)");
       continue;

@@ -26,8 +26,8 @@ using detail::PgResult;
 /// is one statement, not one per run, and one aggregate joined, not a subquery per row (170 ms
 /// against 135 ms for 10 000 runs). The last two say whether a shipper brought the run (and
 /// whether its node said it was lost).
-const std::string k_run_columns = std::string(detail::k_listing_columns) +
-                                  ", tagged.tags, shipped.run_id IS NOT NULL, coalesce(shipped.lost, false)";
+const std::string k_run_columns =
+    std::string(detail::k_listing_columns) + ", tagged.tags, shipped.run_id IS NOT NULL, coalesce(shipped.lost, false)";
 /// The runs table with each run's tags and ship state; a filter on runs.id reaches the aggregate
 /// (its GROUP BY key).
 constexpr const char* k_runs_with_tags =

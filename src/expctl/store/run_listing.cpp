@@ -10,7 +10,7 @@ namespace expctl::store::detail {
 
 namespace {
 
-constexpr int k_owner_column = 10;                    ///< owner_host in k_listing_columns
+constexpr int k_owner_column = 10;  ///< owner_host in k_listing_columns
 constexpr int k_heartbeat_column = k_owner_column + 4;
 constexpr int k_tags_column = k_owner_column + 5;
 constexpr int k_shipped_column = k_owner_column + 6;  ///< a server's listing only
@@ -55,7 +55,10 @@ ListingSql listing_sql(const RunQuery& query, const ListingDialect& dialect) {
       // From start to end (or to now); a time that cannot be read is NULL and sorts as the smallest.
       const std::string now = next(format_utc(Clock::now()));
       order = fmt::format("{} {}{}, id {}", fmt::format(fmt::runtime(dialect.duration), now), direction,
-                          !dialect.nulls_clause ? "" : query.descending ? " NULLS LAST" : " NULLS FIRST", direction);
+                          !dialect.nulls_clause ? ""
+                          : query.descending    ? " NULLS LAST"
+                                                : " NULLS FIRST",
+                          direction);
       break;
     }
   }
@@ -87,8 +90,8 @@ RunRecord decode_run_row(const ListingRow& row, bool shipped_columns) {
   run.summary_json = row.text(9);
   std::optional<util::ProcessIdentity> owner;
   if (!row.is_null(k_owner_column)) {  // null: a row from before the owner columns (SQLite schema v3)
-    owner = util::ProcessIdentity{row.text(k_owner_column), row.int64(k_owner_column + 1),
-                                  row.text(k_owner_column + 2), row.int64(k_owner_column + 3)};
+    owner = util::ProcessIdentity{row.text(k_owner_column), row.int64(k_owner_column + 1), row.text(k_owner_column + 2),
+                                  row.int64(k_owner_column + 3)};
     run.owner = owner->display();
   }
   run.heartbeat_at = optional_text(k_heartbeat_column);

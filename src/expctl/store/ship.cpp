@@ -198,16 +198,18 @@ void ship_run_as_going(PgConnection& server, const LocalRun& run, const RunRows&
     std::int64_t environments_added = 0;
     for (const auto& row : rows.spec) {
       specs_added += server
-                         .exec("INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
-                               "ON CONFLICT (hash) DO NOTHING",
-                               row)
+                         .exec(
+                             "INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
+                             "ON CONFLICT (hash) DO NOTHING",
+                             row)
                          .changed();
     }
     for (const auto& row : rows.environments) {
       environments_added += server
-                                .exec("INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
-                                      "ON CONFLICT (hash) DO NOTHING",
-                                      row)
+                                .exec(
+                                    "INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
+                                    "ON CONFLICT (hash) DO NOTHING",
+                                    row)
                                 .changed();
     }
     server.exec(run_insert("DO NOTHING"), going);
@@ -243,9 +245,10 @@ std::int64_t write_run_state(PgConnection& server, const LocalRun& run, const Ru
   }
   if (!run.tags.empty()) {
     tags_added = server
-                     .exec("INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
-                           "ON CONFLICT (run_id, tag) DO NOTHING",
-                           {run.id(), run.tags})
+                     .exec(
+                         "INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
+                         "ON CONFLICT (run_id, tag) DO NOTHING",
+                         {run.id(), run.tags})
                      .changed();
   }
   server.exec(

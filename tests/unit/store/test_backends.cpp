@@ -581,9 +581,10 @@ TEMPLATE_TEST_CASE(
   CHECK_THROWS_WITH(store::query_runs(db, {.spec_hash_prefix = "XYZ"}), Catch::Contains("not lowercase hex"));
 }
 
-TEMPLATE_TEST_CASE("store contract: merge_store of a node's store answers one MergeResult on every backend, and a "
-                   "second merge adds nothing",
-                   "[store][backends][merge]", test::OnSqlite, test::OnPostgres) {
+TEMPLATE_TEST_CASE(
+    "store contract: merge_store of a node's store answers one MergeResult on every backend, and a "
+    "second merge adds nothing",
+    "[store][backends][merge]", test::OnSqlite, test::OnPostgres) {
   BackendStore where(TestType::kind);
   if (!where.available)
     return;
@@ -593,7 +594,8 @@ TEMPLATE_TEST_CASE("store contract: merge_store of a node's store answers one Me
     auto local = node.open();
     const auto run = new_run(local);
     id = run.id;
-    local.append_metrics(run.id, std::vector<MetricPoint>{{0, 1, "loss", 0.5}, {0, 2, "loss", 0.25}, {1, 1, "loss", 1}});
+    local.append_metrics(run.id,
+                         std::vector<MetricPoint>{{0, 1, "loss", 0.5}, {0, 2, "loss", 0.25}, {1, 1, "loss", 1}});
     local.add_tag(run.id, "nightly");
     local.finish_run(run.id, RunStatus::completed, 0, "");
   }
@@ -618,9 +620,10 @@ TEMPLATE_TEST_CASE("store contract: merge_store of a node's store answers one Me
   CHECK(again.points_added == 0);
 }
 
-TEST_CASE("store listing: both backends' listings come from one builder, with the same filters and parameters in "
-          "the same order",
-          "[store][backends]") {
+TEST_CASE(
+    "store listing: both backends' listings come from one builder, with the same filters and parameters in "
+    "the same order",
+    "[store][backends]") {
   // The dialects as the backends spell them differ only where SQL does; what is filtered and
   // bound, and in which order, is written once (store/run_listing.cpp).
   const store::RunQuery query{.status = RunStatus::completed,
