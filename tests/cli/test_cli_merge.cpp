@@ -126,7 +126,7 @@ TEMPLATE_TEST_CASE("merge: --format json has one shape whether DST is a SQLite f
   test::BackendStore into(TestType::kind);
   if (!into.available)
     return;
-  TempDir dir;
+  test::TempDir dir;
   const fs::path source = dir / "a.db";
   const std::string id = add_run(source, "a");
   const auto merge = [&] {
