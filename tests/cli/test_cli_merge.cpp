@@ -1,13 +1,15 @@
 // `expctl merge` through the real binary: stores written through the store API stand for those
 // of other machines; the merged one is checked with SQLite's own integrity check.
 
-#include <sqlite3.h>
-
 #include <map>
+#include <set>
+
+#include "run_helpers.hpp"
+#include "unit/store/backend_fixture.hpp"
+#include <sqlite3.h>
 
 #include "expctl/store/testing.hpp"
 #include "expctl/util/sha256.hpp"
-#include "run_helpers.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -117,4 +119,46 @@ TEST_CASE("cli merge: a missing source or no --into is a usage error") {
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("none.db: no such database: check the path"));
   CHECK(test::run_expctl({"merge", (dir / "none.db").string()}).exit_code == 2);
+}
+
+TEMPLATE_TEST_CASE("merge: --format json has one shape whether DST is a SQLite file or a PostgreSQL server",
+                   "[cli][merge][postgres]", test::OnSqlite, test::OnPostgres) {
+  test::BackendStore into(TestType::kind);
+  if (!into.available)
+    return;
+  test::TempDir dir;
+  const fs::path source = dir / "a.db";
+  const std::string id = add_run(source, "a");
+  const auto merge = [&] {
+    const auto merged = test::run_expctl({"merge", source.string(), "--into", into.location, "--format", "json"});
+    INFO(merged.err);
+    REQUIRE(merged.exit_code == 0);
+    return parse_stdout(merged);
+  };
+  const json first = merge();
+  CHECK(first["kind"] == "merge");
+  CHECK(first.contains("into"));
+  // integrity: SQLite's PRAGMA integrity_check; a server has none (null).
+  CHECK(first["integrity"] == (TestType::kind == store::StoreKind::sqlite ? json("ok") : json(nullptr)));
+  REQUIRE(first["sources"].size() == 1);
+  const json& shape = first["sources"][0];
+  std::set<std::string> keys;
+  for (const auto& item : shape.items()) {
+    keys.insert(item.key());
+  }
+  CHECK(keys == std::set<std::string>{"source", "added", "present", "specs_added", "environments_added", "tags_added",
+                                      "points_added", "folders_copied", "folders_missing"});
+  CHECK(shape["source"] == source.string());
+  CHECK(shape["added"] == json{id});
+  CHECK(shape["present"] == json::array());
+  CHECK(shape["specs_added"] == 1);
+  CHECK(shape["environments_added"] == 1);
+  CHECK(shape["tags_added"] == 1);
+  CHECK(shape["points_added"] == 2);
+  CHECK(shape["folders_copied"] == json::array());
+  CHECK(shape["folders_missing"] == json::array());
+  const json again = merge()["sources"][0];
+  CHECK(again["added"] == json::array());
+  CHECK(again["present"] == json{id});
+  CHECK(again["points_added"] == 0);
 }

@@ -357,3 +357,76 @@ TEST_CASE(
                                   Catch::Contains("check the host, port, database"));
   CHECK(std::count(no_database.err.begin(), no_database.err.end(), '\n') == 1);
 }
+
+namespace {
+
+/// Seconds a stop may take here, stretched by EXPCTL_TEST_TIMEOUT_SCALE (the asan preset: 4).
+std::chrono::seconds stop_limit(int seconds) {
+  const char* text = std::getenv("EXPCTL_TEST_TIMEOUT_SCALE");
+  return std::chrono::seconds(seconds * (text != nullptr && std::atoi(text) > 1 ? std::atoi(text) : 1));
+}
+
+/// How long `expctl` takes from `signal` to its exit, and its exit code.
+std::pair<int, double> stop_with(Background& expctl, int signal) {
+  const auto sent = std::chrono::steady_clock::now();
+  REQUIRE(::kill(expctl.pid(), signal) == 0);
+  const int code = expctl.wait(stop_limit(3));
+  return {code, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count()};
+}
+
+/// The server's metric points; -1 before it has the tables.
+std::int64_t server_points(const PrivateServer& server) {
+  try {
+    return server.count("SELECT count(*) FROM metrics");
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+// Before, sync --follow slept between passes with sleep_for, which libstdc++ restarts after
+// EINTR: Ctrl-C waited out the pause, here an hour. It is now the run's shipper in its foreground
+// mode, whose wait the signal ends.
+TEST_CASE(
+    "cli ship faults: sync --follow --interval 3600 stops within seconds of SIGINT with exit 130 and says "
+    "what it shipped",
+    "[cli][postgres][sync]") {
+  if (!test::test_postgres())
+    return;
+  const PrivateServer server;
+  const Node node;
+  record_one_run(node.local);
+  Background follow(node.args(server.conninfo, {"sync", "--follow", "--interval", "3600"}), node.dir / "follow");
+  REQUIRE(eventually([&] { return server_points(server) == 100; }));
+  REQUIRE(
+      eventually([&] { return follow.err().find("expctl: shipped 100 point(s) of 1 run(s)") != std::string::npos; }));
+  const auto [code, took] = stop_with(follow, SIGINT);
+  INFO(follow.err());
+  CHECK(code == 130);
+  CHECK(took < static_cast<double>(stop_limit(3).count()));
+  CHECK_THAT(follow.err(), Catch::Contains("expctl: sync --follow stopped: 100 point(s) shipped to "));
+}
+
+TEST_CASE(
+    "cli ship faults: sync --follow with the server away stops within seconds of SIGINT, not after its "
+    "backoff, with exit 130",
+    "[cli][postgres][sync]") {
+  if (!test::test_postgres())
+    return;
+  const PrivateServer server;
+  const Node node;
+  record_one_run(node.local);
+  Background follow(node.args(server.conninfo, {"sync", "--follow", "--interval", "0.2"}), node.dir / "follow");
+  REQUIRE(eventually([&] { return server_points(server) == 100; }));
+  server.stop();
+  REQUIRE(eventually([&] { return follow.err().find("cannot ship now") != std::string::npos; }));
+  // Passes failed at 0, 1 and 3 s of backoff: the next waits until 7 s.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  const auto [code, took] = stop_with(follow, SIGINT);
+  INFO(follow.err());
+  CHECK(code == 130);
+  CHECK(took < 2.0 * static_cast<double>(stop_limit(1).count()));
+  CHECK_THAT(follow.err(), Catch::Contains("retrying with backoff up to 30 s") &&
+                               Catch::Contains("expctl: sync --follow stopped: 100 point(s) shipped to "));
+}

@@ -1,12 +1,12 @@
 #include "expctl/api/cleanup.hpp"
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "expctl/env/version_pattern.hpp"
+#include "expctl/spec/resolved_file.hpp"
 #include "expctl/util/display.hpp"
 
 namespace expctl::api {
@@ -44,12 +44,10 @@ namespace {
 // tags a run was given (--tag, ab:, sweep, nightly, drift:) do. Without the run's resolved.json
 // every tag counts.
 std::vector<std::string> spec_tags(const store::RunRecord& run) {
-  std::ifstream in(run.run_dir / "resolved.json");
-  const nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const auto spec = spec::read_resolved_spec(run.run_dir / spec::k_resolved_file);
   std::vector<std::string> tags;
-  if (document.is_object() && document.contains("spec") && document["spec"].is_object() &&
-      document["spec"].contains("tags") && document["spec"]["tags"].is_array()) {
-    for (const auto& tag : document["spec"]["tags"]) {
+  if (spec && spec->contains("tags") && spec->at("tags").is_array()) {
+    for (const auto& tag : spec->at("tags")) {
       if (tag.is_string()) {
         tags.push_back(tag.get<std::string>());
       }

@@ -1,9 +1,9 @@
 #include "expctl/api/run_folder.hpp"
 
-#include <fstream>
 #include <system_error>
 
 #include "expctl/env/env_vars.hpp"
+#include "expctl/spec/resolved_file.hpp"
 
 namespace expctl::api {
 
@@ -42,24 +42,20 @@ std::optional<std::filesystem::path> run_folder_file(const store::Store& store, 
 }
 
 nlohmann::json resolved_spec(const store::Store& store, const store::RunRecord& run, const FolderAccess& access) {
-  const auto file = run_folder_file(store, run, "resolved.json", access);
+  const auto file = run_folder_file(store, run, spec::k_resolved_file, access);
   if (!file) {
     return nullptr;
   }
-  std::ifstream in(*file);
-  if (!in) {
-    return nullptr;
-  }
-  nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!document.is_object() || !document.contains("spec") || !document.at("spec").is_object()) {
+  auto spec = spec::read_resolved_spec(*file);  // the file's codec: an older format comes migrated
+  if (!spec) {
     return nullptr;
   }
   // resolved.json keeps program.env as written (a resume runs from it); what is shown is masked
   // as the stored spec is (docs/program.md).
-  if (const nlohmann::json::json_pointer env("/spec/program/env"); document.contains(env)) {
-    env::mask_variables(document[env]);
+  if (const nlohmann::json::json_pointer env("/program/env"); spec->contains(env)) {
+    env::mask_variables((*spec)[env]);
   }
-  return document.at("spec");
+  return std::move(*spec);
 }
 
 const nlohmann::json* json_at(const nlohmann::json& tree, std::string_view path) {

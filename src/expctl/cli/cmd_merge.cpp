@@ -4,11 +4,11 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
-#include "expctl/store/ship.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/error.hpp"
 
@@ -22,6 +22,8 @@ struct MergeOptions {
   std::string format = "text";
 };
 
+// One shape on both backends (docs/store.md, "merge --format json"): a server has no run folders
+// to copy (empty lists) and no PRAGMA integrity_check (integrity null).
 nlohmann::json result_json(const store::MergeResult& result) {
   return {{"source", result.source.string()},
           {"added", result.added},
@@ -29,11 +31,16 @@ nlohmann::json result_json(const store::MergeResult& result) {
           {"specs_added", result.specs_added},
           {"environments_added", result.environments_added},
           {"tags_added", result.tags_added},
+          {"points_added", result.points_added},
           {"folders_copied", result.folders_copied},
           {"folders_missing", result.folders_missing}};
 }
 
-std::string result_line(const store::MergeResult& result, bool runs_dir) {
+std::string result_line(const store::MergeResult& result, bool runs_dir, bool server) {
+  if (server) {
+    return fmt::format("merged {}: {} run(s) shipped ({} already there whole), {} point(s) sent",
+                       result.source.string(), result.added.size(), result.present.size(), result.points_added);
+  }
   std::string line = fmt::format("merged {}: {} run(s) added, {} already present", result.source.string(),
                                  result.added.size(), result.present.size());
   if (result.tags_added > 0) {
@@ -48,67 +55,42 @@ std::string result_line(const store::MergeResult& result, bool runs_dir) {
   return line;
 }
 
-// A server takes sources through the shipper's idempotent path (store/ship.hpp): COPY into a
-// staging table and INSERT ... ON CONFLICT DO NOTHING, so merging (or shipping) twice adds nothing.
-void merge_into_server(const MergeOptions& options, const GlobalOptions& globals) {
-  store::Store destination = store::Store::open(options.into, store::OpenMode::read_write);
-  nlohmann::json sources = nlohmann::json::array();
-  for (const std::string& source : options.sources) {
-    store::Store from = store::Store::open(source, store::OpenMode::read_only);
-    const store::ShipReport report = store::ship(from, destination);
-    if (options.format == "text" && !globals.quiet) {
-      std::cerr << fmt::format("merged {}: {} run(s) shipped ({} already there whole), {} point(s) sent\n", source,
-                               report.runs_shipped, report.runs_considered - report.runs_shipped,
-                               report.points_shipped);
-    }
-    sources.push_back({{"source", source},
-                       {"runs_considered", report.runs_considered},
-                       {"runs_shipped", report.runs_shipped},
-                       {"points_shipped", report.points_shipped}});
-  }
-  if (options.format == "json") {
-    nlohmann::json document = json_envelope("merge");
-    document["into"] = destination.location();
-    document["sources"] = sources;
-    print_json(document);
-  } else {
-    std::cout << fmt::format("{}: merged {} store(s)\n", destination.location(), options.sources.size());
-  }
-}
-
+// A server takes sources through the shipper's idempotent path (store::merge_by_shipping): COPY
+// into a staging table and INSERT ... ON CONFLICT DO NOTHING, so merging (or shipping) twice adds
+// nothing; it has no integrity check of SQLite's to end with.
 void run_merge(const MergeOptions& options, GlobalOptions& globals) {
   for (const std::string& source : options.sources) {  // before DST is created
     std::error_code error;
     EXPCTL_CHECK(std::filesystem::exists(source, error), util::StoreError, "{}: no such database: check the path",
                  source);
   }
-  if (store::parse_store_location(options.into).kind == store::StoreKind::postgresql) {
-    merge_into_server(options, globals);
-    return;
-  }
+  const bool server = store::parse_store_location(options.into).kind == store::StoreKind::postgresql;
   store::Store destination = store::Store::open(options.into, store::OpenMode::read_write);
   std::vector<store::MergeResult> results;
   for (const std::string& source : options.sources) {
-    results.push_back(store::merge_store(destination, source, {.copy_run_folders = options.runs_dir}));
+    results.push_back(store::merge_store(destination, source, {.copy_run_folders = options.runs_dir && !server}));
     if (options.format == "text" && !globals.quiet) {
-      std::cerr << result_line(results.back(), options.runs_dir) << '\n';
+      std::cerr << result_line(results.back(), options.runs_dir, server) << '\n';
     }
   }
-  const std::string integrity = store::check_integrity(destination);
+  const std::optional<std::string> integrity =
+      server ? std::nullopt : std::optional(store::check_integrity(destination));
   if (options.format == "json") {
     nlohmann::json document = json_envelope("merge");
-    document["into"] = options.into;
+    document["into"] = destination.location();
     document["sources"] = nlohmann::json::array();
     for (const auto& result : results) {
       document["sources"].push_back(result_json(result));
     }
-    document["integrity"] = integrity;
+    document["integrity"] = integrity ? nlohmann::json(*integrity) : nlohmann::json(nullptr);
     print_json(document);
+  } else if (server) {
+    std::cout << fmt::format("{}: merged {} store(s)\n", destination.location(), options.sources.size());
   } else {
-    std::cout << fmt::format("{}: integrity {}\n", options.into, integrity);
+    std::cout << fmt::format("{}: integrity {}\n", options.into, *integrity);
   }
-  EXPCTL_CHECK(integrity == "ok", util::StoreError, "{} failed its integrity check after the merge: {}", options.into,
-               integrity);
+  EXPCTL_CHECK(!integrity || *integrity == "ok", util::StoreError, "{} failed its integrity check after the merge: {}",
+               options.into, integrity.value_or(""));
 }
 
 void setup_merge(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

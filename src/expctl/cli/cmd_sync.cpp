@@ -1,9 +1,8 @@
 // `expctl sync`: ship the node-local store to the team's server (--db), once or --follow. The
 // shipping rules (batches, idempotence, progress in the server's transaction) are store/ship.hpp's.
 
-#include <csignal>
+#include <chrono>
 #include <iostream>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -11,6 +10,7 @@
 #include "expctl/cli/support_store.hpp"
 #include "expctl/store/ship.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -23,8 +23,6 @@ struct SyncOptions {
   bool status = false;
   std::string format = "text";
 };
-
-volatile std::sig_atomic_t g_stop = 0;
 
 void print_report(const SyncOptions& options, const store::ShipReport& report, const store::ShipLag& lag,
                   const std::string& server) {
@@ -56,6 +54,35 @@ void check_server(const GlobalOptions& globals) {
                "service=NAME, or EXPCTL_DB); to combine SQLite files use 'expctl merge'");
 }
 
+// --follow: the run's shipper (store::BackgroundShipper) in its foreground mode, on this thread,
+// until SIGINT/SIGTERM/SIGHUP (util::InterruptSignals, the process's one way of taking them),
+// which end its wait at once. Each pass that shipped something, or worked again after failures,
+// is one line; the first failure of a series is one note.
+void follow(const SyncOptions& options, const GlobalOptions& globals, const std::string& location, bool local_exists) {
+  if (!local_exists) {
+    std::cerr << fmt::format("expctl: note: waiting for {} ('expctl run' creates it)\n", options.from);
+  }
+  const util::InterruptSignals signals;
+  store::BackgroundShipper shipper(
+      store::BackgroundShipper::foreground, options.from, globals.db_path,
+      [&location](const store::BackgroundShipper::Pass& pass) {
+        if (pass.problem) {
+          if (pass.first_failure) {
+            std::cerr << fmt::format("expctl: note: cannot ship now ({}); retrying with backoff up to {} s\n",
+                                     *pass.problem, store::ShipPacer::k_most_retry.count() / 1000);
+          }
+        } else if (pass.recovered || pass.report.points_shipped > 0 || pass.report.runs_shipped > 0) {
+          std::cerr << fmt::format("expctl: shipped {} point(s) of {} run(s) to {}\n", pass.report.points_shipped,
+                                   pass.report.runs_shipped, location);
+        }
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(options.interval_s)));
+  const store::ShipReport shipped = shipper.follow(&signals);
+  std::cerr << fmt::format(
+      "expctl: sync --follow stopped: {} point(s) shipped to {} in {} batch(es) since it started\n",
+      shipped.points_shipped, location, shipped.batches);
+}
+
 void run_sync(SyncOptions options, GlobalOptions& globals) {
   check_server(globals);
   EXPCTL_CHECK(options.run.empty() || (!options.follow && !options.status), util::UsageError,
@@ -72,6 +99,7 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
     }
     return;
   }
+  const bool local_exists = local.has_value();
   if (!options.follow) {
     store::ShipOptions ship_options;
     if (!options.run.empty()) {
@@ -81,41 +109,10 @@ void run_sync(SyncOptions options, GlobalOptions& globals) {
     print_report(options, report, store::ship_lag(*local, server), server.location());
     return;
   }
-  std::signal(SIGINT, [](int) { g_stop = 1; });
-  std::signal(SIGTERM, [](int) { g_stop = 1; });
   const std::string location = server.location();
-  std::optional<store::Store> connected(std::move(server));
-  store::ShipPacer pacer(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(options.interval_s)));
-  bool failing = false;
-  if (!local) {
-    std::cerr << fmt::format("expctl: note: waiting for {} ('expctl run' creates it)\n", options.from);
-  }
-  while (g_stop == 0) {
-    bool worked = true;
-    try {
-      if (!connected) {
-        connected.emplace(open_store(globals, store::OpenMode::read_write));
-      }
-      if (!local) {  // only --local-db may be missing: a --from naming no file was refused above
-        local = open_node_store(globals, {});
-      }
-      const store::ShipReport report = local ? store::ship(*local, *connected) : store::ShipReport{};
-      if (failing || report.points_shipped > 0 || report.runs_shipped > 0) {
-        std::cerr << fmt::format("expctl: shipped {} point(s) of {} run(s) to {}\n", report.points_shipped,
-                                 report.runs_shipped, location);
-      }
-      failing = false;
-    } catch (const std::exception& error) {  // the server away, or the node's store half made: next pass
-      connected.reset();
-      if (!std::exchange(failing, true)) {
-        std::cerr << fmt::format("expctl: note: cannot ship now ({}); retrying with backoff up to {} s\n", error.what(),
-                                 store::ShipPacer::k_most_retry.count() / 1000);
-      }
-      worked = false;
-    }
-    std::this_thread::sleep_for(pacer.after(worked));
-  }
+  local.reset();  // the shipper opens its own connections: none is held idle beside them
+  (void)store::Store(std::move(server));
+  follow(options, globals, location, local_exists);
   globals.result = util::ExitCode::interrupted;
 }
 

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
@@ -13,6 +12,7 @@
 #include "expctl/compare/comparison.hpp"
 #include "expctl/env/env_vars.hpp"
 #include "expctl/spec/program.hpp"
+#include "expctl/spec/resolved_file.hpp"
 #include "expctl/util/metric_names.hpp"
 #include "expctl/util/sha256.hpp"
 
@@ -39,18 +39,14 @@ std::int64_t warmup_of(const json& summary, std::int64_t steps) {
 }
 
 json resolved_spec(const store::RunRecord& run) {
-  std::ifstream in(run.run_dir / "resolved.json");
-  if (!in) {
+  auto spec = spec::read_resolved_spec(run.run_dir / spec::k_resolved_file);
+  if (!spec) {
     return nullptr;
   }
-  json document = json::parse(in, nullptr, false);
-  if (document.is_discarded() || !document.is_object() || !document.contains("spec")) {
-    return nullptr;
+  if (const json::json_pointer env("/program/env"); spec->contains(env)) {
+    env::mask_variables((*spec)[env]);  // reports show it masked, as the stored spec holds it
   }
-  if (const json::json_pointer env("/spec/program/env"); document.contains(env)) {
-    env::mask_variables(document[env]);  // reports show it masked, as the stored spec holds it
-  }
-  return document.at("spec");
+  return std::move(*spec);
 }
 
 bool has_number(const json& summary, std::string_view name) {

@@ -118,7 +118,9 @@ void check_resumed_inputs(const store::Store& store, const store::RunRecord& run
                                       resolved.spec_file.empty() ? std::string("SPEC") : resolved.spec_file);
   std::optional<spec::Spec> again;
   try {
-    again = spec::rehash_values(resolved.spec, resolved.spec_file);
+    // The values as the file holds them: a field that a migration of an older resolved.json filled
+    // in (spec/resolved_file.hpp) was not in what the run's hash covered.
+    again = spec::rehash_values(resolved.recorded_spec, resolved.spec_file);
   } catch (const util::DiagnosticError& error) {
     const auto& first = error.diagnostics().front();
     throw util::UsageError(fmt::format(

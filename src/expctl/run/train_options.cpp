@@ -21,22 +21,21 @@ train::DatasetOptions dataset_options(const json& spec) {
   options.synthetic_classes = data.at("num_classes").get<std::int64_t>();
   options.synthetic_shape = int_list(data.at("input_shape"));
   options.seed = spec.at("seed").get<std::uint64_t>();
-  // Absent from the resolved spec of a run recorded before the fields existed.
-  options.train_inputs = data.value("train_inputs", std::string());
-  options.train_targets = data.value("train_targets", std::string());
-  options.eval_inputs = data.value("eval_inputs", std::string());
-  options.eval_targets = data.value("eval_targets", std::string());
-  options.block_size = data.value("block_size", std::int64_t{0});
-  // Image folders (absent before they existed, like every field below).
-  options.train_dir = data.value("train_dir", std::string());
-  options.eval_dir = data.value("eval_dir", std::string());
-  if (const auto size = data.find("image_size"); size != data.end()) {
-    const auto sides = int_list(*size);
-    options.image.height = static_cast<std::uint32_t>(sides.at(0));
-    options.image.width = static_cast<std::uint32_t>(sides.at(1));
-  }
+  // Every key is read with at(): the resolved spec of a run recorded before a field existed was
+  // migrated to today's format by its reader (spec/resolved_file.hpp), which holds the defaults
+  // the trainer took for absent fields, one migration step per format version.
+  options.train_inputs = data.at("train_inputs").get<std::string>();
+  options.train_targets = data.at("train_targets").get<std::string>();
+  options.eval_inputs = data.at("eval_inputs").get<std::string>();
+  options.eval_targets = data.at("eval_targets").get<std::string>();
+  options.block_size = data.at("block_size").get<std::int64_t>();
+  options.train_dir = data.at("train_dir").get<std::string>();
+  options.eval_dir = data.at("eval_dir").get<std::string>();
+  const auto sides = int_list(data.at("image_size"));
+  options.image.height = static_cast<std::uint32_t>(sides.at(0));
+  options.image.width = static_cast<std::uint32_t>(sides.at(1));
   const auto per_channel = [&](const char* key, const std::vector<float>& fallback) {
-    auto values = data.value(key, std::vector<float>());
+    auto values = data.at(key).get<std::vector<float>>();  // empty: the dataset's own
     if (values.empty()) {
       values = fallback;
     }
@@ -49,14 +48,13 @@ train::DatasetOptions dataset_options(const json& spec) {
     options.image.mean = {0.0F, 0.0F, 0.0F};
     options.image.std = {1.0F, 1.0F, 1.0F};
   }
-  if (const auto augment = data.find("augment"); augment != data.end()) {
-    options.image.random_resized_crop = augment->value("random_resized_crop", false);
-    options.image.crop_padding = augment->value("random_crop_padding", std::uint32_t{0});
-    options.image.hflip = augment->value("hflip", false);
-  }
-  options.on_bad_image = train::parse_bad_image_policy(data.value("on_bad_image", std::string("fail")));
-  options.loader_threads = data.value("loader_threads", 0);
-  options.prefetch_batches = data.value("prefetch_batches", std::int64_t{4});
+  const json& augment = data.at("augment");
+  options.image.random_resized_crop = augment.at("random_resized_crop").get<bool>();
+  options.image.crop_padding = augment.at("random_crop_padding").get<std::uint32_t>();
+  options.image.hflip = augment.at("hflip").get<bool>();
+  options.on_bad_image = train::parse_bad_image_policy(data.at("on_bad_image").get<std::string>());
+  options.loader_threads = data.at("loader_threads").get<int>();
+  options.prefetch_batches = data.at("prefetch_batches").get<std::int64_t>();
   options.batch_size = data.at("batch_size").get<std::int64_t>();
   return options;
 }
@@ -68,7 +66,7 @@ train::ModelOptions model_options(const json& model) {
   options.channels = int_list(model.at("channels"));
   options.dense = model.at("dense").get<std::int64_t>();
   options.dropout = model.at("dropout").get<double>();
-  options.file = model.value("file", std::string());  // absent before torchscript models existed
+  options.file = model.at("file").get<std::string>();
   return options;
 }
 
@@ -100,8 +98,8 @@ train::ProcessGroupOptions group_options(const json& distributed, const launch::
   train::ProcessGroupOptions options;
   options.placement = placement;
   options.backend = train::parse_backend_request(distributed.at("backend").get<std::string>());
-  // Absent from the resolved spec of a run recorded before the field existed (they ran Gloo).
-  options.allreduce = train::parse_allreduce_request(distributed.value("allreduce", std::string("gloo")));
+  // A run recorded before the field existed ran Gloo: its resolved.json's migration says "gloo".
+  options.allreduce = train::parse_allreduce_request(distributed.at("allreduce").get<std::string>());
   options.timeout = std::chrono::seconds(distributed.at("timeout_s").get<std::int64_t>());
   return options;
 }
@@ -111,9 +109,8 @@ train::DdpOptions ddp_options(const json& distributed) {
   options.bucket_cap_bytes =
       static_cast<std::int64_t>(distributed.at("bucket_cap_mb").get<double>() * 1024.0 * 1024.0);
   options.compression = train::parse_grad_compression(distributed.at("grad_compression").get<std::string>());
-  // Absent from the resolved spec of a run recorded before the fields existed.
-  options.powersgd_rank = distributed.value("powersgd_rank", train::k_default_powersgd_rank);
-  options.powersgd_warmup_steps = distributed.value("powersgd_warmup_steps", train::k_default_powersgd_warmup_steps);
+  options.powersgd_rank = distributed.at("powersgd_rank").get<std::int64_t>();
+  options.powersgd_warmup_steps = distributed.at("powersgd_warmup_steps").get<std::int64_t>();
   return options;
 }
 
@@ -125,11 +122,11 @@ void train_section(const json& train, train::TrainerConfig& config) {
   config.amp_dtype = train.at("amp").at("dtype").get<std::string>() == "fp16" ? train::AmpDtype::fp16
                                                                                : train::AmpDtype::bf16;
   config.grad_clip_norm = train.at("grad_clip_norm").get<double>();
-  config.nonfinite = train::parse_nonfinite_policy(train.value("nonfinite", std::string("fail")));
-  config.loss = train::parse_loss_kind(train.value("loss", std::string("cross_entropy")));
+  config.nonfinite = train::parse_nonfinite_policy(train.at("nonfinite").get<std::string>());
+  config.loss = train::parse_loss_kind(train.at("loss").get<std::string>());
   config.eval_every = train.at("eval_every").get<std::int64_t>();
   config.checkpoint_every = train.at("checkpoint_every").get<std::int64_t>();
-  config.checkpoint_every_s = train.value("checkpoint_every_s", 0.0);  // absent from runs recorded before it
+  config.checkpoint_every_s = train.at("checkpoint_every_s").get<double>();
 }
 
 train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& placement, const json& inputs) {
@@ -148,8 +145,7 @@ train::TrainerConfig map_spec(const json& spec, const launch::RankIdentity& plac
   train_section(spec.at("train"), config);
   config.ddp = ddp_options(spec.at("distributed"));
   config.log_every = spec.at("metrics").at("log_every").get<std::int64_t>();
-  // Absent from the resolved spec of a run recorded before the field existed.
-  config.monitored_barrier_every = spec.at("distributed").value("monitored_barrier_every", std::int64_t{0});
+  config.monitored_barrier_every = spec.at("distributed").at("monitored_barrier_every").get<std::int64_t>();
   if (inputs.is_object()) {
     config.input_digests = inputs.get<std::map<std::string, std::string>>();
   }

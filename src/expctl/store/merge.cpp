@@ -15,8 +15,10 @@
 #include <sqlite3.h>
 
 #include "expctl/store/connection.hpp"
+#include "expctl/store/pg_backend.hpp"
 #include "expctl/store/run_folder.hpp"
 #include "expctl/store/schema.hpp"
+#include "expctl/store/ship.hpp"
 #include "expctl/store/sqlite_backend.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/atomic_file.hpp"
@@ -253,7 +255,9 @@ void copy_rows(SQLite::Database& db, MergeResult& result) {
   exec(db, "INSERT OR IGNORE INTO main.metric_keys (name) SELECT name FROM src.metric_keys ORDER BY id");
   for (const ChildTable& table : k_child_tables) {
     if (std::string_view(table.name) == "metrics") {
-      exec(db, "INSERT INTO main.metrics (run_id, key_id, rank, step, value) SELECT m.run_id, d.id, m.rank, m.step, "
+      result.points_added =
+          exec(db,
+               "INSERT INTO main.metrics (run_id, key_id, rank, step, value) SELECT m.run_id, d.id, m.rank, m.step, "
                "m.value FROM src.metrics m JOIN src.metric_keys k ON k.id = m.key_id JOIN main.metric_keys d ON "
                "d.name = k.name WHERE m.run_id IN (SELECT id FROM temp.merge_new)");
       continue;
@@ -357,6 +361,9 @@ void check_source(const fs::path& source, const Store& destination) {
 }  // namespace
 
 MergeResult merge_store(Store& destination, const fs::path& source, const MergeOptions& options) {
+  if (dynamic_cast<PgBackend*>(&destination.backend()) != nullptr) {
+    return merge_by_shipping(destination, source);
+  }
   check_source(source, destination);
   const std::string display = source.string();
   MergeResult result;

@@ -9,6 +9,7 @@
 
 #include "expctl/store/pg_schema.hpp"
 #include "expctl/store/run_folder.hpp"
+#include "expctl/store/run_listing.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::store {
@@ -20,21 +21,18 @@ using detail::PgFormat;
 using detail::PgParams;
 using detail::PgResult;
 
-/// Columns of a run row, in the order read_run expects, selected FROM k_runs_with_tags; tags come
-/// aggregated (they never hold a comma), so listing 10 000 runs is one statement, not one per run,
-/// and one aggregate joined, not a subquery per row (170 ms against 135 ms for 10 000 runs).
-/// The last two say whether a shipper brought the run (and whether its node said it was lost).
-constexpr const char* k_run_columns =
-    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, summary, "
-    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at, tagged.tags, shipped.run_id IS NOT NULL, "
-    "coalesce(shipped.lost, false)";
+/// Columns of a run row (run_listing.hpp's k_listing_columns and the two of a server), selected
+/// FROM k_runs_with_tags; tags come aggregated (they never hold a comma), so listing 10 000 runs
+/// is one statement, not one per run, and one aggregate joined, not a subquery per row (170 ms
+/// against 135 ms for 10 000 runs). The last two say whether a shipper brought the run (and
+/// whether its node said it was lost).
+const std::string k_run_columns =
+    std::string(detail::k_listing_columns) + ", tagged.tags, shipped.run_id IS NOT NULL, coalesce(shipped.lost, false)";
 /// The runs table with each run's tags and ship state; a filter on runs.id reaches the aggregate
 /// (its GROUP BY key).
 constexpr const char* k_runs_with_tags =
     "runs LEFT JOIN (SELECT run_id, string_agg(tag, ',' ORDER BY tag) AS tags FROM tags GROUP BY run_id) tagged "
     "ON tagged.run_id = runs.id LEFT JOIN ship_state shipped ON shipped.run_id = runs.id";
-constexpr int k_owner_column = 10;
-constexpr int k_shipped_column = k_owner_column + 6;
 
 /// Rows of COPY text are tab-separated; numbers and NaN/Infinity need no escaping.
 constexpr const char* k_staging_table =
@@ -53,40 +51,21 @@ PgParams::value_type optional_param(const std::optional<std::int64_t>& value) {
   return value ? std::optional(text(*value)) : std::nullopt;
 }
 
+/// One row of a PostgreSQL result, for the shared row decoder.
+class ResultRow final : public detail::ListingRow {
+ public:
+  ResultRow(const PgResult& rows, int row) : m_rows(rows), m_row(row) {}
+  bool is_null(int column) const override { return m_rows.is_null(m_row, column); }
+  std::string text(int column) const override { return m_rows.text(m_row, column); }
+  std::int64_t int64(int column) const override { return m_rows.int64(m_row, column); }
+
+ private:
+  const PgResult& m_rows;
+  int m_row;
+};
+
 RunRecord read_run(const PgResult& rows, int row) {
-  RunRecord run;
-  run.id = rows.text(row, 0);
-  run.spec_hash = rows.text(row, 1);
-  run.environment_hash = rows.optional_text(row, 2);
-  run.name = rows.text(row, 3);
-  run.status = parse_run_status(rows.text(row, 4)).value_or(RunStatus::failed);  // CHECK admits no other
-  run.started_at = rows.text(row, 5);
-  run.ended_at = rows.optional_text(row, 6);
-  run.exit_code = rows.optional_int(row, 7);
-  run.root_cause = rows.text(row, 8);
-  run.summary_json = rows.text(row, 9);
-  std::optional<util::ProcessIdentity> owner;
-  if (!rows.is_null(row, k_owner_column)) {
-    owner = util::ProcessIdentity{rows.text(row, k_owner_column), rows.int64(row, k_owner_column + 1),
-                                  rows.text(row, k_owner_column + 2), rows.int64(row, k_owner_column + 3)};
-    run.owner = owner->display();
-  }
-  run.heartbeat_at = rows.optional_text(row, k_owner_column + 4);
-  if (const auto tags = rows.optional_text(row, k_owner_column + 5)) {
-    run.tags = util::split(*tags, ',');
-  }
-  if (rows.text(row, k_shipped_column) == "t") {
-    // A node ships its runs: one still `running` here is running, or not shipped since (show says
-    // when and from where), unless the node found its expctl gone and said so. The server never
-    // guesses `lost` from an owner it cannot see or a heartbeat that simply has not arrived.
-    if (run.status == RunStatus::running && rows.text(row, k_shipped_column + 1) == "t") {
-      run.status = RunStatus::lost;
-    }
-    return run;
-  }
-  const auto heartbeat = run.heartbeat_at ? parse_utc(*run.heartbeat_at) : std::nullopt;
-  run.status = derive_run_status(run.status, owner, heartbeat, Clock::now());
-  return run;
+  return detail::decode_run_row(ResultRow(rows, row), true);
 }
 
 std::vector<RunRecord> read_runs(const PgResult& rows) {
@@ -338,68 +317,53 @@ bool PgBackend::remove_tag(const std::string& run_id, const std::string& tag) {
 
 namespace {
 
+/// A timestamp of `column` (an fmt pattern's text), NULL where it is not format_utc's: never a
+/// failed cast.
+std::string pg_time(const std::string& column) {
+  return "(CASE WHEN " + column +
+         " ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
+         "[0-5][0-9](\\.[0-9]+)?Z$' THEN " +
+         column + "::timestamptz END)";
+}
+
+/// PostgreSQL's spelling of the run listing (run_listing.hpp).
+const detail::ListingDialect& pg_dialect() {
+  static const std::string duration = pg_time("coalesce(ended_at, {0})") + " - " + pg_time("started_at");
+  static const detail::ListingDialect dialect{
+      .columns = k_run_columns,
+      .from = k_runs_with_tags,
+      .placeholder = [](std::size_t n) { return "$" + std::to_string(n); },
+      .name_contains = "strpos(name, {0}) > 0",
+      .spec_hash_starts_with = "starts_with(spec_hash, {0})",
+      .creation_order = "id",
+      .byte_order = " COLLATE \"C\"",  // as SQLite's and std::string's, not the database's locale
+      .duration = duration.c_str(),
+      .nulls_clause = true,
+      .no_limit = "",
+  };
+  return dialect;
+}
+
+PgParams pg_params(const std::vector<detail::ListingParam>& params) {
+  PgParams texts;
+  for (const auto& param : params) {
+    texts.push_back(param.text);
+  }
+  return texts;
+}
+
 /// The runs `query` selects, one page of them, and (with_total) how many match in all.
 RunPage select_runs(PgConnection& connection, const RunQuery& query, bool with_total) {
-  // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string where = " WHERE true";
-  PgParams params;
-  const auto next = [&](std::string value) {
-    params.push_back(std::move(value));
-    return fmt::format("${}", params.size());
-  };
-  if (query.status) {
-    where += " AND status = " + next(std::string(to_string(*query.status)));
-  }
-  if (query.tag) {
-    where += " AND id IN (SELECT run_id FROM tags WHERE tag = " + next(*query.tag) + ")";
-  }
-  if (!query.name_contains.empty()) {
-    where += " AND strpos(name, " + next(query.name_contains) + ") > 0";
-  }
-  if (!query.spec_hash_prefix.empty()) {
-    where += " AND starts_with(spec_hash, " + next(query.spec_hash_prefix) + ")";
-  }
-  const PgParams filter_params = params;
-  const char* direction = query.descending ? "DESC" : "ASC";
-  std::string order;
-  switch (query.sort) {
-    case RunSort::started:
-      order = fmt::format("started_at {0}, id {0}", direction);
-      break;
-    case RunSort::name:  // byte order, as SQLite's and std::string's (not the database's locale)
-      order = fmt::format("name COLLATE \"C\" {0}, id {0}", direction);
-      break;
-    case RunSort::status:
-      order = fmt::format("status COLLATE \"C\" {0}, id {0}", direction);
-      break;
-    case RunSort::duration: {
-      // From start to end (or to now). A time that is not format_utc's is NULL, never a failed cast.
-      const auto time = [](const std::string& column) {
-        return fmt::format(
-            "(CASE WHEN {0} ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
-            "[0-5][0-9](\\.[0-9]+)?Z$' THEN {0}::timestamptz END)",
-            column);
-      };
-      order =
-          fmt::format("{} - {} {} NULLS {}, id {}", time("coalesce(ended_at, " + next(format_utc(Clock::now())) + ")"),
-                      time("started_at"), direction, query.descending ? "LAST" : "FIRST", direction);
-      break;
-    }
-  }
-  std::string page_sql = fmt::format("SELECT {} FROM {}{} ORDER BY {}", k_run_columns, k_runs_with_tags, where, order);
-  if (query.limit > 0) {
-    page_sql += " LIMIT " + next(text(static_cast<std::int64_t>(query.limit)));
-  }
-  page_sql += " OFFSET " + next(text(static_cast<std::int64_t>(query.offset)));
+  const detail::ListingSql sql = detail::listing_sql(query, pg_dialect());
   if (!with_total) {
-    return RunPage{.runs = read_runs(connection.exec(page_sql, params))};
+    return RunPage{.runs = read_runs(connection.exec(sql.page, pg_params(sql.page_params)))};
   }
   return connection.transaction([&] {
     // One snapshot for both statements, so the total and the page see the same runs.
     connection.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     RunPage page;
-    page.total = connection.exec("SELECT count(*) FROM runs" + where, filter_params).int64(0, 0);
-    page.runs = read_runs(connection.exec(page_sql, params));
+    page.total = connection.exec(sql.count, pg_params(sql.count_params)).int64(0, 0);
+    page.runs = read_runs(connection.exec(sql.page, pg_params(sql.page_params)));
     return page;
   });
 }

@@ -1,8 +1,8 @@
 #pragma once
 /// The runs table's query (`expctl serve`): runs filtered, counted, sorted and paged by the
-/// database, never by reading every run. Every backend implements RunQueries beside Backend
-/// (SQLite in sqlite_backend.cpp, PostgreSQL in pg_backend.cpp); query_runs adds what Store adds
-/// to a backend's answer (derived statuses, run folders).
+/// database, never by reading every run. Every backend implements RunQueries beside Backend,
+/// each through the one listing of run_listing.hpp in its SQL dialect; query_runs adds what Store
+/// adds to a backend's answer (derived statuses, run folders).
 ///
 /// Kept out of backend.hpp and store.hpp for now only so that adding it does not rebuild every
 /// file that includes the store: RunQueries::query_runs belongs in Backend, and query_runs in

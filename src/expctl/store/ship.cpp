@@ -6,10 +6,16 @@
 #include <map>
 #include <utility>
 
+#include <poll.h>
+
 #include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "expctl/store/pg_backend.hpp"
 #include "expctl/store/sqlite_backend.hpp"
+#include "expctl/util/error.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/process_identity.hpp"
 #include "expctl/util/sha256.hpp"
@@ -179,31 +185,45 @@ std::string run_insert(std::string_view on_conflict) {
 /// Before any point: the spec and environments, and the run's row where the server has none yet
 /// — as a run still going (no end, no summary). Its final state comes with its last points
 /// (write_run_state), so no reader of the server ever sees a run ended with points missing.
-void ship_run_as_going(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+/// Adds the specs and environments the server did not have to `report` once committed.
+void ship_run_as_going(PgConnection& server, const LocalRun& run, const RunRows& rows, ShipReport& report) {
   PgParams going = run.columns;
   going[4] = "running";
   going[6] = std::nullopt;  // ended_at
   going[7] = std::nullopt;  // exit_code
   going[8] = "";            // root_cause
   going[10] = "{}";         // summary
-  server.transaction([&] {
+  const auto [specs, environments] = server.transaction([&] {
+    std::int64_t specs_added = 0;
+    std::int64_t environments_added = 0;
     for (const auto& row : rows.spec) {
-      server.exec("INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
-                  "ON CONFLICT (hash) DO NOTHING",
-                  row);
+      specs_added += server
+                         .exec(
+                             "INSERT INTO specs (hash, name, canonical, created_at) VALUES ($1, $2, $3, $4) "
+                             "ON CONFLICT (hash) DO NOTHING",
+                             row)
+                         .changed();
     }
     for (const auto& row : rows.environments) {
-      server.exec("INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
-                  "ON CONFLICT (hash) DO NOTHING",
-                  row);
+      environments_added += server
+                                .exec(
+                                    "INSERT INTO environments (hash, fingerprint, created_at) VALUES ($1, $2, $3) "
+                                    "ON CONFLICT (hash) DO NOTHING",
+                                    row)
+                                .changed();
     }
     server.exec(run_insert("DO NOTHING"), going);
+    return std::pair(specs_added, environments_added);
   });
+  report.specs_added += specs;
+  report.environments_added += environments;
 }
 
 /// Inside the transaction of a run's last batch: the run row as the node holds it, its ranks,
 /// artifacts and tags, and the ship state (complete when the pass read the run ended or lost).
-void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+/// Returns the tags the server did not have.
+std::int64_t write_run_state(PgConnection& server, const LocalRun& run, const RunRows& rows) {
+  std::int64_t tags_added = 0;
   server.exec(run_insert("DO UPDATE SET name = excluded.name, status = excluded.status, ended_at = excluded.ended_at, "
                          "exit_code = excluded.exit_code, root_cause = excluded.root_cause, summary = "
                          "excluded.summary, owner_host = excluded.owner_host, owner_pid = excluded.owner_pid, "
@@ -224,10 +244,12 @@ void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& r
     server.exec("INSERT INTO artifacts (run_id, path, sha256, size_bytes) VALUES ($1, $2, $3, $4)", row);
   }
   if (!run.tags.empty()) {
-    server.exec(
-        "INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
-        "ON CONFLICT (run_id, tag) DO NOTHING",
-        {run.id(), run.tags});
+    tags_added = server
+                     .exec(
+                         "INSERT INTO tags (run_id, tag) SELECT $1, unnest(string_to_array($2, ',')) "
+                         "ON CONFLICT (run_id, tag) DO NOTHING",
+                         {run.id(), run.tags})
+                     .changed();
   }
   server.exec(
       "INSERT INTO ship_state (run_id, digest, complete, node, shipped_at, lost) VALUES ($1, $2, $3, $4, $5, "
@@ -235,6 +257,7 @@ void write_run_state(PgConnection& server, const LocalRun& run, const RunRows& r
       "node = excluded.node, shipped_at = excluded.shipped_at, lost = excluded.lost",
       {run.id(), run.digest, run.ended() ? "true" : "false", util::ProcessIdentity::current().host,
        format_utc(Clock::now()), run.lost ? "true" : "false"});
+  return tags_added;
 }
 
 /// Every (key, rank) series of a run, by seeking the primary key from one key to the next and,
@@ -359,7 +382,13 @@ class PointShipper {
         m_rows(rows),
         m_batch_points(std::max<std::size_t>(1, options.batch_points)),
         m_deadline(options.deadline),
+        m_cancel(options.cancel),
         m_report(report) {}
+
+  /// The deadline passed, or the shipper was stopped: no further batch.
+  bool stopping() const {
+    return (m_deadline && std::chrono::steady_clock::now() >= *m_deadline) || (m_cancel && m_cancel->load());
+  }
 
   /// Sends every point past the shipped step of each series; the last batch also carries the
   /// run's row as the node holds it and its ship_state (write_run_state). The next batch is read
@@ -398,7 +427,7 @@ class PointShipper {
         return true;
       }
       batch = ahead.get();
-      if (m_deadline && std::chrono::steady_clock::now() >= *m_deadline) {
+      if (stopping()) {
         return false;
       }
     }
@@ -530,7 +559,9 @@ class PointShipper {
       return;
     }
     PgConnection& server = m_server.connection();
+    std::int64_t tags_added = 0;
     server.transaction([&] {
+      tags_added = 0;  // a transaction tried again counts afresh
       if (batch.points > 0) {
         m_server.hold_run(m_run.id());
         copy_points(server, batch.copy);
@@ -545,9 +576,10 @@ class PointShipper {
         }
       }
       if (last) {
-        write_run_state(server, m_run, m_rows);
+        tags_added = write_run_state(server, m_run, m_rows);
       }
     });
+    m_report.tags_added += tags_added;
     if (batch.points > 0) {
       m_report.points_shipped += static_cast<std::int64_t>(batch.points);
       m_report.batches += 1;
@@ -560,6 +592,7 @@ class PointShipper {
   const RunRows& m_rows;
   const std::size_t m_batch_points;
   const std::optional<std::chrono::steady_clock::time_point> m_deadline;
+  const std::atomic<bool>* m_cancel;
   ShipReport& m_report;
   std::vector<Cursor> m_cursors;
   std::size_t m_next = 0;  ///< the first cursor that may have points left
@@ -591,17 +624,20 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
     ++report.runs_considered;
     if (shipped_whole(run, states)) {
       report.complete.insert(run.id() + ' ' + run.digest);
+      report.whole.push_back(run.id());
       continue;
     }
-    if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
+    if ((options.deadline && std::chrono::steady_clock::now() >= *options.deadline) ||
+        (options.cancel && options.cancel->load())) {
       continue;  // counted, not shipped: the next pass takes it (ship_lag says so)
     }
     const RunRows rows = read_run_rows(source, run);
-    ship_run_as_going(destination.connection(), run, rows);
+    ship_run_as_going(destination.connection(), run, rows, report);
     if (!PointShipper(source, destination, run, rows, options, report).run()) {
       continue;  // the deadline came between two batches
     }
     ++report.runs_shipped;
+    report.shipped.push_back(run.id());
     if (run.ended()) {
       report.complete.insert(run.id() + ' ' + run.digest);
     }
@@ -610,6 +646,23 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
     analyze_if_never_analyzed(destination.connection());
   }
   return report;
+}
+
+MergeResult merge_by_shipping(Store& server, const std::filesystem::path& source) {
+  std::error_code error;
+  EXPCTL_CHECK(std::filesystem::exists(source, error), util::StoreError, "{}: no such database: check the path",
+               source.string());
+  Store from = Store::open(source.string(), OpenMode::read_only);
+  const ShipReport report = ship(from, server);
+  MergeResult result;
+  result.source = source;
+  result.added = report.shipped;
+  result.present = report.whole;
+  result.specs_added = report.specs_added;
+  result.environments_added = report.environments_added;
+  result.tags_added = report.tags_added;
+  result.points_added = report.points_shipped;
+  return result;
 }
 
 ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& run_id) {
@@ -667,7 +720,20 @@ BackgroundShipper::BackgroundShipper(std::string local, std::string server, Note
   m_thread = std::thread([this] { loop(); });
 }
 
+BackgroundShipper::BackgroundShipper(Foreground, std::string local, std::string server, PassNote on_pass,
+                                     std::chrono::milliseconds interval)
+    : m_local(std::move(local)),
+      m_server(std::move(server)),
+      m_on_pass(std::move(on_pass)),
+      m_interval(interval),
+      m_started(Clock::now()),
+      m_foreground(true) {}
+
 BackgroundShipper::~BackgroundShipper() {
+  if (m_foreground) {
+    stop();  // follow() has returned (or never ran): nothing to finish
+    return;
+  }
   try {
     (void)finish();
   } catch (const std::exception& error) {
@@ -755,7 +821,8 @@ bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point
     if (!m_server_store) {
       m_server_store.emplace(Store::open(m_server, OpenMode::read_write));
     }
-    const ShipReport report = ship(*m_local_store, *m_server_store, ShipOptions{.deadline = deadline});
+    const ShipReport report =
+        ship(*m_local_store, *m_server_store, ShipOptions{.deadline = deadline, .cancel = &m_cancel});
     std::optional<std::string> was;
     {
       std::lock_guard lock(m_mutex);
@@ -768,6 +835,9 @@ bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point
     }
     if (was && m_note) {
       m_note(fmt::format("shipping to {} works again; the store there is catching up", m_server_store->location()));
+    }
+    if (m_on_pass) {
+      m_on_pass(Pass{.report = report, .problem = std::nullopt, .first_failure = false, .recovered = was.has_value()});
     }
     return true;
   } catch (const std::exception& error) {
@@ -784,19 +854,70 @@ bool BackgroundShipper::pass(std::optional<std::chrono::steady_clock::time_point
                          "shipped when it is back",
                          error.what(), m_local));
     }
+    if (m_on_pass) {
+      Pass failed;
+      failed.problem = error.what();
+      failed.first_failure = first;
+      m_on_pass(failed);
+    }
     return false;
   }
 }
 
+bool BackgroundShipper::wait(std::chrono::milliseconds wait) {
+  std::unique_lock lock(m_mutex);
+  return !m_wake.wait_for(lock, wait, [this] { return m_stop; });
+}
+
+void BackgroundShipper::stop() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_cancel.store(true);
+  m_wake.notify_all();
+}
+
+ShipReport BackgroundShipper::follow(const util::InterruptSignals* signals) {
+  EXPCTL_ASSERT(!m_thread.joinable(), "follow() is the foreground mode: this shipper has a thread");
+  // The watcher owns the signals' pipe: it is made before this thread blocks them (a thread takes
+  // its creator's mask), so they are delivered to it, and it wakes the wait below.
+  std::thread watcher;
+  if (signals != nullptr) {
+    watcher = std::thread([this, fd = signals->fd()] {
+      pollfd readable{fd, POLLIN, 0};
+      while (true) {
+        if (::poll(&readable, 1, 100) > 0) {  // the timeout only lets a stop() of another thread end it
+          stop();
+          return;
+        }
+        std::lock_guard lock(m_mutex);
+        if (m_stop) {
+          return;
+        }
+      }
+    });
+  }
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  for (const int signal : util::k_interrupt_signals) {
+    sigaddset(&blocked, signal);
+  }
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &blocked, &previous);
+  ShipPacer pacer(m_interval);
+  while (!m_cancel.load() && wait(pacer.after(pass()))) {
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (watcher.joinable()) {
+    watcher.join();
+  }
+  return totals();
+}
+
 void BackgroundShipper::loop() {
   ShipPacer pacer(m_interval);
-  while (true) {
-    const std::chrono::milliseconds wait = pacer.after(pass());
-    std::unique_lock lock(m_mutex);
-    m_wake.wait_for(lock, wait, [this] { return m_stop; });
-    if (m_stop) {
-      break;
-    }
+  while (wait(pacer.after(pass()))) {
   }
   // The run's last records: one pass whatever the backoff was waiting for, retried while the
   // server is away, until final_wait has passed (a batch under way is finished, not cut).

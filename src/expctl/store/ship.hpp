@@ -11,6 +11,7 @@
 /// or two merged copies of it, changes nothing. `expctl merge` into a server uses this path.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -21,8 +22,13 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "expctl/store/store.hpp"
+
+namespace expctl::util {
+class InterruptSignals;
+}
 
 namespace expctl::store {
 
@@ -36,6 +42,9 @@ struct ShipOptions {
   /// was not sent keeps its state on the server as it was): a run's exit waits for its last pass
   /// a bounded time.
   std::optional<std::chrono::steady_clock::time_point> deadline{};
+  /// Stop between batches (and between runs) once this reads true, as at the deadline: a
+  /// foreground shipper (`sync --follow`) stopped by Ctrl-C does not finish a long pass first.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct ShipReport {
@@ -45,7 +54,18 @@ struct ShipReport {
   std::int64_t batches = 0;          ///< server transactions that carried points
   /// Runs whose final state is on the server after the pass, as "id digest" (the run as read then).
   std::set<std::string> complete{};
+  std::vector<std::string> shipped{};  ///< ids of the runs_shipped, in id order
+  std::vector<std::string> whole{};    ///< ids of the runs the server held whole already (skipped)
+  std::int64_t specs_added = 0;        ///< specs the server did not have
+  std::int64_t environments_added = 0;
+  std::int64_t tags_added = 0;  ///< tags of the shipped runs the server did not have
 };
+
+/// `expctl merge SRC --into postgresql://…` (store::merge_store with a server as the destination):
+/// one ship() of the store at `source` (opened for reading), as a MergeResult: `added` the runs
+/// shipped (new to the server, or brought up to date), `present` those it held whole already,
+/// `points_added` the points sent (the server may have had some). Run folders are not copied.
+MergeResult merge_by_shipping(Store& server, const std::filesystem::path& source);
 
 /// One pass: sends what `local` (SQLite) has and `server` (PostgreSQL) lacks. Throws
 /// store::Error (kind unreachable, busy, ...) when the server fails; what was committed stays.
@@ -95,21 +115,50 @@ class ShipPacer {
   std::chrono::milliseconds m_retry = k_first_retry;
 };
 
-/// A shipper on a thread of its own (the one `expctl run` starts when --db names a server): a
-/// pass every `interval`, on its own connections. A failing server never reaches the caller:
-/// the thread reconnects with backoff (1 s doubling to 30 s) and reports through `note` (the
-/// first failure, and when shipping works again). finish() (or the destructor) stops it after a
-/// last pass whatever the backoff was waiting for, retried until `final_wait` has passed while
-/// the server is away, and says what is left.
+/// The one shipper loop: a pass every `interval`, on its own connections; a failing server never
+/// reaches the caller: it reconnects with backoff (ShipPacer: 1 s doubling to 30 s). Two modes:
+///
+/// - background (the one `expctl run` starts when --db names a server): a thread of its own that
+///   reports through `note` (the first failure, and when shipping works again). finish() (or the
+///   destructor) stops it after a last pass whatever the backoff was waiting for, retried until
+///   `final_wait` has passed while the server is away, and says what is left.
+/// - foreground (`expctl sync --follow`): no thread; follow() runs the passes on the caller's
+///   thread, reports each pass through `on_pass`, and waits between passes on the condition
+///   variable that stop() (or a signal of the process's util::InterruptSignals) wakes, so Ctrl-C
+///   ends it at once, never after the pause (which is up to --interval, 3600 s, or the 30 s
+///   backoff). A pass under way stops at its next batch; no last pass: what was committed stays,
+///   and the next pass of anyone sends the rest.
 class BackgroundShipper {
  public:
   using Note = std::function<void(const std::string&)>;
+  /// One foreground pass, as follow() reports it.
+  struct Pass {
+    ShipReport report{};                   ///< what it shipped (nothing when it failed)
+    std::optional<std::string> problem{};  ///< the server's failure, when it failed
+    bool first_failure = false;            ///< it failed, and the pass before it did not
+    bool recovered = false;                ///< it worked, and the pass before it failed
+  };
+  using PassNote = std::function<void(const Pass&)>;
+  /// Selects the foreground mode's constructor.
+  struct Foreground {};
+  static constexpr Foreground foreground{};
   /// How long a run's exit waits for its last pass by default.
   static constexpr std::chrono::milliseconds k_final_wait{5000};
   BackgroundShipper(std::string local, std::string server, Note note,
                     std::chrono::milliseconds interval = std::chrono::seconds(2),
                     std::chrono::milliseconds final_wait = k_final_wait);
+  /// Foreground mode: nothing runs until follow().
+  BackgroundShipper(Foreground, std::string local, std::string server, PassNote on_pass,
+                    std::chrono::milliseconds interval);
   ~BackgroundShipper();
+
+  /// Foreground mode: passes on this thread until stop() is called or one of `signals` arrives
+  /// (or had arrived: its pipe is readable); returns what every pass shipped. The process's
+  /// interrupt signals are blocked in this thread meanwhile, so they reach the watcher that
+  /// wakes the wait, and no database call here sees EINTR.
+  ShipReport follow(const util::InterruptSignals* signals = nullptr);
+  /// Ends follow()'s wait at once and its pass at the next batch (any thread).
+  void stop();
 
   /// What the last pass left: nothing (caught_up), or the runs and points not on the server, and
   /// why (the server away: points_behind then counts the points of the runs whose final state
@@ -121,7 +170,7 @@ class BackgroundShipper {
     bool exact = true;                     ///< points_behind read from the server (false: an upper bound)
     std::optional<std::string> problem{};  ///< the server's failure, when it was away
   };
-  /// Stops the thread after the last pass (at most `final_wait`, longer only for a batch under
+  /// Background mode: stops the thread after the last pass (at most `final_wait`, longer only for a batch under
   /// way) and returns what is left; later calls return the same.
   Leftover finish();
   BackgroundShipper(const BackgroundShipper&) = delete;
@@ -138,19 +187,24 @@ class BackgroundShipper {
   void loop();
   /// false when the server failed; `deadline`: stop between batches then (the last pass)
   bool pass(std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+  /// The wait between passes; false once stopped.
+  bool wait(std::chrono::milliseconds wait);
   Leftover leftover();
 
   std::string m_local;
   std::string m_server;
   Note m_note;
+  PassNote m_on_pass;
   std::chrono::milliseconds m_interval;
-  std::chrono::milliseconds m_final_wait;
+  std::chrono::milliseconds m_final_wait{0};
   Clock::time_point m_started;         ///< when it was made: the runs that changed since are its own
+  bool m_foreground = false;           ///< made for follow(): no thread, no finish()
   std::optional<Leftover> m_leftover;  ///< once finish() ran
   std::set<std::string> m_complete;    ///< ShipReport::complete of the last pass that worked
   mutable std::mutex m_mutex;
   std::condition_variable m_wake;
   bool m_stop = false;
+  std::atomic<bool> m_cancel{false};  ///< foreground: a pass under way stops at its next batch
   ShipReport m_totals;
   std::optional<std::string> m_problem;
   std::int64_t m_failed_passes = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "expctl/store/run_folder.hpp"
+#include "expctl/store/run_listing.hpp"
 #include "expctl/store/schema.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -15,25 +16,24 @@ namespace detail {
 
 namespace {
 
-/// Columns of a run row, in the order read_run expects; tags come aggregated in the row (they never
-/// hold a comma: Store::add_tag checks), as the PostgreSQL backend reads them: a query per run made
-/// `list` of 10 000 runs prepare 10 000 statements.
-constexpr const char* k_run_columns =
-    "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary, "
-    "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at, "
-    "(SELECT group_concat(tag, ',') FROM (SELECT tag FROM tags t WHERE t.run_id = runs.id ORDER BY tag))";
-/// Index of owner_host in k_run_columns.
-constexpr int k_owner_column = 11;
+/// Columns of a run row (run_listing.hpp's k_listing_columns); tags come aggregated in the row
+/// (they never hold a comma: Store::add_tag checks), as the PostgreSQL backend reads them: a query
+/// per run made `list` of 10 000 runs prepare 10 000 statements.
+const std::string k_run_columns = std::string(k_listing_columns) +
+                                  ", (SELECT group_concat(tag, ',') FROM (SELECT tag FROM tags t WHERE t.run_id = "
+                                  "runs.id ORDER BY tag))";
 
-/// The owner columns of a run row; nullopt for a row without an owner (from before schema v3).
-std::optional<util::ProcessIdentity> read_owner(SQLite::Statement& query) {
-  if (query.getColumn(k_owner_column).isNull()) {
-    return std::nullopt;
-  }
-  return util::ProcessIdentity{
-      query.getColumn(k_owner_column).getString(), query.getColumn(k_owner_column + 1).getInt64(),
-      query.getColumn(k_owner_column + 2).getString(), query.getColumn(k_owner_column + 3).getInt64()};
-}
+/// A SQLite statement's current row, for the shared row decoder.
+class StatementRow final : public ListingRow {
+ public:
+  explicit StatementRow(SQLite::Statement& query) : m_query(query) {}
+  bool is_null(int column) const override { return m_query.getColumn(column).isNull(); }
+  std::string text(int column) const override { return m_query.getColumn(column).getString(); }
+  std::int64_t int64(int column) const override { return m_query.getColumn(column).getInt64(); }
+
+ private:
+  SQLite::Statement& m_query;
+};
 
 /// Binds the four owner columns, from `index` on.
 void bind_owner(SQLite::Statement& statement, int index, const util::ProcessIdentity& owner) {
@@ -44,27 +44,7 @@ void bind_owner(SQLite::Statement& statement, int index, const util::ProcessIden
 }
 
 RunRecord read_run(SQLite::Statement& query) {
-  RunRecord run;
-  run.id = query.getColumn(0).getString();
-  run.spec_hash = query.getColumn(1).getString();
-  run.environment_hash = optional_text(query.getColumn(2));
-  run.name = query.getColumn(3).getString();
-  const std::string status = query.getColumn(4).getString();
-  run.status = parse_run_status(status).value_or(RunStatus::failed);  // the CHECK constraint admits no other
-  run.started_at = query.getColumn(5).getString();
-  run.ended_at = optional_text(query.getColumn(6));
-  run.exit_code = optional_int(query.getColumn(7));
-  run.root_cause = query.getColumn(8).getString();
-  run.summary_json = query.getColumn(10).getString();
-  const auto owner = read_owner(query);
-  run.owner = owner ? std::optional(owner->display()) : std::nullopt;
-  run.heartbeat_at = optional_text(query.getColumn(k_owner_column + 4));
-  if (const auto tags = optional_text(query.getColumn(k_owner_column + 5))) {
-    run.tags = util::split(*tags, ',');
-  }
-  const auto heartbeat = run.heartbeat_at ? parse_utc(*run.heartbeat_at) : std::nullopt;
-  run.status = derive_run_status(run.status, owner, heartbeat, Clock::now());
-  return run;
+  return decode_run_row(StatementRow(query), false);
 }
 
 /// Reads every row of `query` as a run, tags included.
@@ -271,61 +251,37 @@ void SqliteBackend::set_summary(const std::string& run_id, const std::string& js
 
 namespace {
 
+/// SQLite's spelling of the run listing (run_listing.hpp).
+const detail::ListingDialect& sqlite_dialect() {
+  static const detail::ListingDialect dialect{
+      .columns = detail::k_run_columns,
+      .from = "runs",
+      .placeholder = [](std::size_t n) { return "?" + std::to_string(n); },
+      .name_contains = "instr(name, {0}) > 0",
+      .spec_hash_starts_with = "substr(spec_hash, 1, length({0})) = {0}",
+      .creation_order = "rowid",  // merge copies it
+      .byte_order = "",           // SQLite's BINARY collation
+      .duration = "julianday(coalesce(ended_at, {0})) - julianday(started_at)",
+      .nulls_clause = false,  // NULL is the smallest already
+      .no_limit = "-1",
+  };
+  return dialect;
+}
+
+void bind_all(SQLite::Statement& statement, const std::vector<detail::ListingParam>& params) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const int index = static_cast<int>(i + 1);
+    if (params[i].integer) {
+      statement.bind(index, static_cast<std::int64_t>(std::stoll(params[i].text)));
+    } else {
+      statement.bind(index, params[i].text);
+    }
+  }
+}
+
 /// The runs `query` selects, one page of them, and (with_total) how many match in all.
 RunPage select_runs(detail::Connection& connection, const RunQuery& query, bool with_total) {
-  // Only fixed fragments are concatenated; every value is a bound parameter.
-  std::string where = " WHERE 1";
-  if (query.status) {
-    where += " AND status = :status";
-  }
-  if (query.tag) {
-    where += " AND id IN (SELECT run_id FROM tags WHERE tag = :tag)";
-  }
-  if (!query.name_contains.empty()) {
-    where += " AND instr(name, :name) > 0";
-  }
-  if (!query.spec_hash_prefix.empty()) {
-    where += " AND substr(spec_hash, 1, length(:spec)) = :spec";
-  }
-  const char* direction = query.descending ? "DESC" : "ASC";
-  std::string order;
-  switch (query.sort) {
-    case RunSort::started:
-      order = fmt::format("started_at {0}, rowid {0}", direction);
-      break;
-    case RunSort::name:
-      order = fmt::format("name {0}, id {0}", direction);
-      break;
-    case RunSort::status:
-      order = fmt::format("status {0}, id {0}", direction);
-      break;
-    case RunSort::duration:
-      // Days from start to end (or to now); an unreadable time is NULL and sorts as the smallest.
-      order = fmt::format("julianday(coalesce(ended_at, :now)) - julianday(started_at) {0}, id {0}", direction);
-      break;
-  }
-  const auto bind = [&](SQLite::Statement& statement, bool paging) {
-    if (query.status) {
-      statement.bind(":status", std::string(to_string(*query.status)));
-    }
-    if (query.tag) {
-      statement.bind(":tag", *query.tag);
-    }
-    if (!query.name_contains.empty()) {
-      statement.bind(":name", query.name_contains);
-    }
-    if (!query.spec_hash_prefix.empty()) {
-      statement.bind(":spec", query.spec_hash_prefix);
-    }
-    if (paging) {
-      if (query.sort == RunSort::duration) {
-        statement.bind(":now", format_utc(Clock::now()));
-      }
-      // LIMIT -1 is SQLite's "no limit".
-      statement.bind(":limit", query.limit > 0 ? static_cast<std::int64_t>(query.limit) : std::int64_t{-1});
-      statement.bind(":offset", static_cast<std::int64_t>(query.offset));
-    }
-  };
+  const detail::ListingSql sql = detail::listing_sql(query, sqlite_dialect());
   return connection.retry([&] {
     // One read transaction, so the total and the page see the same runs.
     std::optional<SQLite::Transaction> snapshot;
@@ -334,14 +290,13 @@ RunPage select_runs(detail::Connection& connection, const RunQuery& query, bool 
     }
     RunPage page;
     if (with_total) {
-      SQLite::Statement counter(connection.db(), "SELECT count(*) FROM runs" + where);
-      bind(counter, false);
+      SQLite::Statement counter(connection.db(), sql.count);
+      bind_all(counter, sql.count_params);
       counter.executeStep();
       page.total = counter.getColumn(0).getInt64();
     }
-    SQLite::Statement rows(connection.db(), fmt::format("SELECT {} FROM runs{} ORDER BY {} LIMIT :limit OFFSET :offset",
-                                                        detail::k_run_columns, where, order));
-    bind(rows, true);
+    SQLite::Statement rows(connection.db(), sql.page);
+    bind_all(rows, sql.page_params);
     page.runs = detail::read_runs(rows);
     return page;
   });

@@ -265,6 +265,7 @@ struct MergeResult {
   std::int64_t specs_added = 0;
   std::int64_t environments_added = 0;
   std::int64_t tags_added = 0;               ///< tags of new runs, and tags of present runs the destination lacked
+  std::int64_t points_added = 0;             ///< metric points written (a server: sent; it may have had some)
   std::vector<std::string> folders_copied;   ///< run folders copied (MergeOptions::copy_run_folders)
   std::vector<std::string> folders_missing;  ///< runs whose folder the source's runs/ does not have
 };
@@ -282,6 +283,8 @@ struct MergeOptions {
 /// in both with different content (status, summary, ranks, metrics or artifacts), and then merges
 /// nothing of `source`. The source is never written: it is read through a snapshot (SQLite's
 /// backup API) into a temporary file beside the destination, which an older schema is migrated in.
+/// A PostgreSQL destination takes the source through the shipper's idempotent path instead
+/// (store::merge_by_shipping, ship.hpp): the same MergeResult, without run folders.
 MergeResult merge_store(Store& destination, const std::filesystem::path& source, const MergeOptions& options = {});
 
 /// "ok", or what PRAGMA integrity_check and foreign_key_check report, one problem a line.

@@ -9,6 +9,7 @@
 #include "backend_fixture.hpp"
 #include <fmt/format.h>
 
+#include "expctl/store/run_listing.hpp"
 #include "expctl/store/run_query.hpp"
 
 using namespace expctl;
@@ -578,4 +579,82 @@ TEMPLATE_TEST_CASE(
   CHECK(names_of(page) == V{"Beta"});
   CHECK(page.runs[0].tags == V{"tenth"});
   CHECK_THROWS_WITH(store::query_runs(db, {.spec_hash_prefix = "XYZ"}), Catch::Contains("not lowercase hex"));
+}
+
+TEMPLATE_TEST_CASE(
+    "store contract: merge_store of a node's store answers one MergeResult on every backend, and a "
+    "second merge adds nothing",
+    "[store][backends][merge]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available)
+    return;
+  BackendStore node(store::StoreKind::sqlite);
+  std::string id;
+  {
+    auto local = node.open();
+    const auto run = new_run(local);
+    id = run.id;
+    local.append_metrics(run.id,
+                         std::vector<MetricPoint>{{0, 1, "loss", 0.5}, {0, 2, "loss", 0.25}, {1, 1, "loss", 1}});
+    local.add_tag(run.id, "nightly");
+    local.finish_run(run.id, RunStatus::completed, 0, "");
+  }
+  auto db = where.open();
+  const store::MergeResult first = store::merge_store(db, node.location);
+  CHECK(first.source == fs::path(node.location));
+  CHECK(first.added == std::vector<std::string>{id});
+  CHECK(first.present.empty());
+  CHECK(first.specs_added == 1);
+  CHECK(first.environments_added == 0);
+  CHECK(first.tags_added == 1);
+  CHECK(first.points_added == 3);
+  CHECK(first.folders_copied.empty());
+  CHECK(db.metrics(id).size() == 3);
+  CHECK(db.run(id)->tags == std::vector<std::string>{"nightly"});
+
+  const store::MergeResult again = store::merge_store(db, node.location);
+  CHECK(again.added.empty());
+  CHECK(again.present == std::vector<std::string>{id});
+  CHECK(again.specs_added == 0);
+  CHECK(again.tags_added == 0);
+  CHECK(again.points_added == 0);
+}
+
+TEST_CASE(
+    "store listing: both backends' listings come from one builder, with the same filters and parameters in "
+    "the same order",
+    "[store][backends]") {
+  // The dialects as the backends spell them differ only where SQL does; what is filtered and
+  // bound, and in which order, is written once (store/run_listing.cpp).
+  const store::RunQuery query{.status = RunStatus::completed,
+                              .tag = "nightly",
+                              .name_contains = "mlp",
+                              .spec_hash_prefix = "ab",
+                              .sort = store::RunSort::duration,
+                              .limit = 10};
+  std::vector<std::vector<store::detail::ListingParam>> params;
+  for (const char* placeholder : {"?", "$"}) {
+    store::detail::ListingDialect dialect;
+    dialect.columns = "id";
+    dialect.from = "runs";
+    dialect.placeholder = placeholder[0] == '?' ? +[](std::size_t n) { return "?" + std::to_string(n); }
+                                                : +[](std::size_t n) { return "$" + std::to_string(n); };
+    dialect.name_contains = "contains(name, {0})";
+    dialect.spec_hash_starts_with = "prefix(spec_hash, {0})";
+    dialect.duration = "span({0})";
+    const auto sql = store::detail::listing_sql(query, dialect);
+    const std::string p = placeholder;
+    CHECK(sql.count == "SELECT count(*) FROM runs WHERE 1 = 1 AND status = " + p + "1 AND id IN (SELECT run_id FROM " +
+                           "tags WHERE tag = " + p + "2) AND contains(name, " + p + "3) AND prefix(spec_hash, " + p +
+                           "4)");
+    CHECK(sql.page.ends_with("ORDER BY span(" + p + "5) DESC, id DESC LIMIT " + p + "6 OFFSET " + p + "7"));
+    CHECK(sql.count_params.size() == 4);
+    params.push_back(sql.page_params);
+  }
+  REQUIRE(params[0].size() == 7);
+  CHECK(params[0][0].text == "completed");
+  CHECK(params[0][5].text == "10");
+  CHECK(params[0][5].integer);
+  params[0][4].text = params[1][4].text = "now";  // the time now, taken twice
+  CHECK(params[0] == params[1]);
 }

@@ -229,6 +229,45 @@ TEST_CASE("ship: a background shipper whose server is away retries after 1 s, th
   CHECK_THAT(notes[0], Catch::Contains("cannot ship to the team store now"));
 }
 
+TEST_CASE("ship: a foreground shipper reports each pass, the first failure once, and stop() ends its wait at once",
+          "[store][ship]") {
+  BackendStore node(store::StoreKind::sqlite);
+  {
+    auto local = node.open();
+    record_runs(local, 1, 1, 1, 5);
+  }
+  const fs::path away = node.dir / "no-server";
+  fs::create_directories(away);
+  std::vector<store::BackgroundShipper::Pass> passes;
+  std::mutex passes_mutex;
+  store::BackgroundShipper shipper(
+      store::BackgroundShipper::foreground, node.location,
+      "host=" + away.string() + " port=5432 user=expctl dbname=expctl",
+      [&](const store::BackgroundShipper::Pass& pass) {
+        std::lock_guard lock(passes_mutex);
+        passes.push_back(pass);
+      },
+      std::chrono::hours(1));
+  std::thread stopper([&] {
+    // After the passes at 0 s and 1 s; the next waits until 3 s.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    shipper.stop();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  const store::ShipReport shipped = shipper.follow();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  stopper.join();
+  // Not after the hour's interval (nor, unstretched, at the 3 s pass); EXPCTL_TEST_TIMEOUT_SCALE: the asan preset.
+  const char* scale = std::getenv("EXPCTL_TEST_TIMEOUT_SCALE");
+  CHECK(took < 2.5 * (scale != nullptr && std::atoi(scale) > 1 ? std::atoi(scale) : 1));
+  CHECK(shipped.points_shipped == 0);
+  std::lock_guard lock(passes_mutex);
+  REQUIRE(passes.size() >= 2);
+  CHECK(passes[0].problem.has_value());
+  CHECK(passes[0].first_failure);
+  CHECK_FALSE(passes[1].first_failure);  // said once, not once a pass
+}
+
 TEST_CASE("ship: a running run is shipped as far as it goes, then caught up when it ends", "[store][ship]") {
   BackendStore server(store::StoreKind::postgresql);
   if (!server.available) return;
