@@ -114,7 +114,7 @@ TEST_CASE("secret masking: an allow-listed secret never reaches the store, run f
 TEST_CASE("secret masking: a connection string libpq cannot parse is refused without any of its text") {
   // libpq's own message quotes the token it could not parse: here the password, whose '%' is not
   // followed by two hex digits.
-  for (const std::string conninfo : {std::string("postgresql://alice:p%zz") + k_secret + "@localhost/expctl",
+  for (const std::string& conninfo : {std::string("postgresql://alice:p%zz") + k_secret + "@localhost/expctl",
                                      std::string("host=localhost password=") + k_secret + "%zz dbname",
                                      std::string("host=localhost password='") + k_secret}) {
     INFO(conninfo);

@@ -127,10 +127,7 @@ TEST_CASE("docs: ARCHITECTURE.md's claim holds: one signal handler, util::Interr
   const auto handlers = grep_sources(expctl::test::source_dir(),
                                      R"((^|[^\w>.])(sigaction|signal|sigwait|signalfd)\s*\(\s*(SIG|k_|signal\b|&))");
   INFO("signal dispositions are set at:\n" << places(handlers));
-  std::set<std::string> files = files_of(handlers);
-  // cli/cmd_sync.cpp's own handlers go with its second shipper loop (issue 53, item 3): tolerated
-  // until then, and this line goes with them.
-  files.erase("src/expctl/cli/cmd_sync.cpp");
+  const std::set<std::string> files = files_of(handlers);
   CHECK(files == std::set<std::string>{"src/expctl/cli/cmd_serve.cpp", "src/expctl/util/interrupt_signals.cpp",
                                        "src/expctl/util/spawn.cpp"});
 }
