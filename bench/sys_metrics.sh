@@ -60,9 +60,10 @@ if command -v perf >/dev/null; then
     perf record -q -g -F 4000 -o "$work/perf.data" -- "$expctl" --db "$work/perf.db" -q run experiments/quickstart.yaml \
       >/dev/null 2>"$work/perf.err"
     total=$(perf script -i "$work/perf.data" -F period 2>/dev/null | wc -l)
-    # Samples with read_process_tree anywhere on their stack (children included).
-    inside=$(perf report -i "$work/perf.data" --children --sort sym --stdio -g none 2>/dev/null |
-      awk '/read_process_tree/ { gsub("%", "", $1); print $1; exit }')
-    printf 'run %d: %s samples, read_process_tree and below: %s %% of them\n' "$i" "$total" "${inside:-0}"
+    # Samples with read_process_tree anywhere on their stack (children included): the "Samples"
+    # column of its line (0 when it is below perf's resolution).
+    inside=$(perf report -i "$work/perf.data" --children -n --sort sym --stdio -g none 2>/dev/null |
+      awk '/read_process_tree/ && !found { print $3; found = 1 }' || true)
+    printf 'run %d: read_process_tree and below in %s of %s samples\n' "$i" "${inside:-0}" "$total"
   done
 fi
