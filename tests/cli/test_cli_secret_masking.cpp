@@ -115,8 +115,8 @@ TEST_CASE("secret masking: a connection string libpq cannot parse is refused wit
   // libpq's own message quotes the token it could not parse: here the password, whose '%' is not
   // followed by two hex digits.
   for (const std::string& conninfo : {std::string("postgresql://alice:p%zz") + k_secret + "@localhost/expctl",
-                                     std::string("host=localhost password=") + k_secret + "%zz dbname",
-                                     std::string("host=localhost password='") + k_secret}) {
+                                      std::string("host=localhost password=") + k_secret + "%zz dbname",
+                                      std::string("host=localhost password='") + k_secret}) {
     INFO(conninfo);
     const auto result = run_expctl({"--db", conninfo, "list"});
     CHECK(result.exit_code == 2);
