@@ -1,7 +1,5 @@
 #include "expctl/api/runs.hpp"
 
-#include <map>
-
 #include "expctl/compare/selector.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/util/metric_names.hpp"
@@ -85,12 +83,11 @@ nlohmann::json list_document(const store::Store* db, const std::string& database
 }
 
 void add_list_details(const store::Store& db, nlohmann::json& document, const std::vector<store::RunRecord>& runs) {
-  std::map<std::string, nlohmann::json> values_of;  // spec hash -> values, each spec read once
+  nlohmann::json values_of = nlohmann::json::object();  // spec hash -> values, each spec read once
   auto& listed = document.at("runs");
   for (std::size_t i = 0; i < runs.size() && i < listed.size(); ++i) {
     const store::RunRecord& run = runs[i];
-    auto found = values_of.find(run.spec_hash);
-    if (found == values_of.end()) {
+    if (!values_of.contains(run.spec_hash)) {
       nlohmann::json values = nlohmann::json::object();
       if (const auto spec = db.spec(run.spec_hash)) {
         const nlohmann::json canonical = nlohmann::json::parse(spec->canonical, nullptr, false);
@@ -98,11 +95,11 @@ void add_list_details(const store::Store& db, nlohmann::json& document, const st
           values = spec::applicable_values(canonical.at("spec"));
         }
       }
-      found = values_of.emplace(run.spec_hash, std::move(values)).first;
+      values_of[run.spec_hash] = std::move(values);
     }
-    listed[i]["values"] = found->second;
     listed[i]["summary"] = parse_object(run.summary_json, nlohmann::json::object());
   }
+  document["spec_values"] = std::move(values_of);
 }
 
 nlohmann::json series_document(const store::Store& db, const std::string& run_id, const std::string& metric) {

@@ -35,9 +35,9 @@ nlohmann::json list_document(const store::Store* db, const std::string& database
                              const std::vector<store::RunRecord>& runs);
 
 /// `list --format json --details`: list_document's runs each with "summary" (the runner's summary
-/// object) and "values" (the spec's hashed values as stored, a program run's without trainer
-/// sections), one stored spec read per spec hash: what a table of many runs (expctl.runs() in
-/// Python, docs/analysis.md) needs in one call.
+/// object), and "spec_values" beside "runs": each listed spec hash's values (hashed values as
+/// stored, a program run's without trainer sections), one stored spec read and written per hash,
+/// not per run: what a table of many runs (expctl.runs() in Python, docs/analysis.md) needs in one call.
 void add_list_details(const store::Store& db, nlohmann::json& document, const std::vector<store::RunRecord>& runs);
 
 /// `show RUN --series NAME --format json`: every point of one metric, every rank, at full

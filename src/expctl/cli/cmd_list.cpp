@@ -110,8 +110,9 @@ void setup_list(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   command->add_option("--limit", options->limit, "Show at most N runs (0: all)")
       ->option_text("N")
       ->check(CLI::NonNegativeNumber);
-  command->add_flag("--details", options->details,
-                    "With --format json: each run's summary and its spec's values too (docs/analysis.md)");
+  command->add_flag(
+      "--details", options->details,
+      "With --format json: each run's summary too, and each listed spec's values once (docs/analysis.md)");
   add_format_option(command, options->format);
   command->callback([options, globals] { run_list(*options, *globals); });
 }

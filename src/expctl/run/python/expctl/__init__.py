@@ -280,10 +280,15 @@ def runs(db=None, **filters):
     for name, value in filters.items():
         if value is not None:
             args += [_FILTERS[name], str(value)]
+    document = _call(args, db)
+    flat_values = {}  # spec hash -> its values as dotted columns, flattened once
+    for spec_hash, values in (document.get("spec_values") or {}).items():
+        flat_values[spec_hash] = {}
+        _flatten("", values or {}, flat_values[spec_hash])
     rows = []
-    for run in _call(args, db)["runs"]:
+    for run in document["runs"]:
         row = {name: run.get(name) for name in _RUN_COLUMNS}
-        _flatten("", run.get("values") or {}, row)
+        row.update(flat_values.get(run.get("spec_hash"), {}))
         for name, value in (run.get("summary") or {}).items():
             row["summary." + name if name in row else name] = value
         rows.append(row)
