@@ -248,3 +248,31 @@ TEST_CASE("slurm: sweep --wait without --slurm is refused, and --slurm without a
                                 Catch::Contains("apt-get install slurm-client"));
   CHECK((!fs::exists(d.db) || d.open().list_runs().empty()));
 }
+
+TEST_CASE("slurm: a cancelled 2-rank job's run is interrupted, and its line does not promise a resume it cannot do",
+          "[slurm]") {
+  test::cli::ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  const std::string job = slurm.submit(batch_script(d, 2, {"run", tiny_spec(), "--set", "train.max_steps=1000000"}));
+  std::optional<store::RunRecord> run;
+  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+  REQUIRE(eventually([&] { return job_output(d, job).find("step ") != std::string::npos; }));
+  REQUIRE(slurm.client({"scancel", job}).exit_code == 0);  // SIGTERM to every task, as a time limit sends
+  slurm.wait_for(job);
+  const std::string output = job_output(d, job);
+  INFO(output);
+  CHECK(d.open().find_run(run->id).status == store::RunStatus::interrupted);
+  CHECK(has_checkpoint(run->run_dir / "checkpoints", 0));
+  CHECK(!has_checkpoint(run->run_dir / "checkpoints", 1));  // only rank 0 knows the run's folder
+  CHECK_THAT(output, Catch::Contains("continue with     a new run: ranks an external launcher started cannot be "
+                                     "resumed yet"));
+  CHECK_THAT(output, !Catch::Contains("expctl resume"));
+  // And resume says why, without touching the run (--allow-drift: the job's OMP_NUM_THREADS=1 is
+  // not this test's environment).
+  const auto refused = d.expctl({"resume", run->id, "--allow-drift"});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("cannot be resumed"));
+}
