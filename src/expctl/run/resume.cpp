@@ -1,6 +1,8 @@
 // `expctl resume RUN`: the run found and checked (inputs, stack, checkpoints) before anything
 // changes, then this node's ranks supervised again under the same id (supervised.cpp).
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "expctl/run/lifecycle.hpp"
@@ -29,6 +31,16 @@ void check_checkpoints(Invocation& invocation, bool from_scratch) {
         fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
                     "so start a new run",
                     invocation.run.id, point.refusal));
+  }
+  const auto launcher = std::find_if(invocation.run.tags.begin(), invocation.run.tags.end(),
+                                     [](const std::string& tag) { return tag.starts_with("launcher:"); });
+  if (!point.step && !from_scratch && launcher != invocation.run.tags.end() && invocation.plan.ranks.size() > 1) {
+    // Under an external launcher only global rank 0 knows the run and writes checkpoints.
+    throw util::UsageError(fmt::format(
+        "run {} cannot be resumed: an external launcher started its ranks ({}), and under one only rank 0 "
+        "writes checkpoints, so no step is held by every rank (docs/slurm.md, \"Not yet\"); start a new run, "
+        "or `expctl resume {} --from-scratch` to train it again from step 0 under the same id",
+        invocation.run.id, *launcher, invocation.run.id));
   }
   if (!point.step && !from_scratch) {
     throw util::UsageError(fmt::format(
