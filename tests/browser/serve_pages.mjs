@@ -131,7 +131,9 @@ try {
   const table = await page.evaluate(() => ({
     rows: [...document.querySelectorAll('#runs tbody tr')].map((tr) => tr.getAttribute('data-run')),
     names: [...document.querySelectorAll('#runs .run-name')].map((td) => td.textContent),
-    tags: [...document.querySelectorAll('#runs .tags')].map((td) => td.textContent),
+    tags: [...document.querySelectorAll('#runs .tags')].map((td) => td.getAttribute('title')),
+    shown: [...document.querySelectorAll('#runs .tags')].map((td) => td.textContent),
+    defaultColumns: [...document.querySelectorAll('#runs th.metric-column')].map((th) => th.textContent),
     info: document.getElementById('page-info').textContent,
   }));
   const expectedRuns = 3 + hostile.length + 1 + (sweepMade.points - 1);
@@ -141,6 +143,14 @@ try {
     check(table.names.includes(text), 'run name not rendered literally: ' + JSON.stringify(text).slice(0, 80));
     check(table.tags.includes(tagOf(text)), 'tag not rendered literally: ' + JSON.stringify(tagOf(text)).slice(0, 80));
   }
+  // By default the table shows each run's last loss and eval accuracy; a sweep's 64-hex hash tag
+  // is shortened in the cell and whole in its title.
+  check(JSON.stringify(table.defaultColumns) === JSON.stringify(['last loss', 'last eval_accuracy']),
+    'default metric columns: ' + table.defaultColumns.join(','));
+  const hashTag = table.tags.flatMap((t) => (t || '').split(', ')).find((t) => t.startsWith('sweep-hash:'));
+  check(hashTag && hashTag.length > 24, 'a sweep-hash tag in the titles: ' + hashTag);
+  check(hashTag && table.shown.some((t) => t.includes(hashTag.slice(0, 20) + '\u2026')) &&
+    !table.shown.some((t) => t.includes(hashTag)), 'the long tag is shortened in the cell');
   await canary('expctl: runs', 'runs table');
   await page.screenshot({ path: path.join(args.out, 'runs.png') });
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/store.hpp"
+#include "expctl/sweep/plan.hpp"
 #include "expctl/sweep/sweep.hpp"
 #include "expctl/util/sha256.hpp"
 
@@ -193,6 +194,10 @@ int sweep_runs(const std::string& path, const std::string& file) {
     const auto& spec = sweep.points[i].spec;
     db.put_spec(spec.hash(), spec.canonical(), sweep.name);
     const auto run = db.create_run({spec.hash(), std::nullopt, sweep.name + "-" + std::to_string(i), std::nullopt});
+    // The tags `expctl sweep` gives its points' runs (a 64-hex hash among them).
+    for (const std::string& tag : {sweep::name_tag(sweep), sweep::hash_tag(sweep), sweep::point_tag(sweep.points[i])}) {
+      db.add_tag(run.id, tag);
+    }
     double lr = 0.1;
     double seed = 0.0;
     for (const auto& axis : sweep.points[i].axes) {

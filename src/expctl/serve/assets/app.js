@@ -144,6 +144,12 @@ function seriesPoints(rank) {
 }
 
 // ---- runs table ----------------------------------------------------------------------------
+// A tag longer than 24 characters (a sweep's 64-hex hash: "sweep-hash:01b395b6…") is cut to 20
+// and an ellipsis in the table; the cell's title holds every tag whole (shown on hover).
+function shortTag(tag) {
+  return tag.length > 24 ? tag.slice(0, 20) + '\u2026' : tag;
+}
+
 async function runsPage() {
   document.title = 'expctl: runs';
   const q = query();
@@ -154,6 +160,8 @@ async function runsPage() {
     // Metric columns, each "AGG:METRIC" (col=... once per column; metric=&agg= from older links).
     col: [...(q.get('metric') ? [(q.get('agg') || 'last') + ':' + q.get('metric')] : []), ...q.getAll('col')],
   };
+  // A link that names no metric column gets the two a teammate looks for first.
+  if (!state.col.length && !q.has('metric')) state.col = ['last:loss', 'last:eval_accuracy'];
   const selected = new Set();
   const input = (key, placeholder) =>
     el('input', { value: state[key], placeholder, 'data-filter': key, onchange: (e) => { state[key] = e.target.value.trim(); state.offset = 0; load(); } });
@@ -214,7 +222,7 @@ async function runsPage() {
       el('td', { class: 'mono', text: String(run.spec_hash).slice(0, 12) }),
       el('td', { text: when(run.started_at) }),
       el('td', { class: 'num', text: duration(run.duration_s) }),
-      el('td', { class: 'tags', text: (run.tags || []).join(', ') }),
+      el('td', { class: 'tags', title: (run.tags || []).join(', '), text: (run.tags || []).map(shortTag).join(', ') }),
       (run.metrics || []).map((value) => el('td', { class: 'num metric-cell', text: number(value) }))));
     put(table, el('thead', {}, head), el('tbody', {}, rows));
     const last = Math.min(page.total, page.offset + page.runs.length);
