@@ -2,7 +2,6 @@
 
 #include "expctl/cli/support_result.hpp"
 
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -38,9 +37,7 @@ void print_summary_text(const store::RunRecord& run, const compare::RunSummary& 
   if (run.status == store::RunStatus::interrupted || run.status == store::RunStatus::lost) {
     // Under an external launcher (torchrun, srun) only global rank 0 knows the run and writes
     // checkpoints: a run of several ranks has no step every rank holds, which resume needs.
-    const bool launched = std::any_of(run.tags.begin(), run.tags.end(),
-                                      [](const std::string& tag) { return tag.starts_with("launcher:"); });
-    if (launched && summary.ranks_recorded > 1) {
+    if (run::external_launcher(run) && summary.ranks_recorded > 1) {
       std::cout << "  continue with     a new run: ranks an external launcher started cannot be resumed yet "
                    "(only rank 0 writes checkpoints; docs/slurm.md)\n";
     } else {

@@ -94,6 +94,11 @@ RunResult run_spec(const RunRequest& request);
 /// resumed, naming why (status, or the unusable checkpoint file).
 RunResult resume_run(const ResumeRequest& request);
 
+/// The tag a run whose ranks an external launcher started carries ("launcher:torchrun",
+/// "launcher:slurm"), and the launcher it names on a run (none for a run of expctl's own ranks).
+std::string launcher_tag(const std::string& launcher);
+std::optional<std::string> external_launcher(const store::RunRecord& run);
+
 /// One rank started by expctl's supervisor (`expctl worker`): trains and reports through the
 /// control channel. Returns the process's exit code (launch::k_diverged_exit_code when the loss
 /// stopped being finite). `run_dir` "-": it comes as one line on standard input (a rank started

@@ -1,6 +1,8 @@
 // The built-in trainer under an external launcher (torchrun, mpirun, srun, Kubeflow): this process
 // is one rank and trains in-process; global rank 0 records the run, the others only train and log.
 
+#include <string_view>
+
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -149,7 +151,7 @@ RunResult run_as_external_rank(SteadyClock::time_point started, const RunRequest
   invocation.drift = stack.drifted();
   invocation.observer = &observer;
   auto tags = request.tags;
-  tags.push_back("launcher:" + identity.launcher);
+  tags.push_back(launcher_tag(identity.launcher));
   invocation.run = record_new_run(store, spec, stack, tags, invocation.resolved);
   store.add_rank(invocation.run.id, store::RankRecord{.rank = 0, .host = util::host_name(), .pid = ::getpid()});
   config.checkpoint_dir = invocation.run.run_dir / "checkpoints";
@@ -169,3 +171,24 @@ RunResult run_as_external_rank(SteadyClock::time_point started, const RunRequest
 }
 
 }  // namespace expctl::run::lifecycle
+
+namespace expctl::run {
+
+namespace {
+constexpr std::string_view k_launcher_prefix = "launcher:";
+}  // namespace
+
+std::string launcher_tag(const std::string& launcher) {
+  return std::string(k_launcher_prefix) + launcher;
+}
+
+std::optional<std::string> external_launcher(const store::RunRecord& run) {
+  for (const std::string& tag : run.tags) {
+    if (tag.starts_with(k_launcher_prefix)) {
+      return tag.substr(k_launcher_prefix.size());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace expctl::run

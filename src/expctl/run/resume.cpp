@@ -1,8 +1,6 @@
 // `expctl resume RUN`: the run found and checked (inputs, stack, checkpoints) before anything
 // changes, then this node's ranks supervised again under the same id (supervised.cpp).
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "expctl/run/lifecycle.hpp"
@@ -32,15 +30,14 @@ void check_checkpoints(Invocation& invocation, bool from_scratch) {
                     "so start a new run",
                     invocation.run.id, point.refusal));
   }
-  const auto launcher = std::find_if(invocation.run.tags.begin(), invocation.run.tags.end(),
-                                     [](const std::string& tag) { return tag.starts_with("launcher:"); });
-  if (!point.step && !from_scratch && launcher != invocation.run.tags.end() && invocation.plan.ranks.size() > 1) {
+  const auto launcher = external_launcher(invocation.run);
+  if (!point.step && !from_scratch && launcher && invocation.plan.ranks.size() > 1) {
     // Under an external launcher only global rank 0 knows the run and writes checkpoints.
     throw util::UsageError(fmt::format(
         "run {} cannot be resumed: an external launcher started its ranks ({}), and under one only rank 0 "
         "writes checkpoints, so no step is held by every rank (docs/slurm.md, \"Not yet\"); start a new run, "
         "or `expctl resume {} --from-scratch` to train it again from step 0 under the same id",
-        invocation.run.id, *launcher, invocation.run.id));
+        invocation.run.id, launcher_tag(*launcher), invocation.run.id));
   }
   if (!point.step && !from_scratch) {
     throw util::UsageError(fmt::format(
@@ -84,13 +81,11 @@ RunResult resume(const ResumeRequest& request, RunObserver& observer) {
   }
   invocation.program = spec::has_program(invocation.resolved.spec);
   if (invocation.program) {
-    for (const auto& tag : invocation.run.tags) {
-      if (tag.starts_with("launcher:")) {
-        throw util::UsageError(fmt::format(
-            "run {} was started by {}, one `expctl run` per rank: it cannot be resumed by one process; start a new "
-            "run under the launcher (the program may read its checkpoints from {})",
-            invocation.run.id, tag.substr(9), (invocation.run.run_dir / "checkpoints").string()));
-      }
+    if (const auto launcher = external_launcher(invocation.run)) {
+      throw util::UsageError(fmt::format(
+          "run {} was started by {}, one `expctl run` per rank: it cannot be resumed by one process; start a new "
+          "run under the launcher (the program may read its checkpoints from {})",
+          invocation.run.id, *launcher, (invocation.run.run_dir / "checkpoints").string()));
     }
     // The program keeps its own checkpoints in EXPCTL_CHECKPOINT_DIR and finds them on EXPCTL_RESUME=1.
     check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
