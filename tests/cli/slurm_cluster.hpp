@@ -10,6 +10,8 @@
 
 #include "run_helpers.hpp"
 
+#include "expctl/launch/slurm_job.hpp"
+
 namespace expctl::test::cli {
 
 class ThrowawaySlurm {
@@ -52,6 +54,9 @@ class ThrowawaySlurm {
     return false;
   }
 
+  /// expctl's own Slurm client (launch/slurm_job.hpp), against this cluster.
+  launch::slurm::Client jobs() const { return launch::slurm::Client({{"SLURM_CONF", m_conf}}); }
+
   /// The SLURM_CONF of this cluster.
   const std::string& conf() const { return m_conf; }
 
@@ -64,23 +69,15 @@ class ThrowawaySlurm {
   }
 
   /// Submits a batch script (sbatch --parsable) and returns the job id.
-  std::string submit(const fs::path& script_file) const {
-    const auto submitted = client({"sbatch", "--parsable", script_file.string()});
-    INFO(submitted.err);
-    REQUIRE(submitted.exit_code == 0);
-    std::string id = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
-    REQUIRE(!id.empty());
-    return id;
-  }
+  std::string submit(const fs::path& script_file) const { return jobs().submit(script_file); }
 
   /// Waits until the job has left the queue (squeue no longer lists it) and returns the JobState
   /// that `scontrol show job` keeps for it (MinJobAge=600 in the throwaway's configuration).
   std::string wait_for(const std::string& job, std::chrono::seconds limit = std::chrono::seconds(120)) const {
     REQUIRE(eventually([&] { return client({"squeue", "-h", "-j", job, "-o", "%i"}).out.empty(); }, limit));
-    const std::string shown = client({"scontrol", "show", "job", job}).out;
-    const auto at = shown.find("JobState=");
-    REQUIRE(at != std::string::npos);
-    return shown.substr(at + 9, shown.find_first_of(" \n", at) - at - 9);
+    const auto info = jobs().query(job);
+    REQUIRE(info.has_value());
+    return std::string(launch::slurm::state_name(info->state));
   }
 
  private:

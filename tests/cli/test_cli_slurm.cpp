@@ -107,7 +107,7 @@ TEST_CASE("slurm: the client submits, follows, signals and cancels a job of a re
     return;
   }
   namespace slurm_job = launch::slurm;
-  const slurm_job::Client client({{"SLURM_CONF", slurm.conf()}});
+  const slurm_job::Client client = slurm.jobs();
   test::TempDir dir;
   const fs::path script = dir / "job.sbatch";
   const fs::path signalled = dir / "signalled";

@@ -355,11 +355,8 @@ std::string Client::submit(const std::filesystem::path& script, const std::vecto
 }
 
 std::optional<JobInfo> Client::query(const std::string& job) const {
-  const std::string shown = run({"scontrol", "show", "job", "-o", job}, /*allow_invalid_job=*/true);
-  if (shown.empty()) {
-    return std::nullopt;
-  }
-  return parse_job(shown);
+  auto records = show_all(job);
+  return records.empty() ? std::nullopt : std::optional<JobInfo>(std::move(records.front()));
 }
 
 std::vector<JobInfo> Client::show_all(const std::string& job) const {

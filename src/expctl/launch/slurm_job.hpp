@@ -93,7 +93,8 @@ class Client {
                   std::chrono::seconds timeout = std::chrono::seconds(30));
   /// sbatch --parsable [ARGS] SCRIPT: the job id.
   std::string submit(const std::filesystem::path& script, const std::vector<std::string>& args = {}) const;
-  /// scontrol show job -o JOB; none when Slurm no longer knows the job (purged after MinJobAge).
+  /// scontrol show job -o JOB (an array: its first record); none when Slurm no longer knows the
+  /// job (purged after MinJobAge).
   std::optional<JobInfo> query(const std::string& job) const;
   /// scontrol show job -o JOB, one record per line: an array job's tasks each (its still pending
   /// remainder as one record, ArrayTaskId "4-7%2"); empty when Slurm no longer knows the job.
