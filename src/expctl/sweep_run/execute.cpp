@@ -290,10 +290,14 @@ std::string sbatch_script(const Sweep& sweep, const std::string& file, const Sto
   // With a server as --db, the tasks' stores go beside the node-local store and the merge hint
   // names the server through the environment: its connection string (which may hold a password)
   // is never written into the script.
-  const fs::path beside = where.db_is_file ? where.db_path : where.local_db;
-  options.store_dir = (beside.parent_path() / ("sweep-" + sweep.name)).string();
+  options.store_dir = task_store_dir(sweep, where).string();
   options.merged_db = where.db_is_file ? where.db_path : "\"$EXPCTL_DB\"";
   return render_sbatch(sweep, options);
+}
+
+fs::path task_store_dir(const Sweep& sweep, const StoreLocation& where) {
+  const fs::path beside = where.db_is_file ? where.db_path : where.local_db;
+  return beside.parent_path() / ("sweep-" + sweep.name);
 }
 
 fs::path self_executable() {

@@ -87,6 +87,10 @@ std::string result_line(const sweep::Sweep& sweep, const Execution& execution, c
 std::string sbatch_script(const sweep::Sweep& sweep, const std::string& file, const StoreLocation& where,
                           sweep::SbatchOptions options);
 
+/// Where a Slurm array's tasks write their stores (task-<I>.db): beside the store, or beside the
+/// node-local store when the store is a server.
+std::filesystem::path task_store_dir(const sweep::Sweep& sweep, const StoreLocation& where);
+
 /// This expctl's own path (/proc/self/exe), which points and Slurm tasks run.
 std::filesystem::path self_executable();
 

@@ -29,9 +29,8 @@ std::optional<ArraySubmission> submit_array(const sweep::Sweep& sweep, const std
   }
   options.points.assign(points.begin(), points.end());
   const std::string script = sbatch_script(sweep, file, where, options);
-  const fs::path beside = where.db_is_file ? fs::path(where.db_path) : fs::path(where.local_db);
   ArraySubmission submission;
-  submission.store_dir = beside.parent_path() / ("sweep-" + sweep.name);
+  submission.store_dir = task_store_dir(sweep, where);
   std::error_code error;
   fs::create_directories(submission.store_dir, error);
   EXPCTL_CHECK(!error, util::LaunchError, "cannot create {} for the array tasks' stores: {}",
