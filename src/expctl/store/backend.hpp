@@ -31,6 +31,13 @@ struct SeriesAggregate;
 /// points at a missing folder. When it throws, the transaction is rolled back.
 using PublishRun = std::function<void(const std::string& id, const std::string& canonical_spec)>;
 
+/// What resume_run takes and records.
+struct ResumeHow {
+  bool queued = false;  ///< a queued run's job started: only a `queued` run is taken
+  /// Recorded as the run's fingerprint when given (a queued run's first start on its node).
+  std::optional<std::string> environment_hash{};
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -49,8 +56,12 @@ class Backend {
   virtual void finish_run(const std::string& run_id, RunStatus status, int exit_code,
                           const std::string& root_cause) = 0;
   /// Marks the run `running` again, owned by the calling process; throws StoreError for a run that
-  /// is running (its owner alive, as derive_run_status says) or completed.
-  virtual void resume_run(const std::string& run_id) = 0;
+  /// is running (its owner alive, as derive_run_status says) or completed. `how.queued`: only a
+  /// `queued` run is taken (its job started); otherwise a queued run is refused.
+  virtual void resume_run(const std::string& run_id, const ResumeHow& how) = 0;
+  /// Marks the run `queued`, owned by no process, with `root_cause` saying what it waits for;
+  /// throws StoreError for a completed run.
+  virtual void queue_run(const std::string& run_id, const std::string& root_cause) = 0;
   virtual void heartbeat(const std::string& run_id) = 0;
   virtual void set_summary(const std::string& run_id, const std::string& json_text) = 0;
 

@@ -166,16 +166,27 @@ RunRecord PgBackend::create_run(const NewRun& run, const PublishRun& publish) {
     record.environment_hash = run.environment_hash;
     record.name = run.name.empty() ? spec_rows.text(0, 0) : run.name;
     record.started_at = format_utc(started);
-    const util::ProcessIdentity owner = util::ProcessIdentity::current();
-    record.owner = owner.display();
-    record.heartbeat_at = format_utc(Clock::now());
-    PgParams params{record.id, record.spec_hash, record.environment_hash, record.name, record.started_at,
-                    "runs/" + record.id, *record.heartbeat_at};
-    append_owner(params, owner);
+    record.status = run.queued ? RunStatus::queued : RunStatus::running;
+    PgParams params{record.id,
+                    record.spec_hash,
+                    record.environment_hash,
+                    record.name,
+                    record.started_at,
+                    "runs/" + record.id,
+                    std::string(to_string(record.status))};
+    if (run.queued) {  // a queued run is owned by no process until its job starts it
+      params.insert(params.end(), 5, std::nullopt);
+    } else {
+      const util::ProcessIdentity owner = util::ProcessIdentity::current();
+      record.owner = owner.display();
+      record.heartbeat_at = format_utc(Clock::now());
+      params.push_back(*record.heartbeat_at);
+      append_owner(params, owner);
+    }
     m_connection.exec(
-        "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir, heartbeat_at, "
+        "INSERT INTO runs (id, spec_hash, environment_hash, name, started_at, run_dir, status, heartbeat_at, "
         "owner_host, owner_pid, owner_boot_id, owner_start_ticks) "
-        "VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11)",
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         params);
     publish(record.id, spec_rows.text(0, 1));
     return record;
@@ -191,22 +202,33 @@ void PgBackend::finish_run(const std::string& run_id, RunStatus status, int exit
                   run_id);
 }
 
-void PgBackend::resume_run(const std::string& run_id) {
+void PgBackend::resume_run(const std::string& run_id, const ResumeHow& how) {
   m_connection.transaction([&] {
     const PgResult rows =
         m_connection.exec(fmt::format("SELECT {} FROM {} WHERE id = $1 FOR UPDATE OF runs", k_run_columns, k_runs_with_tags), {run_id});
     require_changed(rows.rows(), run_id);
-    const RunStatus status = read_run(rows, 0).status;
-    EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
-                 "run {} is {}: only an interrupted, failed, diverged or lost run can be resumed", run_id,
-                 to_string(status));
+    detail::check_resumable(run_id, read_run(rows, 0).status, how);
     PgParams params{format_utc(Clock::now())};
     append_owner(params, util::ProcessIdentity::current());
+    params.push_back(how.environment_hash);
     params.push_back(run_id);
     m_connection.exec(
         "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '', heartbeat_at = $1, "
-        "owner_host = $2, owner_pid = $3, owner_boot_id = $4, owner_start_ticks = $5 WHERE id = $6",
+        "owner_host = $2, owner_pid = $3, owner_boot_id = $4, owner_start_ticks = $5, "
+        "environment_hash = coalesce($6, environment_hash) WHERE id = $7",
         params);
+  });
+}
+
+void PgBackend::queue_run(const std::string& run_id, const std::string& root_cause) {
+  m_connection.transaction([&] {
+    const PgResult rows = m_connection.exec("SELECT status FROM runs WHERE id = $1 FOR UPDATE", {run_id});
+    require_changed(rows.rows(), run_id);
+    detail::check_queueable(run_id, rows.text(0, 0));
+    m_connection.exec(
+        "UPDATE runs SET status = 'queued', ended_at = NULL, exit_code = NULL, root_cause = $1, heartbeat_at = NULL, "
+        "owner_host = NULL, owner_pid = NULL, owner_boot_id = NULL, owner_start_ticks = NULL WHERE id = $2",
+        {root_cause, run_id});
   });
 }
 

@@ -149,6 +149,13 @@ ALTER TABLE metrics DROP CONSTRAINT IF EXISTS metrics_run_id_fkey,
 ALTER TABLE ship_state ADD COLUMN lost boolean NOT NULL DEFAULT false;
 ALTER TABLE ship_progress ADD COLUMN rewrites bigint NOT NULL DEFAULT 0;
 )sql"},
+    // `run --slurm` records a run at submission, before its job starts it: `queued`, owned by no
+    // process (SQLite v7).
+    {5, "status queued (a run waiting for its scheduler job)", R"sql(
+ALTER TABLE runs DROP CONSTRAINT runs_status_check,
+  ADD CONSTRAINT runs_status_check
+  CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost', 'queued'));
+)sql"},
 };
 
 constexpr int k_pg_latest = static_cast<int>(std::size(k_pg_migrations));

@@ -117,4 +117,24 @@ void publish_run_folder(const fs::path& root, const std::string& id, const std::
   }
 }
 
+void check_resumable(const std::string& run_id, RunStatus status, const ResumeHow& how) {
+  if (how.queued) {
+    EXPCTL_CHECK(status == RunStatus::queued, util::StoreError,
+                 "run {} is {}, not queued: its job cannot start it (`expctl show {}` says why)", run_id,
+                 to_string(status), run_id);
+    return;
+  }
+  EXPCTL_CHECK(status != RunStatus::queued, util::StoreError,
+               "run {} is queued: the scheduler's job starts it (`expctl cancel {}` first to resume it here)", run_id,
+               run_id);
+  EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
+               "run {} is {}: only an interrupted, failed, diverged or lost run can be resumed", run_id,
+               to_string(status));
+}
+
+void check_queueable(const std::string& run_id, const std::string& status) {
+  EXPCTL_CHECK(status != to_string(RunStatus::completed), util::StoreError,
+               "run {} is completed: a completed run is never queued again", run_id);
+}
+
 }  // namespace expctl::store::detail

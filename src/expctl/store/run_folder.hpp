@@ -1,10 +1,12 @@
 #pragma once
-/// Internal to the store module: run ids and the atomic creation of run folders.
+/// Internal to the store module: run ids, the atomic creation of run folders, and which status
+/// changes the backends allow.
 
 #include <filesystem>
 #include <optional>
 #include <string>
 
+#include "expctl/store/backend.hpp"
 #include "expctl/store/types.hpp"
 
 namespace expctl::store::detail {
@@ -37,5 +39,11 @@ void write_folder_owner(const std::filesystem::path& folder, const std::string& 
 /// leaves no staging folder behind).
 void publish_run_folder(const std::filesystem::path& root, const std::string& id, const std::string& canonical_spec,
                         const std::string& owner);
+
+/// Throws StoreError unless resume_run may take a run that is `status` as stored (`how.queued`:
+/// only a queued one; otherwise an interrupted, failed, diverged or lost one).
+void check_resumable(const std::string& run_id, RunStatus status, const ResumeHow& how);
+/// Throws StoreError unless queue_run may take a run whose stored status is `status` (not completed).
+void check_queueable(const std::string& run_id, const std::string& status);
 
 }  // namespace expctl::store::detail

@@ -178,6 +178,43 @@ CREATE TABLE series_rewrites (
   PRIMARY KEY (run_id, key_id, rank)
 ) WITHOUT ROWID;
 )sql"},
+    // `run --slurm` records a run at submission, before its job starts it: `queued`, owned by no
+    // process. The runs table is rebuilt as v3's was (a CHECK changes only so), every column and
+    // rowid kept.
+    {7, "status queued (a run waiting for its scheduler job)", R"sql(
+CREATE TABLE runs_v7 (
+  id                TEXT PRIMARY KEY NOT NULL,
+  spec_hash         TEXT NOT NULL REFERENCES specs(hash),
+  environment_hash  TEXT REFERENCES environments(hash),
+  name              TEXT NOT NULL,
+  status            TEXT NOT NULL
+                    CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost', 'queued')),
+  started_at        TEXT NOT NULL,
+  ended_at          TEXT,
+  exit_code         INTEGER,
+  root_cause        TEXT NOT NULL DEFAULT '',
+  run_dir           TEXT NOT NULL,
+  summary           TEXT NOT NULL DEFAULT '{}',
+  owner_host        TEXT,
+  owner_pid         INTEGER,
+  owner_boot_id     TEXT,
+  owner_start_ticks INTEGER,
+  heartbeat_at      TEXT,
+  folder_bytes      INTEGER,
+  CHECK ((owner_host IS NULL) = (owner_pid IS NULL) AND (owner_pid IS NULL) = (owner_boot_id IS NULL)
+         AND (owner_boot_id IS NULL) = (owner_start_ticks IS NULL))
+);
+INSERT INTO runs_v7 (rowid, id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code,
+                     root_cause, run_dir, summary, owner_host, owner_pid, owner_boot_id, owner_start_ticks,
+                     heartbeat_at, folder_bytes)
+  SELECT rowid, id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause,
+         run_dir, summary, owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at, folder_bytes
+  FROM runs ORDER BY rowid;
+DROP TABLE runs;
+ALTER TABLE runs_v7 RENAME TO runs;
+CREATE INDEX runs_by_start ON runs(started_at);
+CREATE INDEX runs_by_spec ON runs(spec_hash);
+)sql"},
 };
 
 constexpr int k_latest = static_cast<int>(std::size(k_migrations));
@@ -356,7 +393,7 @@ void upgrade(Connection& connection, int from_version, int target_version) {
 }  // namespace
 
 int schema_latest() {
-  static_assert(k_latest == 6, "add the new migration's test and docs/store.md entry, then bump this");
+  static_assert(k_latest == 7, "add the new migration's test and docs/store.md entry, then bump this");
   return k_latest;
 }
 

@@ -69,6 +69,9 @@ struct Table {
 
 constexpr const char* k_statuses =
     "status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost')";
+/// A run may wait for its scheduler's job (SQLite v7, PostgreSQL v5); a rank never does.
+constexpr const char* k_run_statuses =
+    "status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost', 'queued')";
 
 constexpr Column k_schema_version[] = {
     {.name = "singleton", .type = Type::boolean, .primary_key = true, .default_value = "true", .check = "singleton"},
@@ -90,7 +93,7 @@ constexpr Column k_runs[] = {
     {.name = "spec_hash", .type = Type::text, .not_null = true, .bytewise = true, .references = "specs(hash)"},
     {.name = "environment_hash", .type = Type::text, .bytewise = true, .references = "environments(hash)"},
     {.name = "name", .type = Type::text, .not_null = true},
-    {.name = "status", .type = Type::text, .not_null = true, .check = k_statuses},
+    {.name = "status", .type = Type::text, .not_null = true, .check = k_run_statuses},
     {.name = "started_at", .type = Type::text, .not_null = true, .bytewise = true},
     {.name = "ended_at", .type = Type::text},
     {.name = "exit_code", .type = Type::int32},

@@ -170,21 +170,25 @@ RunRecord SqliteBackend::create_run(const NewRun& run, const PublishRun& publish
     record.name = run.name.empty() ? spec_query.getColumn(0).getString() : run.name;
     record.started_at = format_utc(started);
 
-    const util::ProcessIdentity owner = util::ProcessIdentity::current();
-    record.owner = owner.display();
-    record.heartbeat_at = format_utc(Clock::now());
+    record.status = run.queued ? RunStatus::queued : RunStatus::running;
     SQLite::Statement insert(db,
                              "INSERT INTO runs (id, spec_hash, environment_hash, name, status, started_at, run_dir, "
                              "heartbeat_at, owner_host, owner_pid, owner_boot_id, owner_start_ticks) "
-                             "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)");
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     insert.bind(1, record.id);
     insert.bind(2, record.spec_hash);
     detail::bind_optional(insert, 3, record.environment_hash);
     insert.bind(4, record.name);
-    insert.bind(5, record.started_at);
-    insert.bind(6, "runs/" + record.id);  // kept for older expctl: run folders are <runs root>/<id>
-    insert.bind(7, *record.heartbeat_at);
-    detail::bind_owner(insert, 8, owner);
+    insert.bind(5, std::string(to_string(record.status)));
+    insert.bind(6, record.started_at);
+    insert.bind(7, "runs/" + record.id);  // kept for older expctl: run folders are <runs root>/<id>
+    if (!run.queued) {                    // a queued run is owned by no process until its job starts it
+      const util::ProcessIdentity owner = util::ProcessIdentity::current();
+      record.owner = owner.display();
+      record.heartbeat_at = format_utc(Clock::now());
+      insert.bind(8, *record.heartbeat_at);
+      detail::bind_owner(insert, 9, owner);
+    }
     insert.exec();
     // Published last, under the write lock: if it fails the row is rolled back; COMMIT of a WAL
     // transaction that already holds the write lock does not meet SQLITE_BUSY, so the folder is
@@ -208,23 +212,39 @@ void SqliteBackend::finish_run(const std::string& run_id, RunStatus status, int 
   });
 }
 
-void SqliteBackend::resume_run(const std::string& run_id) {
+void SqliteBackend::resume_run(const std::string& run_id, const ResumeHow& how) {
   auto& connection = m_connection;
   connection.write([&](SQLite::Database& db) {
     SQLite::Statement query(db, fmt::format("SELECT {} FROM runs WHERE id = ?", detail::k_run_columns));
     query.bind(1, run_id);
     detail::require_changed(connection, query.executeStep() ? 1 : 0, run_id);
-    const RunStatus status = detail::read_run(query).status;
-    EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::completed, util::StoreError,
-                 "run {} is {}: only an interrupted, failed, diverged or lost run can be resumed", run_id,
-                 to_string(status));
-    SQLite::Statement update(db,
-                             "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '', folder_bytes = NULL, "
-                             "heartbeat_at = ?, owner_host = ?, owner_pid = ?, owner_boot_id = ?, "
-                             "owner_start_ticks = ? WHERE id = ?");
+    detail::check_resumable(run_id, detail::read_run(query).status, how);
+    SQLite::Statement update(
+        db,
+        "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause = '', folder_bytes = NULL, "
+        "heartbeat_at = ?, owner_host = ?, owner_pid = ?, owner_boot_id = ?, "
+        "owner_start_ticks = ?, environment_hash = coalesce(?, environment_hash) WHERE id = ?");
     update.bind(1, format_utc(Clock::now()));
     detail::bind_owner(update, 2, util::ProcessIdentity::current());
-    update.bind(6, run_id);
+    detail::bind_optional(update, 6, how.environment_hash);
+    update.bind(7, run_id);
+    update.exec();
+  });
+}
+
+void SqliteBackend::queue_run(const std::string& run_id, const std::string& root_cause) {
+  auto& connection = m_connection;
+  connection.write([&](SQLite::Database& db) {
+    SQLite::Statement query(db, "SELECT status FROM runs WHERE id = ?");
+    query.bind(1, run_id);
+    detail::require_changed(connection, query.executeStep() ? 1 : 0, run_id);
+    detail::check_queueable(run_id, query.getColumn(0).getString());
+    SQLite::Statement update(db,
+                             "UPDATE runs SET status = 'queued', ended_at = NULL, exit_code = NULL, root_cause = ?, "
+                             "folder_bytes = NULL, heartbeat_at = NULL, owner_host = NULL, owner_pid = NULL, "
+                             "owner_boot_id = NULL, owner_start_ticks = NULL WHERE id = ?");
+    update.bind(1, root_cause);
+    update.bind(2, run_id);
     update.exec();
   });
 }

@@ -30,7 +30,8 @@ class SqliteBackend final : public Backend, public RunQueries {
   std::optional<std::string> environment(const std::string& hash) override;
   RunRecord create_run(const NewRun& run, const PublishRun& publish) override;
   void finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) override;
-  void resume_run(const std::string& run_id) override;
+  void resume_run(const std::string& run_id, const ResumeHow& how) override;
+  void queue_run(const std::string& run_id, const std::string& root_cause) override;
   void heartbeat(const std::string& run_id) override;
   void set_summary(const std::string& run_id, const std::string& json_text) override;
   void add_rank(const std::string& run_id, const RankRecord& rank) override;

@@ -199,14 +199,22 @@ RunRecord Store::create_run(const NewRun& run) {
 }
 
 void Store::finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause) {
-  EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::lost, util::StoreError,
-               "finish_run of {} needs an end status, not {}", run_id, to_string(status));
+  EXPCTL_CHECK(status != RunStatus::running && status != RunStatus::lost && status != RunStatus::queued,
+               util::StoreError, "finish_run of {} needs an end status, not {}", run_id, to_string(status));
   m_backend->finish_run(run_id, status, exit_code, root_cause);
   remeasure_folder(run_id);
 }
 
 void Store::resume_run(const std::string& run_id) {
-  m_backend->resume_run(run_id);
+  m_backend->resume_run(run_id, {});
+}
+
+void Store::start_queued_run(const std::string& run_id, const std::optional<std::string>& environment_hash) {
+  m_backend->resume_run(run_id, {.queued = true, .environment_hash = environment_hash});
+}
+
+void Store::queue_run(const std::string& run_id, const std::string& root_cause) {
+  m_backend->queue_run(run_id, root_cause);
 }
 
 void Store::heartbeat(const std::string& run_id) {

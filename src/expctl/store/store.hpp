@@ -149,16 +149,25 @@ class Store {
   /// The fingerprint JSON stored under `hash`, or nullopt.
   std::optional<std::string> environment(const std::string& hash) const;
 
-  /// Records a `running` run with a new id, owned by the calling process (heartbeat_at = now),
+  /// Records a `running` run with a new id, owned by the calling process (heartbeat_at = now; with
+  /// run.queued a `queued` run owned by no process),
   /// and publishes its folder (spec.json holding the canonical spec, logs/, checkpoints/)
   /// atomically: the folder appears complete or not at all, and only together with the row.
   RunRecord create_run(const NewRun& run);
-  /// Ends a run: status (not `running` or `lost`), exit code, root cause (may be empty), ended_at = now.
+  /// Ends a run: status (not `running`, `lost` or `queued`), exit code, root cause (may be empty),
+  /// ended_at = now.
   void finish_run(const std::string& run_id, RunStatus status, int exit_code, const std::string& root_cause);
   /// Marks an interrupted, failed, diverged or lost run `running` again for `expctl resume`, owned
   /// by the calling process (clears ended_at, exit code and root cause). Throws StoreError for a
-  /// run that is running (its owner alive) or completed.
+  /// run that is running (its owner alive), completed or queued (its job would start it too).
   void resume_run(const std::string& run_id);
+  /// A queued run's job started: the run becomes `running`, owned by the calling process, with
+  /// `environment_hash` (already put_environment) as its fingerprint when given (its first start
+  /// on the job's node). Throws StoreError unless the run is `queued`.
+  void start_queued_run(const std::string& run_id, const std::optional<std::string>& environment_hash);
+  /// The run waits for a scheduler's job again (`run --slurm` submitted or requeued it): `queued`,
+  /// owned by no process, `root_cause` saying what it waits for. Throws StoreError for a completed run.
+  void queue_run(const std::string& run_id, const std::string& root_cause);
   /// Says that the run's owner is alive: heartbeat_at = now (one UPDATE; the runner calls it every
   /// few seconds, well within k_lost_after).
   void heartbeat(const std::string& run_id);

@@ -10,7 +10,7 @@
 
 namespace expctl::store {
 
-static_assert(std::size(k_run_status_names) == static_cast<size_t>(RunStatus::lost) + 1,
+static_assert(std::size(k_run_status_names) == static_cast<size_t>(RunStatus::queued) + 1,
               "one name per RunStatus value");
 
 std::string_view to_string(RunStatus status) {

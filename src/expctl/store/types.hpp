@@ -18,11 +18,13 @@ namespace expctl::store {
 /// stored as `running` is read back as `lost` when its owner process is gone (see
 /// derive_run_status in store.hpp). On a team server, a run that a node ships is `lost` only when
 /// that node said so (ship_state.lost): only the node can tell a dead run from one not shipped yet.
-enum class RunStatus { running, completed, failed, interrupted, diverged, lost };
+/// `queued`: recorded, waiting for a scheduler's job to start it (`run --slurm`), owned by no
+/// process; a requeued job's run waits as `queued` again, its root cause saying why.
+enum class RunStatus { running, completed, failed, interrupted, diverged, lost, queued };
 
 /// Every status with its stored spelling, in enum order (the CHECK constraint and --help use it).
-inline constexpr std::string_view k_run_status_names[] = {"running",     "completed", "failed",
-                                                          "interrupted", "diverged",  "lost"};
+inline constexpr std::string_view k_run_status_names[] = {"running",  "completed", "failed", "interrupted",
+                                                          "diverged", "lost",      "queued"};
 
 /// The stored spelling of `status` ("running", ...).
 std::string_view to_string(RunStatus status);
@@ -58,6 +60,8 @@ struct NewRun {
   std::optional<std::string> environment_hash{};  ///< fingerprint hash, or none when not taken
   std::string name{};                             ///< human name, usually the spec's `name`
   std::optional<Clock::time_point> started_at{};  ///< default: now (set it to import older runs)
+  /// Recorded `queued`, owned by no process: a scheduler's job starts it (Store::start_queued_run).
+  bool queued = false;
 };
 
 /// One run as stored. Times are UTC ISO-8601 (format_utc).

@@ -114,6 +114,50 @@ TEMPLATE_TEST_CASE("store contract: a run's life: created running with its folde
   CHECK_THROWS_WITH(db.heartbeat("nope"), Catch::Contains("no run \"nope\""));
 }
 
+TEMPLATE_TEST_CASE(
+    "store contract: a queued run is owned by nobody until its job starts it, waits again when "
+    "requeued, and is never resumed or finished by hand",
+    "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available)
+    return;
+  auto db = where.open();
+  db.put_spec(k_hash, k_spec, "quickstart");
+  db.put_environment("node-env", R"({"host":"node7"})");
+  const auto queued = db.create_run({.spec_hash = k_hash, .name = "slurm", .queued = true});
+  CHECK(queued.status == RunStatus::queued);
+  CHECK(fs::exists(queued.run_dir / "spec.json"));
+  auto read = db.run(queued.id).value();
+  CHECK(read.status == RunStatus::queued);  // no owner: never derived lost
+  CHECK_FALSE(read.owner.has_value());
+  CHECK_FALSE(read.heartbeat_at.has_value());
+  CHECK_FALSE(read.environment_hash.has_value());
+  CHECK(db.list_runs({.status = RunStatus::queued}).size() == 1);
+  CHECK(db.list_runs({.status = RunStatus::running}).empty());
+  CHECK_THROWS_WITH(db.resume_run(queued.id), Catch::Contains("is queued: the scheduler's job starts it"));
+  CHECK_THROWS_WITH(db.finish_run(queued.id, RunStatus::queued, 0, ""), Catch::Contains("needs an end status"));
+
+  db.start_queued_run(queued.id, std::string("node-env"));
+  read = db.run(queued.id).value();
+  CHECK(read.status == RunStatus::running);
+  CHECK(read.owner.has_value());
+  CHECK(read.environment_hash == std::optional<std::string>("node-env"));
+  CHECK_THROWS_WITH(db.start_queued_run(queued.id, std::nullopt), Catch::Contains("is running, not queued"));
+
+  db.queue_run(queued.id, "preempted at step 150: Slurm requeued job 42");
+  read = db.run(queued.id).value();
+  CHECK(read.status == RunStatus::queued);
+  CHECK(read.root_cause == "preempted at step 150: Slurm requeued job 42");
+  CHECK_FALSE(read.owner.has_value());
+  db.start_queued_run(queued.id, std::nullopt);  // a restart keeps the fingerprint it started with
+  read = db.run(queued.id).value();
+  CHECK(read.environment_hash == std::optional<std::string>("node-env"));
+  CHECK(read.root_cause.empty());
+  db.finish_run(queued.id, RunStatus::completed, 0, "");
+  CHECK_THROWS_WITH(db.queue_run(queued.id, "again"), Catch::Contains("a completed run is never queued again"));
+  CHECK_THROWS_WITH(db.queue_run("20260101-000000-000000", "x"), Catch::Contains("no run"));
+}
+
 TEMPLATE_TEST_CASE("store contract: NaN, ±Inf, extreme doubles, 64-bit steps and Unicode names read back as written",
                    "[store][backends]", test::OnSqlite, test::OnPostgres) {
   BackendStore where(TestType::kind);

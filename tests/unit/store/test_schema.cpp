@@ -317,3 +317,47 @@ TEST_CASE("schema: v4 moves metric names out of the metrics table into metric_ke
                     Catch::Contains("UNIQUE constraint failed"));
   CHECK(store::check_integrity(db) == "ok");
 }
+
+TEST_CASE(
+    "schema: v7 rebuilds runs from v6 keeping every column, owner, folder size and child row, and admits queued") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("v6");
+  std::string owned;
+  std::string done;
+  {
+    auto v6 = store::testing::open_at_schema_version(db_path, 6);
+    v6.put_spec(hash, "{}", "v6 spec");
+    v6.put_environment("env-v6", "{}");
+    owned = v6.create_run({hash, std::string("env-v6"), "owned", std::nullopt}).id;
+    done = v6.create_run({hash, std::nullopt, "done", std::nullopt}).id;
+    v6.add_tag(done, "v6");
+    v6.add_rank(done, store::RankRecord{.rank = 0, .host = "node1", .pid = 7});
+    v6.append_metrics(done, std::vector<store::MetricPoint>{{0, 1, "loss", 2.0}, {0, 2, "loss", 1.0}});
+    v6.finish_run(done, store::RunStatus::completed, 0, "");
+    CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "UPDATE runs SET status = 'queued'"),
+                      Catch::Contains("CHECK constraint failed"));
+  }
+  const auto before = store::Store::open(db_path, store::OpenMode::read_only).run(owned).value();
+
+  auto db = store::Store::open(db_path);
+  CHECK(db.schema_version() == store::latest_schema_version());
+  const auto after = db.run(owned).value();
+  CHECK(after.owner == before.owner);
+  CHECK(after.heartbeat_at == before.heartbeat_at);
+  CHECK(after.environment_hash == std::optional<std::string>("env-v6"));
+  CHECK(after.status == store::RunStatus::running);
+  CHECK(db.run(done)->tags == std::vector<std::string>{"v6"});
+  CHECK(db.ranks(done).size() == 1);
+  CHECK(db.metrics(done).size() == 2);
+  CHECK(db.run(done)->exit_code == 0);
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "CREATE INDEX runs_by_start ON runs(started_at)"),
+                    Catch::Contains("already exists"));
+  db.queue_run(owned, "waiting for Slurm job 12");
+  CHECK(db.run(owned)->status == store::RunStatus::queued);
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "UPDATE runs SET status = 'parked'"),
+                    Catch::Contains("CHECK constraint failed"));
+  store::testing::execute_sql(db_path, "DELETE FROM runs WHERE id = '" + done + "'");
+  CHECK(db.metrics(done).empty());
+  CHECK(db.ranks(done).empty());
+}

@@ -21,7 +21,7 @@ TEST_CASE("store: a new database gets the latest schema, WAL and a runs folder b
   StoreFixture f;
   CHECK(fs::exists(f.db_path));
   CHECK(f.db.schema_version() == store::latest_schema_version());
-  CHECK(store::latest_schema_version() == 6);
+  CHECK(store::latest_schema_version() == 7);
   CHECK(fs::exists(fs::path(f.db_path.string() + "-wal")));
   CHECK(f.db.path() == fs::absolute(f.db_path));
   CHECK(store::runs_root(f.db_path) == fs::absolute(f.dir / "results" / "runs"));
@@ -358,20 +358,26 @@ TEST_CASE("store: status names round-trip in enum order and unknown ones are ref
     CHECK(store::to_string(*status) == name);
   }
   CHECK(std::vector<std::string_view>(std::begin(store::k_run_status_names), std::end(store::k_run_status_names)) ==
-        std::vector<std::string_view>{"running", "completed", "failed", "interrupted", "diverged", "lost"});
+        std::vector<std::string_view>{"running", "completed", "failed", "interrupted", "diverged", "lost", "queued"});
   CHECK(store::to_string(RunStatus::diverged) == "diverged");
   CHECK(store::to_string(RunStatus::lost) == "lost");
   CHECK_FALSE(store::parse_run_status("runing").has_value());
 }
 
-TEST_CASE("store: the schema admits every status name for runs and ranks") {
+TEST_CASE("store: the schema admits every status name for runs, and every one but queued for ranks") {
   StoreFixture f;
   const auto run = f.new_run();
   f.db.add_rank(run.id, store::RankRecord{0, "node1", 1, std::nullopt, RunStatus::running, {}, {}});
   for (const auto name : store::k_run_status_names) {
     const std::string value(name);
     store::testing::execute_sql(f.db_path, "UPDATE runs SET status = '" + value + "' WHERE id = '" + run.id + "'");
-    store::testing::execute_sql(f.db_path, "UPDATE ranks SET status = '" + value + "' WHERE run_id = '" + run.id + "'");
+    const std::string rank_update = "UPDATE ranks SET status = '" + value + "' WHERE run_id = '" + run.id + "'";
+    if (name == "queued") {  // a run waits for its job; its ranks do not exist until the job starts them
+      CHECK_THROWS_WITH(store::testing::execute_sql(f.db_path, rank_update),
+                        Catch::Contains("CHECK constraint failed"));
+      continue;
+    }
+    store::testing::execute_sql(f.db_path, rank_update);
     CHECK(f.db.ranks(run.id).at(0).status == store::parse_run_status(name));
   }
   f.db.finish_run(run.id, RunStatus::diverged, 1, "train_loss is NaN at step 7");
