@@ -87,6 +87,12 @@ std::string status_text(const store::RunRecord& run) {
     text += fmt::format(": its owner {} is gone (last heartbeat {} UTC); continue it with `expctl resume {}`",
                         run.owner.value_or("?"), run.heartbeat_at ? util::short_utc(*run.heartbeat_at) : "-", run.id);
   }
+  if (run.status == store::RunStatus::queued) {
+    text += fmt::format(
+        ": its scheduler's job starts it (root cause says what it waits for); `expctl cancel {}` "
+        "stops it",
+        run.id);
+  }
   return text;
 }
 

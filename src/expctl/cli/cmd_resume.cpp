@@ -7,6 +7,7 @@
 #include "expctl/cli/command.hpp"
 #include "expctl/cli/support_observer.hpp"
 #include "expctl/cli/support_result.hpp"
+#include "expctl/cli/support_slurm.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -15,11 +16,20 @@ struct ResumeOptions {
   run::ResumeRequest request;
   std::string format = "text";
   double ship_wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
+  RunSlurmOptions slurm;
 };
 
 void run_resume(ResumeOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
   options.request.open_team_store = team_store_opener(globals);
+  if (options.slurm.submit) {
+    run_on_slurm(options.slurm, globals, options.format == "json" ? OutputFormat::json : OutputFormat::text,
+                 [&options](const run::SlurmSubmit& job) { return run::submit_resume_to_slurm(options.request, job); });
+    return;
+  }
+  if (options.slurm.wait) {
+    throw util::UsageError("--wait follows a Slurm job: give --slurm too");
+  }
   TerminalObserver observer(globals.quiet, options.format == "json" ? OutputFormat::json : OutputFormat::text);
   options.request.observer = &observer;  // prints the result at the end
   // With a server as --db, once the run is checked; finish_shipper makes its last pass.
@@ -55,6 +65,7 @@ void setup_resume(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) 
                     "start it again from step 0 under the same id instead of refusing");
   add_format_option(command, options->format);
   add_ship_wait_option(command, options->ship_wait_s);
+  add_run_slurm_options(command, options->slurm);
   command->callback([options, globals] { run_resume(*options, *globals); });
 }
 

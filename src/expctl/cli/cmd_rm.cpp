@@ -39,6 +39,12 @@ std::vector<store::RunRecord> runs_to_remove(const store::Store& db, const RmOpt
           "run {} is running (owner {}): stop it first (Ctrl-C in its terminal), then remove it; nothing was removed",
           run.id, run.owner.value_or("?")));
     }
+    if (run.status == store::RunStatus::queued) {
+      throw util::UsageError(
+          fmt::format("run {} is queued for its Slurm job: `expctl cancel {}` first, then remove "
+                      "it; nothing was removed",
+                      run.id, run.id));
+    }
     if (const std::string tag = api::baseline_tag(run); !tag.empty() && !options.force) {
       throw util::UsageError(fmt::format(
           "run {} is a baseline ({}), which compare and nightly read: set another one first (expctl baseline set RUN) "

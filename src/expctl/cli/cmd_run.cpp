@@ -8,6 +8,7 @@
 #include "expctl/cli/support_observer.hpp"
 #include "expctl/cli/support_result.hpp"
 #include "expctl/cli/support_signals.hpp"
+#include "expctl/cli/support_slurm.hpp"
 
 namespace expctl::cli {
 namespace {
@@ -16,11 +17,23 @@ struct RunOptions {
   run::RunRequest request;
   std::string format = "text";
   double ship_wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
+  RunSlurmOptions slurm;
 };
 
 void run_run(RunOptions options, GlobalOptions& globals) {
   options.request.open_store = store_opener(globals);
-  TerminalObserver observer(globals.quiet, options.format == "json" ? OutputFormat::json : OutputFormat::text);
+  const OutputFormat format = options.format == "json" ? OutputFormat::json : OutputFormat::text;
+  if (options.slurm.submit) {
+    TerminalObserver notes(globals.quiet);
+    options.request.observer = &notes;  // validation's warnings
+    run_on_slurm(options.slurm, globals, format,
+                 [&options](const run::SlurmSubmit& job) { return run::submit_run_to_slurm(options.request, job); });
+    return;
+  }
+  if (options.slurm.wait) {
+    throw util::UsageError("--wait follows a Slurm job: give --slurm too");
+  }
+  TerminalObserver observer(globals.quiet, format);
   options.request.observer = &observer;  // prints the result at the end
   options.request.stop = &process_stop();
   const auto shipper = start_shipper(globals, options.ship_wait_s);  // with a server as --db
@@ -46,7 +59,10 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "executable) on the ranks instead, under torchrun's environment; it reports metrics with\n"
       "`import expctl; expctl.log(step, loss=..., samples=...)` or JSON lines on $EXPCTL_METRICS_FD\n"
       "(docs/program.md).\n"
+      "On Slurm, --slurm submits the run as a batch job (queued, then running; a requeue or\n"
+      "preemption resumes it under the same id; docs/slurm.md).\n"
       "Examples: expctl run experiments/quickstart.yaml --set train.max_steps=50\n"
+      "          expctl run experiments/quickstart.yaml --slurm --time 1:00:00 --wait\n"
       "          expctl run experiments/python-ddp/ddp.yaml --set program.params.lr=0.1");
   command->add_option("spec", options->request.spec_file, "Spec file (YAML)")->required();
   command->add_option("--set", options->request.overrides, "Override a field: --set key.path=value (repeatable)")
@@ -80,6 +96,7 @@ void setup_run(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_format_option(command, options->format);
   add_ship_wait_option(command, options->ship_wait_s);
+  add_run_slurm_options(command, options->slurm);
   command->callback([options, globals] { run_run(*options, *globals); });
 }
 

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "expctl/cli/support_observer.hpp"
+#include "expctl/cli/support_result.hpp"
+#include "expctl/cli/support_store.hpp"
 #include "expctl/launch/slurm_job.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/sweep_run/slurm_array.hpp"
@@ -119,6 +122,84 @@ void submit_sweep(const sweep::Sweep& sweep, const std::string& file, const swee
                              completed, tasks.size(), added, where.db_path);
   }
   globals.result = completed == tasks.size() ? util::ExitCode::ok : util::ExitCode::run_failed;
+}
+
+void add_run_slurm_options(CLI::App* command, RunSlurmOptions& options) {
+  command
+      ->add_flag("--slurm", options.submit,
+                 "Submit the run as a Slurm batch job instead of running it here: it is recorded `queued`\n"
+                 "with its job id, the job trains it on one node under expctl's supervisor, and a requeue\n"
+                 "or preemption resumes it from its checkpoint under the same id (docs/slurm.md). --db must\n"
+                 "be a SQLite file on storage the nodes share")
+      ->group("Slurm");
+  command
+      ->add_flag("--wait", options.wait,
+                 "With --slurm: follow the run (queued, running, requeued) until it ends and exit with its\n"
+                 "code (Ctrl-C stops following, not the job)")
+      ->group("Slurm");
+  command
+      ->add_option("--time", options.job.time_limit, "With --slurm: the job's time limit (sbatch --time), e.g. 4:00:00")
+      ->group("Slurm");
+  command->add_option("--partition", options.job.partition, "With --slurm: the partition (sbatch --partition)")
+      ->group("Slurm");
+  command->add_option("--account", options.job.account, "With --slurm: the account (sbatch --account)")->group("Slurm");
+  command
+      ->add_option("--cpus-per-rank", options.job.cpus_per_rank,
+                   "With --slurm: CPUs for each rank; the job asks distributed.nproc_per_node times this (default 1)")
+      ->check(CLI::Range(1, 1024))
+      ->group("Slurm");
+  command
+      ->add_option("--signal-lead", options.signal_lead_s,
+                   "With --slurm: seconds before the time limit at which the job gets SIGTERM, checkpoints and\n"
+                   "requeues itself (default 90; Slurm may send it up to a minute early)")
+      ->check(CLI::Range(10, 86400))
+      ->group("Slurm");
+  command
+      ->add_option("--sbatch", options.job.directives,
+                   "With --slurm: one more #SBATCH line, e.g. --sbatch=--gres=gpu:2 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Slurm");
+}
+
+void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat format,
+                  const std::function<run::SlurmSubmission(const run::SlurmSubmit&)>& submit) {
+  if (!store_is_file(globals)) {
+    throw util::UsageError(
+        "--slurm records into a SQLite store that the job's node opens too (a path on shared storage): give one "
+        "with --db; a team server as --db is not supported with --slurm yet (docs/slurm.md, \"Not yet\")");
+  }
+  options.job.global_options = {"--db", fs::absolute(globals.db_path).string()};
+  if (!globals.runs_dir.empty()) {
+    options.job.global_options.insert(options.job.global_options.end(),
+                                      {"--runs-dir", fs::absolute(globals.runs_dir).string()});
+  }
+  options.job.signal_lead = std::chrono::seconds(options.signal_lead_s);
+  const run::SlurmSubmission submission = submit(options.job);
+  if (format == OutputFormat::json && !options.wait) {
+    print_json(json_envelope("slurm_submission", {{"run_id", submission.run.id},
+                                                  {"job", submission.job},
+                                                  {"status", store::to_string(submission.run.status)},
+                                                  {"script", submission.script.string()},
+                                                  {"output", submission.output.string()}}));
+    return;
+  }
+  std::cerr << fmt::format("run {} queued as Slurm job {} (script {}, output {})\n", submission.run.id, submission.job,
+                           submission.script.string(), submission.output.string());
+  if (!options.wait) {
+    std::cout << submission.run.id << '\n';
+    std::cerr << fmt::format("follow it: expctl watch {} (or --wait); stop it: expctl cancel {}\n", submission.run.id,
+                             submission.run.id);
+    return;
+  }
+  TerminalObserver observer(globals.quiet, format);
+  util::InterruptSignals signals;  // Ctrl-C stops the following, not the job
+  const auto result = run::follow_slurm_run(store_opener(globals), submission, observer,
+                                            [&signals] { return !signals.take().empty(); });
+  if (result.run) {
+    observer.result(result);
+  }
+  globals.result = result.exit_code;
 }
 
 }  // namespace expctl::cli

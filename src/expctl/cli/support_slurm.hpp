@@ -1,11 +1,14 @@
 #pragma once
 /// `expctl sweep FILE --slurm [--wait]`: the points still to run submitted as one Slurm job array,
 /// followed with --wait and merged into the store (sweep_run/slurm_array.hpp); and the options of
-/// sweep's "Slurm" group, --print-sbatch's included.
+/// sweep's "Slurm" group, --print-sbatch's included. `expctl run SPEC --slurm` and `expctl resume
+/// RUN --slurm`: one run as one job (run/slurm_job.cpp), its options, submission and --wait.
 
+#include <functional>
 #include <string>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/run/engine.hpp"
 #include "expctl/sweep/sbatch.hpp"
 #include "expctl/sweep/sweep.hpp"
 #include "expctl/sweep_run/execute.hpp"
@@ -27,5 +30,21 @@ void add_slurm_options(CLI::App* command, SlurmSweepOptions& options);
 /// (the array runs on).
 void submit_sweep(const sweep::Sweep& sweep, const std::string& file, const sweep_run::Execution& execution,
                   const sweep_run::StoreLocation& where, const SlurmSweepOptions& options, GlobalOptions& globals);
+
+/// `run --slurm` and `resume --slurm`: the "Slurm" group of options.
+struct RunSlurmOptions {
+  bool submit = false;  ///< --slurm
+  bool wait = false;    ///< --wait
+  int signal_lead_s = 90;
+  run::SlurmSubmit job;
+};
+
+void add_run_slurm_options(CLI::App* command, RunSlurmOptions& options);
+
+/// Submits through `submit` (given how the job opens --db), prints the run and its job (text or
+/// JSON), and with --wait follows the run until it ends, printing its result as `expctl run` does
+/// and leaving with its exit code. A server as --db is refused (the job writes the store itself).
+void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat format,
+                  const std::function<run::SlurmSubmission(const run::SlurmSubmit&)>& submit);
 
 }  // namespace expctl::cli

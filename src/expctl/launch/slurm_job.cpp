@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 #include "expctl/util/subprocess.hpp"
 
 namespace expctl::launch::slurm {
@@ -273,7 +274,14 @@ std::string parse_submitted(std::string_view output) {
   return std::string(id);
 }
 
-StopCause stop_cause(const JobInfo& job, std::chrono::seconds signal_lead) {
+StopCause stop_cause(const JobInfo& job, std::chrono::seconds signal_lead, int restarts_at_start) {
+  // Slurm counts a requeue at once, while the job is still COMPLETING (seen on 22.05): the one sure
+  // sign that it starts again.
+  if (restarts_at_start >= 0 && job.restarts > restarts_at_start) {
+    return StopCause::requeued;
+  }
+  const bool near_limit =
+      job.time_limit && job.run_time && *job.run_time + signal_lead + std::chrono::seconds(60) >= *job.time_limit;
   switch (job.state) {
     case JobState::timeout:
     case JobState::deadline:
@@ -284,22 +292,25 @@ StopCause stop_cause(const JobInfo& job, std::chrono::seconds signal_lead) {
     case JobState::boot_fail:
       return StopCause::node_failure;
     case JobState::requeued:
+    case JobState::pending:  // asked after `scontrol requeue` made it pending again
       return StopCause::requeued;
     case JobState::failed:
     case JobState::out_of_memory:
       return StopCause::failed;
     case JobState::completed:
       return StopCause::none;
+    case JobState::cancelled:
+    case JobState::completing:
+      // Being torn down and not requeued: scancel (or a preemption that cancels); the time limit
+      // itself when that is where the job stands.
+      return near_limit && job.state == JobState::completing ? StopCause::time_limit : StopCause::cancelled;
     default:
       break;
   }
-  // A job still running (or cancelled) that was signalled: the time limit is near when no more
-  // than the signal's lead, plus the minute by which Slurm may send it early (sbatch(1) --signal),
-  // is left; otherwise the signal came from a preemption (or a person: scancel --signal).
-  if (job.time_limit && job.run_time && *job.run_time + signal_lead + std::chrono::seconds(60) >= *job.time_limit) {
-    return StopCause::time_limit;
-  }
-  return job.state == JobState::cancelled ? StopCause::cancelled : StopCause::preempted;
+  // A job still running that was signalled: the time limit is near when no more than the
+  // signal's lead, plus the minute by which Slurm may send it early (sbatch(1) --signal), is left;
+  // otherwise the signal came from a preemption's warning (or a person: scancel --signal).
+  return near_limit ? StopCause::time_limit : StopCause::preempted;
 }
 
 std::string_view stop_cause_name(StopCause cause) {
@@ -320,6 +331,49 @@ std::string_view stop_cause_name(StopCause cause) {
       return "failed";
   }
   return "none";
+}
+
+std::string render_run_script(const RunScript& script) {
+  std::string text = "#!/bin/bash\n";
+  text += fmt::format("# expctl run {}: written by `expctl run --slurm`; the job starts (or resumes) that run.\n",
+                      script.run_id);
+  const auto directive = [&text](const std::string& option) { text += "#SBATCH " + option + "\n"; };
+  directive("--job-name=" + script.job_name);
+  directive(fmt::format("--nodes={}", script.nodes));
+  directive("--ntasks-per-node=1");  // expctl's supervisor, which starts the node's ranks
+  directive(fmt::format("--cpus-per-task={}", script.ranks_per_node * script.cpus_per_rank));
+  if (!script.time_limit.empty()) {
+    directive("--time=" + script.time_limit);
+  }
+  if (!script.partition.empty()) {
+    directive("--partition=" + script.partition);
+  }
+  if (!script.account.empty()) {
+    directive("--account=" + script.account);
+  }
+  // SIGTERM, not SIGUSR1: NCCL catches SIGUSR1 (submitit moved off it). What the signal meant is
+  // read from the job's state and times (stop_cause), never from the signal.
+  directive(fmt::format("--signal=TERM@{}", script.signal_lead.count()));
+  directive("--requeue");
+  directive("--open-mode=append");
+  directive("--output=" + script.output);
+  directive("--chdir=" + script.working_dir);
+  for (const auto& line : script.directives) {
+    directive(line);
+  }
+  text += "set -eu\n";
+  std::string command =
+      fmt::format("exec srun --nodes={} --ntasks-per-node=1 --cpus-per-task={} --kill-on-bad-exit=1 {}", script.nodes,
+                  script.ranks_per_node * script.cpus_per_rank, util::shell_quote(script.executable));
+  for (const auto& option : script.global_options) {
+    command += " " + util::shell_quote(option);
+  }
+  command += fmt::format(" slurm_job {} --signal-lead {}", script.run_id, script.signal_lead.count());
+  if (script.allow_drift) {
+    command += " --allow-drift";
+  }
+  text += command + "\n";
+  return text;
 }
 
 Client::Client(std::map<std::string, std::optional<std::string>> env, std::chrono::seconds timeout)

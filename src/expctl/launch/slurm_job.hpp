@@ -80,9 +80,36 @@ std::string parse_submitted(std::string_view output);
 /// times, never from which signal arrived (a preemption and a time limit can send the same one).
 /// `signal_lead`: how long before its time limit the job asked for its warning signal (sbatch
 /// --signal=SIG@LEAD); a signalled job with no more than that (plus a minute) left is timing out.
+/// `restarts_at_start`: the job's SLURM_RESTART_COUNT when this start began (-1: unknown); a
+/// greater Restarts means Slurm requeued it, whatever the state says while it is torn down (a
+/// requeue and a scancel both read COMPLETING then, on 22.05).
 enum class StopCause { none, time_limit, preempted, node_failure, cancelled, requeued, failed };
-StopCause stop_cause(const JobInfo& job, std::chrono::seconds signal_lead);
+StopCause stop_cause(const JobInfo& job, std::chrono::seconds signal_lead, int restarts_at_start = -1);
 std::string_view stop_cause_name(StopCause cause);
+
+/// The batch script of one run (`expctl run SPEC --slurm`): one task per node runs expctl's own
+/// supervisor (`expctl slurm_job RUN`), which starts that node's ranks as `expctl run` does, so every
+/// rank checkpoints and the run resumes under its id when Slurm starts the job again.
+struct RunScript {
+  std::string run_id{};
+  std::string job_name{};
+  std::string executable{};                   ///< the expctl the job runs (absolute)
+  std::vector<std::string> global_options{};  ///< before the command: --db PATH [--runs-dir DIR]
+  std::string output{};                       ///< --output (the job's stdout and stderr, appended across restarts)
+  std::string working_dir{};                  ///< --chdir
+  int nodes = 1;
+  int ranks_per_node = 1;  ///< distributed.nproc_per_node
+  int cpus_per_rank = 1;
+  std::string time_limit{};  ///< --time; empty: the partition's default
+  std::string partition{};
+  std::string account{};
+  std::chrono::seconds signal_lead{90};  ///< --signal=TERM@LEAD: the warning before the time limit
+  bool allow_drift = false;
+  std::vector<std::string> directives{};  ///< more #SBATCH options, after the defaults
+};
+
+/// The script, ending with a newline.
+std::string render_run_script(const RunScript& script);
 
 /// The Slurm commands, run with a timeout; every failure is a util::Failure of one line naming the
 /// command, its exit code and its first line of error.

@@ -5,6 +5,7 @@
 /// process's stop signals (run/stop.hpp). The library writes nothing to the terminal itself.
 /// Each lifecycle has its file (lifecycle.hpp lists them).
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -93,6 +94,57 @@ RunResult run_spec(const RunRequest& request);
 /// rank holds intact. Throws UsageError (exit 2, the run untouched) for a run that cannot be
 /// resumed, naming why (status, or the unusable checkpoint file).
 RunResult resume_run(const ResumeRequest& request);
+
+/// What `expctl run SPEC --slurm` and `expctl resume RUN --slurm` ask of the Slurm job
+/// (docs/slurm.md): the job runs expctl's own supervisor, which starts the node's ranks.
+struct SlurmSubmit {
+  std::vector<std::string> global_options;  ///< how the job's expctl opens the store: --db PATH [--runs-dir DIR]
+  std::string time_limit;                   ///< sbatch --time; empty: the partition's default
+  std::string partition;
+  std::string account;
+  int cpus_per_rank = 1;
+  std::chrono::seconds signal_lead{90};  ///< --signal=TERM@LEAD: the warning before the time limit
+  std::vector<std::string> directives;   ///< more #SBATCH options
+};
+
+/// A run handed to Slurm: recorded `queued` with its job.
+struct SlurmSubmission {
+  store::RunRecord run;
+  std::string job;
+  std::filesystem::path script;
+  std::filesystem::path output;  ///< the job's output file (%j left for Slurm to fill)
+};
+
+/// Validates the spec as `expctl run` does, records the run `queued` (no fingerprint yet: the job
+/// takes its node's), writes the batch script into the run folder and submits it. A refused
+/// submission removes the run again and throws util::Failure naming sbatch's error.
+SlurmSubmission submit_run_to_slurm(const RunRequest& request, const SlurmSubmit& job);
+/// The same for an interrupted, failed or lost run (`resume --slurm`): checked as `expctl resume`
+/// checks it, queued again, and resumed by the job from its checkpoint.
+SlurmSubmission submit_resume_to_slurm(const ResumeRequest& request, const SlurmSubmit& job);
+
+/// Follows a submitted run until it ends (`--wait`): each change of its status (queued, running,
+/// queued again after a requeue) goes to the observer; `stopped` returning true stops following
+/// (the job runs on: exit 130). A job that ends before it started the run leaves the run
+/// `failed`, naming the job's state and output file.
+RunResult follow_slurm_run(const OpenStore& open_store, const SlurmSubmission& submission, RunObserver& observer,
+                           const std::function<bool()>& stopped);
+
+/// `expctl slurm_job RUN`, what the batch script runs on each node: starts the queued run (its
+/// first start records this node's fingerprint), or resumes it from its checkpoint when Slurm
+/// started the job again; a stop signal is read against the job's state: a requeue or preemption
+/// leaves the run `queued`, a time limit near requeues the job, a cancel leaves it `interrupted`.
+struct SlurmJobRequest {
+  std::string run_id;
+  bool allow_drift = false;
+  std::chrono::seconds signal_lead{90};
+  OpenStore open_store;
+  RunObserver* observer = nullptr;
+};
+RunResult start_slurm_job(const SlurmJobRequest& request);
+
+/// The Slurm job a run was last submitted as (its newest slurm-job:<id> tag), if any.
+std::optional<std::string> slurm_job_of(const store::RunRecord& run);
 
 /// The tag a run whose ranks an external launcher started carries ("launcher:torchrun",
 /// "launcher:slurm"), and the launcher it names on a run (none for a run of expctl's own ranks).

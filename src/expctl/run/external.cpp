@@ -152,7 +152,7 @@ RunResult run_as_external_rank(SteadyClock::time_point started, const RunRequest
   invocation.observer = &observer;
   auto tags = request.tags;
   tags.push_back(launcher_tag(identity.launcher));
-  invocation.run = record_new_run(store, spec, stack, tags, invocation.resolved);
+  invocation.run = record_new_run(store, spec, &stack, tags, invocation.resolved);
   store.add_rank(invocation.run.id, store::RankRecord{.rank = 0, .host = util::host_name(), .pid = ::getpid()});
   config.checkpoint_dir = invocation.run.run_dir / "checkpoints";
   config.run_id = invocation.run.id;  // each checkpoint's index names its run, as a supervised rank's does

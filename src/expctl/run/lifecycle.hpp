@@ -8,11 +8,14 @@
 ///   program_run.cpp  a program whose ranks several supervisors share: the handover at the end
 ///   program_external.cpp  a program under an external launcher: one `expctl run` per rank
 ///   resume.cpp       `expctl resume`
+///   slurm_job.cpp    `run --slurm`: the run recorded queued at submission, started (and after a
+///                    requeue resumed) by its job, which asks Slurm why it was stopped
 /// A new lifecycle (a Slurm job) is a new file that builds an Invocation and ends in conclude().
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,7 +93,19 @@ struct Invocation {
   SteadyClock::time_point started{};
   bool strict_inputs = false;  ///< run --strict-inputs: an unhashed local module fails the run
   std::string sandbox;         ///< what check_sandbox said, for the summary (util::summary_key::sandbox)
+  /// Reads how the invocation ended once its ranks have (a Slurm job asks Slurm why it was
+  /// stopped: slurm_job.cpp); may turn an interrupt into `queued` (the job starts again).
+  std::function<void(Verdict&)> settle;
+  /// More top-level summary fields this invocation records ("slurm": the job, its restarts).
+  nlohmann::json summary_extra = nlohmann::json::object();
 };
+
+// start.cpp ----------------------------------------------------------------------------------
+
+/// How `expctl run`'s options load the spec (--set, --nnodes).
+spec::LoadOptions load_options(const RunRequest& request);
+/// This node's part of the run as `expctl run`'s options and the spec say.
+launch::LaunchRequest node_of(const RunRequest& request, const spec::Spec& spec);
 
 // record.cpp ---------------------------------------------------------------------------------
 
@@ -99,9 +114,12 @@ struct Invocation {
 nlohmann::json resolved_values(const spec::Spec& spec, const std::filesystem::path& tensorboard);
 /// Live TensorBoard event files (metrics.tensorboard), when the run asks for them.
 void export_tensorboard(Recorder& recorder, const store::Store& store, const Invocation& invocation, int world_size);
-/// Records a new run (spec, environment, tags, resolved.json in its folder).
-store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, const StackCheck& stack,
+/// Records a new run (spec, environment, tags, resolved.json in its folder); without `stack` (a
+/// Slurm job fingerprints its node when it starts) the run is recorded `queued`.
+store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, const StackCheck* stack,
                                 const std::vector<std::string>& tags, const ResolvedRun& resolved);
+/// Tags the run drift:<field> for each pin accepted with --allow-drift.
+void add_drift_tags(store::Store& store, const std::string& run_id, const std::vector<env::VerifyRow>& drifted);
 /// How every recorded invocation ends: artifacts, summary, then status and root cause, last.
 /// `journal`: this invocation's (null under an external launcher).
 RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict, const RunFacts& facts,
@@ -118,6 +136,12 @@ std::chrono::seconds timeout_of(const nlohmann::json& spec);
 /// Supervises this node's ranks (`held`: started before the run was recorded) and concludes.
 RunResult supervise(store::Store& store, const Invocation& invocation,
                     std::optional<launch::HeldRanks> held = std::nullopt);
+
+// resume.cpp ---------------------------------------------------------------------------------
+
+/// Refuses (UsageError) before anything changes when this node's ranks hold checkpoints but no
+/// step is intact on all of them, or none at all unless `from_scratch`; sets resume_step.
+void check_checkpoints(Invocation& invocation, bool from_scratch);
 
 // external.cpp -------------------------------------------------------------------------------
 

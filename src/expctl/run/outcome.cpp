@@ -81,6 +81,7 @@ util::ExitCode exit_code_of(store::RunStatus status) {
     case store::RunStatus::completed:
       return util::ExitCode::ok;
     case store::RunStatus::interrupted:
+    case store::RunStatus::queued:  // stopped, to start again when its job does
       return util::ExitCode::interrupted;
     default:
       return util::ExitCode::run_failed;

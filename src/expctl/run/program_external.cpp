@@ -134,7 +134,7 @@ RunResult run_program_as_external_rank(SteadyClock::time_point started, const Ru
   store::Store store = request.open_store();
   auto tags = request.tags;
   tags.push_back(launcher_tag(identity.launcher));
-  invocation.run = record_new_run(store, spec, stack, tags, invocation.resolved);
+  invocation.run = record_new_run(store, spec, &stack, tags, invocation.resolved);
   const auto& handover = *invocation.handover;
   try {
     train::plugin::StoreClient client(handover.host, handover.port, handover.timeout);

@@ -151,15 +151,26 @@ void export_tensorboard(Recorder& recorder, const store::Store& store, const Inv
   recorder.export_tensorboard(std::make_unique<tensorboard::LiveExport>(dir, invocation.run, std::move(options)));
 }
 
+void add_drift_tags(store::Store& store, const std::string& run_id, const std::vector<env::VerifyRow>& drifted) {
+  for (const auto& row : drifted) {
+    store.add_tag(run_id, "drift:" + row.key);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Recording a new run: one sequence for runs that expctl supervises and for rank 0 under an
 // external launcher.
 
-store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, const StackCheck& stack,
+store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, const StackCheck* stack,
                                 const std::vector<std::string>& tags, const ResolvedRun& resolved) {
   store.put_spec(spec.hash(), stored_canonical(spec), spec.get_string("name"));
-  store.put_environment(stack.fingerprint_hash, stack.fingerprint.dump());
-  auto run = store.create_run({spec.hash(), stack.fingerprint_hash, spec.get_string("name"), std::nullopt});
+  std::optional<std::string> environment;
+  if (stack != nullptr) {
+    store.put_environment(stack->fingerprint_hash, stack->fingerprint.dump());
+    environment = stack->fingerprint_hash;
+  }
+  auto run = store.create_run(
+      {.spec_hash = spec.hash(), .environment_hash = environment, .name = spec.get_string("name"), .queued = !stack});
   for (const auto& tag : spec.get_string_list("tags")) {
     store.add_tag(run.id, tag);
   }
@@ -167,8 +178,8 @@ store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, con
     store.add_tag(run.id, tag);
   }
   // Drift accepted with --allow-drift stays visible in `list --tag` and in the summary.
-  for (const auto& row : stack.drifted()) {
-    store.add_tag(run.id, "drift:" + row.key);
+  if (stack != nullptr) {
+    add_drift_tags(store, run.id, stack->drifted());
   }
   if (resolved.node.nnodes > 1) {
     store.add_tag(run.id, fmt::format("node:{}", resolved.node.node_rank));
@@ -222,8 +233,13 @@ RunResult conclude(store::Store& store, const Invocation& invocation, const Verd
     }
     result.summary = compare::to_json(summary);
     result.summary.update(extra_summary);
+    result.summary.update(invocation.summary_extra);
     store.set_summary(run.id, result.summary.dump());
-    store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
+    if (verdict.status == store::RunStatus::queued) {
+      store.queue_run(run.id, verdict.root_cause);  // its job starts again and resumes it
+    } else {
+      store.finish_run(run.id, verdict.status, util::to_int(verdict.exit_code), verdict.root_cause);
+    }
     if (journal != nullptr) {
       journal->end();
     }

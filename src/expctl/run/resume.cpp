@@ -16,42 +16,6 @@ namespace {
 
 using namespace lifecycle;
 
-// Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
-// on all of them (the ranks then pick that step collectively, across nodes too).
-void check_checkpoints(Invocation& invocation, bool from_scratch) {
-  std::vector<int> ranks;
-  for (const auto& rank : invocation.plan.ranks) {
-    ranks.push_back(rank.rank);
-  }
-  const auto point = train::resume_point(invocation.run.run_dir / "checkpoints", ranks, invocation.run.id);
-  if (!point.refusal.empty()) {
-    throw util::UsageError(
-        fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
-                    "so start a new run",
-                    invocation.run.id, point.refusal));
-  }
-  const auto launcher = external_launcher(invocation.run);
-  if (!point.step && !from_scratch && launcher && invocation.plan.ranks.size() > 1) {
-    // Under an external launcher only global rank 0 knows the run and writes checkpoints.
-    throw util::UsageError(fmt::format(
-        "run {} cannot be resumed: an external launcher started its ranks ({}), and under one only rank 0 "
-        "writes checkpoints, so no step is held by every rank (docs/slurm.md, \"Not yet\"); start a new run, "
-        "or `expctl resume {} --from-scratch` to train it again from step 0 under the same id",
-        invocation.run.id, launcher_tag(*launcher), invocation.run.id));
-  }
-  if (!point.step && !from_scratch) {
-    throw util::UsageError(fmt::format(
-        "run {} cannot be resumed: it has no checkpoint (it was killed before its first; train.checkpoint_every_s "
-        "and train.checkpoint_every write them); `expctl resume {} --from-scratch` starts it again from step 0 "
-        "under the same id",
-        invocation.run.id, invocation.run.id));
-  }
-  if (!point.note.empty()) {
-    invocation.observer->info(fmt::format("note: run {}: {}", invocation.run.id, point.note));
-  }
-  invocation.resume_step = point.step;
-}
-
 RunResult resume(const ResumeRequest& request, RunObserver& observer) {
   store::Store store = request.open_store();
   Invocation invocation;
@@ -114,6 +78,42 @@ RunResult resume(const ResumeRequest& request, RunObserver& observer) {
 }
 
 }  // namespace
+
+// Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
+// on all of them (the ranks then pick that step collectively, across nodes too).
+void lifecycle::check_checkpoints(Invocation& invocation, bool from_scratch) {
+  std::vector<int> ranks;
+  for (const auto& rank : invocation.plan.ranks) {
+    ranks.push_back(rank.rank);
+  }
+  const auto point = train::resume_point(invocation.run.run_dir / "checkpoints", ranks, invocation.run.id);
+  if (!point.refusal.empty()) {
+    throw util::UsageError(
+        fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "
+                    "so start a new run",
+                    invocation.run.id, point.refusal));
+  }
+  const auto launcher = external_launcher(invocation.run);
+  if (!point.step && !from_scratch && launcher && invocation.plan.ranks.size() > 1) {
+    // Under an external launcher only global rank 0 knows the run and writes checkpoints.
+    throw util::UsageError(fmt::format(
+        "run {} cannot be resumed: an external launcher started its ranks ({}), and under one only rank 0 "
+        "writes checkpoints, so no step is held by every rank (docs/slurm.md, \"Not yet\"); start a new run, "
+        "or `expctl resume {} --from-scratch` to train it again from step 0 under the same id",
+        invocation.run.id, launcher_tag(*launcher), invocation.run.id));
+  }
+  if (!point.step && !from_scratch) {
+    throw util::UsageError(fmt::format(
+        "run {} cannot be resumed: it has no checkpoint (it was killed before its first; train.checkpoint_every_s "
+        "and train.checkpoint_every write them); `expctl resume {} --from-scratch` starts it again from step 0 "
+        "under the same id",
+        invocation.run.id, invocation.run.id));
+  }
+  if (!point.note.empty()) {
+    invocation.observer->info(fmt::format("note: run {}: {}", invocation.run.id, point.note));
+  }
+  invocation.resume_step = point.step;
+}
 
 RunResult resume_run(const ResumeRequest& request) {
   RunObserver& observer = lifecycle::observer_or_silent(request.observer);

@@ -16,11 +16,6 @@ namespace {
 
 using namespace lifecycle;
 
-// --nnodes changes the world size, so it enters the spec (and its hash) like a --set would.
-spec::LoadOptions load_options(const RunRequest& request) {
-  return {request.overrides, request.nnodes > 0 ? std::optional<std::int64_t>(request.nnodes) : std::nullopt};
-}
-
 RunResult refused_for_pins(const StackCheck& stack, const RunRequest& request) {
   RunResult result;
   result.exit_code = util::ExitCode::mismatch;
@@ -30,17 +25,6 @@ RunResult refused_for_pins(const StackCheck& stack, const RunRequest& request) {
       "--allow-drift to run anyway and record the drift on the run",
       request.spec_file.string(), stack.drifted().size(), stack.rows.size());
   return result;
-}
-
-launch::LaunchRequest node_of(const RunRequest& request, const spec::Spec& spec) {
-  launch::LaunchRequest node;
-  node.nnodes = static_cast<int>(spec.get_int("distributed.nnodes"));
-  node.nproc_per_node = static_cast<int>(spec.get_int("distributed.nproc_per_node"));
-  node.node_rank = request.node_rank;
-  node.master_addr = request.master_addr;
-  node.master_port =
-      request.master_port >= 0 ? request.master_port : static_cast<int>(spec.get_int("distributed.master_port"));
-  return node;
 }
 
 RunResult start_run(const RunRequest& request, RunObserver& observer) {
@@ -95,11 +79,27 @@ RunResult start_run(const RunRequest& request, RunObserver& observer) {
   }
   invocation.drift = stack.drifted();
   store::Store store = request.open_store();
-  invocation.run = record_new_run(store, spec, stack, request.tags, invocation.resolved);
+  invocation.run = record_new_run(store, spec, &stack, request.tags, invocation.resolved);
   return supervise(store, invocation, std::move(held));
 }
 
 }  // namespace
+
+// --nnodes changes the world size, so it enters the spec (and its hash) like a --set would.
+spec::LoadOptions lifecycle::load_options(const RunRequest& request) {
+  return {request.overrides, request.nnodes > 0 ? std::optional<std::int64_t>(request.nnodes) : std::nullopt};
+}
+
+launch::LaunchRequest lifecycle::node_of(const RunRequest& request, const spec::Spec& spec) {
+  launch::LaunchRequest node;
+  node.nnodes = static_cast<int>(spec.get_int("distributed.nnodes"));
+  node.nproc_per_node = static_cast<int>(spec.get_int("distributed.nproc_per_node"));
+  node.node_rank = request.node_rank;
+  node.master_addr = request.master_addr;
+  node.master_port =
+      request.master_port >= 0 ? request.master_port : static_cast<int>(spec.get_int("distributed.master_port"));
+  return node;
+}
 
 RunResult run_spec(const RunRequest& request) {
   RunObserver& observer = lifecycle::observer_or_silent(request.observer);

@@ -229,7 +229,10 @@ std::chrono::seconds timeout_of(const json& spec) {
 RunResult supervise(store::Store& store, const Invocation& invocation, std::optional<launch::HeldRanks> held) {
   RunObserver& observer = *invocation.observer;
   RecordJournal journal(invocation.run.run_dir, [&observer](const std::string& text) { observer.note(text, true); });
-  const auto supervised = run_supervisor(store, invocation, journal, std::move(held));
+  auto supervised = run_supervisor(store, invocation, journal, std::move(held));
+  if (invocation.settle) {
+    invocation.settle(supervised.verdict);
+  }
   return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary, &journal);
 }
 

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "expctl/util/strings.hpp"
+
 namespace expctl::sweep {
 
 namespace {
@@ -75,8 +77,8 @@ std::string body(const Sweep& sweep, const SbatchOptions& options) {
       "mkdir -p {}\n"
       "{}\"$EXPCTL\" --db {}/task-\"$SLURM_ARRAY_TASK_ID\".db sweep {} --point \"$SLURM_ARRAY_TASK_ID\" "
       "--expect-hash {}\n",
-      options.executable, shell_quote(options.store_dir), launcher, shell_quote(options.store_dir),
-      shell_quote(options.sweep_file), sweep.hash);
+      options.executable, util::shell_quote(options.store_dir), launcher, util::shell_quote(options.store_dir),
+      util::shell_quote(options.sweep_file), sweep.hash);
 }
 
 }  // namespace
@@ -99,14 +101,6 @@ std::string array_list(std::vector<size_t> points) {
     i = j + 1;
   }
   return list;
-}
-
-std::string shell_quote(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text) {
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return quoted + "'";
 }
 
 }  // namespace expctl::sweep

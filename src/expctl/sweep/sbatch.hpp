@@ -27,7 +27,4 @@ std::string array_list(std::vector<size_t> points);
 /// The script, ending with a newline.
 std::string render_sbatch(const Sweep& sweep, const SbatchOptions& options);
 
-/// The shell quoting of `text` in single quotes ('it'\''s').
-std::string shell_quote(const std::string& text);
-
 }  // namespace expctl::sweep

@@ -153,4 +153,12 @@ std::string terminal_safe(std::string_view text, bool keep_newlines) {
   return out;
 }
 
+std::string shell_quote(std::string_view text) {
+  std::string quoted = "'";
+  for (const char c : text) {
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  }
+  return quoted + "'";
+}
+
 }  // namespace expctl::util

@@ -30,6 +30,10 @@ bool starts_with(std::string_view text, std::string_view prefix);
 /// Quotes a value for a message: "value" with control characters escaped as terminal_safe does.
 std::string quoted(std::string_view value);
 
+/// `text` quoted for a POSIX shell, in single quotes ('it'\''s'): a script line that names a path
+/// or a store means exactly that text.
+std::string shell_quote(std::string_view text);
+
 /// Text safe to print to a terminal, for strings a store holds (run names, root causes, notes,
 /// tags: anyone with write access to a team store writes them): control characters become
 /// visible escapes (`\x1b`, `\r`, and U+0080-U+009F as `\u009b`), so a stored string cannot clear

@@ -131,6 +131,22 @@ TEST_CASE("slurm job: timed out or preempted is decided from the job's times, no
   CHECK(stop_cause(job, 120s) == StopCause::node_failure);
   job.state = JobState::completed;
   CHECK(stop_cause(job, 120s) == StopCause::none);
+  // `scontrol requeue` makes the job PENDING before its expctl asks why it was stopped (seen on
+  // 22.05): that is a requeue, not a preemption to requeue again.
+  job.state = JobState::pending;
+  job.run_time = 10s;
+  job.time_limit = 3600s;
+  CHECK(stop_cause(job, 120s) == StopCause::requeued);
+  // While it is torn down a requeued job and a cancelled one both read COMPLETING; only the
+  // restart count, raised at once by a requeue, tells them apart.
+  job.state = JobState::completing;
+  job.restarts = 1;
+  CHECK(stop_cause(job, 120s, 0) == StopCause::requeued);
+  CHECK(stop_cause(job, 120s, 1) == StopCause::cancelled);
+  job.run_time = 3590s;  // torn down at its time limit
+  CHECK(stop_cause(job, 120s, 1) == StopCause::time_limit);
+  job.state = JobState::cancelled;
+  CHECK(stop_cause(job, 120s, 1) == StopCause::cancelled);
 }
 
 TEST_CASE("slurm job: an array's task ids, single, ranged, listed, with a concurrency limit") {
@@ -139,4 +155,38 @@ TEST_CASE("slurm job: an array's task ids, single, ranged, listed, with a concur
   CHECK(parse_task_ids("0,2,5-6") == std::vector<std::size_t>{0, 2, 5, 6});
   CHECK_THROWS_WITH(parse_task_ids("N/A"), Catch::Contains("not an array's task ids"));
   CHECK_THROWS_WITH(parse_task_ids("7-4"), Catch::Contains("not an array's task ids"));
+}
+
+TEST_CASE(
+    "slurm job: a run's batch script asks for one supervisor task per node with its ranks' CPUs, the warning "
+    "signal, requeue, and starts the run by id with paths quoted") {
+  RunScript script;
+  script.run_id = "20261206-120000-abcdef";
+  script.job_name = "expctl-tiny";
+  script.executable = "/opt/expctl/bin/expctl";
+  script.global_options = {"--db", "/shared/it's here/expctl.db"};
+  script.output = "/shared/runs/x/logs/slurm-%j.out";
+  script.working_dir = "/home/me";
+  script.ranks_per_node = 4;
+  script.cpus_per_rank = 2;
+  script.time_limit = "1:00:00";
+  script.partition = "gpu";
+  script.signal_lead = std::chrono::seconds(120);
+  script.allow_drift = true;
+  script.directives = {"--gres=gpu:4"};
+  const std::string text = render_run_script(script);
+  CHECK(text.starts_with("#!/bin/bash\n"));
+  for (const char* line : {"#SBATCH --nodes=1\n", "#SBATCH --ntasks-per-node=1\n", "#SBATCH --cpus-per-task=8\n",
+                           "#SBATCH --time=1:00:00\n", "#SBATCH --partition=gpu\n", "#SBATCH --signal=TERM@120\n",
+                           "#SBATCH --requeue\n", "#SBATCH --open-mode=append\n",
+                           "#SBATCH --output=/shared/runs/x/logs/slurm-%j.out\n", "#SBATCH --gres=gpu:4\n"}) {
+    CHECK_THAT(text, Catch::Contains(line));
+  }
+  CHECK_THAT(text, !Catch::Contains("--account"));
+  CHECK_THAT(text, Catch::EndsWith("exec srun --nodes=1 --ntasks-per-node=1 --cpus-per-task=8 --kill-on-bad-exit=1 "
+                                   "'/opt/expctl/bin/expctl' '--db' '/shared/it'\\''s here/expctl.db' slurm_job "
+                                   "20261206-120000-abcdef --signal-lead 120 --allow-drift\n"));
+  // The extra directives come after expctl's own, so a user's --time or --signal wins (sbatch
+  // takes the last).
+  CHECK(text.find("--gres=gpu:4") > text.find("--requeue"));
 }

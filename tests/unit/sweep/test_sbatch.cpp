@@ -4,11 +4,12 @@
 
 #include <cstdlib>
 
+#include "sweep_test_helpers.hpp"
 #include <catch2/catch.hpp>
 
 #include "expctl/sweep/sbatch.hpp"
 #include "expctl/util/atomic_file.hpp"
-#include "sweep_test_helpers.hpp"
+#include "expctl/util/strings.hpp"
 
 using namespace expctl;
 using test::sweep_test::data;
@@ -59,8 +60,8 @@ TEST_CASE("sbatch: points of several nodes run their ranks through srun") {
 }
 
 TEST_CASE("sbatch: shell quoting") {
-  CHECK(sweep::shell_quote("a b") == "'a b'");
-  CHECK(sweep::shell_quote("it's") == "'it'\\''s'");
+  CHECK(util::shell_quote("a b") == "'a b'");
+  CHECK(util::shell_quote("it's") == "'it'\\''s'");
 }
 
 TEST_CASE("sbatch: --array lists only the points still to run, consecutive ones as ranges") {

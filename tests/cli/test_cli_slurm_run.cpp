@@ -1,0 +1,262 @@
+// `expctl run SPEC --slurm` against a real slurmctld (a throwaway single-node Slurm 22.05): the run
+// recorded `queued` with its job, trained by the job under expctl's supervisor, and — requeued or
+// preempted — resumed by the job under the same id, bit for bit.
+
+#include <thread>
+
+#include "run_helpers.hpp"
+#include "slurm_cluster.hpp"
+
+#include "expctl/launch/slurm_job.hpp"
+
+using namespace expctl;
+using namespace expctl::test::cli;
+
+namespace {
+
+using Env = std::map<std::string, std::optional<std::string>>;
+
+// A 2-rank run of the tiny spec: 3000 steps (some seconds), checkpoints every 100 steps.
+std::vector<std::string> long_slurm_run() {
+  return {"run",   tiny_spec(),
+          "--set", "train.max_steps=3000",
+          "--set", "train.eval_every=0",
+          "--set", "distributed.nproc_per_node=2",
+          "--set", "train.checkpoint_every=100",
+          "--set", "distributed.timeout_s=60"};
+}
+
+Env slurm_env(const ThrowawaySlurm& slurm) {
+  return {{"SLURM_CONF", slurm.conf()}, {"OMP_NUM_THREADS", "1"}};
+}
+
+util::SubprocessResult expctl_on(const RunDir& d, const ThrowawaySlurm& slurm, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--db", d.db.string()});
+  return test::run_expctl(args, slurm_env(slurm));
+}
+
+std::string job_of(const store::RunRecord& run) {
+  for (const auto& tag : run.tags) {
+    if (tag.starts_with("slurm-job:")) {
+      return tag.substr(10);
+    }
+  }
+  return "";
+}
+
+std::string slurm_output(const store::RunRecord& run) {
+  std::string text;
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(run.run_dir / "logs", ignored)) {
+    if (entry.path().filename().string().starts_with("slurm-")) {
+      text += read_text(entry.path());
+    }
+  }
+  return text;
+}
+
+// The run submitted with `args` (no --wait): its id from stdout.
+store::RunRecord submit(const RunDir& d, const ThrowawaySlurm& slurm, std::vector<std::string> args) {
+  args.push_back("--slurm");
+  const auto submitted = expctl_on(d, slurm, args);
+  INFO(submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  std::string id = submitted.out;
+  while (!id.empty() && id.back() == '\n') {
+    id.pop_back();
+  }
+  return d.open().find_run(id);
+}
+
+std::size_t steps_stored(const RunDir& d, const std::string& id) {
+  return d.open().metrics(id, {.name = "loss", .rank = 0}).size();
+}
+
+// After Slurm requeued the job (it holds a requeued job back 120 s: BeginTime), lets it start now.
+void release(const ThrowawaySlurm& slurm, const std::string& job) {
+  REQUIRE(eventually([&] {
+    const auto info = slurm.jobs().query(job);
+    return info && info->state == launch::slurm::JobState::pending;
+  }));
+  const auto released = slurm.client({"scontrol", "update", "JobId=" + job, "StartTime=now"});
+  INFO(released.err);
+  REQUIRE(released.exit_code == 0);
+}
+
+store::RunRecord wait_until_ended(const RunDir& d, const std::string& id) {
+  store::RunRecord run;
+  const bool ended = eventually(
+      [&] {
+        run = d.open().find_run(id);
+        return run.status != store::RunStatus::queued && run.status != store::RunStatus::running;
+      },
+      std::chrono::seconds(180));
+  INFO(slurm_output(run));
+  REQUIRE(ended);
+  return run;
+}
+
+// The run's loss curve against an uninterrupted local run of the same spec.
+void check_equals_local(const RunDir& d, const store::RunRecord& run) {
+  const json shown = parse_stdout(d.expctl({"show", run.id, "--format", "json"}));
+  RunDir local;
+  auto args = long_slurm_run();
+  args.insert(args.end(), {"--format", "json"});
+  const auto here = local.expctl(args);
+  REQUIRE(here.exit_code == 0);
+  CHECK(sha_of(shown) == sha_of(parse_stdout(here)));
+}
+
+}  // namespace
+
+TEST_CASE("slurm run: --slurm --wait records the run queued with its job and completes it as a local run does",
+          "[slurm]") {
+  ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  auto args = long_slurm_run();
+  args.insert(args.end(), {"--slurm", "--wait", "--format", "json", "--time", "10"});
+  const auto waited = expctl_on(d, slurm, args);
+  INFO(waited.out << waited.err);
+  REQUIRE(waited.exit_code == 0);
+  CHECK_THAT(waited.err, Catch::Contains("queued as Slurm job"));
+  const json document = parse_stdout(waited);
+  CHECK(document.at("run").at("status") == "completed");
+  const auto run = d.open().find_run(document.at("run").at("id").get<std::string>());
+  const std::string job = job_of(run);
+  REQUIRE_FALSE(job.empty());
+  CHECK(slurm.wait_for(job) == "COMPLETED");
+  const json summary = document.at("summary");
+  CHECK(summary.at("slurm").at("job") == job);
+  CHECK(summary.at("slurm").at("restarts") == 0);
+  CHECK(summary.at("slurm").at("node_list") == "localhost");
+  CHECK(summary.at("slurm").at("queued_s").get<double>() >= 0.0);
+  CHECK(summary.at("invocations") == 1);
+  CHECK(run.environment_hash.has_value());  // the node's fingerprint, taken in the job
+  CHECK(d.open().ranks(run.id).size() == 2);
+  CHECK(fs::exists(run.run_dir / "slurm-job.sh"));
+  check_equals_local(d, run);
+}
+
+TEST_CASE("slurm run: a queued run shows its job, is cancelled before it starts, and resume --slurm completes it",
+          "[slurm]") {
+  ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  auto args = long_slurm_run();
+  args.insert(args.end(), {"--set", "train.max_steps=40", "--sbatch=--begin=now+600"});
+  const auto queued = submit(d, slurm, args);
+  CHECK(queued.status == store::RunStatus::queued);
+  const std::string job = job_of(queued);
+  CHECK_THAT(queued.root_cause, Catch::Contains("waiting for Slurm job " + job));
+  CHECK_FALSE(queued.owner.has_value());
+  const json listed = parse_stdout(d.expctl({"list", "--status", "queued", "--format", "json"}));
+  REQUIRE(listed.at("runs").size() == 1);
+  const auto shown = d.expctl({"show", queued.id});
+  CHECK_THAT(shown.out, Catch::Contains("queued") && Catch::Contains("slurm-job:" + job));
+  // A queued run is its job's: not resumed here, not removed, not collected.
+  CHECK_THAT(d.expctl({"resume", queued.id}).err, Catch::Contains("is queued"));
+  CHECK_THAT(d.expctl({"rm", queued.id}).err, Catch::Contains("expctl cancel " + queued.id));
+
+  const auto cancelled = expctl_on(d, slurm, {"cancel", queued.id});
+  INFO(cancelled.out << cancelled.err);
+  REQUIRE(cancelled.exit_code == 0);
+  CHECK_THAT(cancelled.out, Catch::Contains("interrupted"));
+  auto run = d.open().find_run(queued.id);
+  CHECK(run.status == store::RunStatus::interrupted);
+  CHECK_THAT(run.root_cause, Catch::Contains("resume " + queued.id + " --slurm"));
+  CHECK(slurm.wait_for(job) == "CANCELLED");
+  CHECK(expctl_on(d, slurm, {"cancel", queued.id}).exit_code == 2);  // nothing left to cancel
+
+  const auto resumed = expctl_on(d, slurm, {"resume", queued.id, "--slurm", "--wait", "--format", "json"});
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  run = d.open().find_run(queued.id);
+  CHECK(run.status == store::RunStatus::completed);
+  CHECK(steps_stored(d, run.id) == 40);
+  CHECK(std::count_if(run.tags.begin(), run.tags.end(), [](const std::string& tag) {
+          return tag.starts_with("slurm-job:");
+        }) == 2);  // the cancelled job's and the resuming one's
+}
+
+TEST_CASE("slurm run: a job requeued at step ~150 resumes the same run from its checkpoint, bit for bit", "[slurm]") {
+  ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  const auto queued = submit(d, slurm, long_slurm_run());
+  const std::string job = job_of(queued);
+  REQUIRE(eventually([&] { return steps_stored(d, queued.id) >= 150; }, std::chrono::seconds(120)));
+  const auto requeued = slurm.client({"scontrol", "requeue", job});
+  INFO(requeued.err);
+  REQUIRE(requeued.exit_code == 0);
+  store::RunRecord waiting;
+  REQUIRE(eventually([&] { return (waiting = d.open().find_run(queued.id)).status == store::RunStatus::queued; }));
+  CHECK_THAT(waiting.root_cause, Catch::Contains("resumes the run from its checkpoint at step"));
+  const auto at_requeue = steps_stored(d, queued.id);
+  WARN("requeued after " << at_requeue << " of 3000 steps: " << waiting.root_cause);
+  CHECK(at_requeue < 3000);
+  release(slurm, job);
+
+  const auto run = wait_until_ended(d, queued.id);
+  INFO(run.root_cause << "\n" << slurm_output(run));
+  CHECK(run.status == store::RunStatus::completed);
+  const json summary = json::parse(run.summary_json);
+  CHECK(summary.at("invocations") == 2);
+  CHECK(summary.at("slurm").at("restarts") == 1);
+  CHECK(summary.at("steps") == 3000);
+  check_equals_local(d, run);
+}
+
+TEST_CASE("slurm run: a preemption signal checkpoints, requeues the job and resumes the run bit for bit", "[slurm]") {
+  ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  auto args = long_slurm_run();
+  args.insert(args.end(), {"--time", "30"});
+  const auto queued = submit(d, slurm, args);
+  const std::string job = job_of(queued);
+  REQUIRE(eventually([&] { return steps_stored(d, queued.id) >= 150; }, std::chrono::seconds(120)));
+  // What a preemption's warning does: SIGTERM to the job's steps while the job runs on, far from
+  // its 30-minute limit. expctl reads the job's state, checkpoints and requeues the job itself.
+  const auto signalled = slurm.client({"scancel", "--signal=TERM", job});
+  INFO(signalled.err);
+  REQUIRE(signalled.exit_code == 0);
+  store::RunRecord waiting;
+  REQUIRE(eventually([&] { return (waiting = d.open().find_run(queued.id)).status == store::RunStatus::queued; }));
+  CHECK_THAT(waiting.root_cause, Catch::Contains("preempted") && Catch::Contains("expctl requeued the job"));
+  release(slurm, job);
+
+  const auto run = wait_until_ended(d, queued.id);
+  CHECK(run.status == store::RunStatus::completed);
+  const json summary = json::parse(run.summary_json);
+  CHECK(summary.at("invocations") == 2);
+  CHECK(summary.at("slurm").at("restarts") == 1);
+  check_equals_local(d, run);
+}
+
+TEST_CASE("slurm run: --slurm refuses a team server, several nodes and a missing sbatch in one line each") {
+  RunDir d;
+  const auto server =
+      test::run_expctl({"--db", "postgresql://nobody@127.0.0.1:1/none", "run", tiny_spec(), "--slurm"}, {});
+  CHECK(server.exit_code == 2);
+  CHECK_THAT(server.err, Catch::Contains("a team server as --db is not supported with --slurm"));
+  const auto nodes = d.expctl({"run", tiny_spec(), "--set", "distributed.nnodes=2", "--slurm"});
+  CHECK(nodes.exit_code == 2);
+  CHECK_THAT(nodes.err, Catch::Contains("distributed.nnodes=2") && Catch::Contains("docs/slurm.md"));
+  const auto no_sbatch =
+      test::run_expctl({"--db", d.db.string(), "run", tiny_spec(), "--slurm"}, {{"PATH", d.dir.path().string()}});
+  CHECK(no_sbatch.exit_code != 0);
+  CHECK_THAT(no_sbatch.err, Catch::Contains("sbatch") && Catch::Contains("nothing was recorded"));
+  CHECK(d.open().list_runs().empty());
+  const auto wait_alone = d.expctl({"run", tiny_spec(), "--wait"});
+  CHECK(wait_alone.exit_code == 2);
+  CHECK_THAT(wait_alone.err, Catch::Contains("give --slurm too"));
+}
