@@ -6,7 +6,6 @@
 
 #include "expctl/launch/slurm_job.hpp"
 
-#include <csignal>
 #include <cstdlib>
 #include <thread>
 
@@ -20,6 +19,7 @@
 #include "expctl/train/plugin.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/interrupt_signals.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::run {
@@ -191,10 +191,13 @@ void settle_stop(Verdict& verdict, const Invocation& invocation, const std::stri
 }
 
 // After the run was recorded `queued` with the cause: asks Slurm to requeue the job (which then
-// stops this process too: SIGTERM is ignored from here on, the run being recorded). When Slurm
+// stops this process too: its SIGTERM is held from here on, the run being recorded). When Slurm
 // refuses, the run ends `interrupted` instead, naming how to continue it.
 void requeue_job(store::Store& store, const store::RunRecord& run, const std::string& job) {
-  std::signal(SIGTERM, SIG_IGN);
+  // Slurm's SIGTERM only wakes this process's signal pipe from here on, for the rest of it: the run
+  // is recorded, what is left is saying so. (Never destroyed: the signal may come after any return.)
+  static const auto* const held = new util::InterruptSignals();
+  (void)held;
   try {
     slurm::Client().requeue(job);
   } catch (const util::Failure& error) {
