@@ -158,6 +158,9 @@ TEST_CASE("slurm run: a queued run shows its job, is cancelled before it starts,
   REQUIRE(listed.at("runs").size() == 1);
   const auto shown = d.expctl({"show", queued.id});
   CHECK_THAT(shown.out, Catch::Contains("queued") && Catch::Contains("slurm-job:" + job));
+  const auto watched = d.expctl({"watch", queued.id, "--once"});
+  CHECK_THAT(watched.out, Catch::Contains("queued  step 0") && Catch::Contains("waiting for Slurm job " + job));
+  CHECK_THAT(watched.out, !Catch::Contains("ended"));  // waiting is not an end
   // A queued run is its job's: not resumed here, not removed, not collected.
   CHECK_THAT(d.expctl({"resume", queued.id}).err, Catch::Contains("is queued"));
   CHECK_THAT(d.expctl({"rm", queued.id}).err, Catch::Contains("expctl cancel " + queued.id));

@@ -46,7 +46,9 @@ struct WatchView {
   store::RunRecord run;
   std::optional<std::int64_t> total_steps;  ///< from the run's resolved spec, when known
   std::vector<RankView> ranks;
-  bool ended() const { return run.status != store::RunStatus::running; }
+  /// True once the run has ended; a run waiting for its scheduler's job (queued, also after a
+  /// requeue) has not.
+  bool ended() const { return run.status != store::RunStatus::running && run.status != store::RunStatus::queued; }
   /// The furthest step any rank has stored (0 before the first).
   std::int64_t latest_step() const;
 };

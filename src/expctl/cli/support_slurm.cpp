@@ -184,12 +184,16 @@ void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat 
                                                   {"output", submission.output.string()}}));
     return;
   }
-  std::cerr << fmt::format("run {} queued as Slurm job {} (script {}, output {})\n", submission.run.id, submission.job,
-                           submission.script.string(), submission.output.string());
+  if (!globals.quiet) {
+    std::cerr << fmt::format("run {} queued as Slurm job {} (script {}, output {})\n", submission.run.id,
+                             submission.job, submission.script.string(), submission.output.string());
+  }
   if (!options.wait) {
     std::cout << submission.run.id << '\n';
-    std::cerr << fmt::format("follow it: expctl watch {} (or --wait); stop it: expctl cancel {}\n", submission.run.id,
-                             submission.run.id);
+    if (!globals.quiet) {
+      std::cerr << fmt::format("follow it: expctl watch {} (or --wait); stop it: expctl cancel {}\n", submission.run.id,
+                               submission.run.id);
+    }
     return;
   }
   TerminalObserver observer(globals.quiet, format);
