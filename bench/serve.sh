@@ -91,9 +91,9 @@ field() { sed -n "s/.* $1 \([0-9]*\).*/\1/p"; }
 if [[ " $parts " == *" series "* ]]; then
   id=$("$fixture" wide "$work/wide.db" "$series" "$steps")
   serve "$work/wide.db"
-  out=$(SETTLE_MS=${SETTLE_MS:-3000} node "$here/serve/charts.mjs" "http://127.0.0.1:$port/run?id=$id&token=$token" "$repeat")
+  out=$(SERVER_PID=$server_pid SETTLE_MS=${SETTLE_MS:-3000} node "$here/serve/charts.mjs" "http://127.0.0.1:$port/run?id=$id&token=$token" "$repeat")
   echo "$out" | sed 's/^/series: /'
-  echo "series: $series series x 2 ranks x $steps steps: first chart $(echo "$out" | field first | median) ms, all $(echo "$out" | field charts | head -n1) charts $(echo "$out" | field all | median) ms (median of $repeat loads in headless Chromium)$(busy)"
+  echo "series: $series series x 2 ranks x $steps steps: first chart $(echo "$out" | field first | median) ms, all $(echo "$out" | field charts | head -n1) charts $(echo "$out" | field all | median) ms (median of $repeat loads in headless Chromium); CPU until then: the server's $(echo "$out" | field server_cpu | median) ms, the page's $(echo "$out" | field page_cpu | median) ms$(busy)"
   stop_serve
 fi
 
@@ -101,9 +101,9 @@ if [[ " $parts " == *" band "* ]]; then
   first=$("$fixture" seeds "$work/seeds.db" "$seeds" "$steps" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
   serve "$work/seeds.db"
   api_ms=$(for _ in $(seq "$repeat"); do get "/api/group?like=$first&metric=loss"; done | median | ms)
-  out=$(SETTLE_MS=${SETTLE_MS:-3000} node "$here/serve/charts.mjs" "http://127.0.0.1:$port/group?like=$first&token=$token" "$repeat")
+  out=$(SERVER_PID=$server_pid SETTLE_MS=${SETTLE_MS:-3000} node "$here/serve/charts.mjs" "http://127.0.0.1:$port/group?like=$first&token=$token" "$repeat")
   echo "$out" | sed 's/^/band: /'
-  echo "band: $seeds seeds x $steps steps: band drawn $(echo "$out" | field first | median) ms (median of $repeat loads in headless Chromium); /api/group $api_ms ms (median of $repeat)$(busy)"
+  echo "band: $seeds seeds x $steps steps: band drawn $(echo "$out" | field first | median) ms (median of $repeat loads in headless Chromium); /api/group $api_ms ms (median of $repeat); CPU of a load: the server's $(echo "$out" | field server_cpu | median) ms, the page's $(echo "$out" | field page_cpu | median) ms$(busy)"
   stop_serve
 fi
 

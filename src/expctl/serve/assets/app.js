@@ -340,8 +340,8 @@ async function runPage() {
     prank: state.prank || '', m: state.m, from: state.from, to: state.to, points: state.points === 1000 ? '' : state.points });
   const zoomed = () => state.from !== null || state.to !== null;
   // The loss chart and the run's series names (/api/metrics reads no point) at once; then the
-  // other charts, three at a time, beside the run's document (on a long run the slowest request
-  // of the page: its metrics table counts every point).
+  // other charts, three at a time; then the run's document (on a long run the slowest request of
+  // the page, its metrics table counts every point: it would slow every chart down).
   const chartsBox = el('div', { class: 'charts', id: 'charts' });
   const chartState = new Map();
   function addBox(metric) {
@@ -370,6 +370,8 @@ async function runPage() {
     for (const metric of charted) addBox(metric);
     firstDraw = eachAtOnce(charted.filter((metric) => metric !== 'loss'), 3,
       (metric) => drawOne(metric).catch((error) => chartsBox.append(failure(error))));
+    await firstDraw;
+    expctl.allCharts = performance.now();
     doc = await api('/api/run', { id });
   } catch (error) {
     show(el('h1', { text: 'Run' }), failure(error));
@@ -571,8 +573,6 @@ async function runPage() {
       setTimeout(poll, 5000);
     }
   }
-  await firstDraw;
-  expctl.allCharts = performance.now();
   await drawPhases();
   expctl.ready = true;
   loadLog();
@@ -675,8 +675,7 @@ async function groupPage() {
     // The eval series of the first member that has points, and a picker of its other series.
     const first = band.members.find((m) => m.points > 0) || band.members[0];
     if (first) {
-      const doc = await api('/api/run', { id: first.id });
-      names = (doc.metrics || []).map((m) => m.name);
+      names = (await api('/api/metrics', { id: first.id })).names;
       for (const name of names) if (name.startsWith('eval_') && !metrics.includes(name)) metrics.push(name);
     }
     fillPicker();
