@@ -806,7 +806,7 @@ async function comparePage() {
         const series = await api('/api/series', { id: run.id, metric: 'loss' });
         const rank = series.ranks.find((r) => r.rank === 0) || series.ranks[0];
         const color = palette[i % palette.length];
-        if (rank) curves[i] = { label: run.name + ' ' + run.id.slice(0, 8), data: seriesPoints(rank), borderColor: color, backgroundColor: color };
+        if (rank) curves[i] = { label: run.name + ' ' + run.id.slice(-6), data: seriesPoints(rank), borderColor: color, backgroundColor: color };
       } catch (error) {
         result.append(failure(error));
       }
