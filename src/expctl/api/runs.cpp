@@ -86,7 +86,8 @@ void add_list_details(const store::Store& db, nlohmann::json& document, const st
     const store::RunRecord& run = runs[i];
     if (!values_of.contains(run.spec_hash)) {
       const auto spec = db.spec(run.spec_hash);
-      values_of[run.spec_hash] = spec ? canonical_values(*spec) : nlohmann::json::object();
+      nlohmann::json values = spec ? canonical_values(*spec) : nlohmann::json(nullptr);
+      values_of[run.spec_hash] = values.is_object() ? std::move(values) : nlohmann::json::object();
     }
     listed[i]["summary"] = parse_object(run.summary_json, nlohmann::json::object());
   }
@@ -110,7 +111,7 @@ nlohmann::json canonical_values(const store::SpecRecord& spec) {
   if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
     return spec::applicable_values(canonical.at("spec"));
   }
-  return nlohmann::json::object();
+  return nullptr;
 }
 
 nlohmann::json parse_object(const std::string& text, nlohmann::json fallback) {

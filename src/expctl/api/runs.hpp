@@ -66,7 +66,7 @@ RunDetails read_details(const store::Store& db, const std::string& selector, con
 nlohmann::json details_json(const RunDetails& details);
 
 /// A stored spec's hashed values: its canonical form's "spec" without the sections that do not
-/// apply (spec::applicable_values), or an empty object when the form holds none.
+/// apply (spec::applicable_values), or null when the form holds none.
 nlohmann::json canonical_values(const store::SpecRecord& spec);
 
 /// A stored JSON object, or `fallback` if the text is not one (the store only accepts objects).
