@@ -4,6 +4,12 @@
 #           navigation to its page's first chart drawn in headless Chromium (median of REPEAT
 #           loads), bytes of one series answer (/api/series, the page's default), and whether the
 #           spike is among the points drawn (the highest point of each rank's line).
+#   series  a run of SERIES series x 2 ranks x STEPS steps (issue 55): ms from navigation to its
+#           page's first chart drawn and to every chart drawn, in headless Chromium (median of
+#           REPEAT loads; the page's own marks, window.__expctl.firstChart and .allCharts:
+#           performance.now(), so the HTML, app.js and Chart.js count too)
+#   band    SEEDS runs of one spec but the seed x STEPS steps of loss: ms from navigation to the
+#           group page's loss band drawn (median of REPEAT loads), and /api/group's own time (curl)
 #   table   a store of RUNS runs: ms to the runs table's first page in Chromium (median of REPEAT),
 #           the API's first page (median), and p50/p95 of PAGE_REQUESTS filtered/sorted/paged
 #           requests (curl's time_total, each request a new connection).
@@ -16,7 +22,8 @@
 #           archives' sections, Chart.js), since a build without it is not at hand.
 #
 #   bench/serve.sh [BUILD_DIR]    # default build/ci
-#   knobs: PARTS="chart table live idle size" BIG_STEPS=1000000 RUNS=10000 REPEAT=5
+#   knobs: PARTS="chart series band table live idle size" BIG_STEPS=1000000 RUNS=10000 REPEAT=5
+#          SERIES=20 SEEDS=10 STEPS=100000
 #          PAGE_REQUESTS=200 LATENCY_REQUESTS=100 IDLE=500 BASELINE_EXPCTL=path/to/expctl-without-serve
 # Needs expctl and expctl_serve_fixture (built with the tests), curl, node, chromium and
 # tests/browser/node_modules (scripts/install-deps.sh), /usr/bin/python3. Run it on an idle machine.
@@ -25,7 +32,10 @@ source "$(dirname "$0")/common.sh"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 here="$root/bench"
 build="$(cd "${1:-build/ci}" && pwd)"
-parts=${PARTS:-chart table live idle size}
+parts=${PARTS:-chart series band table live idle size}
+series=${SERIES:-20}
+seeds=${SEEDS:-10}
+steps=${STEPS:-100000}
 big_steps=${BIG_STEPS:-1000000}
 runs=${RUNS:-10000}
 repeat=${REPEAT:-5}
@@ -74,6 +84,26 @@ if [[ " $parts " == *" chart "* ]]; then
   first=$(echo "$out" | sed -n 's/^ms //p' | median)
   echo "chart: 2 ranks x $big_steps steps: first chart drawn in $first ms (median of $repeat loads in headless Chromium; all: $(echo "$out" | sed -n 's/^ms //p')); one series answer $((bytes / 2)) bytes per rank's series ($bytes bytes for both ranks), served in $api_ms ms (median)$(busy)"
   echo "chart: the spike (loss 50 at one step of $big_steps; elsewhere ~1): highest point drawn per rank: $(echo "$out" | sed -n 's/^peaks //p')"
+  stop_serve
+fi
+
+field() { sed -n "s/.* $1 \([0-9]*\).*/\1/p"; }
+if [[ " $parts " == *" series "* ]]; then
+  id=$("$fixture" wide "$work/wide.db" "$series" "$steps")
+  serve "$work/wide.db"
+  out=$(SERVER_PID=$server_pid SETTLE_MS=${SETTLE_MS:-3000} node "$here/serve/charts.mjs" "http://127.0.0.1:$port/run?id=$id&token=$token" "$repeat")
+  echo "$out" | sed 's/^/series: /'
+  echo "series: $series series x 2 ranks x $steps steps: first chart $(echo "$out" | field first | median) ms, all $(echo "$out" | field charts | head -n1) charts $(echo "$out" | field all | median) ms (median of $repeat loads in headless Chromium); CPU until then: the server's $(echo "$out" | field server_cpu | median) ms, the page's $(echo "$out" | field page_cpu | median) ms$(busy)"
+  stop_serve
+fi
+
+if [[ " $parts " == *" band "* ]]; then
+  first=$("$fixture" seeds "$work/seeds.db" "$seeds" "$steps" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
+  serve "$work/seeds.db"
+  api_ms=$(for _ in $(seq "$repeat"); do get "/api/group?like=$first&metric=loss"; done | median | ms)
+  out=$(SERVER_PID=$server_pid SETTLE_MS=${SETTLE_MS:-3000} node "$here/serve/charts.mjs" "http://127.0.0.1:$port/group?like=$first&token=$token" "$repeat")
+  echo "$out" | sed 's/^/band: /'
+  echo "band: $seeds seeds x $steps steps: band drawn $(echo "$out" | field first | median) ms (median of $repeat loads in headless Chromium); /api/group $api_ms ms (median of $repeat); CPU of a load: the server's $(echo "$out" | field server_cpu | median) ms, the page's $(echo "$out" | field page_cpu | median) ms$(busy)"
   stop_serve
 fi
 

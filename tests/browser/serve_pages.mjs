@@ -4,7 +4,10 @@
 // the charts); a live page gains points while a run writes; 60 hostile strings render literally
 // as run names, tags, metric names, root causes and summary keys on every page, with the
 // document.title canary unchanged, no script of theirs run and no CSP violation; the compare page
-// shows the verdict and both curves. Screenshots of each page go to --out.
+// shows the verdict and both curves; a program's run charts every series it logged, per rank, and
+// zooms to full resolution; a seed group's band has the members' mean; two groups compare as two
+// bands; N runs show only the spec fields that differ; a sweep's points in parallel coordinates.
+// Screenshots of each page go to --out.
 // Exit 0 pass, 1 fail, 77 skip (no chromium, or no node_modules: scripts/install-deps.sh); with
 // EXPCTL_REQUIRE_ALL=1 (.ci/run) a skip is a failure unless what is missing is in EXPCTL_ALLOWED_SKIPS.
 import { spawn, execFileSync } from 'node:child_process';
@@ -136,7 +139,7 @@ try {
     defaultColumns: [...document.querySelectorAll('#runs th.metric-column')].map((th) => th.textContent),
     info: document.getElementById('page-info').textContent,
   }));
-  const expectedRuns = 3 + hostile.length + 1 + (sweepMade.points - 1);
+  const expectedRuns = 3 + hostile.length + 1 + 1 + ids.seeds_a.length + ids.seeds_b.length + (sweepMade.points - 1);
   check(table.rows.length === expectedRuns, `runs table has ${table.rows.length} rows, the store ${expectedRuns}`);
   for (const id of [ids.alpha, ids.beta, ids.failed, ...ids.hostile]) check(table.rows.includes(id), `run ${id} missing from the table`);
   for (const text of hostile) {
@@ -188,6 +191,8 @@ try {
     const count = await points('#chart-' + metric);
     check(count === 600, `run page: chart ${metric} has ${count} points, the store 600`);
   }
+  // The phase timers are the phase chart's, not charts of their own (the picker adds them).
+  check(await page.$('#chart-forward_ms') === null, 'run page: forward_ms charted by default');
   // Straggler scores per rank and the phase shares over the run (stacked, one rank at a time).
   check(await points('#chart-straggler_score') === 600, 'run page: straggler chart points: ' + await points('#chart-straggler_score'));
   const phaseSets = await page.evaluate(() => window.__expctl.charts.phases.data.datasets.map((d) => d.label));
@@ -224,6 +229,117 @@ try {
   check(themeAfter.dark !== themeBefore && themeAfter.stored === (themeAfter.dark ? 'dark' : 'light'), 'the theme button: ' + JSON.stringify(themeAfter));
   await page.screenshot({ path: path.join(args.out, 'run-dark.png') });
   await page.click('#theme');
+
+  // 2b. A program's run: every series it logged is charted, per rank, in order (loss, the eval
+  // series, its own, the supervisor's sys_*); the picker adds a series left out by default.
+  await page.goto(`${base}/run?id=${encodeURIComponent(ids.program)}`, { waitUntil: 'load' });
+  await ready();
+  const programCharts = await page.$$eval('#charts .chart:not([hidden]) canvas', (canvases) => canvases.map((c) => [c.getAttribute('data-metric'), Number(c.getAttribute('data-points'))]));
+  check(JSON.stringify(programCharts) === JSON.stringify([['loss', 400], ['eval_accuracy', 4], ['kl_divergence', 400], ['reward', 400],
+    ['sys_cpu_percent', 40], ['sys_rss_mb', 40]]), 'program run charts: ' + JSON.stringify(programCharts));
+  const reward = await page.evaluate(() => window.__expctl.charts.reward.data.datasets.map((d) => [d.label, d.data[9].x, d.data[9].y]));
+  check(JSON.stringify(reward) === JSON.stringify([['rank 0', 10, 5], ['rank 1', 10, 6]]), 'reward per rank at step 10 (0.5 * step + rank): ' + JSON.stringify(reward));
+  const pickable = await page.$$eval('#metric-picker option', (options) => options.map((o) => o.value).filter((v) => v));
+  check(JSON.stringify(pickable) === JSON.stringify(['data_wait_ms']), 'the picker offers the series not charted: ' + pickable.join(','));
+  await page.select('#metric-picker', 'data_wait_ms');
+  await page.waitForFunction(() => Number(document.querySelector('[id="chart-data_wait_ms"]')?.getAttribute('data-points')) === 400, { timeout: 10000 });
+  check(new URL(page.url()).searchParams.getAll('m').join(',') === 'data_wait_ms', 'a picked series stays in the URL: ' + page.url());
+  await canary('expctl: run', 'program run page');
+  await noStrays('program run page');
+  await page.screenshot({ path: path.join(args.out, 'run-program.png'), fullPage: true });
+  // Zoom: with 30 points a rank the reward chart is downsampled; the steps 50-75 asked for again
+  // come at full resolution (26 a rank); a drag across the chart asks for the steps it covers.
+  await page.goto(`${base}/run?id=${encodeURIComponent(ids.program)}&points=30`, { waitUntil: 'load' });
+  await ready();
+  check(await page.$eval('#chart-reward', (c) => c.getAttribute('data-downsampled')) === '1', 'reward not downsampled at points=30');
+  const box = await (await page.$('#chart-reward')).boundingBox();
+  await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.45, box.y + box.height / 2, { steps: 4 });
+  await page.mouse.up();
+  await page.waitForFunction(() => window.__expctl.zoomed === true, { timeout: 10000 });
+  const dragged = await page.evaluate(async () => {
+    const url = new URL(location.href);
+    const from = Number(url.searchParams.get('from'));
+    const to = Number(url.searchParams.get('to'));
+    const xs = window.__expctl.charts.reward.data.datasets.flatMap((d) => d.data.map((p) => p.x));
+    const api = await (await fetch(`/api/series?id=${url.searchParams.get('id')}&metric=reward&points=30&from=${from}&to=${to}`)).json();
+    return { from, to, min: Math.min(...xs), max: Math.max(...xs), drawn: xs.length, api: api.ranks.reduce((n, r) => n + r.x.length, 0) };
+  });
+  check(dragged.to > dragged.from && dragged.min >= dragged.from && dragged.max <= dragged.to && dragged.drawn === dragged.api && dragged.drawn > 0,
+    'a drag zooms to its steps: ' + JSON.stringify(dragged));
+  await page.goto(`${base}/run?id=${encodeURIComponent(ids.program)}&points=30&from=50&to=75`, { waitUntil: 'load' });
+  await ready();
+  const zoomed = await page.evaluate(() => ({ points: Number(document.querySelector('#chart-reward').getAttribute('data-points')),
+    downsampled: document.querySelector('#chart-reward').getAttribute('data-downsampled'), min: window.__expctl.charts.reward.options.scales.x.min }));
+  check(zoomed.points === 52 && zoomed.downsampled === '0' && zoomed.min === 50, 'zoomed to steps 50-75 at full resolution: ' + JSON.stringify(zoomed));
+  await page.screenshot({ path: path.join(args.out, 'run-zoomed.png') });
+
+  // 2c. A group over seeds: the runs of one spec but the seed, as a mean and its 95 % band; the
+  // mean at a step is the mean of the members' own values there.
+  const memberLoss = (id, step) => page.evaluate(async (run, at) => {
+    const series = await (await fetch('/api/series?id=' + encodeURIComponent(run) + '&metric=loss&points=5000')).json();
+    const rank = series.ranks[0];
+    return rank.y[rank.x.indexOf(at)];
+  }, id, step);
+  const expectedMean = async (members, step) => {
+    const values = [];
+    for (const id of members) values.push(await memberLoss(id, step));
+    return values.reduce((a, b) => a + b, 0) / values.length;
+  };
+  await page.goto(`${base}/group?like=${encodeURIComponent(ids.seeds_a[0])}`, { waitUntil: 'load' });
+  await ready();
+  const group = await page.evaluate(() => {
+    const sets = window.__expctl.charts['band-loss'].data.datasets;
+    const at = (band, step) => sets.find((d) => d.band === band).data.find((p) => p.x === step).y;
+    return { members: [...document.querySelectorAll('#group-members tbody tr')].map((tr) => tr.getAttribute('data-run')),
+      mean: at('mean', 100), low: at('low', 100), high: at('high', 100), sets: sets.length,
+      evalBand: window.__expctl.charts['band-eval_accuracy'] ? window.__expctl.charts['band-eval_accuracy'].data.datasets.find((d) => d.band === 'mean').data.length : 0 };
+  });
+  check(JSON.stringify([...group.members].sort()) === JSON.stringify([...ids.seeds_a].sort()), 'the seed group of a run: ' + group.members.join(','));
+  const mean100 = await expectedMean(ids.seeds_a, 100);
+  check(Math.abs(group.mean - mean100) <= 1e-4 * Math.abs(mean100), `band mean at step 100 is ${group.mean}, the members' mean ${mean100}`);
+  check(group.low < group.mean && group.mean < group.high, 'the band holds its mean: ' + JSON.stringify(group));
+  check(group.evalBand === 3, 'the eval_accuracy band has its 3 evaluations: ' + group.evalBand);
+  await page.click('#show-members');
+  await page.waitForFunction(() => window.__expctl.charts['band-loss'].data.datasets.filter((d) => d.member).length === 3, { timeout: 10000 });
+  check(new URL(page.url()).searchParams.get('members') === '1', 'members shown stays in the URL');
+  await canary('expctl: group', 'group page');
+  await noStrays('group page');
+  await page.screenshot({ path: path.join(args.out, 'group.png'), fullPage: true });
+
+  // 2d. Compare of two groups (an A/B's tagged sides): both bands; N runs: only the fields that differ.
+  await page.goto(`${base}/compare?a=all:tag:ab:fixture:a&b=all:tag:ab:fixture:b`, { waitUntil: 'load' });
+  await ready();
+  const sides = await page.evaluate(() => window.__expctl.charts['compare-loss'].data.datasets.filter((d) => d.band === 'mean').map((d) => [d.label, d.data.find((p) => p.x === 100).y]));
+  check(sides.length === 2 && sides[0][0].startsWith('A mean of 3') && sides[1][0].startsWith('B mean of 3'), 'compare of two groups draws both means: ' + JSON.stringify(sides));
+  const mean100b = await expectedMean(ids.seeds_b, 100);
+  check(sides.length === 2 && Math.abs(sides[0][1] - mean100) <= 1e-4 * mean100 && Math.abs(sides[1][1] - mean100b) <= 1e-4 * mean100b,
+    `the two bands' means at step 100: ${JSON.stringify(sides)}, the members' ${mean100} and ${mean100b}`);
+  check(await page.evaluate(() => window.__expctl.charts['compare-loss'].data.datasets.filter((d) => d.band === 'high').length) === 2, 'two bands');
+  await canary('expctl: compare', 'compare page of two groups');
+  await page.screenshot({ path: path.join(args.out, 'compare-groups.png'), fullPage: true });
+  const nRuns = [ids.seeds_a[0], ids.seeds_a[1], ids.seeds_b[0]];
+  await page.goto(`${base}/?limit=200`, { waitUntil: 'load' });
+  await ready();
+  for (const id of nRuns) await page.click(`#runs tr[data-run="${id}"] input[type=checkbox]`);
+  check(await page.$eval('#compare-selected', (b) => b.textContent) === 'compare 3 selected', 'the compare button counts the selected runs');
+  await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.click('#compare-selected')]);
+  await ready();
+  const nCompare = await page.evaluate(() => ({
+    runs: [...document.querySelectorAll('#spec-diff thead th[data-run]')].map((th) => th.getAttribute('data-run')),
+    rows: [...document.querySelectorAll('#spec-diff tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)),
+    points: Number(document.querySelector('#chart-compare-runs').getAttribute('data-points')),
+  }));
+  check(new Set(nCompare.runs).size === 3 && nRuns.every((id) => nCompare.runs.includes(id)), 'N-run compare columns: ' + nCompare.runs.join(','));
+  const column = (id) => nCompare.runs.indexOf(id) + 1;
+  const row = (path) => nCompare.rows.find((r) => r[0] === path) || [];
+  check(JSON.stringify(nCompare.rows.map((r) => r[0])) === JSON.stringify(['optim.lr', 'seed']), 'only the differing fields: ' + JSON.stringify(nCompare.rows));
+  check(row('seed')[column(ids.seeds_a[1])] === '2' && row('optim.lr')[column(ids.seeds_b[0])] === '0.02', 'the differing values: ' + JSON.stringify(nCompare.rows));
+  check(nCompare.points === 900, 'N-run compare chart: ' + nCompare.points + ' points, 300 per run');
+  await canary('expctl: compare', 'N-run compare page');
+  await noStrays('N-run compare page');
+  await page.screenshot({ path: path.join(args.out, 'compare-n.png'), fullPage: true });
 
   // 3. Hostile strings on run pages: name, root cause, metric names, summary keys and values.
   const allPage = await (async () => {
@@ -300,6 +416,19 @@ try {
   check(sweepShown.rows.length === cliReport.configurations.length && sweepShown.rows.length === 3, `sweep table has ${sweepShown.rows.length} rows`);
   const cliText = run(args.expctl, ['--db', db, 'sweep', sweepFile, '--report']);
   for (const row of sweepShown.rows) check(row.every((cell) => cliText.includes(cell)), 'a sweep table row the CLI does not print: ' + row.join(' | '));
+  // Parallel coordinates: a line per completed run through optim.lr and the metric; the lowest
+  // final_train_loss (lr 0.1 in the fixture) at the bottom of the metric's axis.
+  const parallel = await page.evaluate(() => {
+    const sets = window.__expctl.charts.parallel.data.datasets;
+    return { metric: document.getElementById('chart-parallel').getAttribute('data-metric'), lines: sets.length,
+      shape: sets.map((d) => d.data.length), best: sets.filter((d) => d.data[1].y === 0).map((d) => d.line.axes[0]) };
+  });
+  check(parallel.metric === 'final_train_loss' && parallel.lines === 5 && parallel.shape.every((n) => n === 2),
+    'parallel coordinates: ' + JSON.stringify(parallel));
+  check(JSON.stringify(parallel.best) === JSON.stringify([0.1]), 'the best run of the parallel coordinates has lr 0.1: ' + JSON.stringify(parallel.best));
+  await page.select('#pc-metric', 'eval_accuracy');
+  check(await page.$eval('#chart-parallel', (c) => c.getAttribute('data-metric')) === 'eval_accuracy' &&
+    new URL(page.url()).searchParams.get('pc') === 'eval_accuracy', 'the parallel coordinates follow the chosen metric');
   check(sweepShown.plots.length === cliReport.metrics.length && sweepShown.plots.every(([, n]) => n >= 5),
     'sweep plots: ' + JSON.stringify(sweepShown.plots));
   check(sweepShown.plots.some(([id]) => id === 'plot-final_train_loss-optim-lr'), 'plot ids as the HTML report names them: ' + JSON.stringify(sweepShown.plots));
@@ -324,7 +453,7 @@ try {
 
   const cspErrors = consoleErrors.filter((text) => /Content Security Policy|Refused to/.test(text));
   check(cspErrors.length === 0, 'CSP errors in the console: ' + cspErrors.join(' | '));
-  console.log(`pages checked: runs, filtered runs, run, run (wall, log), run (smooth, dark), every-hostile run, 10 hostile runs, compare x2, sweep list, sweep, live (${before} -> ${after} points)`);
+  console.log(`pages checked: runs, filtered runs, run, run (wall, log), run (smooth, dark), program run, program run zoomed (drag, URL), seed group, compare of two groups, N-run compare, every-hostile run, 10 hostile runs, compare x2, sweep list, sweep (parallel coordinates), live (${before} -> ${after} points)`);
 } catch (error) {
   failures.push(String(error && error.stack || error));
   console.error(error);

@@ -157,14 +157,24 @@ void downsample(const std::vector<std::int64_t>& steps, const std::vector<double
 }
 
 nlohmann::json series_document(const store::Store& store, const SeriesQuery& query) {
-  const std::int64_t after = query.after_step.value_or(std::numeric_limits<std::int64_t>::min());
-  const auto columns = store.series_columns(query.run_id, query.metric, after);
+  std::int64_t after = query.after_step.value_or(std::numeric_limits<std::int64_t>::min());
+  if (query.from_step && *query.from_step > std::numeric_limits<std::int64_t>::min()) {
+    after = std::max(after, *query.from_step - 1);
+  }
+  auto columns = store.series_columns(query.run_id, query.metric, after);
+  if (query.to_step) {
+    for (auto& rank : columns) {
+      const auto end = std::upper_bound(rank.steps.begin(), rank.steps.end(), *query.to_step) - rank.steps.begin();
+      rank.steps.resize(static_cast<std::size_t>(end));
+      rank.values.resize(static_cast<std::size_t>(end));
+    }
+  }
   std::vector<store::SeriesColumns> times;
   std::vector<store::SeriesAggregate> times_total;
   std::vector<store::SeriesAggregate> times_after;
   if (query.x == XAxis::wall) {
     times = store.series_columns(query.run_id, util::metric::step_time_ms, after);
-    if (query.after_step) {
+    if (after != std::numeric_limits<std::int64_t>::min()) {
       times_total = store.series_aggregates(query.run_id, util::metric::step_time_ms);
       times_after = store.series_aggregates(query.run_id, util::metric::step_time_ms, after);
     }
@@ -297,6 +307,13 @@ nlohmann::json phase_shares_document(const store::Store& store, const PhaseShare
   document["measured"] = any_phase;  // false: nothing to chart (a program that times no phase)
   document["at"] = std::move(at);
   document["phases"] = std::move(phases);
+  return document;
+}
+
+nlohmann::json metric_names_document(const store::Store& store, const std::string& run_id) {
+  nlohmann::json document = json_envelope("metric-names");
+  document["run"] = run_id;
+  document["names"] = store.metric_names(run_id);
   return document;
 }
 

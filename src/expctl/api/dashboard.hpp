@@ -64,6 +64,10 @@ struct SeriesQuery {
   std::size_t points = 1000;  ///< the most points per rank (capped at k_max_series_points)
   /// Only steps after this one (a live page's sequence number: the last step it holds).
   std::optional<std::int64_t> after_step;
+  /// Only steps in [from_step, to_step]: a zoomed chart asks for its visible range again, and
+  /// gets it at full resolution when it fits in `points`.
+  std::optional<std::int64_t> from_step;
+  std::optional<std::int64_t> to_step;
 };
 
 /// {"kind": "series", "run", "metric", "x": "step"|"wall", "seq": last step sent (or the query's
@@ -88,6 +92,10 @@ struct PhaseSharesQuery {
   std::size_t buckets = 300;  ///< capped at k_max_series_points / 3
 };
 nlohmann::json phase_shares_document(const store::Store& store, const PhaseSharesQuery& query);
+
+/// {"kind": "metric-names", "run", "names": [...]}: the run's series by name (Store::metric_names:
+/// no point is read), what a run page lays its charts out by before it reads any.
+nlohmann::json metric_names_document(const store::Store& store, const std::string& run_id);
 
 /// The same points as CSV: "rank,step,x,value" lines under a header (exact when they fit).
 std::string series_csv(const nlohmann::json& series);

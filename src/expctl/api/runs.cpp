@@ -23,10 +23,7 @@ void read_values(const store::Store& db, RunDetails& details, const FolderAccess
     return;
   }
   if (details.spec) {
-    const nlohmann::json canonical = nlohmann::json::parse(details.spec->canonical, nullptr, false);
-    if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
-      details.values = spec::applicable_values(canonical.at("spec"));
-    }
+    details.values = canonical_values(*details.spec);
   }
 }
 
@@ -88,14 +85,9 @@ void add_list_details(const store::Store& db, nlohmann::json& document, const st
   for (std::size_t i = 0; i < runs.size() && i < listed.size(); ++i) {
     const store::RunRecord& run = runs[i];
     if (!values_of.contains(run.spec_hash)) {
-      nlohmann::json values = nlohmann::json::object();
-      if (const auto spec = db.spec(run.spec_hash)) {
-        const nlohmann::json canonical = nlohmann::json::parse(spec->canonical, nullptr, false);
-        if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
-          values = spec::applicable_values(canonical.at("spec"));
-        }
-      }
-      values_of[run.spec_hash] = std::move(values);
+      const auto spec = db.spec(run.spec_hash);
+      nlohmann::json values = spec ? canonical_values(*spec) : nlohmann::json(nullptr);
+      values_of[run.spec_hash] = values.is_object() ? std::move(values) : nlohmann::json::object();
     }
     listed[i]["summary"] = parse_object(run.summary_json, nlohmann::json::object());
   }
@@ -112,6 +104,14 @@ nlohmann::json series_document(const store::Store& db, const std::string& run_id
   }
   document["points"] = std::move(points);
   return document;
+}
+
+nlohmann::json canonical_values(const store::SpecRecord& spec) {
+  const nlohmann::json canonical = nlohmann::json::parse(spec.canonical, nullptr, false);
+  if (canonical.is_object() && canonical.contains("spec") && canonical.at("spec").is_object()) {
+    return spec::applicable_values(canonical.at("spec"));
+  }
+  return nullptr;
 }
 
 nlohmann::json parse_object(const std::string& text, nlohmann::json fallback) {

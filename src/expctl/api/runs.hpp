@@ -65,6 +65,10 @@ RunDetails read_details(const store::Store& db, const std::string& selector, con
 /// `show --format json` without its "shipped" field (a fact of the CLI's node).
 nlohmann::json details_json(const RunDetails& details);
 
+/// A stored spec's hashed values: its canonical form's "spec" without the sections that do not
+/// apply (spec::applicable_values), or null when the form holds none.
+nlohmann::json canonical_values(const store::SpecRecord& spec);
+
 /// A stored JSON object, or `fallback` if the text is not one (the store only accepts objects).
 nlohmann::json parse_object(const std::string& text, nlohmann::json fallback);
 

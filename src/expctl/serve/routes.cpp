@@ -15,8 +15,11 @@ constexpr Route k_routes[] = {
      "the runs page (Pages, above): filters, sort, metric columns, pages of 50"},
     {RouteKind::page, "/run", "run", "", "?id=RUN",
      "a run's page: its curves, ranks, phases, spec, environment, summary and log tail"},
-    {RouteKind::page, "/compare", "compare", "compare", "?a=A&b=B",
-     "two runs (or groups) compared: the verdict and the overlaid loss curves"},
+    {RouteKind::page, "/compare", "compare", "compare", "?a=A&b=B|runs=R1,R2,…",
+     "two runs (or groups) compared: the verdict and the overlaid loss curves (a group's as its mean and 95 % "
+     "band); or N runs: the spec fields that differ, their summaries and loss curves"},
+    {RouteKind::page, "/group", "group", "", "?like=RUN|runs=SELECTOR&metric=M",
+     "a group of runs over seeds: each metric's mean with its 95 % band, the members on demand"},
     {RouteKind::page, "/sweep", "sweep", "sweeps", "?name=NAME",
      "the sweeps served, or one sweep's report with its plots"},
     {RouteKind::asset, "/assets/", "", "", "NAME",
@@ -29,8 +32,11 @@ constexpr Route k_routes[] = {
      "`expctl show RUN --format json` (without `shipped` and `run_dir`)"},
     {RouteKind::api, "/api/watch", "", "", "?id=RUN",
      "one line of `expctl watch RUN --format json`"},
-    {RouteKind::api, "/api/series", "", "", "?id=RUN&metric=loss&x=step|wall&points=N&after=SEQ",
-     "`ranks: [{rank, points, downsampled, x, y}]`, `seq`"},
+    {RouteKind::api, "/api/series", "", "", "?id=RUN&metric=loss&x=step|wall&points=N&after=SEQ&from=STEP&to=STEP",
+     "`ranks: [{rank, points, downsampled, x, y}]`, `seq`; each rank's min, max and last point per bucket when "
+     "more than `points` fall in the steps asked for"},
+    {RouteKind::api, "/api/metrics", "", "", "?id=RUN",
+     "the run's series: `names` (no point read: what the run page lays its charts out by)"},
     {RouteKind::api, "/api/series.csv", "", "", "?...",
      "the same as CSV (`rank,step,VALUE`)"},
     {RouteKind::api, "/api/phases", "", "", "?id=RUN&rank=N&x=step|wall&buckets=300",
@@ -45,6 +51,12 @@ constexpr Route k_routes[] = {
      "the tail of `logs/rank-N.log`, when the run folder is on this host"},
     {RouteKind::api, "/api/compare", "", "", "?a=A&b=B",
      "`expctl compare A B --format json`"},
+    {RouteKind::api, "/api/group", "", "", "?like=RUN|runs=SELECTOR&metric=loss&points=N&from=STEP&to=STEP",
+     "a group's band: `members: [{id, name, status, seed, rank, points}]`, `x`, `mean`, `low`, `high`, `n` (compare's "
+     "t interval of the members' mean per bucket of steps); `like=RUN`: the runs of RUN's spec but the seed"},
+    {RouteKind::api, "/api/spec-diff", "", "", "?runs=R1,R2,…",
+     "N runs side by side: `runs`, `fields: [{path, values}]` (only the spec fields that differ), `same`, "
+     "`metrics: [{name, values}]` (their numeric summaries)"},
 };
 // clang-format on
 

@@ -20,6 +20,7 @@
 
 #include "expctl/api/compare.hpp"
 #include "expctl/api/dashboard.hpp"
+#include "expctl/api/group.hpp"
 #include "expctl/api/runs.hpp"
 #include "expctl/api/sweep.hpp"
 #include "expctl/api/watch.hpp"
@@ -475,6 +476,21 @@ api::XAxis x_axis(const Request& request) {
   return x == "wall" ? api::XAxis::wall : api::XAxis::step;
 }
 
+/// from=STEP&to=STEP: the steps a zoomed chart shows (either may be left out).
+void step_range(const Request& request, std::optional<std::int64_t>& from, std::optional<std::int64_t>& to) {
+  constexpr auto low = std::numeric_limits<std::int64_t>::min() + 1;
+  constexpr auto high = std::numeric_limits<std::int64_t>::max();
+  if (!param(request, "from").empty()) {
+    from = number_param<std::int64_t>(request, "from", 0, low, high);
+  }
+  if (!param(request, "to").empty()) {
+    to = number_param<std::int64_t>(request, "to", 0, low, high);
+  }
+  if (from && to && *from > *to) {
+    throw HttpError{400, "parameter from is after to: give the first step, then the last"};
+  }
+}
+
 api::SeriesQuery series_query(const Request& request, const store::Store& store) {
   api::SeriesQuery query;
   query.run_id = exact_run(store, param(request, "id")).id;
@@ -487,7 +503,18 @@ api::SeriesQuery series_query(const Request& request, const store::Store& store)
   if (!param(request, "after").empty()) {
     query.after_step = number_param<std::int64_t>(request, "after", 0, -1, std::numeric_limits<std::int64_t>::max());
   }
+  step_range(request, query.from_step, query.to_step);
   return query;
+}
+
+/// The runs of a group parameter (compare's grammar, no spec files), at most k_max_group_runs.
+std::vector<store::RunRecord> group_runs(const store::Store& store, const Request& request, const char* name) {
+  auto runs = compare::resolve_group(store, group_param(request, name));
+  if (runs.size() > api::k_max_group_runs) {
+    throw HttpError{400, fmt::format("parameter {} names {} runs; at most {} are drawn together (narrow the tag)", name,
+                                     runs.size(), api::k_max_group_runs)};
+  }
+  return runs;
 }
 
 }  // namespace
@@ -716,6 +743,33 @@ struct Server::Impl {
             throw HttpError{404, "no log of this rank in the run's folder on this host"};
           }
           response.set_content(*text, "text/plain; charset=utf-8");
+        }));
+    get("/api/metrics", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          send_json(response, api::metric_names_document(*store, exact_run(*store, param(request, "id")).id));
+        }));
+    get("/api/group", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          api::BandQuery query;
+          const bool by_selector = !param(request, "runs").empty();
+          if (by_selector == !param(request, "like").empty()) {
+            throw HttpError{400,
+                            "give runs=SELECTOR (e.g. all:tag:ab:NAME:a) or like=RUN (its runs but the seed), "
+                            "one of them"};
+          }
+          query.runs = by_selector ? group_runs(*store, request, "runs")
+                                   : api::seed_group(*store, exact_run(*store, param(request, "like")));
+          query.metric = param(request, "metric");
+          if (query.metric.empty()) {
+            query.metric = util::metric::loss;
+          }
+          query.points = number_param<std::size_t>(request, "points", 1000, 1, api::k_max_series_points);
+          step_range(request, query.from_step, query.to_step);
+          send_json(response, api::band_document(*store, query));
+        }));
+    get("/api/spec-diff", route([this](const Request& request, Response& response) {
+          const auto store = stores.take();
+          send_json(response, api::spec_diff_document(*store, group_runs(*store, request, "runs")));
         }));
     get("/api/compare", route([this](const Request& request, Response& response) {
           const std::string a = group_param(request, "a");

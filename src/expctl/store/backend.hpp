@@ -89,6 +89,8 @@ class Backend {
   virtual std::vector<SeriesAggregate> series_aggregates(const std::string& run_id, const std::string& name,
                                                          std::int64_t after_step) = 0;
   virtual std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) = 0;
+  /// The names of the run's series, ordered by name, without reading their points.
+  virtual std::vector<std::string> metric_names(const std::string& run_id) = 0;
   virtual std::vector<ArtifactRecord> artifacts(const std::string& run_id) = 0;
   /// Ordered by rank, statuses as stored.
   virtual std::vector<RankRecord> ranks(const std::string& run_id) = 0;

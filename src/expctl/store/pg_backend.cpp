@@ -528,6 +528,19 @@ GROUP BY k.name, m.run_id, m.key_id, m.rank ORDER BY k.name, m.rank)sql",
   return series;
 }
 
+std::vector<std::string> PgBackend::metric_names(const std::string& run_id) {
+  // One probe of the primary key (run_id, key_id, ...) per name the store knows.
+  const PgResult rows = m_connection.exec(R"sql(
+SELECT k.name FROM metric_keys k
+WHERE EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = $1 AND m.key_id = k.id) ORDER BY k.name)sql",
+                                          {run_id});
+  std::vector<std::string> names;
+  for (int row = 0; row < rows.rows(); ++row) {
+    names.push_back(rows.text(row, 0));
+  }
+  return names;
+}
+
 std::vector<ArtifactRecord> PgBackend::artifacts(const std::string& run_id) {
   const PgResult rows =
       m_connection.exec("SELECT path, sha256, size_bytes FROM artifacts WHERE run_id = $1 ORDER BY path", {run_id});

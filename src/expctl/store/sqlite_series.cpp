@@ -363,4 +363,20 @@ std::vector<RankRecord> SqliteBackend::ranks(const std::string& run_id) {
   });
 }
 
+std::vector<std::string> SqliteBackend::metric_names(const std::string& run_id) {
+  auto& connection = m_connection;
+  return connection.retry([&] {
+    // One probe of the primary key (run_id, key_id, ...) per name the store knows.
+    SQLite::Statement query(connection.db(), R"sql(
+SELECT k.name FROM metric_keys k
+WHERE EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = ? AND m.key_id = k.id) ORDER BY k.name)sql");
+    query.bind(1, run_id);
+    std::vector<std::string> names;
+    while (query.executeStep()) {
+      names.push_back(query.getColumn(0).getString());
+    }
+    return names;
+  });
+}
+
 }  // namespace expctl::store

@@ -353,6 +353,10 @@ std::vector<MetricSeriesInfo> Store::metric_series(const std::string& run_id) co
   return m_backend->metric_series(run_id);
 }
 
+std::vector<std::string> Store::metric_names(const std::string& run_id) const {
+  return m_backend->metric_names(run_id);
+}
+
 std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
   return m_backend->artifacts(run_id);
 }

@@ -219,6 +219,10 @@ class Store {
       std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
   /// One line per metric name (ordered by name).
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) const;
+  /// The names of the run's series (ordered by name): one index probe per metric name the store
+  /// knows, where metric_series counts every point (a run page lists its charts with it before
+  /// any series is read).
+  std::vector<std::string> metric_names(const std::string& run_id) const;
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) const;  ///< ordered by path
   /// Ordered by rank. A rank stored `running` in a run that is not (its exit was never written:
   /// the disk was full, the supervisor was killed) reads as `lost`.

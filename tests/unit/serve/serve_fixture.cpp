@@ -5,6 +5,10 @@
 //   expctl_serve_fixture many DB N               N short runs
 //   expctl_serve_fixture sweep DB SWEEP.yaml     a completed run of each point of the sweep but the
 //                                                last (its summary's loss and accuracy follow optim.lr)
+//   expctl_serve_fixture wide DB SERIES STEPS    one run of 2 ranks x STEPS steps of SERIES series
+//                                                (loss, then series_1 ...); prints its id
+//   expctl_serve_fixture seeds DB N STEPS        N runs of one spec but the seed, 1 rank x STEPS
+//                                                steps of loss each; prints their ids as JSON
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -32,6 +36,23 @@ std::string add_spec(store::Store& db, const std::string& name, int max_steps) {
   const std::string hash = util::sha256_hex(canonical);
   db.put_spec(hash, canonical, name);
   return hash;
+}
+
+/// A spec with a seed and a learning rate: runs of one (name, lr) and several seeds are one
+/// configuration over seeds.
+std::string add_seeded_spec(store::Store& db, const std::string& name, int seed, double lr, int max_steps) {
+  const nlohmann::json values = {
+      {"name", name}, {"seed", seed}, {"optim", {{"lr", lr}}}, {"train", {{"max_steps", max_steps}}}};
+  const std::string canonical = nlohmann::json{{"format", "expctl-spec-v1"}, {"name", name}, {"spec", values}}.dump();
+  const std::string hash = util::sha256_hex(canonical);
+  db.put_spec(hash, canonical, name);
+  return hash;
+}
+
+/// The loss of seed `seed` of the seed groups at `step` (the browser test recomputes their mean).
+double seed_loss(std::int64_t step, int seed, double lr) {
+  return 2.0 * std::exp(-static_cast<double>(step) * lr) + 0.05 * seed +
+         0.02 * std::sin(static_cast<double>(step) * seed);
 }
 
 /// Step `step` of `rank`: loss, samples/s, step time and phase timers.
@@ -113,6 +134,57 @@ int make_store(const std::string& path, const std::string& hostile_file) {
     out["hostile"].push_back(run.id);
     summary[text] = text;
   }
+  // A program's run: series of its own (two ranks), eval points on rank 0 and the supervisor's
+  // system samples, none of them a trainer's per-step set.
+  {
+    const auto run = db.create_run({spec, std::nullopt, "program", std::nullopt});
+    std::vector<store::MetricPoint> points;
+    for (int rank = 0; rank < 2; ++rank) {
+      db.add_rank(run.id, {.rank = rank, .host = "node-a", .pid = 400 + rank});
+      for (int step = 1; step <= 200; ++step) {
+        points.push_back({rank, step, "loss", loss_at(step, 5.0)});
+        points.push_back({rank, step, "reward", 0.5 * step + rank});
+        points.push_back({rank, step, "kl_divergence", 0.01 * (step % 17) + 0.1 * rank});
+        if (step % 10 == 0) {
+          points.push_back({rank, step, "sys_cpu_percent", 95.0 + rank});
+          points.push_back({rank, step, "sys_rss_mb", 800.0 + step});
+        }
+        if (rank == 0 && step % 50 == 0) {
+          points.push_back({0, step, "eval_accuracy", 0.5 + step / 1000.0});
+        }
+        points.push_back({rank, step, "data_wait_ms", 1.0});  // a phase timer: not charted by default
+      }
+    }
+    db.append_metrics(run.id, points);
+    for (int rank = 0; rank < 2; ++rank) {
+      db.update_rank(run.id, rank, store::RunStatus::completed, 0, std::nullopt);
+    }
+    db.finish_run(run.id, store::RunStatus::completed, 0, "");
+    out["program"] = run.id;
+  }
+  // Two groups over seeds, tagged as `expctl ab` tags its sides: 3 seeds at lr 0.01 (A), 3 at 0.02 (B).
+  for (const auto& [side, lr] :
+       {std::pair<std::string, double>{"a", 0.01}, std::pair<std::string, double>{"b", 0.02}}) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int seed = 1; seed <= 3; ++seed) {
+      const std::string hash = add_seeded_spec(db, "seeded", seed, lr, 300);
+      const auto run = db.create_run({hash, std::nullopt, "seeded-" + side + "-" + std::to_string(seed), std::nullopt});
+      std::vector<store::MetricPoint> points;
+      for (int step = 1; step <= 300; ++step) {
+        points.push_back({0, step, "loss", seed_loss(step, seed, lr)});
+        if (step % 100 == 0) {
+          points.push_back({0, step, "eval_accuracy", 0.6 + 0.01 * seed + lr});
+        }
+      }
+      db.append_metrics(run.id, points);
+      db.add_tag(run.id, "ab:fixture");
+      db.add_tag(run.id, "ab:fixture:" + side);
+      db.set_summary(run.id, nlohmann::json{{"final_train_loss", seed_loss(300, seed, lr)}}.dump());
+      db.finish_run(run.id, store::RunStatus::completed, 0, "");
+      ids.push_back(run.id);
+    }
+    out["seeds_" + side] = std::move(ids);
+  }
   const auto all = db.create_run({spec, std::nullopt, "every hostile string", std::nullopt});
   db.set_summary(all.id, summary.dump());
   db.finish_run(all.id, store::RunStatus::failed, 1, hostile.front());
@@ -171,6 +243,51 @@ int big_run(const std::string& path, std::int64_t steps) {
   return 0;
 }
 
+int wide_run(const std::string& path, int series, std::int64_t steps) {
+  store::Store db = store::Store::open(path);
+  const std::string spec = add_spec(db, "wide", static_cast<int>(steps));
+  const auto run = db.create_run({spec, std::nullopt, "wide", std::nullopt});
+  for (int rank = 0; rank < 2; ++rank) {
+    db.add_rank(run.id, {.rank = rank, .host = "node-a", .pid = 500 + rank});
+  }
+  std::vector<store::MetricPoint> points;
+  const std::int64_t chunk = 20'000;
+  for (int s = 0; s < series; ++s) {
+    const std::string name = s == 0 ? "loss" : "series_" + std::to_string(s);
+    for (std::int64_t from = 1; from <= steps; from += chunk) {
+      points.clear();
+      for (int rank = 0; rank < 2; ++rank) {
+        for (std::int64_t step = from; step < from + chunk && step <= steps; ++step) {
+          points.push_back({rank, step, name, 1.0 + s + 0.1 * std::sin(static_cast<double>(step) * 1e-3 + rank)});
+        }
+      }
+      db.append_metrics(run.id, points);
+    }
+  }
+  db.finish_run(run.id, store::RunStatus::completed, 0, "");
+  std::cout << run.id << std::endl;
+  return 0;
+}
+
+int seed_runs(const std::string& path, int count, std::int64_t steps) {
+  store::Store db = store::Store::open(path);
+  nlohmann::json ids = nlohmann::json::array();
+  std::vector<store::MetricPoint> points;
+  for (int seed = 1; seed <= count; ++seed) {
+    const std::string hash = add_seeded_spec(db, "seeds", seed, 1e-4, static_cast<int>(steps));
+    const auto run = db.create_run({hash, std::nullopt, "seed-" + std::to_string(seed), std::nullopt});
+    points.clear();
+    for (std::int64_t step = 1; step <= steps; ++step) {
+      points.push_back({0, step, "loss", seed_loss(step, seed, 1e-4)});
+    }
+    db.append_metrics(run.id, points);
+    db.finish_run(run.id, store::RunStatus::completed, 0, "");
+    ids.push_back(run.id);
+  }
+  std::cout << ids.dump() << std::endl;
+  return 0;
+}
+
 int many_runs(const std::string& path, int count) {
   store::Store db = store::Store::open(path);
   const std::string spec = add_spec(db, "many", 10);
@@ -226,6 +343,12 @@ int main(int argc, char** argv) {
     if (args.size() == 3 && args[0] == "big") {
       return big_run(args[1], std::stoll(args[2]));
     }
+    if (args.size() == 4 && args[0] == "wide") {
+      return wide_run(args[1], std::stoi(args[2]), std::stoll(args[3]));
+    }
+    if (args.size() == 4 && args[0] == "seeds") {
+      return seed_runs(args[1], std::stoi(args[2]), std::stoll(args[3]));
+    }
     if (args.size() == 3 && args[0] == "many") {
       return many_runs(args[1], std::stoi(args[2]));
     }
@@ -237,6 +360,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "usage: expctl_serve_fixture store DB HOSTILE.json | live DB STEPS MS | big DB STEPS | many DB N | "
-               "sweep DB SWEEP.yaml\n";
+               "sweep DB SWEEP.yaml | wide DB SERIES STEPS | seeds DB N STEPS\n";
   return 2;
 }

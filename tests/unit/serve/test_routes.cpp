@@ -86,6 +86,7 @@ TEST_CASE("serve routes: the rendered table has one row per route and escapes pi
     ++rows;
   }
   CHECK(rows == serve::routes().size());
-  CHECK_THAT(table, Catch::Contains("| `/api/series?id=RUN&metric=loss&x=step\\|wall&points=N&after=SEQ` |"));
+  CHECK_THAT(table, Catch::Contains(
+                        "| `/api/series?id=RUN&metric=loss&x=step\\|wall&points=N&after=SEQ&from=STEP&to=STEP` |"));
   CHECK_THAT(table, Catch::Contains("| `/run?id=RUN` |"));
 }

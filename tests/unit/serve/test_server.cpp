@@ -393,6 +393,44 @@ TEST_CASE("serve: the API answers runs, a run, its series, CSV and a compare", "
   CHECK(reply.body.find("at most 8 metric columns") != std::string::npos);
 }
 
+TEST_CASE("serve: a run's series names, a group's band, N runs' spec differences and a zoomed series", "[serve]") {
+  Served served;
+  const int port = served.port;
+  const std::string id = served.run_id;
+  Reply reply = ask(port, request(port, "/api/metrics?id=" + id, bearer()));
+  REQUIRE(reply.status == 200);
+  CHECK(nlohmann::json::parse(reply.body)["names"] == nlohmann::json::parse(R"(["loss"])"));
+  reply = ask(port, request(port, "/api/group?like=" + id, bearer()));
+  REQUIRE(reply.status == 200);
+  const auto band = nlohmann::json::parse(reply.body);
+  CHECK(band["members"][0]["id"] == id);
+  CHECK(band["mean"] == nlohmann::json::parse("[2.0, 1.5]"));
+  reply = ask(port, request(port, "/api/group?runs=" + id + "&metric=loss&from=2", bearer()));
+  REQUIRE(reply.status == 200);
+  CHECK(nlohmann::json::parse(reply.body)["x"] == nlohmann::json::parse("[2]"));
+  // One of runs= and like=; no spec files; a step range in order.
+  CHECK(ask(port, request(port, "/api/group", bearer())).status == 400);
+  CHECK(ask(port, request(port, "/api/group?like=" + id + "&runs=" + id, bearer())).status == 400);
+  CHECK(ask(port, request(port, "/api/group?like=nope", bearer())).status == 404);
+  test::TempDir dir;
+  const auto spec = dir.write("spec.yaml", "name: x\n");
+  reply = ask(port, request(port, "/api/group?runs=" + spec.string(), bearer()));
+  CHECK(reply.status == 400);
+  CHECK(reply.body.find("reads no spec files") != std::string::npos);
+  reply = ask(port, request(port, "/api/series?id=" + id + "&from=3&to=2", bearer()));
+  CHECK(reply.status == 400);
+  CHECK(reply.body.find("from is after to") != std::string::npos);
+  reply = ask(port, request(port, "/api/series?id=" + id + "&from=2&to=2", bearer()));
+  REQUIRE(reply.status == 200);
+  CHECK(nlohmann::json::parse(reply.body)["ranks"][0]["x"] == nlohmann::json::parse("[2]"));
+  reply = ask(port, request(port, "/api/spec-diff?runs=" + id, bearer()));
+  REQUIRE(reply.status == 200);
+  CHECK(nlohmann::json::parse(reply.body)["kind"] == "spec-diff");
+  CHECK(reply.body.find("run_dir") == std::string::npos);
+  CHECK(ask(port, request(port, "/api/spec-diff", bearer())).status == 400);
+  CHECK(ask(port, request(port, "/api/spec-diff?runs=" + id, "")).status == 401);
+}
+
 TEST_CASE("serve: 240 path and query fuzz cases never reach a file", "[serve]") {
   Served served;
   const int port = served.port;

@@ -221,6 +221,12 @@ TEMPLATE_TEST_CASE("store contract: NaN, ±Inf, extreme doubles, 64-bit steps an
   CHECK(std::isnan(series[0].first_value));
   CHECK(series[1].name == unicode);
   CHECK(series[1].last_step == std::numeric_limits<std::int64_t>::max());
+  // The names alone, as metric_series has them; a name other runs logged is not this run's.
+  CHECK(db.metric_names(run.id) == std::vector<std::string>{series[0].name, series[1].name});
+  const auto quiet = new_run(db);
+  db.append_metrics(quiet.id, std::vector<MetricPoint>{{0, 1, "only here", 1.0}});
+  CHECK(db.metric_names(quiet.id) == std::vector<std::string>{"only here"});
+  CHECK(db.metric_names(run.id).size() == 2);
 
   // A point given again replaces the stored one (a resumed run re-logs its steps).
   db.append_metrics(run.id, std::vector<MetricPoint>{{0, 1, "loss", 5.0}, {0, 1, "loss", 6.0}});

@@ -3,7 +3,8 @@
 // encodeURIComponent, and each view keeps its state in its URL (share it as it is).
 'use strict';
 
-const expctl = (window.__expctl = { charts: {}, ready: false, errors: [] });
+// charts: keyed by metric names a run logged (any text, "__proto__" too), so without a prototype.
+const expctl = (window.__expctl = { charts: Object.create(null), ready: false, errors: [] });
 
 // ---- small DOM helpers ---------------------------------------------------------------------
 function el(tag, attrs, ...children) {
@@ -179,8 +180,12 @@ async function runsPage() {
   };
   metricInput.addEventListener('keydown', (e) => { if (e.key === 'Enter') addColumn(); });
   const columnChips = el('span', { class: 'chips' });
-  const compareButton = el('button', { type: 'button', disabled: true, text: 'compare 2 selected',
-    onclick: () => { const [a, b] = [...selected]; location.href = pagePath('compare') + '?' + new URLSearchParams({ a, b }); } });
+  // Two runs: compare's verdict of B against A; more: the N-run page (the spec fields that differ).
+  const compareButton = el('button', { type: 'button', id: 'compare-selected', disabled: true, text: 'compare selected',
+    onclick: () => {
+      const ids = [...selected];
+      location.href = pagePath('compare') + '?' + new URLSearchParams(ids.length === 2 ? { a: ids[0], b: ids[1] } : { runs: ids.join(',') });
+    } });
   const table = el('table', { id: 'runs' });
   const pager = el('div', { class: 'pager' });
   show(el('h1', { text: 'Runs' }),
@@ -214,7 +219,8 @@ async function runsPage() {
     const rows = page.runs.map((run) => el('tr', { 'data-run': run.id },
       el('td', {}, el('input', { type: 'checkbox', onchange: (e) => {
         if (e.target.checked) selected.add(run.id); else selected.delete(run.id);
-        compareButton.disabled = selected.size !== 2;
+        compareButton.disabled = selected.size < 2;
+        compareButton.textContent = selected.size > 2 ? `compare ${selected.size} selected` : 'compare selected';
       } })),
       el('td', { class: 'mono' }, link(pagePath('run'), { id: run.id }, run.id)),
       el('td', {}, statusCell(run.status)),
@@ -259,8 +265,67 @@ function phaseStrip(shares) {
   return strip;
 }
 
-const runCharts = [['loss', 'loss'], ['samples_per_sec', 'samples/s'], ['step_time_ms', 'step time (ms)'],
-  ['straggler_score', 'straggler score (compute time over the median rank\u2019s)']];
+// Which series a run page charts. Every numeric series the run has is one chart per metric (a
+// line per rank), in this order: loss, the eval series, the series the program logged, the
+// trainer's throughput, step time, learning rate and straggler score, then the supervisor's sys_*
+// samples. The phase timers (the phase chart shows them) and the trainer's bookkeeping are left
+// to the metric picker, which adds any series the run has (m=NAME in the URL, once per chart).
+const pickerOnly = new Set(['data_wait_ms', 'forward_ms', 'backward_ms', 'comm_wait_ms', 'optimizer_ms', 'allreduce_bytes', 'grad_scale', 'skipped']);
+const trainerSeries = ['samples_per_sec', 'step_time_ms', 'lr', 'straggler_score'];
+const seriesLabels = new Map([['samples_per_sec', 'samples/s'], ['step_time_ms', 'step time (ms)'], ['lr', 'learning rate'],
+  ['straggler_score', 'straggler score (compute time over the median rank\u2019s)'], ['sys_cpu_percent', 'CPU (% of one core, per rank)'],
+  ['sys_rss_mb', 'resident memory (MiB, per rank)']]);
+function seriesGroup(name) {
+  if (name === 'loss') return 0;
+  if (name.startsWith('eval_')) return 1;
+  if (name.startsWith('sys_')) return 4;
+  return trainerSeries.includes(name) ? 3 : 2;
+}
+function chartOrder(names) {
+  const within = (a, b) => (seriesGroup(a) === 3 ? trainerSeries.indexOf(a) - trainerSeries.indexOf(b) : a < b ? -1 : a > b ? 1 : 0);
+  return [...names].sort((a, b) => seriesGroup(a) - seriesGroup(b) || within(a, b));
+}
+// Runs `task` over `items`, `width` at a time (the server has a connection per request in flight,
+// and a 2-core host gains nothing from more).
+async function eachAtOnce(items, width, task) {
+  const queue = [...items];
+  const worker = async () => { while (queue.length) await task(queue.shift()); };
+  await Promise.all(Array.from({ length: Math.min(width, queue.length) }, worker));
+}
+// Drag across a chart to zoom its x range, double-click to zoom out: onZoom(low, high) or
+// onZoom(null, null). The band shown while dragging is a div over the chart (styled in app.css).
+function attachZoom(canvas, chartOf, onZoom) {
+  if (canvas.hasAttribute('data-zoom')) return;
+  canvas.setAttribute('data-zoom', '');
+  const band = el('div', { class: 'zoom-band', hidden: true });
+  canvas.parentNode.append(band);
+  let start = null;
+  const at = (event) => event.clientX - canvas.getBoundingClientRect().left;
+  canvas.addEventListener('mousedown', (event) => {
+    if (event.button !== 0) return;
+    start = at(event);
+    band.hidden = false;
+    band.style.left = start + 'px';
+    band.style.width = '0px';
+  });
+  canvas.addEventListener('mousemove', (event) => {
+    if (start === null) return;
+    band.style.left = Math.min(start, at(event)) + 'px';
+    band.style.width = Math.abs(at(event) - start) + 'px';
+  });
+  window.addEventListener('mouseup', (event) => {
+    if (start === null) return;
+    const [a, b] = [start, at(event)].sort((p, q) => p - q);
+    start = null;
+    band.hidden = true;
+    const chart = chartOf();
+    if (b - a < 5 || !chart) return;
+    onZoom(chart.scales.x.getValueForPixel(a), chart.scales.x.getValueForPixel(b));
+  });
+  canvas.addEventListener('dblclick', () => onZoom(null, null));
+}
+const optionalNumber = (text) => (text === null || text === '' || !Number.isFinite(Number(text)) ? null : Number(text));
+
 const phaseNames = [['data', 'data', '#8e6bd1'], ['forward', 'forward', '#3d8bd9'], ['backward', 'backward', '#39a96b'],
   ['comm', 'exposed all-reduce wait', '#e0863a'], ['optimizer', 'optimizer', '#c8b43a'], ['other', 'other', '#9aa0aa']];
 
@@ -269,36 +334,66 @@ async function runPage() {
   const q = query();
   const id = q.get('id') || '';
   const state = { id, x: q.get('x') === 'wall' ? 'wall' : 'step', log: q.get('log') === '1', smooth: Number(q.get('smooth') || 0), rank: Number(q.get('rank') || 0),
-    prank: Number(q.get('prank') || 0) };
+    prank: Number(q.get('prank') || 0), m: q.getAll('m'), from: optionalNumber(q.get('from')), to: optionalNumber(q.get('to')),
+    points: Math.min(5000, Math.max(3, Number(q.get('points') || 1000))) };
   const save = () => setQuery({ id: state.id, x: state.x === 'step' ? '' : state.x, log: state.log ? '1' : '', smooth: state.smooth || '', rank: state.rank || '',
-    prank: state.prank || '' });
-  // The charts first: their series are asked for at once, beside the run's document (which
-  // counts every point of every metric, the slow part for a long run).
-  const chartsBox = el('div', { class: 'charts' });
-  const charts = runCharts;
-  const chartState = {};
-  for (const [metric, label] of charts) {
+    prank: state.prank || '', m: state.m, from: state.from, to: state.to, points: state.points === 1000 ? '' : state.points });
+  const zoomed = () => state.from !== null || state.to !== null;
+  // The loss chart and the run's series names (/api/metrics reads no point) at once; then the
+  // other charts, three at a time; then the run's document (on a long run the slowest request of
+  // the page, its metrics table counts every point: it would slow every chart down).
+  const chartsBox = el('div', { class: 'charts', id: 'charts' });
+  const chartState = new Map();
+  function addBox(metric) {
+    if (chartState.has(metric)) return chartState.get(metric);
     const canvas = el('canvas', { id: 'chart-' + metric, 'data-metric': metric });
     const csv = el('a', { class: 'csv', text: 'CSV' });
-    const box = el('div', { class: 'chart' }, el('h3', {}, el('span', { text: label }), csv), el('div', {}, canvas));
-    chartState[metric] = { canvas, csv, box, raw: [], seq: null };
+    const box = el('div', { class: 'chart', 'data-metric': metric }, el('h3', {}, el('span', { text: seriesLabels.get(metric) || metric }), csv), el('div', {}, canvas));
+    const st = { canvas, csv, box, raw: [], seq: null };
+    chartState.set(metric, st);
     chartsBox.append(box);
+    attachZoom(canvas, () => expctl.charts[metric], zoomTo);
+    return st;
   }
+  addBox('loss');
   show(el('h1', {}, el('span', { class: 'muted mono', text: id })), chartsBox);
-  // The first chart alone, then the document beside the other charts: on a long run each of
-  // these reads millions of points, and the first chart should not share the disk and CPU.
-  await drawOne(charts[0][0]).catch((error) => chartsBox.append(failure(error)));
-  const firstDraw = (async () => {
-    for (const [metric] of charts.slice(1)) await drawOne(metric).catch((error) => chartsBox.append(failure(error)));
-  })();
+  const namesAsked = api('/api/metrics', { id });
+  namesAsked.catch(() => {});  // awaited below; not an unhandled rejection while the loss is drawn
+  await drawOne('loss').catch((error) => chartsBox.append(failure(error)));
+  expctl.firstChart = performance.now();
   let doc;
+  let names;
+  let firstDraw;
   try {
+    names = (await namesAsked).names;
+    const charted = chartOrder(names.filter((name) => !pickerOnly.has(name) || state.m.includes(name)));
+    for (const metric of charted) addBox(metric);
+    firstDraw = eachAtOnce(charted.filter((metric) => metric !== 'loss'), 3,
+      (metric) => drawOne(metric).catch((error) => chartsBox.append(failure(error))));
+    await firstDraw;
+    expctl.allCharts = performance.now();
     doc = await api('/api/run', { id });
   } catch (error) {
     show(el('h1', { text: 'Run' }), failure(error));
     return;
   }
   const run = doc.run;
+  const picker = el('select', { id: 'metric-picker', onchange: (e) => {
+    const metric = e.target.value;
+    if (!metric) return;
+    state.m.push(metric);
+    save();
+    addBox(metric);
+    fillPicker();
+    drawOne(metric).catch((error) => chartsBox.append(failure(error)));
+  } });
+  function fillPicker() {
+    const left = names.filter((name) => !chartState.has(name));
+    put(picker, el('option', { value: '', text: left.length ? 'add a chart\u2026' : 'every series is charted' }),
+      left.map((name) => el('option', { value: name, text: name })));
+    picker.disabled = left.length === 0;
+  }
+  fillPicker();
   const fields = [['run', run.id], ['name', run.name], ['status', null], ['root cause', run.root_cause || '-'],
     ['spec', run.spec_hash + (doc.spec && doc.spec.name ? ' (' + doc.spec.name + ')' : '')], ['environment', run.environment_hash || '-'],
     ['started', when(run.started_at) + ' UTC'], ['ended', run.ended_at ? when(run.ended_at) + ' UTC' : '-'],
@@ -306,11 +401,12 @@ async function runPage() {
   const statusNode = statusCell(run.status);
   statusNode.id = 'run-status';
   const dl = el('dl', { class: 'fields' }, fields.map(([k, v]) => [el('dt', { text: k }), el('dd', { class: k === 'root cause' ? 'root-cause' : undefined }, v === null ? statusNode : v)]));
-  const xSelect = el('select', { id: 'x-axis', onchange: (e) => { state.x = e.target.value; save(); drawAll(); } },
+  const xSelect = el('select', { id: 'x-axis', onchange: (e) => { state.x = e.target.value; state.from = state.to = null; save(); drawAll(); } },
     [['step', 'step'], ['wall', 'time (s of step time)']].map(([v, t]) => el('option', { value: v, selected: v === state.x, text: t })));
   const logBox = el('input', { type: 'checkbox', id: 'log-scale', checked: state.log, onchange: (e) => { state.log = e.target.checked; save(); drawAll(); } });
   const smoothInput = el('input', { type: 'range', id: 'smooth', min: 0, max: 0.99, step: 0.01, value: state.smooth,
     onchange: (e) => { state.smooth = Number(e.target.value); save(); redrawSmoothing(); } });
+  const zoomReset = el('button', { type: 'button', id: 'zoom-reset', hidden: !zoomed(), text: 'zoom out', onclick: () => zoomTo(null, null) });
   const liveNote = el('span', { id: 'live', class: 'muted' });
   const ranksTable = el('table', { id: 'ranks' },
     el('thead', {}, el('tr', {}, ['rank', 'host', 'status', 'exit', 'step ms', 'where the step went', 'straggler mean/max'].map((t) => el('th', { text: t })))),
@@ -334,7 +430,9 @@ async function runPage() {
   show(el('h1', {}, el('span', { class: 'run-name', text: run.name }), ' ', el('span', { class: 'muted mono', text: run.id })),
     dl,
     el('div', { class: 'toolbar' }, el('label', {}, 'x axis ', xSelect), el('label', {}, logBox, ' log scale'),
-      el('label', {}, 'smoothing ', smoothInput), liveNote, link(pagePath('compare'), { a: run.id, b: '' }, 'compare with\u2026')),
+      el('label', {}, 'smoothing ', smoothInput), picker, zoomReset, liveNote, link(pagePath('compare'), { a: run.id, b: '' }, 'compare with\u2026'),
+      link(pagePath('group'), { like: run.id }, 'its seeds')),
+    el('p', { class: 'muted hint', text: 'drag across a chart to zoom (the points of the steps shown are read again, at full resolution where they fit); double-click to zoom out' }),
     chartsBox, phaseBox,
     el('h2', { text: 'Ranks' }), ranksTable,
     el('h2', { text: 'Metrics' }),
@@ -348,36 +446,67 @@ async function runPage() {
     el('h2', {}, 'Log ', logRank), logBox2);
 
   function datasets(metric) {
-    return chartState[metric].raw.map((rank, i) => ({
+    return chartState.get(metric).raw.map((rank, i) => ({
       label: 'rank ' + rank.rank, data: ema(rank.points, state.smooth), borderColor: palette[i % palette.length],
       backgroundColor: palette[i % palette.length],
     }));
   }
   function redrawSmoothing() {
-    for (const [metric] of charts) {
+    for (const metric of chartState.keys()) {
       const chart = expctl.charts[metric];
       if (!chart) continue;
       chart.data.datasets = datasets(metric);
       chart.update('none');
     }
   }
+  // The x range shown: on the step axis the points of those steps are asked for again (exact when
+  // they fit in `points` per rank); on the time axis the range is cut from the points at hand.
+  function zoomTo(low, high) {
+    if (low === null) state.from = state.to = null;
+    else if (state.x === 'step') { state.from = Math.floor(low); state.to = Math.ceil(high); }
+    else { state.from = Math.round(low * 1000) / 1000; state.to = Math.round(high * 1000) / 1000; }
+    save();
+    zoomReset.hidden = !zoomed();
+    if (state.x === 'step') {
+      expctl.zoomed = false;
+      eachAtOnce([...chartState.keys()], 3, (metric) => drawOne(metric).catch((error) => chartsBox.append(failure(error))))
+        .then(() => { expctl.zoomed = true; });
+      return;
+    }
+    for (const metric of chartState.keys()) {
+      const chart = expctl.charts[metric];
+      if (chart) { setRange(chart); chart.update('none'); }
+    }
+    expctl.zoomed = true;
+  }
+  function setRange(chart) {
+    chart.options.scales.x.min = state.from === null ? undefined : state.from;
+    chart.options.scales.x.max = state.to === null ? undefined : state.to;
+  }
   async function drawOne(metric) {
-    const st = chartState[metric];
-    const params = { id, metric, x: state.x };
-    st.csv.setAttribute('href', '/api/series.csv?' + new URLSearchParams(params));
+    const st = chartState.get(metric);
+    const params = { id, metric, x: state.x, points: state.points };
+    if (state.x === 'step' && state.from !== null) params.from = state.from;
+    if (state.x === 'step' && state.to !== null) params.to = state.to;
+    st.csv.setAttribute('href', '/api/series.csv?' + searchParams(params));
     st.csv.setAttribute('download', 'series.csv');
     const series = await api('/api/series', params);
     st.raw = series.ranks.map((rank) => ({ rank: rank.rank, points: seriesPoints(rank) }));
     st.seq = series.seq;
-    st.box.hidden = series.ranks.length === 0;  // a metric this run did not record
+    // A metric this run did not record (loss of a program that logs none) has no chart; one with
+    // no point in the zoomed range keeps its box.
+    st.box.hidden = series.ranks.length === 0 && !zoomed();
+    st.canvas.setAttribute('data-downsampled', series.ranks.some((rank) => rank.downsampled) ? '1' : '0');
     const chart = makeChart(st.canvas, metric, state.x === 'wall' ? 'seconds of step time' : 'step', state.log);
+    setRange(chart);
     chart.data.datasets = datasets(metric);
     chart.update('none');
     countPoints(chart);
   }
   async function drawAll() {
     try {
-      for (const [metric] of charts) await drawOne(metric);  // loss first: the first chart is the one awaited
+      await drawOne('loss');  // the first chart is the one awaited
+      await eachAtOnce([...chartState.keys()].filter((metric) => metric !== 'loss'), 3, drawOne);
       await drawPhases();
     } catch (error) {
       chartsBox.append(failure(error));
@@ -420,9 +549,8 @@ async function runPage() {
       const view = await api('/api/watch', { id: run.id });
       statusNode.textContent = view.run.status;
       statusNode.className = 'status-' + view.run.status;
-      for (const [metric] of charts) {
-        const st = chartState[metric];
-        const params = { id: run.id, metric, x: state.x };
+      for (const [metric, st] of chartState) {
+        const params = { id: run.id, metric, x: state.x, points: state.points };
         if (st.seq !== null && st.seq !== undefined) params.after = st.seq;
         const series = await api('/api/series', params);
         for (const rank of series.ranks) {
@@ -431,6 +559,7 @@ async function runPage() {
           target.points.push(...seriesPoints(rank));
         }
         st.seq = series.seq;
+        if (series.ranks.length) st.box.hidden = false;
         const chart = expctl.charts[metric];
         if (chart) { chart.data.datasets = datasets(metric); chart.update('none'); countPoints(chart); }
       }
@@ -444,33 +573,151 @@ async function runPage() {
       setTimeout(poll, 5000);
     }
   }
-  await firstDraw;
   await drawPhases();
   expctl.ready = true;
   loadLog();
   if (run.status === 'running') setTimeout(poll, 1000);
 }
 
+// ---- groups: a mean line with its 95 % band -------------------------------------------------
+// The band is the server's (api/group.cpp: compare's t interval of the members' mean per bucket of
+// steps); the page draws it as two edges with the area between them filled, under the mean.
+function bandDatasets(band, color, label) {
+  const points = (values) => band.x.map((x, i) => ({ x, y: values[i] }));
+  const runs = band.members.length;
+  return [
+    { label: label + ' 95% low', data: points(band.low), borderColor: 'transparent', backgroundColor: color + '30', pointRadius: 0, fill: false, band: 'low' },
+    { label: label + ' 95% band', data: points(band.high), borderColor: 'transparent', backgroundColor: color + '30', pointRadius: 0, fill: '-1', band: 'high' },
+    { label: `${label} mean of ${runs} run${runs === 1 ? '' : 's'}`, data: points(band.mean), borderColor: color, backgroundColor: color, band: 'mean' },
+  ];
+}
+function hideLowEdge(chart) {
+  chart.options.plugins.legend.labels.filter = (item, data) => data.datasets[item.datasetIndex].band !== 'low';
+}
+// Each member's own line (its lowest rank, as the band reads it), thin, for "show the members".
+async function memberDatasets(band, metric, color) {
+  const sets = [];
+  await eachAtOnce(band.members.filter((m) => m.points > 0), 3, async (member) => {
+    const series = await api('/api/series', { id: member.id, metric });
+    const rank = series.ranks.find((r) => r.rank === member.rank) || series.ranks[0];
+    if (rank) sets.push({ label: member.id, data: seriesPoints(rank), borderColor: color + '80', backgroundColor: color + '80', borderWidth: 0.8, member: true });
+  });
+  return sets;
+}
+const memberLabel = (m) => m.name + (m.seed === null || m.seed === undefined ? '' : ' (seed ' + m.seed + ')');
+
+async function groupPage() {
+  document.title = 'expctl: group';
+  const q = query();
+  const state = { like: q.get('like') || '', runs: q.get('runs') || '', metric: q.getAll('metric'), members: q.get('members') === '1' };
+  const runsInput = el('input', { id: 'group-runs', value: state.runs, placeholder: 'all:tag:ab:NAME:a, A1,A2,A3', size: 40 });
+  const form = el('form', { class: 'filters', onsubmit: (e) => { e.preventDefault(); location.href = pagePath('group') + '?' + searchParams({ runs: runsInput.value.trim() }); } },
+    el('label', {}, 'runs', runsInput), el('button', { type: 'submit', text: 'draw' }));
+  if (!state.like && !state.runs) {
+    show(el('h1', { text: 'Group' }), form, el('p', { class: 'muted', text: 'name the runs of a group (a run page\u2019s \u201Cits seeds\u201D link names the runs of its spec but the seed)' }));
+    expctl.ready = true;
+    return;
+  }
+  const selector = state.runs ? { runs: state.runs } : { like: state.like };
+  const save = () => setQuery({ ...selector, metric: state.metric, members: state.members ? '1' : '' });
+  const membersBox = el('div', { id: 'members' });
+  const chartsBox = el('div', { class: 'charts', id: 'bands' });
+  const membersToggle = el('input', { type: 'checkbox', id: 'show-members', checked: state.members, onchange: async (e) => {
+    state.members = e.target.checked;
+    save();
+    await eachAtOnce(metrics, 3, drawBand);
+  } });
+  const picker = el('select', { id: 'metric-picker', onchange: (e) => {
+    if (!e.target.value) return;
+    metrics.push(e.target.value);
+    state.metric = metrics.filter((m) => m !== 'loss');
+    save();
+    fillPicker();
+    drawBand(e.target.value);
+  } });
+  show(el('h1', { text: state.runs ? 'Group ' + state.runs : 'The seeds of run ' + state.like }), form,
+    el('div', { class: 'toolbar' }, el('label', {}, membersToggle, ' show the members'), picker),
+    membersBox, chartsBox);
+  const bands = new Map();
+  let names = [];
+  const metrics = ['loss', ...state.metric.filter((m) => m !== 'loss')];
+  async function drawBand(metric) {
+    let box = chartsBox.querySelector(`[data-metric="${CSS.escape(metric)}"]`);
+    if (!box) {
+      const canvas = el('canvas', { id: 'band-' + metric, 'data-metric': metric });
+      box = el('div', { class: 'chart', 'data-metric': metric }, el('h3', {}, el('span', { text: metric + ': mean and 95% band' })), el('div', {}, canvas));
+      chartsBox.append(box);
+    }
+    const band = bands.get(metric) || await api('/api/group', { ...selector, metric });
+    bands.set(metric, band);
+    const chart = makeChart(box.querySelector('canvas'), 'band-' + metric, 'step', false);
+    hideLowEdge(chart);
+    chart.data.datasets = bandDatasets(band, palette[0], metric);
+    if (state.members) chart.data.datasets.push(...await memberDatasets(band, metric, palette[1]));
+    chart.update('none');
+    countPoints(chart);
+    box.hidden = band.x.length === 0;
+    return band;
+  }
+  function fillPicker() {
+    const left = names.filter((n) => !metrics.includes(n));
+    put(picker, el('option', { value: '', text: left.length ? 'add a metric\u2026' : 'every metric is drawn' }), left.map((n) => el('option', { value: n, text: n })));
+  }
+  try {
+    const band = await drawBand('loss');
+    expctl.firstChart = performance.now();
+    put(membersBox, el('table', { id: 'group-members' },
+      el('thead', {}, el('tr', {}, ['run', 'name', 'seed', 'status', 'points'].map((t) => el('th', { text: t })))),
+      el('tbody', {}, band.members.map((m) => el('tr', { 'data-run': m.id }, el('td', { class: 'mono' }, link(pagePath('run'), { id: m.id }, m.id)),
+        el('td', { text: m.name }), el('td', { class: 'num', text: m.seed === null ? '-' : JSON.stringify(m.seed) }),
+        el('td', {}, statusCell(m.status)), el('td', { class: 'num', text: m.points }))))),
+    band.members.length > 1 ? link(pagePath('compare'), { runs: band.members.map((m) => m.id).join(',') }, 'compare the members\u2019 specs') : null);
+    // The eval series of the first member that has points, and a picker of its other series.
+    const first = band.members.find((m) => m.points > 0) || band.members[0];
+    if (first) {
+      names = (await api('/api/metrics', { id: first.id })).names;
+      for (const name of names) if (name.startsWith('eval_') && !metrics.includes(name)) metrics.push(name);
+    }
+    fillPicker();
+    await eachAtOnce(metrics.filter((m) => m !== 'loss'), 3, drawBand);
+    expctl.allCharts = performance.now();
+  } catch (error) {
+    chartsBox.append(failure(error));
+  }
+  expctl.ready = true;
+}
+
 // ---- compare page --------------------------------------------------------------------------
+// Two runs or groups: compare's verdict, its tables and the loss curves (a group of two or more
+// runs as its mean and band). N runs (runs=A,B,C): the spec fields that differ, and only those,
+// their numeric summaries and loss curves.
 async function comparePage() {
   document.title = 'expctl: compare';
   const q = query();
-  const state = { a: q.get('a') || '', b: q.get('b') || '' };
+  const state = { a: q.get('a') || '', b: q.get('b') || '', runs: q.get('runs') || '', members: q.get('members') === '1' };
   const aInput = el('input', { id: 'side-a', value: state.a, placeholder: 'run id, tag:NAME, all:tag:NAME, A1,A2', size: 36 });
   const bInput = el('input', { id: 'side-b', value: state.b, placeholder: 'run id, tag:NAME, @latest', size: 36 });
+  const runsInput = el('input', { id: 'runs-n', value: state.runs, placeholder: 'or N runs: A,B,C or all:tag:NAME', size: 36 });
   const result = el('div', { id: 'result' });
-  const form = el('form', { class: 'filters', onsubmit: (e) => { e.preventDefault(); state.a = aInput.value.trim(); state.b = bInput.value.trim(); setQuery(state); load(); } },
-    el('label', {}, 'baseline A', aInput), el('label', {}, 'candidate B', bInput), el('button', { type: 'submit', text: 'compare' }));
+  const form = el('form', { class: 'filters', onsubmit: (e) => {
+    e.preventDefault();
+    Object.assign(state, { a: aInput.value.trim(), b: bInput.value.trim(), runs: runsInput.value.trim() });
+    if (state.runs) state.a = state.b = '';
+    setQuery(state);
+    load();
+  } },
+  el('label', {}, 'baseline A', aInput), el('label', {}, 'candidate B', bInput), el('label', {}, 'N runs', runsInput), el('button', { type: 'submit', text: 'compare' }));
   show(el('h1', { text: 'Compare' }), form, result);
   async function load() {
+    if (state.runs) return loadMany();
     if (!state.a || !state.b) {
-      put(result, el('p', { class: 'muted', text: 'name a baseline and a candidate (the runs table can pick two)' }));
+      put(result, el('p', { class: 'muted', text: 'name a baseline and a candidate, or N runs (the runs table can pick them)' }));
       expctl.ready = true;
       return;
     }
     let doc;
     try {
-      doc = await api('/api/compare', state);
+      doc = await api('/api/compare', { a: state.a, b: state.b });
     } catch (error) {
       put(result, failure(error));
       expctl.ready = true;
@@ -478,11 +725,15 @@ async function comparePage() {
     }
     const list = (items) => el('ul', {}, items.map((t) => el('li', { text: t })));
     const canvas = el('canvas', { id: 'chart-compare-loss' });
+    const grouped = doc.a.runs.length > 1 || doc.b.runs.length > 1;
+    const membersToggle = grouped ? el('label', {}, el('input', { type: 'checkbox', id: 'show-members', checked: state.members,
+      onchange: (e) => { state.members = e.target.checked; setQuery(state); drawCurves(); } }), ' show the members') : null;
     put(result,
       el('p', { id: 'verdict', class: 'verdict outcome-' + doc.outcome, text: doc.verdict }),
       doc.not_comparable.length ? [el('h2', { text: 'Not comparable' }), list(doc.not_comparable)] : null,
       doc.regressions.length ? [el('h2', { text: 'Regressions' }), list(doc.regressions)] : null,
-      el('h2', { text: 'Loss (rank 0 of each run)' }), el('div', { class: 'chart' }, canvas),
+      el('h2', { text: grouped ? 'Loss (a group: its mean and 95% band; a run: its rank 0)' : 'Loss (rank 0 of each run)' }), membersToggle,
+      el('div', { class: 'chart' }, canvas),
       el('h2', { text: 'Metrics' }),
       el('table', { id: 'metrics' }, el('thead', {}, el('tr', {}, ['metric', 'A', 'B', 'change', 'threshold', 'status', 'why'].map((t) => el('th', { text: t })))),
         el('tbody', {}, doc.metrics.map((m) => el('tr', {}, el('td', { text: m.metric }), el('td', { class: 'num', text: number(m.a) }),
@@ -495,21 +746,72 @@ async function comparePage() {
       !doc.environment.available ? el('p', { class: 'muted', text: 'no fingerprint on one side' })
         : doc.environment.changes.length ? el('table', { id: 'env-changes' }, el('tbody', {}, doc.environment.changes.map((c) => el('tr', {}, el('td', { text: c.group + '.' + c.field }), el('td', { text: c.a }), el('td', { text: c.b })))))
           : el('p', { class: 'muted', text: 'none' }));
-    const chart = makeChart(canvas, 'compare-loss', 'step', false);
-    const sides = [['A', doc.a.runs, 0], ['B', doc.b.runs, 4]];
-    for (const [side, runs, shift] of sides) {
-      for (const [i, id] of runs.entries()) {
+    async function drawCurves() {
+      const chart = makeChart(canvas, 'compare-loss', 'step', false);
+      hideLowEdge(chart);
+      const sides = [['A', state.a, doc.a.runs, 0], ['B', state.b, doc.b.runs, 4]];
+      for (const [side, text, runs, shift] of sides) {
         try {
-          const series = await api('/api/series', { id, metric: 'loss' });
-          const rank = series.ranks.find((r) => r.rank === 0) || series.ranks[0];
-          if (!rank) continue;
-          const color = palette[(shift + i) % palette.length];
-          chart.data.datasets.push({ label: side + ' ' + id, data: seriesPoints(rank), borderColor: color, backgroundColor: color });
+          if (runs.length > 1) {
+            const band = await api('/api/group', { runs: text, metric: 'loss' });
+            chart.data.datasets.push(...bandDatasets(band, palette[shift], side));
+            if (state.members) chart.data.datasets.push(...await memberDatasets(band, 'loss', palette[shift]));
+            continue;
+          }
+          for (const [i, id] of runs.entries()) {
+            const series = await api('/api/series', { id, metric: 'loss' });
+            const rank = series.ranks.find((r) => r.rank === 0) || series.ranks[0];
+            if (!rank) continue;
+            const color = palette[(shift + i) % palette.length];
+            chart.data.datasets.push({ label: side + ' ' + id, data: seriesPoints(rank), borderColor: color, backgroundColor: color });
+          }
         } catch (error) {
           result.append(failure(error));
         }
       }
+      chart.update('none');
+      countPoints(chart);
     }
+    await drawCurves();
+    expctl.ready = true;
+  }
+  async function loadMany() {
+    let doc;
+    try {
+      doc = await api('/api/spec-diff', { runs: state.runs });
+    } catch (error) {
+      put(result, failure(error));
+      expctl.ready = true;
+      return;
+    }
+    const head = el('tr', {}, el('th', { text: '' }), doc.runs.map((run) => el('th', { 'data-run': run.id },
+      link(pagePath('run'), { id: run.id }, run.id), el('div', { class: 'muted run-name', text: run.name }))));
+    const cell = (value) => el('td', { class: typeof value === 'number' ? 'num' : 'mono', text: value === null ? '-' : typeof value === 'string' ? value : JSON.stringify(value) });
+    const canvas = el('canvas', { id: 'chart-compare-runs' });
+    put(result,
+      el('h2', { text: `${doc.runs.length} runs: the spec fields that differ` }),
+      doc.fields.length ? el('table', { id: 'spec-diff' }, el('thead', {}, head),
+        el('tbody', {}, doc.fields.map((f) => el('tr', { 'data-path': f.path }, el('td', { class: 'mono', text: f.path }), f.values.map(cell)))))
+        : el('p', { class: 'muted', text: 'none: every run has the same spec' }),
+      el('p', { class: 'muted', id: 'same-fields', text: `${doc.same} other field${doc.same === 1 ? '' : 's'} the same in every run` }),
+      el('h2', { text: 'Summaries' }),
+      doc.metrics.length ? el('table', { id: 'summary-metrics' }, el('thead', {}, head.cloneNode(true)),
+        el('tbody', {}, doc.metrics.map((m) => el('tr', {}, el('td', { class: 'mono', text: m.name }), m.values.map((v) => el('td', { class: 'num', text: number(v) }))))))
+        : el('p', { class: 'muted', text: 'no run has a summary' }),
+      el('h2', { text: 'Loss (rank 0 of each run)' }), el('div', { class: 'chart' }, canvas));
+    const chart = makeChart(canvas, 'compare-runs', 'step', false);
+    const curves = new Array(doc.runs.length).fill(null);
+    await eachAtOnce(doc.runs.map((run, i) => [run, i]), 3, async ([run, i]) => {
+      try {
+        const series = await api('/api/series', { id: run.id, metric: 'loss' });
+        const rank = series.ranks.find((r) => r.rank === 0) || series.ranks[0];
+        const color = palette[i % palette.length];
+        if (rank) curves[i] = { label: run.name + ' ' + run.id.slice(-6), data: seriesPoints(rank), borderColor: color, backgroundColor: color };
+      } catch (error) {
+        result.append(failure(error));
+      }
+    });
+    chart.data.datasets = curves.filter((c) => c !== null);
     chart.update('none');
     countPoints(chart);
     expctl.ready = true;
@@ -522,11 +824,62 @@ async function comparePage() {
 // builds the same report (api/sweep.cpp), this page draws its table and its plots of each
 // metric against each numeric axis (each configuration's runs as small dots, its median as a
 // large one with a bar of the run-to-run spread).
+// A sweep's points in parallel coordinates: an x position per axis and one for the chosen metric,
+// one line per completed run through its configuration's axis values and its own value of the
+// metric, each axis scaled to [0, 1] (a numeric one by value, logarithmically when it spans 100x
+// or more; any other by its values' order; each axis's label says its range), the line coloured by
+// the metric from blue (its lowest) to orange (its highest).
+function parallelCoordinates(canvas, doc, metric) {
+  const axes = doc.axes;
+  const scaleOf = (values) => {
+    const numeric = values.every((v) => typeof v === 'number');
+    if (!numeric) {
+      const distinct = [...new Set(values.map((v) => JSON.stringify(v)))];
+      return { text: (v) => JSON.stringify(v), range: distinct.join(' \u2192 '),
+        at: (v) => (distinct.length > 1 ? distinct.indexOf(JSON.stringify(v)) / (distinct.length - 1) : 0.5) };
+    }
+    const low = Math.min(...values);
+    const high = Math.max(...values);
+    const log = low > 0 && high / low >= 100;
+    const f = log ? Math.log : (v) => v;
+    return { text: (v) => number(v), range: `${number(low)} \u2192 ${number(high)}${log ? ' (log)' : ''}`,
+      at: (v) => (high > low ? (f(v) - f(low)) / (f(high) - f(low)) : 0.5) };
+  };
+  const lines = [];
+  for (const c of doc.configurations) {
+    const cell = c.metrics[metric];
+    for (const value of cell ? cell.values : []) if (value !== null) lines.push({ axes: axes.map((a) => c.axes[a]), value });
+  }
+  const scales = axes.map((a, i) => scaleOf(lines.map((l) => l.axes[i])));
+  const metricScale = scaleOf(lines.map((l) => l.value));
+  const names = [...axes, metric];
+  const ranges = [...scales.map((scale) => scale.range), lines.length ? metricScale.range : ''];
+  const chart = makeChart(canvas, 'parallel', '', false);
+  chart.options.scales.x = { type: 'linear', min: -0.05, max: names.length - 0.95, grid: { display: false },
+    ticks: { stepSize: 1, autoSkip: false, callback: (v) => (Number.isInteger(v) && v < names.length ? [names[v], ranges[v]] : '') } };
+  chart.options.scales.y = { min: -0.05, max: 1.05, ticks: { display: false } };
+  chart.options.plugins.legend = { display: false };
+  chart.options.plugins.tooltip = { callbacks: { label: (item) => {
+    const line = item.dataset.line;
+    return names.map((n, i) => n + ' ' + (i < axes.length ? scales[i].text(line.axes[i]) : number(line.value))).join(', ');
+  } } };
+  chart.data.datasets = lines.map((line) => {
+    const t = metricScale.at(line.value);
+    const color = `hsl(${Math.round(220 - 200 * t)}, 70%, ${Math.round(35 + 20 * t)}%)`;
+    return { label: metric, line, borderColor: color, backgroundColor: color, pointRadius: 3, borderWidth: 1.5,
+      data: [...line.axes.map((v, i) => ({ x: i, y: scales[i].at(v) })), { x: axes.length, y: t }] };
+  });
+  chart.update('none');
+  countPoints(chart);
+  canvas.setAttribute('data-lines', String(lines.length));
+  return chart;
+}
+
 const plotId = (metric, axis) => ('plot-' + metric + '-' + axis).replace(/[^A-Za-z0-9_-]/g, '-');
 async function sweepPage() {
   document.title = 'expctl: sweep';
   const q = query();
-  const state = { name: q.get('name') || '', metric: q.getAll('metric') };
+  const state = { name: q.get('name') || '', metric: q.getAll('metric'), pc: q.get('pc') || '' };
   if (!state.name) {
     const list = await api('/api/sweeps');
     show(el('h1', { text: 'Sweeps' }), list.sweeps.length
@@ -536,15 +889,34 @@ async function sweepPage() {
     expctl.ready = true;
     return;
   }
-  const doc = await api('/api/sweep', state);
+  const doc = await api('/api/sweep', { name: state.name, metric: state.metric });
   const plotsBox = el('div', { class: 'charts', id: 'plots' });
+  // The parallel coordinates' metric: chosen among the report's metrics, or any other summary
+  // metric typed in (it joins the report's metrics: metric=NAME in the URL).
+  const chosen = doc.metrics.includes(state.pc) ? state.pc : doc.metrics[0];
+  const pcCanvas = el('canvas', { id: 'chart-parallel', 'data-metric': chosen });
+  const pcSelect = el('select', { id: 'pc-metric', onchange: (e) => {
+    state.pc = e.target.value;
+    setQuery(state);
+    pcCanvas.setAttribute('data-metric', state.pc);
+    parallelCoordinates(pcCanvas, doc, state.pc);
+  } }, doc.metrics.map((m) => el('option', { value: m, selected: m === chosen, text: m })));
+  const otherMetric = el('input', { id: 'pc-other', placeholder: 'another summary metric', onkeydown: (e) => {
+    if (e.key !== 'Enter' || !e.target.value.trim()) return;
+    const metric = e.target.value.trim();
+    location.href = pagePath('sweep') + '?' + searchParams({ name: state.name, metric: [...(state.metric.length ? state.metric : doc.metrics), metric], pc: metric });
+  } });
   show(el('h1', { id: 'sweep-title', text: doc.title }),
+    el('h2', { text: 'Points in parallel coordinates' }),
+    el('div', { class: 'toolbar' }, el('label', {}, 'metric ', pcSelect), otherMetric),
+    doc.metrics.length ? el('div', { class: 'chart wide' }, el('div', {}, pcCanvas)) : el('p', { class: 'muted', text: 'no metric to draw' }),
     el('table', { id: 'configurations' },
       el('thead', {}, el('tr', {}, doc.table.header.map((h) => el('th', { text: h })))),
       el('tbody', {}, doc.table.rows.map((row) => el('tr', {}, row.map((cell, i) => el('td', { class: i > doc.axes.length ? 'num' : undefined, text: cell })))))),
     doc.notes.length ? el('ul', { id: 'notes' }, doc.notes.map((n) => el('li', { text: n }))) : null,
     el('h2', { text: 'Metrics against the axes' }),
     doc.numeric_axes.length ? plotsBox : el('p', { class: 'muted', text: 'No numeric axis to plot against.' }));
+  if (doc.metrics.length) parallelCoordinates(pcCanvas, doc, chosen);
   for (const axis of doc.numeric_axes) {
     for (const metric of doc.metrics) {
       const id = plotId(metric, axis);
@@ -581,7 +953,7 @@ async function sweepPage() {
 applyTheme();
 document.getElementById('theme').addEventListener('click', toggleTheme);
 // Each page row's view drawn by its function; a row whose view has none here fails on its page.
-const views = { runs: runsPage, run: runPage, compare: comparePage, sweep: sweepPage };
+const views = { runs: runsPage, run: runPage, group: groupPage, compare: comparePage, sweep: sweepPage };
 const current = pageList.find((p) => p.path === location.pathname);
 const draw = current ? views[current.view] : runsPage;
 (draw || (async () => { throw new Error('app.js draws no view ' + current.view + ' (' + current.path + ')'); }))()
