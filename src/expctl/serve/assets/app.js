@@ -167,7 +167,7 @@ async function runsPage() {
   const input = (key, placeholder) =>
     el('input', { value: state[key], placeholder, 'data-filter': key, onchange: (e) => { state[key] = e.target.value.trim(); state.offset = 0; load(); } });
   const statusSelect = el('select', { 'data-filter': 'status', onchange: (e) => { state.status = e.target.value; state.offset = 0; load(); } },
-    ['', 'running', 'completed', 'failed', 'interrupted', 'lost'].map((s) => el('option', { value: s, selected: s === state.status, text: s || 'any' })));
+    ['', 'queued', 'running', 'completed', 'failed', 'interrupted', 'diverged', 'lost'].map((s) => el('option', { value: s, selected: s === state.status, text: s || 'any' })));
   const aggSelect = el('select', { 'data-column': 'agg' },
     ['last', 'min', 'max'].map((s) => el('option', { value: s, text: s })));
   const metricInput = el('input', { placeholder: 'e.g. loss', 'data-column': 'metric' });
