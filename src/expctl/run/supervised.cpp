@@ -96,7 +96,8 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, RunOb
 struct Supervised {
   Verdict verdict;
   RunFacts facts;
-  json summary = json::object();  ///< program runs: what the program logged
+  json summary = json::object();     ///< program runs: what the program logged
+  std::optional<std::string> death;  ///< a rank's death that a restart may cure (rank_death)
 };
 
 // A resume first stores what the invocations before it that never ended had received and not yet
@@ -125,22 +126,6 @@ void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Ru
     }
     dispatch(rank, record);
   };
-}
-
-// How a resume continues, as the first line says it.
-std::string how_started(const Invocation& invocation) {
-  if (!invocation.resume) {
-    return "started";
-  }
-  if (invocation.program) {
-    return fmt::format(
-        "resumed: its program starts again with EXPCTL_RESUME=1 and continues from its own checkpoint in {}, if it "
-        "wrote one",
-        (invocation.run.run_dir / "checkpoints").string());
-  }
-  return invocation.resume_step ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
-                                              *invocation.resume_step, *invocation.resume_step + 1)
-                                : std::string("resumed from scratch at step 1 (--from-scratch: it had no checkpoint)");
 }
 
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, RecordJournal& journal,
@@ -175,6 +160,7 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Rec
     record_ranks(recorder, invocation, plan, supervisor.pids());
     outcome = supervisor.wait();
     result.verdict = verdict_of(*outcome, recorder.divergence(), recorder.last_steps());
+    result.death = rank_death(*outcome, result.verdict, recorder.last_steps());
     if (!stack_note.empty() && outcome->root_cause &&
         outcome->root_cause->description.find("stopped answering") != std::string::npos) {
       auto& cause = result.verdict.root_cause;
@@ -195,6 +181,25 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Rec
 }
 
 }  // namespace
+
+// How a resume continues, or why a restart started, as the first line says it.
+std::string how_started(const Invocation& invocation) {
+  if (invocation.restart > 0) {
+    return fmt::format("restarted ({})", invocation.cause);
+  }
+  if (!invocation.resume) {
+    return "started";
+  }
+  if (invocation.program) {
+    return fmt::format(
+        "resumed: its program starts again with EXPCTL_RESUME=1 and continues from its own checkpoint in {}, if it "
+        "wrote one",
+        (invocation.run.run_dir / "checkpoints").string());
+  }
+  return invocation.resume_step ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
+                                              *invocation.resume_step, *invocation.resume_step + 1)
+                                : std::string("resumed from scratch at step 1 (--from-scratch: it had no checkpoint)");
+}
 
 // `run_dir` "-": ranks started before the run is recorded read its folder from standard input.
 // `-v`/`-vv` go on to the ranks, whose logs (logs/rank-N.log) then hold their own info or debug
@@ -226,14 +231,20 @@ std::chrono::seconds timeout_of(const json& spec) {
   return std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
 }
 
-RunResult supervise(store::Store& store, const Invocation& invocation, std::optional<launch::HeldRanks> held) {
+RunResult supervise(store::Store& store, Invocation& invocation, std::optional<launch::HeldRanks> held) {
   RunObserver& observer = *invocation.observer;
-  RecordJournal journal(invocation.run.run_dir, [&observer](const std::string& text) { observer.note(text, true); });
-  auto supervised = run_supervisor(store, invocation, journal, std::move(held));
-  if (invocation.settle) {
-    invocation.settle(supervised.verdict);
+  while (true) {  // an attempt per start of the ranks: one, and one per restart (restarts.cpp)
+    RecordJournal journal(invocation.run.run_dir, [&observer](const std::string& text) { observer.note(text, true); });
+    auto supervised = run_supervisor(store, invocation, journal, std::move(held));
+    held.reset();
+    if (invocation.settle) {
+      invocation.settle(supervised.verdict);
+    }
+    if (!restart_after(store, invocation, supervised.death, supervised.verdict, supervised.facts, supervised.summary,
+                       journal)) {
+      return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary, &journal);
+    }
   }
-  return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary, &journal);
 }
 
 }  // namespace expctl::run::lifecycle
