@@ -50,6 +50,10 @@ TEST_CASE("restarts: a divergence, an interrupt, a store failure and a time limi
   auto interrupted = ended_by(launch::RunStatus::interrupted, 1, "rank 1 was killed by SIGKILL");
   interrupted.interrupt_signal = SIGINT;
   CHECK_FALSE(death_of(interrupted).has_value());
+  // Ctrl-C while the supervisor stopped the ranks after a death: the user's stop wins.
+  auto stopped_while_failing = ended_by(launch::RunStatus::failed, 1, "rank 1 was killed by SIGKILL");
+  stopped_while_failing.interrupt_signal = SIGTERM;
+  CHECK_FALSE(death_of(stopped_while_failing).has_value());
   // Faults outside the ranks name no rank.
   CHECK_FALSE(death_of(ended_by(launch::RunStatus::failed, std::nullopt,
                                 "cannot record the run's metrics: disk I/O error: no space left on device")));
