@@ -197,6 +197,9 @@ void interrupt_and_resume(int ranks) {
   CHECK(resumed_doc.at("run").at("status") == "completed");
   CHECK(resumed_doc.at("summary").at("steps") == 3000);
   CHECK(resumed_doc.at("summary").at("invocations") == 2);
+  // Why the second invocation started (a restart's cause goes the same way: test_cli_restarts.cpp).
+  CHECK_THAT(resumed_doc.at("summary").at("invocation_causes").at("2").get<std::string>(),
+             Catch::StartsWith("expctl resume: resumed from its checkpoint at step "));
 
   const auto reference = d.expctl(run_args);
   REQUIRE(reference.exit_code == 0);

@@ -145,9 +145,6 @@ std::vector<std::string> worker_argv(const std::string& run_dir, bool resume);
 void plan_node(Invocation& invocation);
 /// distributed.timeout_s: the collective and rendezvous timeout.
 std::chrono::seconds timeout_of(const nlohmann::json& spec);
-/// How the ranks start, as the first line says it: "started", how a resume continues, or a
-/// restart's cause.
-std::string how_started(const Invocation& invocation);
 /// Supervises this node's ranks (`held`: started before the run was recorded), restarting them as
 /// distributed.max_restarts allows (`invocation` is then the last attempt), and concludes.
 RunResult supervise(store::Store& store, Invocation& invocation, std::optional<launch::HeldRanks> held = std::nullopt);

@@ -67,7 +67,6 @@ RunResult resume(const ResumeRequest& request, RunObserver& observer) {
     check_checkpoints(invocation, request.from_scratch);  // against the plan's ranks, before the store changes
   }
   invocation.resume = true;
-  invocation.cause = "expctl resume: " + how_started(invocation);
   if (request.on_checked) {
     request.on_checked();
   }

@@ -128,6 +128,25 @@ void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Ru
   };
 }
 
+// How a resume continues, or why a restart started, as the first line says it.
+std::string how_started(const Invocation& invocation) {
+  if (invocation.restart > 0) {
+    return fmt::format("restarted ({})", invocation.cause);
+  }
+  if (!invocation.resume) {
+    return "started";
+  }
+  if (invocation.program) {
+    return fmt::format(
+        "resumed: its program starts again with EXPCTL_RESUME=1 and continues from its own checkpoint in {}, if it "
+        "wrote one",
+        (invocation.run.run_dir / "checkpoints").string());
+  }
+  return invocation.resume_step ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
+                                              *invocation.resume_step, *invocation.resume_step + 1)
+                                : std::string("resumed from scratch at step 1 (--from-scratch: it had no checkpoint)");
+}
+
 Supervised run_supervisor(store::Store& store, const Invocation& invocation, RecordJournal& journal,
                           std::optional<launch::HeldRanks> held) {
   RunObserver& observer = *invocation.observer;
@@ -182,25 +201,6 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Rec
 
 }  // namespace
 
-// How a resume continues, or why a restart started, as the first line says it.
-std::string how_started(const Invocation& invocation) {
-  if (invocation.restart > 0) {
-    return fmt::format("restarted ({})", invocation.cause);
-  }
-  if (!invocation.resume) {
-    return "started";
-  }
-  if (invocation.program) {
-    return fmt::format(
-        "resumed: its program starts again with EXPCTL_RESUME=1 and continues from its own checkpoint in {}, if it "
-        "wrote one",
-        (invocation.run.run_dir / "checkpoints").string());
-  }
-  return invocation.resume_step ? fmt::format("resumed from its checkpoint at step {} (continuing with step {})",
-                                              *invocation.resume_step, *invocation.resume_step + 1)
-                                : std::string("resumed from scratch at step 1 (--from-scratch: it had no checkpoint)");
-}
-
 // `run_dir` "-": ranks started before the run is recorded read its folder from standard input.
 // `-v`/`-vv` go on to the ranks, whose logs (logs/rank-N.log) then hold their own info or debug
 // lines (the malloc settings, how LibTorch was loaded).
@@ -233,6 +233,9 @@ std::chrono::seconds timeout_of(const json& spec) {
 
 RunResult supervise(store::Store& store, Invocation& invocation, std::optional<launch::HeldRanks> held) {
   RunObserver& observer = *invocation.observer;
+  if (invocation.resume && invocation.cause.empty()) {
+    invocation.cause = "expctl resume: " + how_started(invocation);  // the summary's invocation_causes
+  }
   while (true) {  // an attempt per start of the ranks: one, and one per restart (restarts.cpp)
     RecordJournal journal(invocation.run.run_dir, [&observer](const std::string& text) { observer.note(text, true); });
     auto supervised = run_supervisor(store, invocation, journal, std::move(held));
