@@ -192,6 +192,44 @@ inline store::RunRecord interrupt_when_training(const RunDir& d, const std::vect
   return *run;
 }
 
+/// Waits until the only run of the store trains, and returns it.
+inline store::RunRecord start_training(const RunDir& d) {
+  std::optional<store::RunRecord> run;
+  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
+  wait_for_training(*run);
+  return *run;
+}
+
+/// The process id a rank of `run` wrote into its folder (logs/rank-N.pid; a restarted rank writes
+/// its own).
+inline pid_t rank_pid(const store::RunRecord& run, int rank) {
+  return static_cast<pid_t>(std::stol(read_text(run.run_dir / "logs" / ("rank-" + std::to_string(rank) + ".pid"))));
+}
+
+/// The steps at which every one of `ranks` ranks has written a checkpoint index in `dir` (the
+/// index is written after the checkpoint file is in place).
+inline std::vector<std::int64_t> steps_held_by_all(const fs::path& dir, int ranks) {
+  std::map<std::int64_t, int> holders;
+  if (!fs::is_directory(dir)) {
+    return {};
+  }
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(dir, ignored)) {
+    const std::string name = entry.path().filename().string();
+    const auto step_at = name.find("-step");
+    if (name.starts_with("rank") && name.ends_with(".json") && step_at != std::string::npos) {
+      ++holders[std::stoll(name.substr(step_at + 5))];
+    }
+  }
+  std::vector<std::int64_t> steps;
+  for (const auto& [step, count] : holders) {
+    if (count == ranks) {
+      steps.push_back(step);
+    }
+  }
+  return steps;
+}
+
 /// True when `dir` holds a checkpoint of `rank` ("rank<R>-step<S>.pt").
 inline bool has_checkpoint(const fs::path& dir, int rank) {
   const std::string prefix = "rank" + std::to_string(rank) + "-step";

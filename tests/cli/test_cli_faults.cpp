@@ -36,23 +36,11 @@ std::vector<std::string> long_run(const std::vector<std::string>& more = {}) {
               more);
 }
 
-pid_t rank_pid(const store::RunRecord& run, int rank) {
-  return static_cast<pid_t>(std::stol(read_text(run.run_dir / "logs" / ("rank-" + std::to_string(rank) + ".pid"))));
-}
-
 json run_json_of(const RunDir& d, const std::string& id) {
   const auto shown = d.expctl({"show", id, "--format", "json"});
   INFO(shown.out << shown.err);
   REQUIRE(shown.exit_code == 0);
   return json::parse(shown.out).at("run");
-}
-
-/// Waits until the only run of the store trains, and returns it.
-store::RunRecord start_training(const RunDir& d) {
-  std::optional<store::RunRecord> run;
-  REQUIRE(eventually([&] { return (run = d.only_run()).has_value(); }));
-  wait_for_training(*run);
-  return *run;
 }
 
 }  // namespace
@@ -665,34 +653,6 @@ TEST_CASE("faults: Ctrl-C prints `expctl resume ID` and the resume banner names 
   REQUIRE(::kill(resumed.pid(), SIGINT) == 0);
   CHECK(resumed.wait() == 130);
 }
-
-namespace {
-
-/// The steps at which every one of `ranks` ranks has written a checkpoint index in `dir` (the
-/// index is written after the checkpoint file is in place).
-std::vector<std::int64_t> steps_held_by_all(const fs::path& dir, int ranks) {
-  std::map<std::int64_t, int> holders;
-  if (!fs::is_directory(dir)) {
-    return {};
-  }
-  std::error_code ignored;
-  for (const auto& entry : fs::directory_iterator(dir, ignored)) {
-    const std::string name = entry.path().filename().string();
-    const auto step_at = name.find("-step");
-    if (name.starts_with("rank") && name.ends_with(".json") && step_at != std::string::npos) {
-      ++holders[std::stoll(name.substr(step_at + 5))];
-    }
-  }
-  std::vector<std::int64_t> steps;
-  for (const auto& [step, count] : holders) {
-    if (count == ranks) {
-      steps.push_back(step);
-    }
-  }
-  return steps;
-}
-
-}  // namespace
 
 // Issue 41, item 3: with step-based checkpoints off, train.checkpoint_every_s alone writes one, so
 // a kill -9 loses at most that many seconds and resume continues from it. No timing race: the

@@ -200,6 +200,25 @@ TEST_CASE("program faults: a rank exiting non-zero fails the run with its last s
   CHECK(run.at("root_cause") == "rank 1 exited with code 3\nlast lines of rank 1:\n  Traceback: boom");
 }
 
+// distributed.max_restarts (docs/run.md, "Restarts"): a program's ranks start again as on `resume`,
+// with EXPCTL_RESUME=1; here rank 1 kills itself only when it was not resumed.
+TEST_CASE("program faults: with max_restarts a rank killed by SIGKILL restarts the program with EXPCTL_RESUME=1") {
+  const SmallProgram p(
+      "for s in 1 2 3; do echo \"{\\\"step\\\": $s, \\\"loss\\\": 1.0}\" >&3; done\n"
+      "if [ \"$RANK\" = 1 ] && [ \"$EXPCTL_RESUME\" != 1 ]; then kill -9 $$; fi\n",
+      2, "  max_restarts: 1\n");
+  const auto result = p.run();
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(parse_stdout(result).at("run").at("status") == "completed");
+  const json summary = summary_of(result);
+  CHECK(summary.at("invocations") == 2);
+  CHECK_THAT(summary.at("invocation_causes").at("2").get<std::string>(),
+             Catch::StartsWith("restart 1 of 1: rank 1 was killed by SIGKILL") &&
+                 Catch::EndsWith("; its program starts again with EXPCTL_RESUME=1"));
+  CHECK_THAT(result.err, Catch::Contains(" restarted (restart 1 of 1: rank 1 was killed by SIGKILL"));
+}
+
 TEST_CASE("program faults: garbage and over-long lines are skipped with a warning naming the rank") {
   const SmallProgram p(
       "echo 'not json' >&3\n"

@@ -153,6 +153,12 @@ TEST_CASE("run: SIGKILL of one rank fails the run with its root cause and leaves
   CHECK(finished.status == store::RunStatus::failed);
   CHECK(finished.exit_code == 1);
   CHECK(finished.root_cause.find("rank 1 was killed by SIGKILL") != std::string::npos);
+  // distributed.max_restarts is 0 by default: one invocation, nothing restarted.
+  CHECK(finished.root_cause.find("restart") == std::string::npos);
+  const json summary = json::parse(finished.summary_json);
+  CHECK(summary.at("invocations") == 1);
+  CHECK_FALSE(summary.contains("invocation_causes"));
+  CHECK(expctl.err().find("restarted") == std::string::npos);
   const auto ranks = d.open().ranks(run->id);
   REQUIRE(ranks.size() == 2);
   CHECK(ranks[1].status == store::RunStatus::failed);
@@ -191,6 +197,9 @@ void interrupt_and_resume(int ranks) {
   CHECK(resumed_doc.at("run").at("status") == "completed");
   CHECK(resumed_doc.at("summary").at("steps") == 3000);
   CHECK(resumed_doc.at("summary").at("invocations") == 2);
+  // Why the second invocation started (a restart's cause goes the same way: test_cli_restarts.cpp).
+  CHECK_THAT(resumed_doc.at("summary").at("invocation_causes").at("2").get<std::string>(),
+             Catch::StartsWith("expctl resume: resumed from its checkpoint at step "));
 
   const auto reference = d.expctl(run_args);
   REQUIRE(reference.exit_code == 0);

@@ -136,12 +136,14 @@ struct Supervisor::State {
   }
 
   void interrupt(int signal) {
+    if (!interrupt_signal) {
+      interrupt_signal = signal;  // during a failure's grace period too: a run its user stopped is not restarted
+    }
     if (verdict) {
       escalate();  // a second interrupt (or one during a failure's grace period): no more waiting
       return;
     }
     verdict = RunStatus::interrupted;
-    interrupt_signal = signal;
     stop(options.interrupt_grace);
   }
 

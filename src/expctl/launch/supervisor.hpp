@@ -145,7 +145,9 @@ struct Outcome {
   RunStatus status = RunStatus::completed;
   std::vector<RankExit> ranks;          ///< in RankSpec order
   std::optional<RootCause> root_cause;  ///< set when failed, and when a rank's 130 interrupted the run
-  std::optional<int> interrupt_signal;  ///< the signal the supervisor received, if any
+  /// The signal the supervisor received, if any; also one that came while a failure stopped the
+  /// ranks (the run is failed, and distributed.max_restarts does not restart it).
+  std::optional<int> interrupt_signal;
   std::chrono::milliseconds wall_time{0};
 };
 

@@ -10,12 +10,14 @@
 ///   resume.cpp       `expctl resume`
 ///   slurm_job.cpp    `run --slurm`: the run recorded queued at submission, started (and after a
 ///                    requeue resumed) by its job, which asks Slurm why it was stopped
+///   restarts.cpp     distributed.max_restarts: this node's ranks started again after one died
 /// A new lifecycle (a Slurm job) is a new file that builds an Invocation and ends in conclude().
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +42,7 @@
 #include "expctl/run/stop.hpp"
 #include "expctl/spec/spec.hpp"
 #include "expctl/store/store.hpp"
+#include "expctl/train/checkpoint_files.hpp"
 
 namespace expctl::run::lifecycle {
 
@@ -98,6 +101,10 @@ struct Invocation {
   std::function<void(Verdict&)> settle;
   /// More top-level summary fields this invocation records ("slurm": the job, its restarts).
   nlohmann::json summary_extra = nlohmann::json::object();
+  /// Why this invocation started, when not as a new run's first: "expctl resume: ...", "restart 1 of
+  /// 2: rank 1 was killed by SIGKILL after step 37; ..." (the summary's invocation_causes).
+  std::string cause;
+  int restart = 0;  ///< which restart of this command's ranks (distributed.max_restarts); 0: none
 };
 
 // start.cpp ----------------------------------------------------------------------------------
@@ -120,6 +127,11 @@ store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, con
                                 const std::vector<std::string>& tags, const ResolvedRun& resolved);
 /// Tags the run drift:<field> for each pin accepted with --allow-drift.
 void add_drift_tags(store::Store& store, const std::string& run_id, const std::vector<env::VerifyRow>& drifted);
+/// The artifacts and the summary of the run's invocations so far, this one's included, stored; the
+/// run's status stays as it is (conclude's first part; a restart's attempt ends with it). Returns
+/// the summary. Throws util::Failure when the store cannot take it.
+nlohmann::json store_summary(store::Store& store, const Invocation& invocation, const RunFacts& facts,
+                             const nlohmann::json& extra_summary, RecordJournal* journal);
 /// How every recorded invocation ends: artifacts, summary, then status and root cause, last.
 /// `journal`: this invocation's (null under an external launcher).
 RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict, const RunFacts& facts,
@@ -133,9 +145,25 @@ std::vector<std::string> worker_argv(const std::string& run_dir, bool resume);
 void plan_node(Invocation& invocation);
 /// distributed.timeout_s: the collective and rendezvous timeout.
 std::chrono::seconds timeout_of(const nlohmann::json& spec);
-/// Supervises this node's ranks (`held`: started before the run was recorded) and concludes.
-RunResult supervise(store::Store& store, const Invocation& invocation,
-                    std::optional<launch::HeldRanks> held = std::nullopt);
+/// Supervises this node's ranks (`held`: started before the run was recorded), restarting them as
+/// distributed.max_restarts allows (`invocation` is then the last attempt), and concludes.
+RunResult supervise(store::Store& store, Invocation& invocation, std::optional<launch::HeldRanks> held = std::nullopt);
+
+// restarts.cpp -------------------------------------------------------------------------------
+
+/// Where a resume or restart of this node's ranks starts: the newest checkpoint step every rank
+/// holds intact (train::resume_point over the plan's ranks).
+train::ResumePoint node_resume_point(const Invocation& invocation);
+/// The death of a rank that a restart may cure ("rank 1 was killed by SIGKILL after step 37"), or
+/// nullopt: the ranks completed, diverged or were interrupted, the store failed, the run timed out.
+std::optional<std::string> rank_death(const launch::Outcome& outcome, const Verdict& verdict,
+                                      const std::map<int, std::int64_t>& last_steps);
+/// After an attempt that ended in `death`: when distributed.max_restarts allows another, stores
+/// the attempt's summary with the run still running, ends its journal, makes `invocation` the next
+/// attempt (resumed from node_resume_point, its cause set) and returns true. Otherwise false, and
+/// `verdict`'s root cause says why a death was not restarted (the restarts used, no intact step).
+bool restart_after(store::Store& store, Invocation& invocation, const std::optional<std::string>& death,
+                   Verdict& verdict, const RunFacts& facts, const nlohmann::json& summary, RecordJournal& journal);
 
 // resume.cpp ---------------------------------------------------------------------------------
 

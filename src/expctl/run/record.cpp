@@ -196,45 +196,64 @@ store::RunRecord record_new_run(store::Store& store, const spec::Spec& spec, con
 // `journal`: this invocation's (null under an external launcher); the invocations before it that
 // never ended (their supervisor was killed, so they stored no summary) count as invocations, with
 // the time from their start to their last record, and the journal ends once the summary is stored.
+json store_summary(store::Store& store, const Invocation& invocation, const RunFacts& facts, const json& extra_summary,
+                   RecordJournal* journal) {
+  const auto& run = invocation.run;
+  record_log_artifacts(store, run);
+  forget_pruned_checkpoints(store, run);
+  compare::RunSummary previous = invocation.resume
+                                     ? compare::summary_from_json(json::parse(run.summary_json, nullptr, false))
+                                     : compare::RunSummary{};
+  if (journal != nullptr && invocation.resume) {
+    const auto& history = journal->history();
+    previous.invocations += static_cast<std::int64_t>(history.unfinished().size());
+    previous.wall_time_s = previous.wall_time_s.value_or(0.0) + history.unfinished_seconds();
+  }
+  compare::RunSummary summary = compute_summary(store, run.id, previous, seconds_since(invocation.started),
+                                                invocation.resume ? std::nullopt : facts.time_to_first_step);
+  const json& distributed = invocation.resolved.spec.at("distributed");
+  // Which all-reduce ran: it fixes the summation order (a resume keeps the first one's name
+  // when this invocation ended before its ranks reported).
+  summary.allreduce = facts.allreduce ? json(*facts.allreduce) : previous.allreduce;
+  summary.world_size =
+      distributed.at("nnodes").get<std::int64_t>() * distributed.at("nproc_per_node").get<std::int64_t>();
+  if (!invocation.drift.empty()) {
+    summary.drift = env::verify_rows_json(invocation.drift);
+  }
+  record_skipped_images(run, facts, summary);
+  if (!invocation.sandbox.empty()) {
+    summary.others[util::summary_key::sandbox] = invocation.sandbox;
+  }
+  if (facts.eval_precision) {  // under train.amp: how the evaluation ran (docs/models.md)
+    summary.others[util::summary_key::eval_precision] = *facts.eval_precision;
+    summary.others[util::summary_key::eval_fallback] = facts.eval_fallback ? json(*facts.eval_fallback) : json();
+  }
+  // Why each invocation after the first started (a resume, a restart), by its number; earlier
+  // ones' causes are kept.
+  json causes = previous.others.value(util::summary_key::invocation_causes, json::object());
+  if (!causes.is_object()) {
+    causes = json::object();
+  }
+  if (!invocation.cause.empty()) {
+    causes[std::to_string(summary.invocations)] = invocation.cause;
+  }
+  if (!causes.empty()) {
+    summary.others[util::summary_key::invocation_causes] = causes;
+  }
+  json stored = compare::to_json(summary);
+  stored.update(extra_summary);
+  stored.update(invocation.summary_extra);
+  store.set_summary(run.id, stored.dump());
+  return stored;
+}
+
 RunResult conclude(store::Store& store, const Invocation& invocation, const Verdict& verdict, const RunFacts& facts,
                    const json& extra_summary, RecordJournal* journal) {
   const auto& run = invocation.run;
   RunResult result;
   result.exit_code = verdict.exit_code;
   try {
-    record_log_artifacts(store, run);
-    forget_pruned_checkpoints(store, run);
-    compare::RunSummary previous = invocation.resume
-                                       ? compare::summary_from_json(json::parse(run.summary_json, nullptr, false))
-                                       : compare::RunSummary{};
-    if (journal != nullptr && invocation.resume) {
-      const auto& history = journal->history();
-      previous.invocations += static_cast<std::int64_t>(history.unfinished().size());
-      previous.wall_time_s = previous.wall_time_s.value_or(0.0) + history.unfinished_seconds();
-    }
-    compare::RunSummary summary = compute_summary(store, run.id, previous, seconds_since(invocation.started),
-                                                  invocation.resume ? std::nullopt : facts.time_to_first_step);
-    const json& distributed = invocation.resolved.spec.at("distributed");
-    // Which all-reduce ran: it fixes the summation order (a resume keeps the first one's name
-    // when this invocation ended before its ranks reported).
-    summary.allreduce = facts.allreduce ? json(*facts.allreduce) : previous.allreduce;
-    summary.world_size =
-        distributed.at("nnodes").get<std::int64_t>() * distributed.at("nproc_per_node").get<std::int64_t>();
-    if (!invocation.drift.empty()) {
-      summary.drift = env::verify_rows_json(invocation.drift);
-    }
-    record_skipped_images(run, facts, summary);
-    if (!invocation.sandbox.empty()) {
-      summary.others[util::summary_key::sandbox] = invocation.sandbox;
-    }
-    if (facts.eval_precision) {  // under train.amp: how the evaluation ran (docs/models.md)
-      summary.others[util::summary_key::eval_precision] = *facts.eval_precision;
-      summary.others[util::summary_key::eval_fallback] = facts.eval_fallback ? json(*facts.eval_fallback) : json();
-    }
-    result.summary = compare::to_json(summary);
-    result.summary.update(extra_summary);
-    result.summary.update(invocation.summary_extra);
-    store.set_summary(run.id, result.summary.dump());
+    result.summary = store_summary(store, invocation, facts, extra_summary, journal);
     if (verdict.status == store::RunStatus::queued) {
       store.queue_run(run.id, verdict.root_cause);  // its job starts again and resumes it
     } else {

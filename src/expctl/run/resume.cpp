@@ -82,11 +82,7 @@ RunResult resume(const ResumeRequest& request, RunObserver& observer) {
 // Refuses before anything changes when this node's ranks hold checkpoints but no step is intact
 // on all of them (the ranks then pick that step collectively, across nodes too).
 void lifecycle::check_checkpoints(Invocation& invocation, bool from_scratch) {
-  std::vector<int> ranks;
-  for (const auto& rank : invocation.plan.ranks) {
-    ranks.push_back(rank.rank);
-  }
-  const auto point = train::resume_point(invocation.run.run_dir / "checkpoints", ranks, invocation.run.id);
+  const auto point = node_resume_point(invocation);
   if (!point.refusal.empty()) {
     throw util::UsageError(
         fmt::format("run {} cannot be resumed: {}; no checkpoint step is intact on every rank, "

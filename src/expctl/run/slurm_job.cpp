@@ -303,6 +303,9 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
   if (invocation.resume && !invocation.program) {
     check_checkpoints(invocation, /*from_scratch=*/true);  // a start killed before its first checkpoint: step 0
   }
+  if (invocation.resume) {  // the summary's invocation_causes (supervised.cpp names a plain resume's)
+    invocation.cause = fmt::format("Slurm job {} started again (SLURM_RESTART_COUNT {})", job, restart_count());
+  }
   // Waiting since the submission (or the requeue), as the wall clock says.
   const auto since = store::parse_utc(invocation.run.started_at);
   json slurm_facts = {{"job", job},

@@ -96,7 +96,8 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, RunOb
 struct Supervised {
   Verdict verdict;
   RunFacts facts;
-  json summary = json::object();  ///< program runs: what the program logged
+  json summary = json::object();     ///< program runs: what the program logged
+  std::optional<std::string> death;  ///< a rank's death that a restart may cure (rank_death)
 };
 
 // A resume first stores what the invocations before it that never ended had received and not yet
@@ -127,8 +128,11 @@ void replay_and_journal(const Invocation& invocation, RecordJournal& journal, Ru
   };
 }
 
-// How a resume continues, as the first line says it.
+// How a resume continues, or why a restart started, as the first line says it.
 std::string how_started(const Invocation& invocation) {
+  if (invocation.restart > 0) {
+    return fmt::format("restarted ({})", invocation.cause);
+  }
   if (!invocation.resume) {
     return "started";
   }
@@ -175,6 +179,7 @@ Supervised run_supervisor(store::Store& store, const Invocation& invocation, Rec
     record_ranks(recorder, invocation, plan, supervisor.pids());
     outcome = supervisor.wait();
     result.verdict = verdict_of(*outcome, recorder.divergence(), recorder.last_steps());
+    result.death = rank_death(*outcome, result.verdict, recorder.last_steps());
     if (!stack_note.empty() && outcome->root_cause &&
         outcome->root_cause->description.find("stopped answering") != std::string::npos) {
       auto& cause = result.verdict.root_cause;
@@ -226,14 +231,23 @@ std::chrono::seconds timeout_of(const json& spec) {
   return std::chrono::seconds(spec.at("distributed").at("timeout_s").get<std::int64_t>());
 }
 
-RunResult supervise(store::Store& store, const Invocation& invocation, std::optional<launch::HeldRanks> held) {
+RunResult supervise(store::Store& store, Invocation& invocation, std::optional<launch::HeldRanks> held) {
   RunObserver& observer = *invocation.observer;
-  RecordJournal journal(invocation.run.run_dir, [&observer](const std::string& text) { observer.note(text, true); });
-  auto supervised = run_supervisor(store, invocation, journal, std::move(held));
-  if (invocation.settle) {
-    invocation.settle(supervised.verdict);
+  if (invocation.resume && invocation.cause.empty()) {
+    invocation.cause = "expctl resume: " + how_started(invocation);  // the summary's invocation_causes
   }
-  return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary, &journal);
+  while (true) {  // an attempt per start of the ranks: one, and one per restart (restarts.cpp)
+    RecordJournal journal(invocation.run.run_dir, [&observer](const std::string& text) { observer.note(text, true); });
+    auto supervised = run_supervisor(store, invocation, journal, std::move(held));
+    held.reset();
+    if (invocation.settle) {
+      invocation.settle(supervised.verdict);
+    }
+    if (!restart_after(store, invocation, supervised.death, supervised.verdict, supervised.facts, supervised.summary,
+                       journal)) {
+      return conclude(store, invocation, supervised.verdict, supervised.facts, supervised.summary, &journal);
+    }
+  }
 }
 
 }  // namespace expctl::run::lifecycle

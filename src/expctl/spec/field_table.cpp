@@ -118,6 +118,13 @@ std::span<const Field> table() {
      ""},
     {"distributed.master_port", T::integer, "0", "", between(0, 65535), no_items(), H::excluded,
      "TCP port of the rendezvous store on the first host; 0: pick a free one.", ""},
+    {"distributed.max_restarts", T::integer, "0", "", between(0, 100), no_items(), H::excluded,
+     "When a rank dies (killed, crashed, exited non-zero, stopped answering), stop this node's ranks and restart "
+     "them all from the newest checkpoint every rank holds, under the same run id, up to this many times "
+     "(torchrun's --max_restarts); each restart is an invocation of the run with its cause. Not after a "
+     "divergence, an interrupt or a store failure. One node only: with several, Slurm's requeue restarts the job "
+     "(docs/slurm.md). Not hashed: a restart continues bit for bit, so it cannot change results.",
+     ""},
 
     {"data.dataset", T::choice, "fashion-mnist", dataset_choices(), any(), no_items(), H::hashed,
      "Training and evaluation data: `fashion-mnist`, `mnist`, `cifar10` (packaged files under `root`), `synthetic` "

@@ -82,6 +82,16 @@ json migrate_1_to_2(json document) {
   return document;
 }
 
+/// Version 2 -> 3: distributed.max_restarts (0: a rank's death ends the run, as it did then).
+json migrate_2_to_3(json document) {
+  if (!document.is_object()) {
+    return document;
+  }
+  fill(section_of(section_of(&document, "spec"), "distributed"), "max_restarts", 0);
+  document["format_version"] = 3;
+  return document;
+}
+
 /// An integer of the object in [low, high], or nullopt (absent: `fallback`).
 std::optional<int> int_field(const json& object, const char* key, int fallback, int low, int high) {
   const auto found = object.find(key);
@@ -142,6 +152,8 @@ json migrate_resolved_step(json document, int version) {
   switch (version) {
     case 1:
       return migrate_1_to_2(std::move(document));
+    case 2:
+      return migrate_2_to_3(std::move(document));
     default:
       EXPCTL_ASSERT(false, "no migration of resolved.json from format {}", version);
       return document;

@@ -7,9 +7,9 @@
 /// step per version (migrate_resolved_step), never through fallbacks at the places that read a
 /// field: a file without the key is version 1 (everything written before the key existed), and
 /// its step to version 2 writes down the defaults the trainer used to take for the fields such a
-/// file may lack. A newer file is refused (upgrade expctl).
+/// file may lack; version 3 added distributed.max_restarts. A newer file is refused (upgrade expctl).
 ///
-/// {"format_version": 2, "spec": {...every field...}, "inputs": {path: sha256}, "spec_file": "/abs",
+/// {"format_version": 3, "spec": {...every field...}, "inputs": {path: sha256}, "spec_file": "/abs",
 ///  "launch": {"nnodes", "node_rank", "master_addr", "master_port"}}
 
 #include <filesystem>
@@ -24,7 +24,7 @@ namespace expctl::spec {
 /// Name of the file in a run folder that holds the resolved spec and how the node was launched.
 inline constexpr const char* k_resolved_file = "resolved.json";
 /// The format_version this expctl writes (and reads up to).
-inline constexpr int k_resolved_format = 2;
+inline constexpr int k_resolved_format = 3;
 
 /// resolved.json's "launch": how this node takes part.
 struct ResolvedLaunch {

@@ -218,6 +218,18 @@ std::optional<std::string> model_loss_needs_torchscript(const Values& v) {
   return std::nullopt;
 }
 
+// Restarting one node's ranks alone cannot restart a job of several nodes: every node's supervisor
+// would have to agree on the restart and its checkpoint step. Slurm's requeue restarts the job.
+std::optional<std::string> restarts_on_one_node(const Values& v) {
+  if (v.integer("distributed.max_restarts") > 0 && v.integer("distributed.nnodes") > 1) {
+    return fmt::format(
+        "distributed.max_restarts ({}) restarts the ranks of one node, and this run has distributed.nnodes {}: set "
+        "it to 0 and let Slurm requeue the job instead (`sbatch --requeue`, docs/slurm.md)",
+        v.integer("distributed.max_restarts"), v.integer("distributed.nnodes"));
+  }
+  return std::nullopt;
+}
+
 const Rule k_rules[] = {
     {{"model.arch", "model.file"}, torchscript_needs_file},
     {{"data.dataset", "data.train_inputs", "data.train_targets", "data.eval_inputs", "data.eval_targets"},
@@ -229,6 +241,7 @@ const Rule k_rules[] = {
     {{"optim.nesterov", "optim.momentum", "optim.name"}, nesterov_needs_momentum},
     {{"schedule.min_lr", "optim.lr", "schedule.name"}, min_lr_below_lr},
     {{"schedule.warmup_steps", "train.max_steps"}, warmup_within_steps},
+    {{"distributed.max_restarts", "distributed.nnodes"}, restarts_on_one_node},
     {{"model.arch", "data.input_shape", "data.dataset"}, cnn_needs_image_shape},
     {{"data.dataset", "data.train_dir", "data.eval_dir", "data.image_size", "data.mean", "data.std",
       "data.augment.random_resized_crop", "data.augment.random_crop_padding", "data.augment.hflip", "data.on_bad_image",

@@ -67,6 +67,10 @@ inline constexpr const char* eval_fallback = "eval_fallback";
 /// Steps the record lacks within the run's steps, judged by its logging stride: [[first, last], ...]
 /// (run::missing_step_ranges); only present when some are.
 inline constexpr const char* missing_steps = "missing_steps";
+/// Why each invocation after a run's first started, by its number: {"2": "restart 1 of 2: rank 1 was
+/// killed by SIGKILL after step 37; resumed from its checkpoint at step 30", "3": "expctl resume:
+/// ..."}; only present when some invocation had one.
+inline constexpr const char* invocation_causes = "invocation_causes";
 }  // namespace summary_key
 
 }  // namespace expctl::util

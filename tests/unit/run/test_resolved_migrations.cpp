@@ -91,11 +91,33 @@ TEST_CASE("resolved file: a version-1 file of today's layout (every field writte
   document.spec_file = "/x/spec.yaml";
   const json written = json::parse(spec::encode_resolved(document));
   CHECK(written.at("format_version") == spec::k_resolved_format);
+  expected["format_version"] = spec::k_resolved_format;
   CHECK(written == expected);
   const auto read = spec::decode_resolved(spec::encode_resolved(document));
-  CHECK(read.format_version == 2);
+  CHECK(read.format_version == spec::k_resolved_format);
   CHECK(read.spec == values);
   CHECK(read.recorded_spec == values);
+}
+
+// Format 3 added distributed.max_restarts: a run recorded before it restarts nothing, as it ran.
+TEST_CASE("resolved file: step 2 to 3 fills distributed.max_restarts 0 and changes nothing else", "[run][resolved]") {
+  test::TempDir dir;
+  json values = quickstart_values(dir);
+  CHECK(values.at("distributed").at("max_restarts") == 0);
+  values["distributed"]["max_restarts"] = 4;  // a file of today keeps its own value
+  json today = version_1_document(values);
+  today["format_version"] = 2;
+  json expected = today;
+  expected["format_version"] = 3;
+  CHECK(spec::migrate_resolved_step(today, 2) == expected);
+  json old = today;
+  old["spec"]["distributed"].erase("max_restarts");
+  expected["spec"]["distributed"]["max_restarts"] = 0;
+  CHECK(spec::migrate_resolved_step(old, 2) == expected);
+  std::ofstream(dir / "resolved.json") << old.dump(2);
+  const run::ResolvedRun resolved = run::read_resolved_run(dir.path());
+  CHECK(resolved.spec.at("distributed").at("max_restarts") == 0);
+  CHECK(resolved.recorded_spec == old.at("spec"));
 }
 
 TEST_CASE(
@@ -133,7 +155,9 @@ TEST_CASE("resolved file: a newer format is refused naming the upgrade, and comp
     (void)run::read_resolved_run(dir.path());
     FAIL("accepted");
   } catch (const util::UsageError& error) {
-    CHECK_THAT(error.what(), Catch::Contains("written by a newer expctl: format 3, this one reads up to 2; upgrade"));
+    CHECK_THAT(error.what(),
+               Catch::Contains("written by a newer expctl: format " + std::to_string(spec::k_resolved_format + 1) +
+                               ", this one reads up to " + std::to_string(spec::k_resolved_format) + "; upgrade"));
   }
   CHECK_FALSE(spec::read_resolved_spec(dir / "resolved.json").has_value());
   document["format_version"] = "2";

@@ -203,6 +203,7 @@ const std::map<std::string, std::string> k_unhashed_alternates = {
     {"data.root", "same-data"},  // a folder with the same files (made by the test)
     {"distributed.timeout_s", "60"},
     {"distributed.master_port", "29500"},
+    {"distributed.max_restarts", "3"},
     {"distributed.monitored_barrier_every", "5"},
     {"train.checkpoint_every", "50"},
     {"train.checkpoint_every_s", "30"},
