@@ -10,12 +10,14 @@
 #              on (a) the quick start's real series (one run of experiments/quickstart.yaml) and
 #              (b) a 2-rank 100 000-step run (expctl_make_compare_store: every per-step series the
 #              runner records, full-precision doubles)
-#   ingest     points per second a 2-rank writer appends to the node store (expctl_ingest_writer at
-#              an unreachable rate, so it writes as fast as it can), this build against BASE's
+#   ingest     points per second a 2-rank writer appends to the node store (expctl_ingest_writer
+#              asked for INGEST_RATE points/s; where it cannot keep up it takes longer, and the figure
+#              is what it wrote over the time it took), this build against BASE's
 #              writer when BASE names a folder holding the landed main's expctl_ingest_writer;
 #              interleaved pairs, PAIRS of them
 #   read       `list` and `compare A B` on the (b) store, median of REPEAT
-# Knobs: STEPS=100000 RANKS=2 PAIRS=3 REPEAT=5 INGEST_SECONDS=10 KEEP=1 (keep the work folder).
+# Knobs: STEPS=100000 RANKS=2 PAIRS=3 REPEAT=5 INGEST_RATE=3000000 INGEST_SECONDS=5 KEEP=1 (keep the
+# work folder).
 # Bytes of a table are SQLite's own page count of it and its indexes (dbstat), over its points.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -26,7 +28,8 @@ steps=${STEPS:-100000}
 ranks=${RANKS:-2}
 pairs=${PAIRS:-3}
 repeat=${REPEAT:-5}
-ingest_seconds=${INGEST_SECONDS:-10}
+ingest_seconds=${INGEST_SECONDS:-5}
+ingest_rate=${INGEST_RATE:-3000000}
 expctl="$build/expctl"
 encodings="$build/bench/store/expctl_chunk_bytes"
 writer="$build/bench/store/expctl_ingest_writer"
@@ -105,10 +108,10 @@ if [[ " $parts " == *" bytes "* ]]; then
 fi
 
 if [[ " $parts " == *" ingest "* ]]; then
-  echo "== ingest into the node store: $ranks ranks x 8 metrics, as fast as it goes, $ingest_seconds s a run"
+  echo "== ingest into the node store: $ranks ranks x 8 metrics asked for $ingest_rate points/s for $ingest_seconds s, $pairs interleaved pairs"
   ingest_once() {  # $1 writer binary, $2 label: prints "label points/s"
     local db="$work/ingest-$RANDOM.db" out
-    out=$("$1" --db "$db" --ranks "$ranks" --metrics 8 --rate 100000000 --seconds "$ingest_seconds" --batch-ms 250 | tail -n 1)
+    out=$("$1" --db "$db" --ranks "$ranks" --metrics 8 --rate "$ingest_rate" --seconds "$ingest_seconds" --batch-ms 250 | tail -n 1)
     rm -f "$db" "$db-wal" "$db-shm"
     rm -rf "$(dirname "$db")/runs"
     awk -v l="$2" -v p="${out% *}" -v s="${out#* }" 'BEGIN { printf "%-8s %12.0f points/s\n", l, p / s }'

@@ -37,7 +37,9 @@ class SeriesStatements {
                  "SELECT rowid, data FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 AND "
                  "last_step >= ?4 ORDER BY last_step"),
         m_drop_chunk(db, "DELETE FROM metric_chunks WHERE rowid = ?1"),
-        m_stage(db, "INSERT INTO metric_points (run_id, key_id, rank, step, bits) VALUES (?1, ?2, ?3, ?4, ?5)"),
+        m_stage(db,
+                "INSERT INTO metric_points (run_id, key_id, rank, step, bits) VALUES (?1, ?2, ?3, ?4, ?5) "
+                "ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET bits = excluded.bits"),
         m_first_staged(db,
                        "SELECT step, bits FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 "
                        "ORDER BY step LIMIT ?4"),
@@ -137,6 +139,57 @@ class SeriesStatements {
     }
   }
 
+  /// Writes `batch` into the series' open chunk, replacing points of the same steps.
+  void stage_all(const std::string& run_id, const SeriesKeyRank& series,
+                 std::span<const std::pair<std::int64_t, std::uint64_t>> batch) {
+    for (const auto& [step, pattern] : batch) {
+      stage(run_id, series, step, pattern);
+    }
+  }
+
+  /// Appends `batch` (every step above the series' last) to its open chunk. Where that fills
+  /// chunks, they are sealed from the open points and the batch in memory: only what is left
+  /// over is written row by row (a point of a long batch is never inserted and then deleted).
+  void append(const std::string& run_id, const SeriesKeyRank& series,
+              std::span<const std::pair<std::int64_t, std::uint64_t>> batch) {
+    bind(m_staged_count, run_id, series);
+    m_staged_count.bind(4, static_cast<int64_t>(chunk::k_chunk_points));
+    m_staged_count.executeStep();
+    const std::int64_t staged = m_staged_count.getColumn(0).getInt64();
+    m_staged_count.reset();
+    if (staged + static_cast<std::int64_t>(batch.size()) < chunk::k_chunk_points) {
+      stage_all(run_id, series, batch);
+      return;
+    }
+    std::vector<std::int64_t> steps;
+    std::vector<std::uint64_t> bits;
+    if (staged > 0) {
+      bind(m_first_staged, run_id, series);
+      m_first_staged.bind(4, static_cast<int64_t>(chunk::k_chunk_points));
+      while (m_first_staged.executeStep()) {
+        steps.push_back(m_first_staged.getColumn(0).getInt64());
+        bits.push_back(static_cast<std::uint64_t>(m_first_staged.getColumn(1).getInt64()));
+      }
+      m_first_staged.reset();
+      bind(m_unstage, run_id, series);
+      m_unstage.bind(4, static_cast<int64_t>(steps.back()));
+      m_unstage.exec();
+      m_unstage.reset();
+    }
+    for (const auto& [step, pattern] : batch) {
+      steps.push_back(step);
+      bits.push_back(pattern);
+    }
+    const auto size = static_cast<std::size_t>(chunk::k_chunk_points);
+    std::size_t from = 0;
+    for (; steps.size() - from >= size; from += size) {
+      write_chunk(m_seal, run_id, series, std::span(steps).subspan(from, size), std::span(bits).subspan(from, size));
+    }
+    for (std::size_t i = from; i < steps.size(); ++i) {
+      stage(run_id, series, steps[i], bits[i]);
+    }
+  }
+
   static void write_chunk(SQLite::Statement& insert, const std::string& run_id, const SeriesKeyRank& series,
                           std::span<const std::int64_t> steps, std::span<const std::uint64_t> bits) {
     const chunk::Header header = chunk::summarize(steps, bits);
@@ -210,17 +263,24 @@ void add_rewrites(SQLite::Database& db, const std::string& run_id,
 void write_points(SQLite::Database& db, const std::string& run_id, const std::map<std::string, std::int64_t>& keys,
                   std::span<const MetricPoint> points) {
   SeriesStatements statements(db);
-  // Per series of the batch: the lowest step it writes.
-  std::map<SeriesKeyRank, std::int64_t> lowest;
+  // The batch by series, in step order; of a step given twice the last value wins.
+  std::map<SeriesKeyRank, std::vector<std::pair<std::int64_t, std::uint64_t>>> by_series;
   for (const MetricPoint& point : points) {
-    const SeriesKeyRank series{keys.at(point.name), point.rank};
-    const auto [it, added] = lowest.try_emplace(series, point.step);
-    if (!added) {
-      it->second = std::min(it->second, point.step);
+    by_series[{keys.at(point.name), point.rank}].emplace_back(point.step, bits_of(point.value));
+  }
+  for (auto& [series, batch] : by_series) {
+    std::stable_sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::pair<std::int64_t, std::uint64_t>> kept;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (i + 1 == batch.size() || batch[i + 1].first != batch[i].first) {
+        kept.push_back(batch[i]);
+      }
     }
+    batch = std::move(kept);
   }
   std::map<SeriesKeyRank, std::optional<std::int64_t>> last_before;
-  for (const auto& [series, low] : lowest) {
+  for (const auto& [series, batch] : by_series) {
+    const std::int64_t low = batch.front().first;
     const auto sealed = statements.last_chunk(run_id, series);
     const auto staged = statements.last_staged(run_id, series);
     std::optional<std::int64_t> last = staged;
@@ -243,21 +303,15 @@ void write_points(SQLite::Database& db, const std::string& run_id, const std::ma
     }
   }
   add_rewrites(db, run_id, rewrites);
-  // One prepared statement for the whole batch inside the caller's transaction.
-  SQLite::Statement insert(db,
-                           "INSERT INTO metric_points (run_id, key_id, rank, step, bits) VALUES (?, ?, ?, ?, ?) "
-                           "ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET bits = excluded.bits");
-  insert.bind(1, run_id);
-  for (const MetricPoint& point : points) {
-    insert.bind(2, static_cast<int64_t>(keys.at(point.name)));
-    insert.bind(3, point.rank);
-    insert.bind(4, static_cast<int64_t>(point.step));
-    insert.bind(5, static_cast<int64_t>(bits_of(point.value)));
-    insert.exec();
-    insert.reset();
-  }
-  for (const auto& [series, low] : lowest) {
-    statements.seal(run_id, series, false);
+  for (const auto& [series, batch] : by_series) {
+    const auto& before = last_before.at(series);
+    if (before && batch.front().first <= *before) {
+      // Steps written again: replaced in the open chunk (what they fell into is open now).
+      statements.stage_all(run_id, series, batch);
+      statements.seal(run_id, series, false);
+    } else {
+      statements.append(run_id, series, batch);
+    }
   }
 }
 
