@@ -141,17 +141,22 @@ constexpr Column k_metrics[] = {
     {.name = "step", .type = Type::int64, .not_null = true},
     {.name = "value", .type = Type::value},
 };
+/// SQLite (v8): the columns that name a series, first in both of its tables.
+constexpr Column k_series_run = {.name = "run_id",
+                                 .type = Type::text,
+                                 .not_null = true,
+                                 .bytewise = true,
+                                 .references = "runs(id)",
+                                 .cascade = true};
+constexpr Column k_series_key = {
+    .name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"};
+constexpr Column k_series_rank = {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"};
 /// SQLite (v8): a sealed chunk of a series (chunk_codec.hpp) with its header. min/max/sum are over
 /// the values that are not NaN (min and max NULL when every value is NaN, sum NULL when it is NaN).
 constexpr Column k_metric_chunks[] = {
-    {.name = "run_id",
-     .type = Type::text,
-     .not_null = true,
-     .bytewise = true,
-     .references = "runs(id)",
-     .cascade = true},
-    {.name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"},
-    {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"},
+    k_series_run,
+    k_series_key,
+    k_series_rank,
     {.name = "first_step", .type = Type::int64, .not_null = true},
     {.name = "last_step", .type = Type::int64, .not_null = true},
     {.name = "points", .type = Type::int64, .not_null = true, .check = "points > 0"},
@@ -165,14 +170,9 @@ constexpr Column k_metric_chunks[] = {
 };
 /// SQLite (v8): the open chunk's points, one row each, a value as its 64-bit pattern.
 constexpr Column k_metric_points[] = {
-    {.name = "run_id",
-     .type = Type::text,
-     .not_null = true,
-     .bytewise = true,
-     .references = "runs(id)",
-     .cascade = true},
-    {.name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"},
-    {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"},
+    k_series_run,
+    k_series_key,
+    k_series_rank,
     {.name = "step", .type = Type::int64, .not_null = true},
     {.name = "bits", .type = Type::int64, .not_null = true},
 };

@@ -344,18 +344,21 @@ std::vector<SeriesColumns> read_series(SQLite::Database& db, const std::string& 
       columns.values.push_back(value_of(pattern));
     }
   };
+  const auto bind_range = [&](SQLite::Statement& query) {
+    query.bind(1, run_id);
+    query.bind(2, static_cast<int64_t>(key));
+    if (rank) {
+      query.bind(3, *rank);
+    }
+    query.bind(4, static_cast<int64_t>(after));
+    query.bind(5, static_cast<int64_t>(upto));
+  };
   {
     SQLite::Statement chunks(db,
                              "SELECT rank, data FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND "
                              "(?3 IS NULL OR rank = ?3) AND last_step > ?4 AND first_step <= ?5 ORDER BY rank, "
                              "last_step");
-    chunks.bind(1, run_id);
-    chunks.bind(2, static_cast<int64_t>(key));
-    if (rank) {
-      chunks.bind(3, *rank);
-    }
-    chunks.bind(4, static_cast<int64_t>(after));
-    chunks.bind(5, static_cast<int64_t>(upto));
+    bind_range(chunks);
     while (chunks.executeStep()) {
       const int r = chunks.getColumn(0).getInt();
       if (rank && ranks.contains(r) && ranks.at(r).steps.size() >= limit) {
@@ -372,13 +375,7 @@ std::vector<SeriesColumns> read_series(SQLite::Database& db, const std::string& 
   SQLite::Statement staged(db,
                            "SELECT rank, step, bits FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND "
                            "(?3 IS NULL OR rank = ?3) AND step > ?4 AND step <= ?5 ORDER BY rank, step");
-  staged.bind(1, run_id);
-  staged.bind(2, static_cast<int64_t>(key));
-  if (rank) {
-    staged.bind(3, *rank);
-  }
-  staged.bind(4, static_cast<int64_t>(after));
-  staged.bind(5, static_cast<int64_t>(upto));
+  bind_range(staged);
   while (staged.executeStep()) {
     add(staged.getColumn(0).getInt(), staged.getColumn(1).getInt64(),
         static_cast<std::uint64_t>(staged.getColumn(2).getInt64()));

@@ -1,5 +1,6 @@
 // SQLite backend members for what hangs off a run: ranks, metric series, artifacts and tags.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -357,28 +358,24 @@ std::vector<MetricSeriesInfo> SqliteBackend::metric_series(const std::string& ru
         }
       }
     };
-    SQLite::Statement chunks(connection.db(), R"sql(
-SELECT k.name, c.rank, sum(c.points), min(c.first_step),
-  (SELECT first_bits FROM metric_chunks f WHERE f.run_id = c.run_id AND f.key_id = c.key_id AND f.rank = c.rank
-   ORDER BY last_step LIMIT 1),
-  max(c.last_step),
-  (SELECT last_bits FROM metric_chunks l WHERE l.run_id = c.run_id AND l.key_id = c.key_id AND l.rank = c.rank
-   ORDER BY last_step DESC LIMIT 1)
-FROM metric_keys k CROSS JOIN metric_chunks c ON c.run_id = ?1 AND c.key_id = k.id
-GROUP BY k.name, c.rank)sql");
-    chunks.bind(1, run_id);
-    merge(chunks);
-    SQLite::Statement staged(connection.db(), R"sql(
-SELECT k.name, p.rank, count(*), min(p.step),
-  (SELECT bits FROM metric_points f WHERE f.run_id = p.run_id AND f.key_id = p.key_id AND f.rank = p.rank
-   ORDER BY step LIMIT 1),
-  max(p.step),
-  (SELECT bits FROM metric_points l WHERE l.run_id = p.run_id AND l.key_id = p.key_id AND l.rank = p.rank
-   ORDER BY step DESC LIMIT 1)
-FROM metric_keys k CROSS JOIN metric_points p ON p.run_id = ?1 AND p.key_id = k.id
-GROUP BY k.name, p.rank)sql");
-    staged.bind(1, run_id);
-    merge(staged);
+    // {0}: the table, {1}: its points, {2} {3}: a row's first and last step, {4} {5}: their values.
+    constexpr const char* k_parts = R"sql(
+SELECT k.name, t.rank, {1}, min(t.{2}),
+  (SELECT {4} FROM {0} f WHERE f.run_id = t.run_id AND f.key_id = t.key_id AND f.rank = t.rank
+   ORDER BY {3} LIMIT 1),
+  max(t.{3}),
+  (SELECT {5} FROM {0} l WHERE l.run_id = t.run_id AND l.key_id = t.key_id AND l.rank = t.rank
+   ORDER BY {3} DESC LIMIT 1)
+FROM metric_keys k CROSS JOIN {0} t ON t.run_id = ?1 AND t.key_id = k.id
+GROUP BY k.name, t.rank)sql";
+    for (const auto& table :
+         {std::array{"metric_chunks", "sum(t.points)", "first_step", "last_step", "first_bits", "last_bits"},
+          std::array{"metric_points", "count(*)", "step", "step", "bits", "bits"}}) {
+      SQLite::Statement query(connection.db(), fmt::format(fmt::runtime(k_parts), table[0], table[1], table[2],
+                                                           table[3], table[4], table[5]));
+      query.bind(1, run_id);
+      merge(query);
+    }
     std::vector<MetricSeriesInfo> series;
     for (const auto& [name_rank, part] : parts) {
       if (series.empty() || series.back().name != name_rank.first) {
