@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include <fmt/format.h>
@@ -321,6 +322,114 @@ std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string&
     std::vector<SeriesAggregate> out;
     for (auto& [rank, entry] : ranks) {
       out.push_back(entry.first);
+    }
+    return out;
+  });
+}
+
+namespace {
+
+/// A sealed chunk's header, as series_envelope reads it.
+struct ChunkHead {
+  std::int64_t first_step = 0;
+  std::int64_t last_step = 0;
+  std::int64_t points = 0;
+  std::optional<double> min{};
+  std::optional<double> max{};
+  std::uint64_t last_bits = 0;
+};
+
+/// One bucket of whole chunks, from their headers alone.
+SeriesBucket bucket_of(std::span<const ChunkHead> heads) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  SeriesBucket bucket{
+      heads.front().first_step, heads.back().last_step, 0, nan, nan, chunk::value_of(heads.back().last_bits)};
+  for (const ChunkHead& head : heads) {
+    bucket.points += head.points;
+    if (head.min) {
+      bucket.min = std::isnan(bucket.min) ? *head.min : std::min(bucket.min, *head.min);
+      bucket.max = std::isnan(bucket.max) ? *head.max : std::max(bucket.max, *head.max);
+    }
+  }
+  return bucket;
+}
+
+}  // namespace
+
+std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& run_id, const std::string& name,
+                                                           std::size_t buckets, std::int64_t after_step) {
+  auto& connection = m_connection;
+  return connection.retry([&] {
+    std::vector<SeriesEnvelope> out;
+    const auto key = key_of(connection.db(), name);
+    if (!key) {
+      return out;
+    }
+    buckets = std::max<std::size_t>(buckets, 1);
+    std::map<int, std::vector<ChunkHead>> heads;
+    std::map<int, std::int64_t> open;
+    SQLite::Statement chunks(connection.db(),
+                             "SELECT rank, first_step, last_step, points, min_value, max_value, last_bits FROM "
+                             "metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND last_step > ?3 ORDER BY rank, "
+                             "last_step");
+    SQLite::Statement staged(connection.db(),
+                             "SELECT rank, count(*) FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND "
+                             "step > ?3 GROUP BY rank");
+    for (SQLite::Statement* query : {&chunks, &staged}) {
+      query->bind(1, run_id);
+      query->bind(2, static_cast<int64_t>(*key));
+      query->bind(3, static_cast<int64_t>(after_step));
+    }
+    while (chunks.executeStep()) {
+      const auto optional_real = [&](int column) {
+        return chunks.getColumn(column).isNull() ? std::nullopt
+                                                 : std::optional<double>(chunks.getColumn(column).getDouble());
+      };
+      heads[chunks.getColumn(0).getInt()].push_back(
+          ChunkHead{chunks.getColumn(1).getInt64(), chunks.getColumn(2).getInt64(), chunks.getColumn(3).getInt64(),
+                    optional_real(4), optional_real(5), static_cast<std::uint64_t>(chunks.getColumn(6).getInt64())});
+    }
+    while (staged.executeStep()) {
+      open[staged.getColumn(0).getInt()] = staged.getColumn(1).getInt64();
+      heads.try_emplace(staged.getColumn(0).getInt());
+    }
+    for (const auto& [rank, rank_heads] : heads) {
+      std::int64_t total = open[rank];
+      for (const ChunkHead& head : rank_heads) {
+        total += head.points;
+      }
+      const auto size = static_cast<std::size_t>((total + static_cast<std::int64_t>(buckets) - 1) /
+                                                 static_cast<std::int64_t>(buckets));
+      const auto points_between = [&](std::int64_t after, std::int64_t upto) {
+        const auto read = detail::read_series(connection.db(), run_id, *key, rank, after, upto);
+        return read.empty() ? SeriesColumns{rank, {}, {}} : read.front();
+      };
+      if (std::cmp_less(size, chunk::k_chunk_points)) {
+        out.push_back(envelope_of(points_between(after_step, detail::k_last_step), size));
+        continue;
+      }
+      // Buckets of whole chunks, from their headers; the chunk `after_step` falls in and the open
+      // points are read point by point.
+      const std::size_t group = size / static_cast<std::size_t>(chunk::k_chunk_points);
+      SeriesEnvelope envelope{rank, {}};
+      const auto add_points = [&](const SeriesColumns& columns) {
+        for (const SeriesBucket& bucket : envelope_of(columns, size).buckets) {
+          envelope.buckets.push_back(bucket);
+        }
+      };
+      std::size_t from = 0;
+      if (!rank_heads.empty() && rank_heads.front().first_step <= after_step) {
+        add_points(points_between(after_step, rank_heads.front().last_step));
+        from = 1;
+      }
+      for (; from < rank_heads.size(); from += group) {
+        envelope.buckets.push_back(
+            bucket_of(std::span(rank_heads).subspan(from, std::min(group, rank_heads.size() - from))));
+      }
+      if (open[rank] > 0) {
+        add_points(points_between(rank_heads.empty() ? after_step : rank_heads.back().last_step, detail::k_last_step));
+      }
+      out.push_back(std::move(envelope));
     }
     return out;
   });

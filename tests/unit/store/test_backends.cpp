@@ -791,3 +791,67 @@ TEMPLATE_TEST_CASE(
   db.finish_run(run.id, RunStatus::completed, 0, "");
   check_all();
 }
+
+TEMPLATE_TEST_CASE(
+    "store contract: series_envelope buckets every point in step order with each bucket's min, max "
+    "and last, and coarse buckets of a SQLite store read no point",
+    "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available)
+    return;
+  auto db = where.open();
+  const auto run = new_run(db);
+  constexpr int k_steps = 30'001;
+  std::vector<MetricPoint> points;
+  for (int step = 0; step < k_steps; ++step) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const double value = step % 997 == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                           : std::sin(step * 0.001) * (rank + 1) + 0.01 * (step % 13);
+      points.push_back({rank, step, "loss", value});
+    }
+  }
+  db.append_metrics(run.id, points);
+  db.finish_run(run.id, RunStatus::completed, 0, "");
+  db.append_metrics(run.id, std::vector<MetricPoint>{{0, k_steps, "loss", 7.0}});  // an open point after the end
+
+  const auto check = [&](std::size_t buckets, std::int64_t after) {
+    INFO("buckets " << buckets << ", after step " << after);
+    const auto envelope = db.series_envelope(run.id, "loss", buckets, after);
+    const auto full = db.series_columns(run.id, "loss", after);
+    REQUIRE(envelope.size() == full.size());
+    for (std::size_t r = 0; r < full.size(); ++r) {
+      const auto& columns = full[r];
+      CHECK(envelope[r].rank == columns.rank);
+      CHECK(envelope[r].buckets.size() <= 2 * buckets + 2);
+      std::size_t i = 0;
+      for (const store::SeriesBucket& bucket : envelope[r].buckets) {
+        REQUIRE(i < columns.steps.size());
+        CHECK(bucket.first_step == columns.steps[i]);
+        double low = std::numeric_limits<double>::quiet_NaN();
+        double high = low;
+        for (std::int64_t n = 0; n < bucket.points; ++n, ++i) {
+          const double value = columns.values.at(i);
+          if (!std::isnan(value)) {
+            low = std::isnan(low) ? value : std::min(low, value);
+            high = std::isnan(high) ? value : std::max(high, value);
+          }
+        }
+        CHECK(bucket.last_step == columns.steps.at(i - 1));
+        CHECK(same_value(bucket.min, low));
+        CHECK(same_value(bucket.max, high));
+        CHECK(same_value(bucket.last, columns.values.at(i - 1)));
+      }
+      CHECK(i == columns.steps.size());
+    }
+  };
+  for (const std::size_t buckets : {1U, 3U, 7U, 100U, 100000U}) {
+    check(buckets, std::numeric_limits<std::int64_t>::min());
+    check(buckets, 5000);
+  }
+  if (TestType::kind == store::StoreKind::sqlite) {
+    // A damaged chunk in the middle: the coarse envelope never decodes it, every point reader does.
+    store::testing::execute_sql(where.location, "UPDATE metric_chunks SET data = x'01' WHERE first_step = 8192");
+    CHECK(db.series_envelope(run.id, "loss", 3).at(0).buckets.size() >= 3);
+    CHECK_THROWS_WITH(db.series_columns(run.id, "loss"), Catch::Contains("metric chunk is damaged"));
+  }
+}
