@@ -6,6 +6,7 @@
 
 #include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "expctl/store/chunk_codec.hpp"
 #include "expctl/util/error.hpp"
@@ -260,6 +261,23 @@ void add_rewrites(SQLite::Database& db, const std::string& run_id,
 
 }  // namespace
 
+ReadSnapshot::ReadSnapshot(SQLite::Database& db) : m_db(db) {
+  if (sqlite3_get_autocommit(db.getHandle()) != 0) {
+    db.exec("BEGIN DEFERRED");
+    m_began = true;
+  }
+}
+
+ReadSnapshot::~ReadSnapshot() {
+  if (m_began && sqlite3_get_autocommit(m_db.getHandle()) == 0) {
+    try {
+      m_db.exec("COMMIT");  // a read transaction: nothing to write, it only ends the snapshot
+    } catch (const SQLite::Exception&) {
+      sqlite3_exec(m_db.getHandle(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+}
+
 void write_points(SQLite::Database& db, const std::string& run_id, const std::map<std::string, std::int64_t>& keys,
                   std::span<const MetricPoint> points) {
   SeriesStatements statements(db);
@@ -334,6 +352,7 @@ void seal_run(SQLite::Database& db, const std::string& run_id) {
 std::vector<SeriesColumns> read_series(SQLite::Database& db, const std::string& run_id, std::int64_t key,
                                        std::optional<int> rank, std::int64_t after, std::int64_t upto,
                                        std::size_t limit) {
+  const ReadSnapshot snapshot(db);
   std::map<int, SeriesColumns> ranks;
   std::vector<std::int64_t> steps;
   std::vector<std::uint64_t> bits;
@@ -403,6 +422,7 @@ std::vector<SeriesKeyRank> run_series(SQLite::Database& db, const std::string& r
 
 std::int64_t count_points(SQLite::Database& db, const std::string& run_id, std::optional<SeriesKeyRank> series,
                           std::int64_t after) {
+  const ReadSnapshot snapshot(db);
   const char* k_series = series ? " AND key_id = ?3 AND rank = ?4" : "";
   const auto bind = [&](SQLite::Statement& query) {
     query.bind(1, run_id);

@@ -24,6 +24,21 @@ namespace expctl::store::detail {
 inline constexpr std::int64_t k_no_step = std::numeric_limits<std::int64_t>::min();
 inline constexpr std::int64_t k_last_step = std::numeric_limits<std::int64_t>::max();
 
+/// One read transaction over the statements of a reader, unless the connection is in one already:
+/// a series is read from two tables, and a writer sealing its open points between the two
+/// statements would otherwise hide them from both.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(SQLite::Database& db);
+  ~ReadSnapshot();
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+ private:
+  SQLite::Database& m_db;
+  bool m_began = false;
+};
+
 /// One (metric key, rank) series of a run.
 struct SeriesKeyRank {
   std::int64_t key = 0;

@@ -96,7 +96,24 @@ void SqliteBackend::append_metrics(const std::string& run_id, std::span<const Me
   connection.write([&](SQLite::Database& db) {
     detail::require_run(connection, db, run_id);
     const auto keys = metric_keys(db, points);
-    detail::write_points(db, run_id, keys, points);
+    if (m_version >= 8) {
+      detail::write_points(db, run_id, keys, points);
+      return;
+    }
+    // A store opened at an older schema (tests building one as an older expctl wrote it, v4-v7):
+    // a row per point, as then.
+    SQLite::Statement insert(db,
+                             "INSERT INTO metrics (run_id, key_id, rank, step, value) VALUES (?, ?, ?, ?, ?) "
+                             "ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET value = excluded.value");
+    insert.bind(1, run_id);
+    for (const MetricPoint& point : points) {
+      insert.bind(2, static_cast<int64_t>(keys.at(point.name)));
+      insert.bind(3, point.rank);
+      insert.bind(4, static_cast<int64_t>(point.step));
+      insert.bind(5, point.value);  // NaN binds as NULL
+      insert.exec();
+      insert.reset();
+    }
   });
 }
 
@@ -151,6 +168,7 @@ bool SqliteBackend::remove_tag(const std::string& run_id, const std::string& tag
 std::vector<MetricPoint> SqliteBackend::metrics(const std::string& run_id, const MetricFilter& filter) {
   auto& connection = m_connection;
   return connection.retry([&] {
+    const detail::ReadSnapshot snapshot(connection.db());
     // The run's metric keys in name order (from metric_keys' UNIQUE index), each series read whole.
     SQLite::Statement keys(connection.db(),
                            "SELECT id, name FROM metric_keys k WHERE (?2 IS NULL OR name = ?2) AND "
@@ -177,6 +195,7 @@ std::vector<MetricPoint> SqliteBackend::recent_metrics(const std::string& run_id
                                                        int count) {
   auto& connection = m_connection;
   return connection.retry([&] {
+    const detail::ReadSnapshot snapshot(connection.db());
     std::vector<MetricPoint> points;
     const auto key = key_of(connection.db(), name);
     if (!key || count <= 0) {
@@ -256,6 +275,7 @@ std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string&
                                                               std::int64_t after_step) {
   auto& connection = m_connection;
   return connection.retry([&] {
+    const detail::ReadSnapshot snapshot(connection.db());
     std::map<int, std::pair<SeriesAggregate, bool>> ranks;  // rank -> (aggregate, has a value)
     const auto key = key_of(connection.db(), name);
     if (!key) {
@@ -360,6 +380,7 @@ std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& ru
                                                            std::size_t buckets, std::int64_t after_step) {
   auto& connection = m_connection;
   return connection.retry([&] {
+    const detail::ReadSnapshot snapshot(connection.db());
     std::vector<SeriesEnvelope> out;
     const auto key = key_of(connection.db(), name);
     if (!key) {
@@ -438,6 +459,7 @@ std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& ru
 std::vector<MetricSeriesInfo> SqliteBackend::metric_series(const std::string& run_id) {
   auto& connection = m_connection;
   return connection.retry([&] {
+    const detail::ReadSnapshot snapshot(connection.db());
     // Per (name, rank): the chunks' headers and the open chunk's points, each an index range.
     struct Part {
       std::int64_t points = 0;
