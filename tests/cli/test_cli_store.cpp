@@ -3,6 +3,7 @@
 
 #include "support/test_support.hpp"
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/store.hpp"
@@ -211,7 +212,8 @@ TEST_CASE("cli store: a missing database lists no runs with a hint, and show ref
 
 TEST_CASE("cli store: a database from a newer expctl is refused with exit 2") {
   CliStore s;
-  store::testing::execute_sql(s.db_path, "PRAGMA user_version = 7");
+  const int newer = store::latest_schema_version() + 1;
+  store::testing::execute_sql(s.db_path, fmt::format("PRAGMA user_version = {}", newer));
   for (const std::string command : {"list", "show"}) {
     std::vector<std::string> args{command};
     if (command == "show") {
@@ -219,8 +221,8 @@ TEST_CASE("cli store: a database from a newer expctl is refused with exit 2") {
     }
     const auto result = s.expctl(args);
     CHECK(result.exit_code == 2);
-    CHECK(result.err == "expctl: error: " + s.db_path.string() +
-                            ": written by a newer expctl (schema v7, this one reads up to v" +
+    CHECK(result.err == "expctl: error: " + s.db_path.string() + ": written by a newer expctl (schema v" +
+                            std::to_string(newer) + ", this one reads up to v" +
                             std::to_string(store::latest_schema_version()) + "): upgrade expctl\n");
   }
 }

@@ -25,6 +25,7 @@ namespace expctl::store {
 
 struct SeriesColumns;
 struct SeriesAggregate;
+struct SeriesEnvelope;
 
 /// Called by Backend::create_run inside its transaction, after the row is written and before it
 /// commits, with the new run's id and canonical spec: publishes the run's folder, so a row never
@@ -88,6 +89,10 @@ class Backend {
                                                     std::int64_t after_step) = 0;
   virtual std::vector<SeriesAggregate> series_aggregates(const std::string& run_id, const std::string& name,
                                                          std::int64_t after_step) = 0;
+  /// Store::series_envelope. By default, from every point (series_columns); a backend that
+  /// keeps chunk headers reads coarse buckets from them.
+  virtual std::vector<SeriesEnvelope> series_envelope(const std::string& run_id, const std::string& name,
+                                                      std::size_t buckets, std::int64_t after_step);
   virtual std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) = 0;
   /// The names of the run's series, ordered by name, without reading their points.
   virtual std::vector<std::string> metric_names(const std::string& run_id) = 0;

@@ -42,18 +42,37 @@ constexpr const char* k_content_columns[] = {"spec_hash", "environment_hash", "n
 /// The child tables of a run, with the columns compared and copied (run_id first in each table).
 /// `rows` reads them from schema {0} (src or main): the metrics table holds a key per point, so
 /// its rows are compared by the metric's name (each store numbers its keys on its own).
+/// `what` names the rows in a conflict's message. A series' chunks and open points are compared
+/// as stored: a run copied from one store to another keeps its chunks whole.
 struct ChildTable {
   const char* name;
   const char* columns;
   const char* rows;
+  const char* what;
 };
 constexpr ChildTable k_child_tables[] = {
-    {"ranks", "rank, host, pid, environment_hash, status, exit_code, signal", "{0}.ranks"},
-    {"metrics", "name, rank, step, value",
-     "(SELECT m.run_id, k.name, m.rank, m.step, m.value FROM {0}.metrics m JOIN {0}.metric_keys k ON k.id = m.key_id)"},
-    {"artifacts", "path, sha256, size_bytes", "{0}.artifacts"},
+    {"ranks", "rank, host, pid, environment_hash, status, exit_code, signal", "{0}.ranks", "ranks"},
+    {"metric_chunks", "name, rank, first_step, last_step, points, data",
+     "(SELECT c.run_id, k.name, c.rank, c.first_step, c.last_step, c.points, c.data FROM {0}.metric_chunks c "
+     "JOIN {0}.metric_keys k ON k.id = c.key_id)",
+     "metrics"},
+    {"metric_points", "name, rank, step, bits",
+     "(SELECT p.run_id, k.name, p.rank, p.step, p.bits FROM {0}.metric_points p JOIN {0}.metric_keys k ON "
+     "k.id = p.key_id)",
+     "metrics"},
+    {"artifacts", "path, sha256, size_bytes", "{0}.artifacts", "artifacts"},
 };
 
+/// A series table's columns, and what each row of the new runs is copied as: every column as it
+/// is but key_id, which goes through the metric's name to the destination's key.
+constexpr const char* k_copy_series[][3] = {
+    {"metric_chunks",
+     "run_id, key_id, rank, first_step, last_step, points, nan_points, min_value, max_value, sum_value, first_bits, "
+     "last_bits, data",
+     "m.run_id, d.id, m.rank, m.first_step, m.last_step, m.points, m.nan_points, m.min_value, m.max_value, "
+     "m.sum_value, m.first_bits, m.last_bits, m.data"},
+    {"metric_points", "run_id, key_id, rank, step, bits", "m.run_id, d.id, m.rank, m.step, m.bits"},
+};
 constexpr const char* k_run_columns =
     "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary, "
     "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at";
@@ -180,7 +199,7 @@ void child_conflicts(SQLite::Database& db, const ChildTable& table, std::vector<
                                             table.columns, fmt::format(fmt::runtime(table.rows), from),
                                             fmt::format(fmt::runtime(table.rows), to), k_shared));
     for (const std::string& id : column_strings(query)) {
-      out.push_back({id, fmt::format("its {} differ", table.name)});
+      out.push_back({id, fmt::format("its {} differ", table.what)});
     }
   }
 }
@@ -253,13 +272,19 @@ void copy_rows(SQLite::Database& db, MergeResult& result) {
                        "temp.merge_new) ORDER BY rowid",
                        k_run_columns, k_source_run_columns));
   exec(db, "INSERT OR IGNORE INTO main.metric_keys (name) SELECT name FROM src.metric_keys ORDER BY id");
+  for (const auto& [table, columns, selected] : k_copy_series) {
+    exec(db, fmt::format("INSERT INTO main.{0} ({1}) SELECT {2} FROM src.{0} m JOIN src.metric_keys k ON k.id = "
+                         "m.key_id JOIN main.metric_keys d ON d.name = k.name WHERE m.run_id IN (SELECT id FROM "
+                         "temp.merge_new)",
+                         table, columns, selected));
+  }
+  result.points_added = static_cast<std::int64_t>(
+      db.execAndGet("SELECT (SELECT total(points) FROM main.metric_chunks WHERE run_id IN (SELECT id FROM "
+                    "temp.merge_new)) + (SELECT count(*) FROM main.metric_points WHERE run_id IN (SELECT id FROM "
+                    "temp.merge_new))")
+          .getDouble());
   for (const ChildTable& table : k_child_tables) {
-    if (std::string_view(table.name) == "metrics") {
-      result.points_added =
-          exec(db,
-               "INSERT INTO main.metrics (run_id, key_id, rank, step, value) SELECT m.run_id, d.id, m.rank, m.step, "
-               "m.value FROM src.metrics m JOIN src.metric_keys k ON k.id = m.key_id JOIN main.metric_keys d ON "
-               "d.name = k.name WHERE m.run_id IN (SELECT id FROM temp.merge_new)");
+    if (std::string_view(table.name).starts_with("metric_")) {
       continue;
     }
     exec(db, fmt::format("INSERT INTO main.{0} (run_id, {1}) SELECT run_id, {1} FROM src.{0} WHERE run_id IN "

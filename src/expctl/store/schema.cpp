@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include "expctl/store/schema_source.hpp"
+#include "expctl/store/sqlite_chunks.hpp"
 #include "expctl/util/log.hpp"
 
 namespace expctl::store::detail {
@@ -18,6 +19,8 @@ struct Migration {
   int version;              ///< the schema version this step produces
   const char* description;  ///< why the step exists
   const char* sql;
+  /// Run after `sql`, in the same transaction, for what SQL cannot do (v8: encoding chunks).
+  void (*convert)(SQLite::Database&) = nullptr;
 };
 
 /// Forward migrations of an existing database, applied in order. Never edit a shipped step:
@@ -215,6 +218,38 @@ ALTER TABLE runs_v7 RENAME TO runs;
 CREATE INDEX runs_by_start ON runs(started_at);
 CREATE INDEX runs_by_spec ON runs(spec_hash);
 )sql"},
+    // A point was a row of 44-46 bytes (the run id, key, rank and step in the row and its key).
+    // Series are now sealed chunks of up to 4096 points (sqlite_chunks.hpp, chunk_codec.hpp),
+    // each one row with its header, plus the open chunk's points one row each, their values as bit
+    // patterns (a REAL column stores NaN as NULL and drops the sign of -0.0). Every point of the
+    // metrics table goes into chunks here, in this transaction; then the table is dropped.
+    {8, "series stored as compressed chunks", R"sql(
+CREATE TABLE metric_chunks (
+  run_id     TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key_id     INTEGER NOT NULL REFERENCES metric_keys(id),
+  rank       INTEGER NOT NULL CHECK (rank >= 0),
+  first_step INTEGER NOT NULL,
+  last_step  INTEGER NOT NULL,
+  points     INTEGER NOT NULL CHECK (points > 0),
+  nan_points INTEGER NOT NULL,
+  min_value  REAL,
+  max_value  REAL,
+  sum_value  REAL,
+  first_bits INTEGER NOT NULL,
+  last_bits  INTEGER NOT NULL,
+  data       BLOB NOT NULL
+);
+CREATE UNIQUE INDEX metric_chunks_by_series ON metric_chunks(run_id, key_id, rank, last_step);
+CREATE TABLE metric_points (
+  run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key_id INTEGER NOT NULL REFERENCES metric_keys(id),
+  rank   INTEGER NOT NULL CHECK (rank >= 0),
+  step   INTEGER NOT NULL,
+  bits   INTEGER NOT NULL,
+  PRIMARY KEY (run_id, key_id, rank, step)
+) WITHOUT ROWID;
+)sql",
+     &chunk_metrics_table},
 };
 
 constexpr int k_latest = static_cast<int>(std::size(k_migrations));
@@ -283,6 +318,9 @@ void apply_migrations(Connection& connection, int target_version) {
       for (const Migration& step : k_migrations) {
         if (step.version > identity.version && step.version <= target_version) {
           db.exec(step.sql);
+          if (step.convert != nullptr) {
+            step.convert(db);
+          }
           util::log::debug(fmt::format("store: migrated {} to schema v{} ({})", connection.display(), step.version,
                                        step.description));
         }
@@ -393,7 +431,7 @@ void upgrade(Connection& connection, int from_version, int target_version) {
 }  // namespace
 
 int schema_latest() {
-  static_assert(k_latest == 7, "add the new migration's test and docs/store.md entry, then bump this");
+  static_assert(k_latest == 8, "add the new migration's test and docs/store.md entry, then bump this");
   return k_latest;
 }
 

@@ -30,6 +30,8 @@ enum class Type {
   int64,
   boolean,
   value,      ///< a metric value: REAL (NULL for NaN) / double precision NOT NULL
+  real,       ///< a number that may be NULL: REAL / double precision
+  bytes,      ///< BLOB / bytea
   serial_key  ///< an integer key the database numbers: INTEGER PRIMARY KEY / identity
 };
 
@@ -55,6 +57,7 @@ struct Index {
   const char* table;
   const char* columns;
   Only only = Only::both;
+  bool unique = false;
 };
 
 struct Table {
@@ -138,6 +141,41 @@ constexpr Column k_metrics[] = {
     {.name = "step", .type = Type::int64, .not_null = true},
     {.name = "value", .type = Type::value},
 };
+/// SQLite (v8): the columns that name a series, first in both of its tables.
+constexpr Column k_series_run = {.name = "run_id",
+                                 .type = Type::text,
+                                 .not_null = true,
+                                 .bytewise = true,
+                                 .references = "runs(id)",
+                                 .cascade = true};
+constexpr Column k_series_key = {
+    .name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"};
+constexpr Column k_series_rank = {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"};
+/// SQLite (v8): a sealed chunk of a series (chunk_codec.hpp) with its header. min/max/sum are over
+/// the values that are not NaN (min and max NULL when every value is NaN, sum NULL when it is NaN).
+constexpr Column k_metric_chunks[] = {
+    k_series_run,
+    k_series_key,
+    k_series_rank,
+    {.name = "first_step", .type = Type::int64, .not_null = true},
+    {.name = "last_step", .type = Type::int64, .not_null = true},
+    {.name = "points", .type = Type::int64, .not_null = true, .check = "points > 0"},
+    {.name = "nan_points", .type = Type::int64, .not_null = true},
+    {.name = "min_value", .type = Type::real},
+    {.name = "max_value", .type = Type::real},
+    {.name = "sum_value", .type = Type::real},
+    {.name = "first_bits", .type = Type::int64, .not_null = true},
+    {.name = "last_bits", .type = Type::int64, .not_null = true},
+    {.name = "data", .type = Type::bytes, .not_null = true},
+};
+/// SQLite (v8): the open chunk's points, one row each, a value as its 64-bit pattern.
+constexpr Column k_metric_points[] = {
+    k_series_run,
+    k_series_key,
+    k_series_rank,
+    {.name = "step", .type = Type::int64, .not_null = true},
+    {.name = "bits", .type = Type::int64, .not_null = true},
+};
 constexpr Column k_artifacts[] = {
     {.name = "run_id", .type = Type::text, .not_null = true, .bytewise = true, .references = "runs(id)", .cascade = true},
     {.name = "path", .type = Type::text, .not_null = true, .bytewise = true, .check = "path <> ''"},
@@ -202,7 +240,14 @@ constexpr Table k_tables[] = {
      .columns = k_metrics,
      .primary_key = "run_id, key_id, rank, step",
      .include = "value",
-     .without_rowid = true},
+     .without_rowid = true,
+     .only = Only::postgres},
+    {.name = "metric_chunks", .columns = k_metric_chunks, .only = Only::sqlite},
+    {.name = "metric_points",
+     .columns = k_metric_points,
+     .primary_key = "run_id, key_id, rank, step",
+     .without_rowid = true,
+     .only = Only::sqlite},
     {.name = "artifacts", .columns = k_artifacts, .primary_key = "run_id, path", .without_rowid = true},
     {.name = "tags", .columns = k_tags, .primary_key = "run_id, tag", .without_rowid = true},
     {.name = "ship_progress",
@@ -224,6 +269,11 @@ constexpr Index k_indexes[] = {
     {.name = "runs_by_start", .table = "runs", .columns = "started_at, id", .only = Only::postgres},
     {.name = "runs_by_spec", .table = "runs", .columns = "spec_hash"},
     {.name = "tags_by_tag", .table = "tags", .columns = "tag"},
+    {.name = "metric_chunks_by_series",
+     .table = "metric_chunks",
+     .columns = "run_id, key_id, rank, last_step",
+     .only = Only::sqlite,
+     .unique = true},
 };
 
 bool in(Only only, Dialect dialect) {
@@ -248,6 +298,12 @@ std::string column_sql(const Column& column, Dialect dialect) {
       break;
     case Type::value:
       return sql + (sqlite ? " REAL" : " double precision NOT NULL");
+    case Type::real:
+      sql += sqlite ? " REAL" : " double precision";
+      break;
+    case Type::bytes:
+      sql += sqlite ? " BLOB" : " bytea";
+      break;
     case Type::serial_key:
       return sql + (sqlite ? " INTEGER PRIMARY KEY" : " integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY");
   }
@@ -315,7 +371,8 @@ std::string create_schema_sql(Dialect dialect) {
     sql += table_sql(table, dialect);
     for (const Index& index : k_indexes) {
       if (std::string_view(index.table) == table.name && in(index.only, dialect)) {
-        sql += fmt::format("CREATE INDEX {} ON {}({});\n", index.name, index.table, index.columns);
+        sql += fmt::format("CREATE {}INDEX {} ON {}({});\n", index.unique ? "UNIQUE " : "", index.name, index.table,
+                           index.columns);
       }
     }
   }

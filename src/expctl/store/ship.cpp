@@ -14,6 +14,7 @@
 
 #include "expctl/store/pg_backend.hpp"
 #include "expctl/store/sqlite_backend.hpp"
+#include "expctl/store/sqlite_chunks.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/interrupt_signals.hpp"
 #include "expctl/util/log.hpp"
@@ -260,43 +261,23 @@ std::int64_t write_run_state(PgConnection& server, const LocalRun& run, const Ru
   return tags_added;
 }
 
-/// Every (key, rank) series of a run, by seeking the primary key from one key to the next and,
-/// within a key, from one rank to the next: each seek has an equality prefix and one column's
-/// range, so it costs a descent of the index. (One seek on the row value `(key_id, rank) > (?, ?)`
-/// started at the key and stepped through every point of the ranks before: a live pass read the
-/// whole run, 79 % of `sync --follow`'s CPU, growing with the run.)
+/// Every (key, rank) series of a run, from its chunks' index and its open points (a few
+/// thousand rows a series at most, whatever the run's length).
 std::vector<Series> local_series(Connection& local, const std::string& run_id) {
   return local.retry([&] {
-    SQLite::Statement next_key(local.db(),
-                               "SELECT key_id, (SELECT name FROM metric_keys WHERE id = key_id) FROM metrics "
-                               "WHERE run_id = ?1 AND key_id > ?2 ORDER BY key_id LIMIT 1");
-    SQLite::Statement next_rank(local.db(),
-                                "SELECT rank FROM metrics WHERE run_id = ?1 AND key_id = ?2 AND rank > ?3 "
-                                "ORDER BY rank LIMIT 1");
+    SQLite::Statement name(local.db(), "SELECT name FROM metric_keys WHERE id = ?");
     std::vector<Series> series;
-    std::int64_t key = std::numeric_limits<std::int64_t>::min();
-    while (true) {
-      next_key.reset();
-      next_key.bind(1, run_id);
-      next_key.bind(2, static_cast<int64_t>(key));
-      if (!next_key.executeStep()) {
-        return series;
-      }
-      key = next_key.getColumn(0).getInt64();
-      const std::string name = next_key.getColumn(1).getString();
-      int rank = -1;
-      while (true) {
-        next_rank.reset();
-        next_rank.bind(1, run_id);
-        next_rank.bind(2, static_cast<int64_t>(key));
-        next_rank.bind(3, rank);
-        if (!next_rank.executeStep()) {
-          break;
-        }
-        rank = next_rank.getColumn(0).getInt();
-        series.push_back(Series{name, key, rank});
+    for (const detail::SeriesKeyRank& one : detail::run_series(local.db(), run_id)) {
+      if (series.empty() || series.back().local_key != one.key) {
+        name.reset();
+        name.bind(1, static_cast<int64_t>(one.key));
+        name.executeStep();
+        series.push_back(Series{name.getColumn(0).getString(), one.key, one.rank});
+      } else {
+        series.push_back(Series{series.back().name, one.key, one.rank});
       }
     }
+    return series;
   });
 }
 
@@ -502,26 +483,18 @@ class PointShipper {
                                                   std::int64_t upto = std::numeric_limits<std::int64_t>::max()) {
     const std::size_t room = m_batch_points - batch.points;
     return m_local.retry([&] {
-      SQLite::Statement query(
-          m_local.db(),
-          "SELECT step, value FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ? "
-          "AND step <= ? ORDER BY step LIMIT ?");
-      query.bind(1, m_run.id());
-      query.bind(2, static_cast<int64_t>(cursor.series.local_key));
-      query.bind(3, cursor.series.rank);
-      query.bind(4, static_cast<int64_t>(cursor.after));
-      query.bind(5, static_cast<int64_t>(upto));
-      query.bind(6, static_cast<int64_t>(room));
+      const auto read = detail::read_series(m_local.db(), m_run.id(), cursor.series.local_key, cursor.series.rank,
+                                            cursor.after, upto, room);
       std::size_t rows = 0;
       std::int64_t last = cursor.after;
       const std::size_t mark = batch.copy.size();
-      while (query.executeStep()) {
-        last = query.getColumn(0).getInt64();
-        const double value = query.getColumn(1).isNull() ? std::numeric_limits<double>::quiet_NaN()
-                                                         : query.getColumn(1).getDouble();
-        batch.copy += fmt::format("{}\t{}\t{}\t{}\t{}\n", m_run.id(), cursor.key, cursor.series.rank, last,
-                                  PgConnection::real_text(value));
-        ++rows;
+      for (const SeriesColumns& rank : read) {
+        for (std::size_t i = 0; i < rank.steps.size(); ++i) {
+          last = rank.steps[i];
+          batch.copy += fmt::format("{}\t{}\t{}\t{}\t{}\n", m_run.id(), cursor.key, cursor.series.rank, last,
+                                    PgConnection::real_text(rank.values[i]));
+          ++rows;
+        }
       }
       if (rows == 0) {
         batch.copy.resize(mark);  // a retry after SQLITE_BUSY starts the chunk again
@@ -685,14 +658,7 @@ ShipLag ship_lag(Store& local, Store& server, const std::optional<std::string>& 
                                      ? std::numeric_limits<std::int64_t>::min()
                                      : found->second.last_step;
       lag.points_behind += source.retry([&] {
-        SQLite::Statement count(source.db(),
-                                "SELECT count(*) FROM metrics WHERE run_id = ? AND key_id = ? AND rank = ? AND step > ?");
-        count.bind(1, run.id());
-        count.bind(2, static_cast<int64_t>(series.local_key));
-        count.bind(3, series.rank);
-        count.bind(4, static_cast<int64_t>(after));
-        count.executeStep();
-        return count.getColumn(0).getInt64();
+        return detail::count_points(source.db(), run.id(), detail::SeriesKeyRank{series.local_key, series.rank}, after);
       });
     }
   }
@@ -783,12 +749,7 @@ BackgroundShipper::Leftover BackgroundShipper::leftover() {
     const bool changed = changed_since(5) || changed_since(6) || changed_since(15);
     if (changed && !m_complete.contains(run.id() + ' ' + run.digest)) {
       ++left.runs_behind;
-      left.points_behind += source.retry([&] {
-        SQLite::Statement count(source.db(), "SELECT count(*) FROM metrics WHERE run_id = ?");
-        count.bind(1, run.id());
-        count.executeStep();
-        return count.getColumn(0).getInt64();
-      });
+      left.points_behind += source.retry([&] { return detail::count_points(source.db(), run.id(), std::nullopt); });
     }
   }
   return left;

@@ -6,6 +6,8 @@
 #include "expctl/store/run_folder.hpp"
 #include "expctl/store/run_listing.hpp"
 #include "expctl/store/schema.hpp"
+#include "expctl/store/sqlite_chunks.hpp"
+#include "expctl/util/log.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::store {
@@ -210,6 +212,17 @@ void SqliteBackend::finish_run(const std::string& run_id, RunStatus status, int 
     update.bind(5, run_id);
     detail::require_changed(connection, update.exec(), run_id);
   });
+  if (m_version < 8) {
+    return;  // a store opened at an older schema (tests) has no chunks
+  }
+  // Then its open chunks are sealed, in a transaction of their own: the run's end is recorded
+  // even where sealing cannot be (a full disk), and its points are read as well unsealed.
+  try {
+    connection.write([&](SQLite::Database& db) { detail::seal_run(db, run_id); });
+  } catch (const Error& error) {
+    util::log::debug(
+        fmt::format("{}: run {}'s open chunks stay unsealed: {}", connection.display(), run_id, error.what()));
+  }
 }
 
 void SqliteBackend::resume_run(const std::string& run_id, const ResumeHow& how) {

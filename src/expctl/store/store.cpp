@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -342,6 +343,44 @@ std::vector<MetricPoint> Store::recent_metrics(const std::string& run_id, const 
 std::vector<SeriesColumns> Store::series_columns(const std::string& run_id, const std::string& name,
                                                  std::int64_t after_step) const {
   return m_backend->series_columns(run_id, name, after_step);
+}
+
+SeriesEnvelope envelope_of(const SeriesColumns& columns, std::size_t size) {
+  SeriesEnvelope envelope{columns.rank, {}};
+  size = std::max<std::size_t>(size, 1);
+  for (std::size_t start = 0; start < columns.steps.size(); start += size) {
+    const std::size_t end = std::min(columns.steps.size(), start + size);
+    SeriesBucket bucket{columns.steps[start],
+                        columns.steps[end - 1],
+                        static_cast<std::int64_t>(end - start),
+                        std::numeric_limits<double>::quiet_NaN(),
+                        std::numeric_limits<double>::quiet_NaN(),
+                        columns.values[end - 1]};
+    for (std::size_t i = start; i < end; ++i) {
+      const double value = columns.values[i];
+      if (!std::isnan(value)) {
+        bucket.min = std::isnan(bucket.min) ? value : std::min(bucket.min, value);
+        bucket.max = std::isnan(bucket.max) ? value : std::max(bucket.max, value);
+      }
+    }
+    envelope.buckets.push_back(bucket);
+  }
+  return envelope;
+}
+
+std::vector<SeriesEnvelope> Backend::series_envelope(const std::string& run_id, const std::string& name,
+                                                     std::size_t buckets, std::int64_t after_step) {
+  std::vector<SeriesEnvelope> out;
+  for (const SeriesColumns& rank : series_columns(run_id, name, after_step)) {
+    out.push_back(envelope_of(
+        rank, (rank.steps.size() + std::max<std::size_t>(buckets, 1) - 1) / std::max<std::size_t>(buckets, 1)));
+  }
+  return out;
+}
+
+std::vector<SeriesEnvelope> Store::series_envelope(const std::string& run_id, const std::string& name,
+                                                   std::size_t buckets, std::int64_t after_step) const {
+  return m_backend->series_envelope(run_id, name, buckets, after_step);
 }
 
 std::vector<SeriesAggregate> Store::series_aggregates(const std::string& run_id, const std::string& name,

@@ -101,6 +101,26 @@ struct SeriesAggregate {
   std::int64_t last_step = 0;
 };
 
+/// One bucket of a downsampled series: consecutive points, the steps they span, and their min,
+/// max (of the values that are not NaN; NaN when none is) and last value.
+struct SeriesBucket {
+  std::int64_t first_step = 0;
+  std::int64_t last_step = 0;
+  std::int64_t points = 0;
+  double min = 0.0;
+  double max = 0.0;
+  double last = 0.0;
+};
+
+/// One rank's series in buckets, in step order.
+struct SeriesEnvelope {
+  int rank = 0;
+  std::vector<SeriesBucket> buckets{};
+};
+
+/// The buckets of `columns` (one rank's points), `size` consecutive points each (the last fewer).
+SeriesEnvelope envelope_of(const SeriesColumns& columns, std::size_t size);
+
 class Store {
  public:
   /// Opens (read_write: creating) the store at `location` (see parse_store_location; a plain path
@@ -217,6 +237,12 @@ class Store {
   std::vector<SeriesAggregate> series_aggregates(
       const std::string& run_id, const std::string& name,
       std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
+  /// Series `name` per rank (ordered by rank) over the steps > `after_step`, downsampled for a
+  /// chart into about `buckets` buckets (at least 1) of consecutive points. Where a bucket spans a
+  /// stored chunk or more (SQLite: 4 096 points), it is read from the chunks' headers and no point
+  /// of them is decoded; a finer bucketing reads every point, as series_columns does.
+  std::vector<SeriesEnvelope> series_envelope(const std::string& run_id, const std::string& name, std::size_t buckets,
+                                              std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
   /// One line per metric name (ordered by name).
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) const;
   /// The names of the run's series (ordered by name): one index probe per metric name the store

@@ -134,6 +134,11 @@ void execute_sql(const std::filesystem::path& path, const std::string& sql) {
   });
 }
 
+std::string query_sqlite(const std::filesystem::path& path, const std::string& sql) {
+  detail::Connection connection(path, path.string(), detail::Access::read_write);
+  return connection.retry([&] { return connection.db().execAndGet(sql).getString(); });
+}
+
 void execute_postgres_sql(const std::string& conninfo, const std::string& sql) {
   detail::PgConnection connection(conninfo, detail::masked_conninfo(conninfo));
   connection.run_script(sql);

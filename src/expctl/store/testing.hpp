@@ -28,6 +28,9 @@ void limit_database_pages(Store& store, int max_pages);
 /// Runs raw SQL statements on the database at `path` (errors as StoreError).
 void execute_sql(const std::filesystem::path& path, const std::string& sql);
 
+/// The first column of the first row of `sql` on the database at `path`, as text.
+std::string query_sqlite(const std::filesystem::path& path, const std::string& sql);
+
 /// Runs raw SQL statements on the PostgreSQL server of `conninfo` (errors as store::Error).
 void execute_postgres_sql(const std::string& conninfo, const std::string& sql);
 

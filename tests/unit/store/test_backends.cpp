@@ -708,3 +708,156 @@ TEST_CASE(
   params[0][4].text = params[1][4].text = "now";  // the time now, taken twice
   CHECK(params[0] == params[1]);
 }
+
+TEMPLATE_TEST_CASE(
+    "store contract: long series over many chunks read back whole by every reader, steps written "
+    "again land once, and an ended run's series read the same",
+    "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available)
+    return;
+  auto db = where.open();
+  const auto run = new_run(db);
+  // 2 ranks x 10 001 steps in batches of 250 (the recorder's size), steps 0..10 000; a float32
+  // loss, a constant lr, a NaN and ±Inf here and there, a gap of steps in rank 1.
+  constexpr int k_steps = 10'001;
+  const auto loss_at = [](int rank, int step) {
+    if (step == 4096 || step == 9000)
+      return std::numeric_limits<double>::quiet_NaN();
+    if (step == 5000)
+      return rank == 0 ? std::numeric_limits<double>::infinity() : -0.0;
+    return static_cast<double>(static_cast<float>(2.3 / (1.0 + step * 1e-3) + rank));
+  };
+  const auto logged = [](int rank, int step) { return rank == 0 || step < 3000 || step >= 3500; };
+  std::vector<MetricPoint> batch;
+  for (int step = 0; step < k_steps; ++step) {
+    for (int rank = 0; rank < 2; ++rank) {
+      if (logged(rank, step)) {
+        batch.push_back({rank, step, "loss", loss_at(rank, step)});
+        batch.push_back({rank, step, "lr", 0.05});
+      }
+    }
+    if (batch.size() >= 250 || step + 1 == k_steps) {
+      db.append_metrics(run.id, batch);
+      batch.clear();
+    }
+  }
+  const std::int64_t rank1_points = k_steps - 500;
+  const auto check_all = [&] {
+    const auto columns = db.series_columns(run.id, "loss");
+    REQUIRE(columns.size() == 2);
+    for (const auto& rank : columns) {
+      REQUIRE(static_cast<std::int64_t>(rank.steps.size()) == (rank.rank == 0 ? k_steps : rank1_points));
+      std::size_t i = 0;
+      for (int step = 0; step < k_steps; ++step) {
+        if (!logged(rank.rank, step))
+          continue;
+        REQUIRE(rank.steps[i] == step);
+        REQUIRE(same_value(rank.values[i], loss_at(rank.rank, step)));
+        ++i;
+      }
+    }
+    // Past a step: only what follows it.
+    const auto tail = db.series_columns(run.id, "loss", 9990);
+    REQUIRE(tail.size() == 2);
+    CHECK(tail[0].steps.front() == 9991);
+    CHECK(tail[0].steps.size() == 10);
+    const auto points = db.metrics(run.id, {.name = "lr", .rank = 1});
+    CHECK(static_cast<std::int64_t>(points.size()) == rank1_points);
+    CHECK(db.metrics(run.id).size() == static_cast<std::size_t>(2 * (k_steps + rank1_points)));
+    const auto recent = db.recent_metrics(run.id, "loss", 0, 5000);
+    REQUIRE(recent.size() == 5000);
+    CHECK(recent.front().step == k_steps - 5000);
+    CHECK(recent.back().step == k_steps - 1);
+    const auto aggregates = db.series_aggregates(run.id, "loss", 100);
+    REQUIRE(aggregates.size() == 2);
+    CHECK(aggregates[0].nan_count == 2);
+    CHECK(aggregates[0].count == k_steps - 101 - 2);
+    CHECK(aggregates[0].max == std::numeric_limits<double>::infinity());
+    CHECK(aggregates[0].first_step == 101);
+    CHECK(aggregates[0].last_step == k_steps - 1);
+    CHECK(aggregates[1].min == 0.0);  // the -0.0 at step 5000
+    const auto series = db.metric_series(run.id);
+    REQUIRE(series.size() == 2);
+    CHECK(series[0].name == "loss");
+    CHECK(series[0].points == k_steps + rank1_points);
+    CHECK(series[0].ranks == 2);
+    CHECK(series[0].first_step == 0);
+    CHECK(series[0].last_value == loss_at(0, k_steps - 1));
+    CHECK(series[1].last_value == 0.05);
+  };
+  check_all();
+  // A resume re-logs steps that are sealed already: each lands once, with the new value.
+  std::vector<MetricPoint> again;
+  for (int step = 8000; step < 8100; ++step) {
+    again.push_back({0, step, "loss", loss_at(0, step)});
+  }
+  db.append_metrics(run.id, again);
+  check_all();
+  db.finish_run(run.id, RunStatus::completed, 0, "");
+  check_all();
+}
+
+TEMPLATE_TEST_CASE(
+    "store contract: series_envelope buckets every point in step order with each bucket's min, max "
+    "and last, and coarse buckets of a SQLite store read no point",
+    "[store][backends]", test::OnSqlite, test::OnPostgres) {
+  BackendStore where(TestType::kind);
+  if (!where.available)
+    return;
+  auto db = where.open();
+  const auto run = new_run(db);
+  constexpr int k_steps = 30'001;
+  std::vector<MetricPoint> points;
+  for (int step = 0; step < k_steps; ++step) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const double value = step % 997 == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                           : std::sin(step * 0.001) * (rank + 1) + 0.01 * (step % 13);
+      points.push_back({rank, step, "loss", value});
+    }
+  }
+  db.append_metrics(run.id, points);
+  db.finish_run(run.id, RunStatus::completed, 0, "");
+  db.append_metrics(run.id, std::vector<MetricPoint>{{0, k_steps, "loss", 7.0}});  // an open point after the end
+
+  const auto check = [&](std::size_t buckets, std::int64_t after) {
+    INFO("buckets " << buckets << ", after step " << after);
+    const auto envelope = db.series_envelope(run.id, "loss", buckets, after);
+    const auto full = db.series_columns(run.id, "loss", after);
+    REQUIRE(envelope.size() == full.size());
+    for (std::size_t r = 0; r < full.size(); ++r) {
+      const auto& columns = full[r];
+      CHECK(envelope[r].rank == columns.rank);
+      CHECK(envelope[r].buckets.size() <= 2 * buckets + 2);
+      std::size_t i = 0;
+      for (const store::SeriesBucket& bucket : envelope[r].buckets) {
+        REQUIRE(i < columns.steps.size());
+        CHECK(bucket.first_step == columns.steps[i]);
+        double low = std::numeric_limits<double>::quiet_NaN();
+        double high = low;
+        for (std::int64_t n = 0; n < bucket.points; ++n, ++i) {
+          const double value = columns.values.at(i);
+          if (!std::isnan(value)) {
+            low = std::isnan(low) ? value : std::min(low, value);
+            high = std::isnan(high) ? value : std::max(high, value);
+          }
+        }
+        CHECK(bucket.last_step == columns.steps.at(i - 1));
+        CHECK(same_value(bucket.min, low));
+        CHECK(same_value(bucket.max, high));
+        CHECK(same_value(bucket.last, columns.values.at(i - 1)));
+      }
+      CHECK(i == columns.steps.size());
+    }
+  };
+  for (const std::size_t buckets : {1U, 3U, 7U, 100U, 100000U}) {
+    check(buckets, std::numeric_limits<std::int64_t>::min());
+    check(buckets, 5000);
+  }
+  if (TestType::kind == store::StoreKind::sqlite) {
+    // A damaged chunk in the middle: the coarse envelope never decodes it, every point reader does.
+    store::testing::execute_sql(where.location, "UPDATE metric_chunks SET data = x'01' WHERE first_step = 8192");
+    CHECK(db.series_envelope(run.id, "loss", 3).at(0).buckets.size() >= 3);
+    CHECK_THROWS_WITH(db.series_columns(run.id, "loss"), Catch::Contains("metric chunk is damaged"));
+  }
+}

@@ -162,7 +162,11 @@ TEST_CASE("merge: different metrics, ranks or artifacts of a shared run are conf
   store::merge_store(into, stores.a);
   const std::string id = stores.shared.id;
   SECTION("a metric value") {
-    store::testing::execute_sql(stores.b, fmt::format("UPDATE metrics SET value = 9 WHERE run_id = '{}' AND step = 1", id));
+    // The point is in the run's open chunk, or in a sealed one (its bytes then differ).
+    store::testing::execute_sql(
+        stores.b, fmt::format("UPDATE metric_points SET bits = 9 WHERE run_id = '{0}' AND step = 1; UPDATE "
+                              "metric_chunks SET data = data || x'00' WHERE run_id = '{0}' AND first_step <= 1",
+                              id));
     CHECK_THROWS_WITH(store::merge_store(into, stores.b), Catch::Contains("run " + id + " is in both with different content (its metrics differ)"));
   }
   SECTION("a missing rank") {

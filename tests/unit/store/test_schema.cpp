@@ -253,7 +253,7 @@ TEST_CASE("schema: v3 rebuilds runs and ranks from v2 keeping every row, child r
                     Catch::Contains("CHECK constraint failed"));
   CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "UPDATE runs SET owner_host = 'x' WHERE id = '" + done + "'"),
                     Catch::Contains("CHECK constraint failed"));
-  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "INSERT INTO metrics VALUES ('nosuchrun', 1, 0, 1, 1.0)"),
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "INSERT INTO metric_points VALUES ('nosuchrun', 1, 0, 1, 1)"),
                     Catch::Contains("FOREIGN KEY constraint failed"));
   store::testing::execute_sql(db_path, "DELETE FROM runs WHERE id = '" + done + "'");
   CHECK(db.metrics(done).empty());
@@ -310,7 +310,8 @@ TEST_CASE("schema: v4 moves metric names out of the metrics table into metric_ke
   CHECK(db.series_aggregates(a, "loss").at(0).nan_count == 1);
   CHECK(db.recent_metrics(a, "loss", 0, 1).at(0).step == 2);
   // The big table holds keys, not names; new points reuse a name's key or make one.
-  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "SELECT name FROM metrics"), Catch::Contains("no such column"));
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "SELECT name FROM metric_points"),
+                    Catch::Contains("no such column"));
   db.append_metrics(b, std::vector<store::MetricPoint>{{0, 2, "loss", 3.0}, {0, 1, "new", 1.0}});
   CHECK(db.metrics(b).size() == 3);
   CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "INSERT INTO metric_keys (name) VALUES ('loss')"),
@@ -360,4 +361,80 @@ TEST_CASE(
   store::testing::execute_sql(db_path, "DELETE FROM runs WHERE id = '" + done + "'");
   CHECK(db.metrics(done).empty());
   CHECK(db.ranks(done).empty());
+}
+
+TEST_CASE(
+    "schema: v8 turns a v6 store's row-per-point metrics into chunks in place, every point read back as "
+    "before, and the store takes new points") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("v6");
+  const std::string done = "20261201-000000-00000a";
+  const std::string live = "20261201-000000-00000b";
+  constexpr std::int64_t k_steps = 10'000;  // 3 chunks a series: 4096 + 4096 + 1808
+  {
+    // As the landed main (schema v6) wrote them: one row per point under integer metric keys,
+    // NaN as NULL.
+    auto v6 = store::testing::open_at_schema_version(db_path, 6);
+    v6.put_spec(hash, "{}", "v6 spec");
+    for (const auto& id : {done, live}) {
+      store::testing::execute_sql(db_path,
+                                  "INSERT INTO runs (id, spec_hash, name, status, started_at, run_dir) "
+                                  "VALUES ('" +
+                                      id + "', '" + hash + "', 'v6 run', '" +
+                                      (id == done ? "completed" : "interrupted") +
+                                      "', '2026-12-01T00:00:00.000Z', 'runs/" + id + "')");
+    }
+    store::testing::execute_sql(db_path, "INSERT INTO metric_keys (name) VALUES ('loss'), ('lr')");
+    std::string sql = "WITH RECURSIVE s(step) AS (SELECT 1 UNION ALL SELECT step + 1 FROM s WHERE step < " +
+                      std::to_string(k_steps) + ") INSERT INTO metrics (run_id, key_id, rank, step, value) ";
+    sql +=
+        "SELECT r.id, k.id, rk.rank, s.step, CASE WHEN k.name = 'lr' THEN 0.05 WHEN s.step = 777 THEN NULL "
+        "ELSE 2.5 / s.step + rk.rank END FROM s, (SELECT id FROM runs) r, (SELECT id, name FROM metric_keys) k, "
+        "(SELECT 0 AS rank UNION ALL SELECT 1) rk";
+    store::testing::execute_sql(db_path, sql);
+  }
+  auto db = store::Store::open(db_path);
+  CHECK(db.schema_version() == store::latest_schema_version());
+  CHECK_THROWS_WITH(store::testing::execute_sql(db_path, "SELECT count(*) FROM metrics"),
+                    Catch::Contains("no such table"));
+  for (const auto& id : {done, live}) {
+    const auto loss = db.series_columns(id, "loss");
+    REQUIRE(loss.size() == 2);
+    for (const auto& rank : loss) {
+      REQUIRE(rank.steps.size() == static_cast<std::size_t>(k_steps));
+      for (std::int64_t i = 0; i < k_steps; ++i) {
+        const std::int64_t step = i + 1;
+        REQUIRE(rank.steps[static_cast<std::size_t>(i)] == step);
+        const double value = rank.values[static_cast<std::size_t>(i)];
+        if (step == 777) {
+          REQUIRE(std::isnan(value));
+        } else {
+          REQUIRE(value == 2.5 / static_cast<double>(step) + rank.rank);
+        }
+      }
+    }
+    const auto lr = db.metrics(id, {.name = "lr", .rank = 1});
+    REQUIRE(lr.size() == static_cast<std::size_t>(k_steps));
+    CHECK(lr.back().value == 0.05);
+    CHECK(db.metric_series(id).at(0).points == 2 * k_steps);
+  }
+  // Every series is three chunks, nothing is left row by row.
+  const auto sealed = [&](const std::string& id) {
+    return std::stoll(
+        store::testing::query_sqlite(db_path, "SELECT count(*) FROM metric_chunks WHERE run_id = '" + id + "'"));
+  };
+  CHECK(sealed(done) == 2 * 2 * 3);
+  CHECK(store::testing::query_sqlite(db_path, "SELECT count(*) FROM metric_points") == "0");
+  // A resume of the interrupted run continues its last, short chunk and re-logs a step of a
+  // sealed one; finishing seals both again.
+  db.append_metrics(live, std::vector<store::MetricPoint>{{0, 5000, "loss", -0.0}, {0, k_steps + 1, "loss", 9.0}});
+  const auto again = db.series_columns(live, "loss").at(0);
+  REQUIRE(again.steps.size() == static_cast<std::size_t>(k_steps + 1));
+  CHECK(std::signbit(again.values[4999]));
+  CHECK(again.values.back() == 9.0);
+  db.finish_run(live, store::RunStatus::completed, 0, "");
+  CHECK(store::testing::query_sqlite(db_path, "SELECT count(*) FROM metric_points") == "0");
+  CHECK(db.series_columns(live, "loss").at(0).steps == again.steps);
+  CHECK(store::check_integrity(db) == "ok");
 }

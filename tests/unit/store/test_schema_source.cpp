@@ -40,7 +40,13 @@ TEMPLATE_TEST_CASE("schema source: a store migrated from v1 has exactly the sche
   CHECK(from_steps == from_source);
   // The description sees what the steps change: v1 is another schema on either backend.
   CHECK(at_v1 != from_source);
-  for (const char* table : {"specs", "environments", "runs", "ranks", "metric_keys", "metrics", "artifacts", "tags"}) {
+  for (const char* table : {"specs", "environments", "runs", "ranks", "metric_keys", "artifacts", "tags"}) {
+    CHECK_THAT(from_source, Catch::Contains(table));
+  }
+  // SQLite (v8) keeps series as chunks and their open points; PostgreSQL a row per point.
+  for (const char* table : TestType::kind == store::StoreKind::sqlite
+                               ? std::vector<const char*>{"metric_chunks", "metric_points"}
+                               : std::vector<const char*>{"metrics"}) {
     CHECK_THAT(from_source, Catch::Contains(table));
   }
   if (TestType::kind == store::StoreKind::postgresql) {
@@ -58,7 +64,8 @@ TEMPLATE_TEST_CASE("schema source: a store migrated from v1 has exactly the sche
       CHECK(foreign_keys("ranks") == "2");
     }
   } else {
-    CHECK_THAT(from_source, Catch::Contains("table metrics WITHOUT ROWID"));
+    CHECK_THAT(from_source, Catch::Contains("table metric_points WITHOUT ROWID"));
+    CHECK_THAT(from_source, Catch::Contains("index metric_chunks_by_series unique 1"));
     CHECK_THAT(from_source, Catch::Contains("check | rank >= 0"));
   }
 }

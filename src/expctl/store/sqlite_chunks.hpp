@@ -1,0 +1,77 @@
+#pragma once
+/// Internal to the store module: a SQLite store's series as chunks (schema v8). Per (run, metric
+/// key, rank) the points live in two places, never both for one step:
+///   metric_chunks  sealed chunks (chunk_codec.hpp), one row each with its header;
+///   metric_points  the open chunk: one row per point, every step above the series' last sealed
+///                  step; the writer appends here and seals k_chunk_points of them at a time.
+/// Every reader of points goes through these functions, so none needs to know the split.
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/Database.h>
+
+#include "expctl/store/store.hpp"
+#include "expctl/store/types.hpp"
+
+namespace expctl::store::detail {
+
+inline constexpr std::int64_t k_no_step = std::numeric_limits<std::int64_t>::min();
+inline constexpr std::int64_t k_last_step = std::numeric_limits<std::int64_t>::max();
+
+/// One read transaction over the statements of a reader, unless the connection is in one already:
+/// a series is read from two tables, and a writer sealing its open points between the two
+/// statements would otherwise hide them from both.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(SQLite::Database& db);
+  ~ReadSnapshot();
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+ private:
+  SQLite::Database& m_db;
+  bool m_began = false;
+};
+
+/// One (metric key, rank) series of a run.
+struct SeriesKeyRank {
+  std::int64_t key = 0;
+  int rank = 0;
+  auto operator<=>(const SeriesKeyRank&) const = default;
+};
+
+/// Writes `points` of a run (metric names already keyed in `keys`) into its open chunks in the
+/// caller's transaction: counts the writes at or below a series' last step (series_rewrites),
+/// opens again the sealed chunks a point falls into (a resume re-logging steps), replaces points
+/// given again, and seals every series whose open chunk reached k_chunk_points.
+void write_points(SQLite::Database& db, const std::string& run_id, const std::map<std::string, std::int64_t>& keys,
+                  std::span<const MetricPoint> points);
+
+/// Seals every open chunk of the run (the run ended): its series are chunks only afterwards.
+void seal_run(SQLite::Database& db, const std::string& run_id);
+
+/// The points of series `key` (of every rank, or of `rank`) with after < step <= upto, per rank in
+/// rank order, at most `limit` per rank.
+std::vector<SeriesColumns> read_series(SQLite::Database& db, const std::string& run_id, std::int64_t key,
+                                       std::optional<int> rank, std::int64_t after = k_no_step,
+                                       std::int64_t upto = k_last_step,
+                                       std::size_t limit = std::numeric_limits<std::size_t>::max());
+
+/// The run's series, by key then rank.
+std::vector<SeriesKeyRank> run_series(SQLite::Database& db, const std::string& run_id);
+
+/// How many points of the run (of one series when `series` is given) have step > `after`.
+std::int64_t count_points(SQLite::Database& db, const std::string& run_id, std::optional<SeriesKeyRank> series,
+                          std::int64_t after = k_no_step);
+
+/// The migration to v8: every row of the row-per-point `metrics` table of schema v4-v7 into sealed
+/// chunks (a NaN stored as NULL becomes the quiet NaN), then the table is dropped.
+void chunk_metrics_table(SQLite::Database& db);
+
+}  // namespace expctl::store::detail
