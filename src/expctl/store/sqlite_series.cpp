@@ -565,10 +565,12 @@ std::vector<RankRecord> SqliteBackend::ranks(const std::string& run_id) {
 std::vector<std::string> SqliteBackend::metric_names(const std::string& run_id) {
   auto& connection = m_connection;
   return connection.retry([&] {
-    // One probe of the primary key (run_id, key_id, ...) per name the store knows.
+    // One probe of each table's primary key (run_id, key_id, ...) per name the store knows: the
+    // sealed chunks and the open chunk's points.
     SQLite::Statement query(connection.db(), R"sql(
 SELECT k.name FROM metric_keys k
-WHERE EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = ? AND m.key_id = k.id) ORDER BY k.name)sql");
+WHERE EXISTS (SELECT 1 FROM metric_chunks c WHERE c.run_id = ?1 AND c.key_id = k.id)
+   OR EXISTS (SELECT 1 FROM metric_points p WHERE p.run_id = ?1 AND p.key_id = k.id) ORDER BY k.name)sql");
     query.bind(1, run_id);
     std::vector<std::string> names;
     while (query.executeStep()) {
