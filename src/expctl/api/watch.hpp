@@ -49,6 +49,10 @@ struct WatchView {
   /// True once the run has ended; a run waiting for its scheduler's job (queued, also after a
   /// requeue) has not.
   bool ended() const { return run.status != store::RunStatus::running && run.status != store::RunStatus::queued; }
+  /// "  (what it waits for)" for a queued run, else empty.
+  std::string waiting() const {
+    return run.status == store::RunStatus::queued ? "  (" + run.root_cause + ")" : std::string();
+  }
   /// The furthest step any rank has stored (0 before the first).
   std::int64_t latest_step() const;
 };

@@ -70,9 +70,8 @@ std::string rank_table(const api::WatchView& view) {
 
 std::string headline(const api::WatchView& view) {
   const std::string of = view.total_steps ? fmt::format("/{}", *view.total_steps) : "";
-  const std::string waits = view.run.status == store::RunStatus::queued ? "  (" + view.run.root_cause + ")" : "";
   return fmt::format("run {}  {}  step {}{}{}", view.run.id, store::to_string(view.run.status), view.latest_step(), of,
-                     waits);
+                     view.waiting());
 }
 
 class Printer {
