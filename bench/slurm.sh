@@ -70,8 +70,9 @@ req=(--set train.max_steps=400 --set train.checkpoint_every=50 --set train.eval_
 db="$work/requeue.db"
 id=$("$expctl" --db "$db" -q run bench/fashion-mlp.yaml "${req[@]}" --slurm)
 job=$("$py" -c 'import sqlite3,sys; print([t for (t,) in sqlite3.connect(sys.argv[1]).execute("SELECT tag FROM tags WHERE run_id=?", (sys.argv[2],)) if t.startswith("slurm-job:")][0][10:])' "$db" "$id")
-stored() {
-  "$py" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM metrics WHERE run_id=? AND rank=0 AND key_id=(SELECT id FROM metric_keys WHERE name=\"loss\")", (sys.argv[2],)).fetchone()[0])' "$db" "$id"
+stored() {  # rank 0's loss points stored so far (through expctl: the store keeps series as chunks)
+  "$expctl" --db "$db" -q show "$id" --series loss --format json |
+    "$py" -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for p in d["points"] if p["rank"] == 0))'
 }
 status() { "$py" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT status, root_cause FROM runs WHERE id=?", (sys.argv[2],)).fetchone()[0])' "$db" "$id"; }
 until (($(stored) >= 150)); do sleep 0.05; done

@@ -255,8 +255,29 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
   check_resumed_inputs(store, invocation.run, invocation.resolved);
   invocation.sandbox = check_sandbox(invocation.resolved.spec, "the run",
                                      [&observer](const std::string& text) { observer.note(text, true); });
-  train::plugin::preload();
   const bool first = !invocation.run.environment_hash.has_value();
+  invocation.program = spec::has_program(invocation.resolved.spec);
+  if (invocation.program) {
+    check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
+  }
+  invocation.resolved.node.master_port = 0;  // one node: its ranks meet in a private store
+  if (invocation.program) {
+    prepare_program_nodes(invocation);
+  } else {
+    invocation.rendezvous = host_rendezvous(invocation.resolved.node, timeout_of(invocation.resolved.spec));
+  }
+  plan_node(invocation);
+  invocation.resume = !first;
+  if (invocation.resume && !invocation.program) {
+    check_checkpoints(invocation, /*from_scratch=*/true);  // a start killed before its first checkpoint: step 0
+  }
+  // The ranks start now and load LibTorch while the node is fingerprinted and the run recorded;
+  // they learn the run's folder once it is running (a refusal below kills them).
+  std::optional<launch::HeldRanks> held;
+  if (!invocation.program) {
+    held.emplace(launch::rank_specs(invocation.plan, worker_argv("-", invocation.resume)));
+  }
+  train::plugin::preload();
   std::optional<std::string> environment;
   if (first) {
     // The node's fingerprint, held against the spec's pins, is the run's from now on.
@@ -288,21 +309,6 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
     fail_queued(store, request.run_id, result.refusal, result.exit_code);
     return result;
   }
-  invocation.program = spec::has_program(invocation.resolved.spec);
-  if (invocation.program) {
-    check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
-  }
-  invocation.resolved.node.master_port = 0;  // one node: its ranks meet in a private store
-  if (invocation.program) {
-    prepare_program_nodes(invocation);
-  } else {
-    invocation.rendezvous = host_rendezvous(invocation.resolved.node, timeout_of(invocation.resolved.spec));
-  }
-  plan_node(invocation);
-  invocation.resume = !first;
-  if (invocation.resume && !invocation.program) {
-    check_checkpoints(invocation, /*from_scratch=*/true);  // a start killed before its first checkpoint: step 0
-  }
   if (invocation.resume) {  // the summary's invocation_causes (supervised.cpp names a plain resume's)
     invocation.cause = fmt::format("Slurm job {} started again (SLURM_RESTART_COUNT {})", job, restart_count());
   }
@@ -329,7 +335,7 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
   invocation.settle = [&invocation, &requeue, job, lead = request.signal_lead](Verdict& verdict) {
     settle_stop(verdict, invocation, job, lead, &requeue);
   };
-  RunResult result = supervise(store, invocation);
+  RunResult result = supervise(store, invocation, std::move(held));
   if (requeue && result.run && result.run->status == store::RunStatus::queued) {
     requeue_job(store, *result.run, job);
     result.run = store.run(request.run_id);
