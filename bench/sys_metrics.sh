@@ -30,14 +30,13 @@ step_median() {  # MODE (on|off): rank 0's median step time (ms) after 10 steps,
   else
     "$expctl" --db "$db" -q run experiments/quickstart.yaml >/dev/null
   fi
-  "$py" - "$db" <<'PY'
-import sqlite3, statistics, sys
-db = sqlite3.connect(sys.argv[1])
-values = [r[0] for r in db.execute(
-    "SELECT value FROM metrics WHERE key_id=(SELECT id FROM metric_keys WHERE name='step_time_ms') AND rank=0 "
-    "ORDER BY step")][10:]
-print(statistics.median(values))
-PY
+  # Through expctl (the store keeps series as compressed chunks): rank 0's points in step order.
+  local id
+  id=$("$expctl" --db "$db" -q list --format json | "$py" -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["id"])')
+  "$expctl" --db "$db" -q show "$id" --series step_time_ms --format json | "$py" -c '
+import json, statistics, sys
+points = sorted((p["step"], p["value"]) for p in json.load(sys.stdin)["points"] if p["rank"] == 0)
+print(statistics.median([v for _, v in points][10:]))'
 }
 
 echo "machine: $(nproc --all) cores; $(date -u +%FT%TZ); expctl $(git rev-parse --short HEAD)"
