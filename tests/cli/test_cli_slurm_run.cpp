@@ -263,3 +263,31 @@ TEST_CASE("slurm run: --slurm refuses a team server, several nodes and a missing
   CHECK(wait_alone.exit_code == 2);
   CHECK_THAT(wait_alone.err, Catch::Contains("give --slurm too"));
 }
+
+TEST_CASE("slurm run: a program run (the PyTorch DDP example) goes through --slurm as through a local run", "[slurm]") {
+  ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  const fs::path dir = d.dir / "python-ddp";
+  fs::create_directories(dir);
+  for (const char* file : {"ddp.yaml", "train.py"}) {
+    fs::copy_file(test::source_dir() / "experiments" / "python-ddp" / file, dir / file);
+  }
+  const auto waited =
+      expctl_on(d, slurm, {"run", (dir / "ddp.yaml").string(), "--slurm", "--wait", "--format", "json"});
+  INFO(waited.out << waited.err);
+  REQUIRE(waited.exit_code == 0);
+  const json document = parse_stdout(waited);
+  CHECK(document.at("run").at("status") == "completed");
+  CHECK(document.at("summary").at("steps") == 64);
+  CHECK_FALSE(document.at("summary").at("slurm").at("job").get<std::string>().empty());
+  const std::string id = document.at("run").at("id");
+  CHECK(d.open().metrics(id, {.name = "loss", .rank = 1}).size() == 64);  // every rank's steps, as locally
+
+  RunDir local;
+  const auto here = local.expctl({"run", (dir / "ddp.yaml").string(), "--format", "json"});
+  REQUIRE(here.exit_code == 0);
+  CHECK(sha_of(document) == sha_of(parse_stdout(here)));
+}
