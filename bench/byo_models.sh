@@ -77,13 +77,8 @@ YAML
 
 # mean of rank 0's step times (s) after the first 10 steps, of the newest run in the store
 expctl_mean_step() {
-  "$py" - "$db" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-run = db.execute("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1").fetchone()[0]
-v = [r[0] / 1000.0 for r in db.execute("SELECT value FROM metrics WHERE run_id=? AND key_id=(SELECT id FROM metric_keys WHERE name='step_time_ms') AND rank=0 AND step>10 ORDER BY step", (run,))]
-print(sum(v) / len(v))
-PY
+  rank0_series "$work/last.json" step_time_ms |
+    "$py" -c 'import json,sys; v=[s[1] / 1000.0 for s in json.load(sys.stdin) if s[0] > 10]; print(sum(v) / len(v))'
 }
 run_expctl() { "$expctl" --db "$db" run "$1" --format json > "$work/last.json" 2> "$work/last.err" || { cat "$work/last.err" >&2; exit 1; }; expctl_mean_step; }
 run_torch() {  # MODEL DATA STEPS BATCH

@@ -66,3 +66,13 @@ run_rotated() {
 spec_lr() {
   grep -E '^\s+lr:' "$here/fashion-$1.yaml" | awk '{print $2}'
 }
+
+# Rank 0's points of METRIC in the run whose `expctl run --format json` document is JSON-FILE, as a
+# JSON list of [step, value] in step order, read through expctl: a v8 SQLite store keeps series
+# as compressed chunks, where SQL on a metrics table finds nothing. Needs $expctl, $db and $py.
+rank0_series() {  # JSON-FILE METRIC
+  local id
+  id=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["id"])' "$1")
+  "$expctl" --db "$db" -q show "$id" --series "$2" --format json |
+    "$py" -c 'import json,sys; print(json.dumps(sorted([p["step"], p["value"]] for p in json.load(sys.stdin)["points"] if p["rank"] == 0)))'
+}

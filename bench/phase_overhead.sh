@@ -41,7 +41,7 @@ for ((i = 1; i <= repeat; ++i)); do
   clock=$(share 'clock_gettime|steady_clock::now|system_clock::now')
   store=$(share 'libsqlite3')
   record=$(share 'RankChannel|Recorder::|decode_step|StepRecord')
-  series=$(sqlite3 "$work/expctl.db" "SELECT count(DISTINCT key_id) FROM metrics")
+  series=$(sqlite3 "$work/expctl.db" "SELECT count(*) FROM (SELECT key_id FROM metric_chunks UNION SELECT key_id FROM metric_points)")
   total=$(echo "$clock + ($store + $record) * 6 / $series" | bc -l)
   printf '%-4s %10s %12s %12s %12s %14.3f\n' "$i" "$samples" "$clock" "$store" "$record" "$total"
 done

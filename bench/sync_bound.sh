@@ -50,8 +50,8 @@ on_exit 'rm -rf "$work"'
 export OMP_NUM_THREADS=1
 
 analyse() {  # model, repetition label, folder with ind.0 ind.1 pair.0 pair.1 and the run id
-  python3 - "$@" "$work/expctl.db" "$steps" <<'EOF'
-import sqlite3, statistics, sys
+  EXPCTL_BIN="$expctl" python3 - "$@" "$work/expctl.db" "$steps" <<'EOF'
+import json, os, statistics, subprocess, sys
 model, label, folder, run_id, db, steps = sys.argv[1:7]
 steps = int(steps)
 batch = 64
@@ -73,10 +73,11 @@ free = [med(column(f"{folder}/ind.{r}", 0)) for r in (0, 1)]
 ceiling = sum(batch / t for t in free)
 pair = factors(column(f"{folder}/pair.0", 0), column(f"{folder}/pair.1", 0),
                [max(x, y) for x, y in zip(column(f"{folder}/pair.0", 1), column(f"{folder}/pair.1", 1))], free)
-with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as store:
-    rows = store.execute("SELECT k.name, m.rank, m.step, m.value FROM metrics m JOIN metric_keys k ON k.id = m.key_id "
-                         "WHERE m.run_id = ? AND k.name IN ('step_time_ms', 'comm_wait_ms') ORDER BY m.step",
-                         (run_id,)).fetchall()
+rows = []  # through expctl: a v8 store keeps series as compressed chunks
+for name in ("step_time_ms", "comm_wait_ms"):
+    shown = subprocess.run([os.environ["EXPCTL_BIN"], "--db", db, "-q", "show", run_id, "--series", name, "--format",
+                            "json"], check=True, capture_output=True, text=True).stdout
+    rows += [(name, p["rank"], p["step"], p["value"]) for p in json.loads(shown)["points"]]
 series = {}
 for name, rank, step, value in rows:
     series.setdefault((name, rank), {})[step] = value / 1000.0

@@ -104,14 +104,8 @@ median_after_warmup() { "$py" -c "import json,statistics,sys; t=json.load(sys.st
 expctl_step() {  # NAME: rank 0's median step time (s) after warm-up, of the run just made
   "$expctl" --db "$db" run "$work/$1.yaml" --format json > "$work/last.json" 2> "$work/last.err" ||
     { cat "$work/last.err" >&2; exit 1; }
-  "$py" - "$db" <<'PY' | median_after_warmup
-import json, sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-run = db.execute("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1").fetchone()[0]
-print(json.dumps([r[0] / 1000.0 for r in db.execute(
-    "SELECT value FROM metrics WHERE run_id=? AND key_id=(SELECT id FROM metric_keys WHERE name='step_time_ms') "
-    "AND rank=0 ORDER BY step", (run,))]))
-PY
+  rank0_series "$work/last.json" step_time_ms |
+    "$py" -c 'import json,sys; print(json.dumps([s[1] / 1000.0 for s in json.load(sys.stdin)]))' | median_after_warmup
 }
 
 torch_step() {  # NAME: the same statistic over PyTorch DDP's rank 0
