@@ -91,7 +91,8 @@ wait_shipped() {
 check_exact() {
   local local_count server_count duplicated
   settle "$1"
-  local_count=$(sqlite3 "$3" "SELECT count(*) FROM metrics WHERE run_id = '$2'")
+  # a v8 node store: its sealed chunks' points and the open chunk's
+  local_count=$(sqlite3 "$3" "SELECT (SELECT coalesce(sum(points), 0) FROM metric_chunks WHERE run_id = '$2') + (SELECT count(*) FROM metric_points WHERE run_id = '$2')")
   server_count=$(psql -c "SET jit = off" -c "SELECT count(*) FROM $1.metrics WHERE run_id = '$2'")
   duplicated=$(psql -c "SET jit = off" -c "SET enable_hashagg = off" -c "SELECT count(*) FROM (SELECT 1 FROM $1.metrics
     WHERE run_id = '$2' GROUP BY key_id, rank, step HAVING count(*) > 1) d")
