@@ -55,6 +55,7 @@ print((submitted - float(sys.argv[2])) + s["slurm"]["queued_s"] + s["time_to_fir
 PY
 }
 
+if [[ ${SKIP_FIRST:-0} == 0 ]]; then
 echo "== 1. submission to first step (tiny spec, 2 ranks; $pairs interleaved pairs)"
 locals=() slurms=() diffs=()
 for ((i = 0; i < pairs; ++i)); do
@@ -64,6 +65,7 @@ for ((i = 0; i < pairs; ++i)); do
 done
 printf 'median: local %.3f s, slurm %.3f s; median extra %.3f s (target <= 2 s)\n' \
   "$(echo "${locals[@]}" | median)" "$(echo "${slurms[@]}" | median)" "$(echo "${diffs[@]}" | median)"
+fi
 
 echo "== 2. requeue at step ~150 of 400 (Fashion-MNIST MLP, 2 ranks, checkpoint every 50 steps)"
 req=(--set train.max_steps=400 --set train.checkpoint_every=50 --set train.eval_every=0 --set metrics.log_every=10)
