@@ -414,7 +414,8 @@ std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& ru
       open[staged.getColumn(0).getInt()] = staged.getColumn(1).getInt64();
       heads.try_emplace(staged.getColumn(0).getInt());
     }
-    for (const auto& [rank, rank_heads] : heads) {
+    for (const auto& [rank_key, rank_heads] : heads) {
+      const int rank = rank_key;  // a copy: clang 14 cannot capture a structured binding
       std::int64_t total = open[rank];
       for (const ChunkHead& head : rank_heads) {
         total += head.points;
