@@ -6,6 +6,7 @@
 
 #include "run_helpers.hpp"
 #include "slurm_cluster.hpp"
+#include <nlohmann/json.hpp>
 
 #include "expctl/launch/slurm_job.hpp"
 #include "expctl/util/error.hpp"
@@ -232,6 +233,90 @@ TEST_CASE("slurm: a sweep array whose task fails exits 1 naming the task, and me
     statuses.insert(run.status);
   }
   CHECK(statuses == std::multiset<store::RunStatus>{store::RunStatus::completed, store::RunStatus::diverged});
+}
+
+TEST_CASE(
+    "slurm: a submitted array's points show queued, running and ended in sweep --dry-run and --report, and are not "
+    "submitted twice",
+    "[slurm]") {
+  test::cli::ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  const fs::path file = d.dir / "sweep.yaml";
+  // Long points, one task at a time: point 0 runs while 1 and 2 wait in the queue.
+  std::ofstream(file) << "name: held\nbase: " << tiny_spec() << "\n"
+                      << "set: {train.max_steps: 1000000, train.eval_every: 0}\n"
+                      << "grid:\n  optim.lr: [0.01, 0.02, 0.05]\n";
+  const std::map<std::string, std::optional<std::string>> env{{"SLURM_CONF", slurm.conf()}};
+  const auto sweep = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--db", d.db.string(), "sweep", file.string()});
+    return test::run_expctl(args, env);
+  };
+  const auto submitted = sweep({"--slurm", "--array-limit", "1"});
+  INFO(submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  const std::string out = submitted.out;
+  const std::string job = out.substr(out.find("array job ") + 10, out.find(" (tasks") - out.find("array job ") - 10);
+  const launch::slurm::Client client({{"SLURM_CONF", slurm.conf()}});
+  struct Cancel {
+    const launch::slurm::Client& client;
+    std::string job;
+    ~Cancel() {
+      try {
+        client.cancel(job);
+      } catch (const util::Failure&) {
+      }
+    }
+  } cancel_at_end{client, job};
+
+  // The plan counts the array's points as taken and names each one's state.
+  nlohmann::json plan;
+  REQUIRE(eventually([&] {
+    const auto dry = sweep({"--dry-run", "--format", "json"});
+    plan = nlohmann::json::parse(dry.out);
+    for (const auto& point : plan["array"]) {
+      if (point["point"] == 0 && point["state"] == "running" && !point["step"].is_null()) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  INFO(plan.dump(2));
+  CHECK(plan["jobs"].empty());
+  CHECK(plan["in_array_runs"] == 3);
+  REQUIRE(plan["array"].size() == 3);
+  for (const int point : {1, 2}) {
+    CHECK(plan["array"][point]["job"] == job);
+    CHECK(plan["array"][point]["state"] == "queued");
+    CHECK(plan["array"][point]["slurm_state"] == "PENDING");
+  }
+  const auto dry = sweep({"--dry-run"});
+  CHECK_THAT(dry.err, Catch::Contains("0 done, 0 to run, 3 held by a submitted Slurm array"));
+  CHECK_THAT(dry.out, Catch::Contains("array " + job + ": queued points 1, 2; running point 0 (step "));
+
+  // Submitting again submits nothing: the array holds every point.
+  const auto again = sweep({"--slurm"});
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("nothing to submit") && Catch::Contains("held by a submitted Slurm array"));
+
+  const auto report = sweep({"--report"});
+  CHECK(report.exit_code == 0);
+  CHECK_THAT(report.out, Catch::Contains("array " + job + ": queued points 1, 2; running point 0"));
+  CHECK_THAT(report.out, !Catch::Contains("no completed run yet"));
+
+  // Cancelled, the array holds nothing any more: the queued tasks ended without a run, point 0's
+  // run was interrupted (it reads lost while Slurm has ended the task and expctl is still
+  // recording), and the next sweep plans all three again.
+  client.cancel(job);
+  REQUIRE(eventually([&] {
+    plan = nlohmann::json::parse(sweep({"--dry-run", "--format", "json"}).out);
+    return plan["jobs"].size() == 3 && plan["array"][0]["state"] != "lost";
+  }));
+  CHECK(plan["in_array_runs"] == 0);
+  CHECK(plan["array"][1]["state"] == "ended");
+  CHECK(plan["array"][0]["state"] == "interrupted");
 }
 
 TEST_CASE("slurm: sweep --wait without --slurm is refused, and --slurm without a Slurm says so in one line") {

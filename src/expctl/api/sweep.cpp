@@ -9,9 +9,10 @@
 namespace expctl::api {
 
 nlohmann::json sweep_document(const store::Store& store, const sweep::Sweep& sweep,
-                              const std::vector<std::string>& metrics) {
+                              const std::vector<std::string>& metrics, std::vector<sweep::ArrayPoint> array) {
   const auto runs = sweep::completed_runs(sweep, store);
-  const sweep::Report report = sweep::build_report(sweep, runs, metrics);
+  sweep::Report report = sweep::build_report(sweep, runs, metrics);
+  report.array = std::move(array);
   nlohmann::json document = sweep::to_json(report);
   document["sweep"].erase("file");  // a path on the server's disk: nothing a page needs
   document["title"] = sweep::detail::report_heading(report);

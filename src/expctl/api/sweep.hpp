@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/store.hpp"
+#include "expctl/sweep/array_progress.hpp"
 #include "expctl/sweep/sweep.hpp"
 
 namespace expctl::api {
@@ -20,8 +21,9 @@ namespace expctl::api {
 /// HTML show as text: "title" (the heading), "table": {"header": [...], "rows": [[...]]},
 /// "notes": [...], and "numeric_axes": the axes every configuration holds a number for (those a
 /// metric is plotted against). `metrics` empty: the report's default metrics.
+/// `array`: the points a submitted Slurm array holds (their states in "array" and "notes").
 nlohmann::json sweep_document(const store::Store& store, const sweep::Sweep& sweep,
-                              const std::vector<std::string>& metrics = {});
+                              const std::vector<std::string>& metrics = {}, std::vector<sweep::ArrayPoint> array = {});
 
 /// {"kind": "sweeps", "sweeps": [{"name", "hash", "points", "runs_expected"}]} of the sweeps served.
 nlohmann::json sweeps_list(const std::vector<std::shared_ptr<const sweep::Sweep>>& sweeps);

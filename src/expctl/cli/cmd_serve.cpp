@@ -12,6 +12,7 @@
 #include "expctl/serve/security.hpp"
 #include "expctl/serve/server.hpp"
 #include "expctl/sweep/sweep.hpp"
+#include "expctl/sweep_run/execute.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/strings.hpp"
 
@@ -51,6 +52,8 @@ void run_serve(const ServeCommandOptions& options, const GlobalOptions& globals)
                    "--sweep {}: another sweep file is named {} too: the sweep page tells sweeps by name, rename one",
                    file, util::quoted(loaded->name));
     }
+    serve_options.array_dirs[loaded->name] = sweep_run::task_store_dir(
+        *loaded, {globals.db_path, globals.local_db, store_is_file(globals), globals.verbosity});
     serve_options.sweeps.push_back(std::move(loaded));
   }
   serve_options.token = options.token_file.empty() ? serve::make_token() : serve::read_token_file(options.token_file);

@@ -6,6 +6,7 @@
 
 #include "expctl/cli/support_store.hpp"
 #include "expctl/sweep/report.hpp"
+#include "expctl/sweep_run/slurm_array.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
@@ -85,10 +86,17 @@ util::ExitCode compare_and_report(const GlobalOptions& globals, const std::strin
 
 void write_sweep_report(const GlobalOptions& globals, const sweep::Sweep& sweep,
                         const std::vector<std::string>& metrics, const std::string& format, const std::string& output) {
+  const sweep_run::StoreLocation where{globals.db_path, globals.local_db, store_is_file(globals), 0};
+  auto array = sweep_run::array_points_now(sweep, sweep_run::task_store_dir(sweep, where));
   const auto db = open_store_if_present(globals);
-  EXPCTL_CHECK(db.has_value(), util::StoreError, "{}; run the sweep first: expctl sweep {}",
+  // A submitted array's tasks write their own stores: before the first merge there may be none.
+  EXPCTL_CHECK(db.has_value() || !array.empty(), util::StoreError, "{}; run the sweep first: expctl sweep {}",
                missing_database_hint(globals), sweep.file.string());
-  write_output(output, sweep::report_of(sweep, *db, metrics, format));
+  sweep::Report report = sweep::build_report(
+      sweep, db ? sweep::completed_runs(sweep, *db) : std::vector<std::vector<store::RunRecord>>(sweep.points.size()),
+      metrics);
+  report.array = std::move(array);
+  write_output(output, sweep::render(report, format));
 }
 
 }  // namespace expctl::cli

@@ -60,6 +60,7 @@ size_t merge_tasks(const sweep_run::ArraySubmission& submission, const sweep_run
       std::cerr << fmt::format("expctl: warning: task {} left no store ({})\n", point, task.string());
     }
   }
+  sweep::mark_array_merged(submission.store_dir, submission.job);  // its runs are the store's now
   return added;
 }
 
@@ -70,7 +71,10 @@ void submit_sweep(const sweep::Sweep& sweep, const std::string& file, const swee
   const launch::slurm::Client client;
   const auto submission = sweep_run::submit_array(sweep, file, execution, where, options.sbatch, client);
   if (!submission) {
-    std::cout << fmt::format("sweep {}: nothing to submit: every point's runs are done\n", sweep.name);
+    std::cout << fmt::format("sweep {}: nothing to submit: every point's runs are done{}\n", sweep.name,
+                             execution.plan.in_array > 0
+                                 ? " or held by a submitted Slurm array (expctl sweep FILE --dry-run shows its tasks)"
+                                 : "");
     return;
   }
   const std::string merge_hint =

@@ -716,7 +716,11 @@ struct Server::Impl {
             metrics.push_back(request.get_param_value("metric", i));
           }
           const auto store = stores.take();
-          send_json(response, api::sweep_document(*store, **found, metrics));
+          const auto dir = options.array_dirs.find((*found)->name);
+          send_json(response,
+                    api::sweep_document(*store, **found, metrics,
+                                        dir == options.array_dirs.end() ? std::vector<sweep::ArrayPoint>{}
+                                                                        : sweep::array_points(**found, dir->second)));
         }));
     get("/api/phases", route([this](const Request& request, Response& response) {
           const auto store = stores.take();

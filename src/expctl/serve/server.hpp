@@ -10,7 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,6 +37,9 @@ struct ServeOptions {
   /// Sweeps the sweep page shows (`expctl serve --sweep FILE`, loaded at start: a request never
   /// names a file), by name.
   std::vector<std::shared_ptr<const sweep::Sweep>> sweeps;
+  /// Per sweep name: the folder of its Slurm arrays' records and task stores (sweep::array_dir),
+  /// read for the points an array holds; none: the page shows the store's runs only.
+  std::map<std::string, std::filesystem::path> array_dirs;
 };
 
 /// Opens one read-only connection to the store (called for each pooled connection).

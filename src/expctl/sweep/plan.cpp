@@ -36,7 +36,10 @@ std::vector<size_t> selected_points(const Sweep& sweep, const PlanOptions& optio
 // The jobs one point still needs: resumes first, then new runs.
 std::vector<Job> point_jobs(size_t point, size_t repeat, const PointState& state, bool force, Plan& plan) {
   const size_t taken = force ? 0 : state.completed + state.diverged + state.running;
-  const size_t needed = taken >= repeat ? 0 : repeat - taken;
+  const size_t missing = taken >= repeat ? 0 : repeat - taken;
+  const bool held = state.in_array && !force;  // the array's task makes them
+  const size_t needed = held ? 0 : missing;
+  plan.in_array += held ? missing : 0;
   plan.done_runs += repeat - needed;
   std::vector<Job> jobs;
   for (size_t i = 0; i < needed; ++i) {

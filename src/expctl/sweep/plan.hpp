@@ -30,6 +30,7 @@ struct PointState {
   size_t completed = 0;  ///< completed runs of its spec on an accepted environment
   size_t diverged = 0;   ///< diverged runs of this sweep on an accepted environment
   size_t running = 0;    ///< runs of this sweep still running (another `expctl sweep` or array task)
+  bool in_array = false;  ///< a submitted Slurm array's task holds the point (array_progress.hpp)
   /// This sweep's interrupted, lost and failed runs on an accepted environment, newest first.
   std::vector<std::string> resumable;
 };
@@ -56,6 +57,7 @@ struct Plan {
   std::vector<size_t> points;  ///< the selected points
   size_t total_runs = 0;       ///< points × repeat
   size_t done_runs = 0;        ///< already done (or taken) before this invocation
+  size_t in_array = 0;         ///< of those, the runs a submitted Slurm array's tasks hold
   size_t resumed = 0;          ///< jobs that resume a run
   size_t left_out = 0;         ///< jobs that --limit left for a later invocation
   std::vector<Job> jobs;       ///< in point order

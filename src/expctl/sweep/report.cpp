@@ -222,7 +222,9 @@ size_t runs_found(const Report& report) {
 std::vector<std::string> missing_points(const Report& report) {
   std::vector<std::string> missing;
   for (const PointResult& point : report.points) {
-    if (point.runs.empty()) {
+    const bool in_array = std::any_of(report.array.begin(), report.array.end(),
+                                      [&](const ArrayPoint& held) { return held.point == point.index; });
+    if (point.runs.empty() && !in_array) {
       missing.push_back(std::to_string(point.index));
     }
   }
@@ -245,6 +247,9 @@ std::vector<std::string> notes(const Report& report) {
     lines.push_back(fmt::format("best {} ({} is better): {} ({})", best.metric, compare::to_string(best.direction),
                                 axes_text(report, configuration),
                                 number_text(configuration.cells[best.metric_index].median)));
+  }
+  for (const std::string& line : array_lines(report.array)) {
+    lines.push_back(line);
   }
   if (const auto missing = missing_points(report); !missing.empty()) {
     lines.push_back("no completed run yet: point(s) " + util::join(missing, ", ") + " (expctl sweep FILE runs them)");
@@ -398,7 +403,8 @@ json to_json(const Report& report) {
           {"runs_completed", runs_found(report)},
           {"configurations", configurations},
           {"points", points},
-          {"best", best}};
+          {"best", best},
+          {"array", array_json(report.array)}};
 }
 
 namespace detail {

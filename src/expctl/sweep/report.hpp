@@ -18,6 +18,7 @@
 #include "expctl/compare/thresholds.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/store/types.hpp"
+#include "expctl/sweep/array_progress.hpp"
 #include "expctl/sweep/sweep.hpp"
 #include "expctl/util/metric_names.hpp"
 
@@ -71,6 +72,8 @@ struct Report {
   std::vector<PointResult> points;
   std::vector<Best> best;            ///< per metric with a known direction and a value
   size_t runs_expected = 0;
+  /// Points a submitted Slurm array holds, not merged yet (the caller's, from array_progress.hpp).
+  std::vector<ArrayPoint> array;
 };
 
 /// `runs[i]` holds the completed runs of point i. `metrics` empty: k_default_metrics present in any run.

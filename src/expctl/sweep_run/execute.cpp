@@ -9,6 +9,7 @@
 #include "expctl/launch/environment.hpp"
 #include "expctl/run/stack.hpp"
 #include "expctl/sweep/environment.hpp"
+#include "expctl/sweep_run/slurm_array.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
 #include "expctl/util/strings.hpp"
@@ -177,6 +178,10 @@ Execution prepare(const Sweep& sweep, const ExecuteOptions& options, const Store
     if (const auto db = open_if_present()) {
       states = point_states(sweep, execution.slots, fingerprints, *db);
     }
+    execution.array = array_points_now(sweep, task_store_dir(sweep, where));
+    for (const sweep::ArrayPoint& held : execution.array) {
+      states[held.point].in_array = sweep::held_by_array(held);
+    }
   }
   execution.plan = plan_jobs(sweep, states, {options.force || execution.external, options.limit, point});
   execution.log_dir = log_dir_of(sweep, where);
@@ -187,9 +192,12 @@ std::string plan_line(const Sweep& sweep, const Execution& execution) {
   const Plan& plan = execution.plan;
   std::string line =
       fmt::format("sweep {} ({}): {} point(s) × {} = {} runs; {} done, {} to run", sweep.name, sweep.hash.substr(0, 12),
-                  plan.points.size(), sweep.repeat, plan.total_runs, plan.done_runs, plan.jobs.size());
+                  plan.points.size(), sweep.repeat, plan.total_runs, plan.done_runs - plan.in_array, plan.jobs.size());
   if (plan.resumed > 0) {
     line += fmt::format(" ({} resumed)", plan.resumed);
+  }
+  if (plan.in_array > 0) {
+    line += fmt::format(", {} held by a submitted Slurm array", plan.in_array);
   }
   if (plan.left_out > 0) {
     line += fmt::format(", {} left for later (--limit)", plan.left_out);
@@ -204,6 +212,9 @@ std::string dry_run_text(const Sweep& sweep, const Execution& execution) {
     const Point& point = sweep.points[job.point];
     text += fmt::format("{:>4}  {}  {}{}\n", job.point, point.spec.hash().substr(0, 12), point_label(point),
                         job.resume_run.empty() ? "" : "  (resume " + job.resume_run + ")");
+  }
+  for (const std::string& line : sweep::array_lines(execution.array)) {
+    text += line + "\n";
   }
   return text;
 }
@@ -223,7 +234,9 @@ json plan_document(const Sweep& sweep, const Execution& execution) {
   document["total_runs"] = execution.plan.total_runs;
   document["done_runs"] = execution.plan.done_runs;
   document["left_out"] = execution.plan.left_out;
+  document["in_array_runs"] = execution.plan.in_array;
   document["jobs"] = std::move(jobs);
+  document["array"] = sweep::array_json(execution.array);
   return document;
 }
 
@@ -296,8 +309,7 @@ std::string sbatch_script(const Sweep& sweep, const std::string& file, const Sto
 }
 
 fs::path task_store_dir(const Sweep& sweep, const StoreLocation& where) {
-  const fs::path beside = where.db_is_file ? where.db_path : where.local_db;
-  return beside.parent_path() / ("sweep-" + sweep.name);
+  return sweep::array_dir(sweep, where.db_is_file ? where.db_path : where.local_db);
 }
 
 fs::path self_executable() {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/store/store.hpp"
+#include "expctl/sweep/array_progress.hpp"
 #include "expctl/sweep/plan.hpp"
 #include "expctl/sweep/sbatch.hpp"
 #include "expctl/sweep/slots.hpp"
@@ -49,6 +50,9 @@ struct Execution {
   sweep::Plan plan;
   std::filesystem::path log_dir;  ///< <db dir>/sweeps/<name>-<hash12>
   bool external = false;          ///< a task of srun / torchrun / mpirun: the points run as its ranks
+  /// The points a submitted, unmerged Slurm array holds (array_points_now); those still its to
+  /// make are planned as taken.
+  std::vector<sweep::ArrayPoint> array;
 };
 
 /// Holds the machine against the pinned stack (util::EnvError, exit 3, when every point would be
@@ -87,8 +91,8 @@ std::string result_line(const sweep::Sweep& sweep, const Execution& execution, c
 std::string sbatch_script(const sweep::Sweep& sweep, const std::string& file, const StoreLocation& where,
                           sweep::SbatchOptions options);
 
-/// Where a Slurm array's tasks write their stores (task-<I>.db): beside the store, or beside the
-/// node-local store when the store is a server.
+/// Where a Slurm array's tasks write their stores (task-<I>.db) and the arrays' records: beside
+/// the store, or beside the node-local store when the store is a server (sweep::array_dir).
 std::filesystem::path task_store_dir(const sweep::Sweep& sweep, const StoreLocation& where);
 
 /// This expctl's own path (/proc/self/exe), which points and Slurm tasks run.

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "expctl/store/types.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 
@@ -14,8 +16,6 @@ namespace expctl::sweep_run {
 
 namespace fs = std::filesystem;
 namespace slurm = launch::slurm;
-
-namespace {}  // namespace
 
 std::optional<ArraySubmission> submit_array(const sweep::Sweep& sweep, const std::string& file,
                                             const Execution& execution, const StoreLocation& where,
@@ -46,6 +46,10 @@ std::optional<ArraySubmission> submit_array(const sweep::Sweep& sweep, const std
       submission.script,
       {"--chdir=" + fs::current_path().string(), "--output=" + (submission.store_dir / "slurm-%A_%a.out").string()});
   submission.points = options.points;
+  sweep::write_array_record(submission.store_dir, {.job = submission.job,
+                                                   .sweep_hash = sweep.hash,
+                                                   .points = submission.points,
+                                                   .submitted_at = store::format_utc(store::Clock::now())});
   return submission;
 }
 
@@ -133,6 +137,34 @@ std::vector<ArrayTask> wait_for_array(const slurm::Client& client, const ArraySu
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
+}
+
+std::vector<sweep::ArrayPoint> array_points_now(const sweep::Sweep& sweep, const fs::path& dir,
+                                                const slurm::Client& client) {
+  auto points = sweep::array_points(sweep, dir);
+  std::map<std::string, std::vector<size_t>> asked;  // job -> its points Slurm has a word on
+  for (const sweep::ArrayPoint& point : points) {
+    if (point.state == "queued" || point.state == "running") {
+      asked[point.job].push_back(point.point);
+    }
+  }
+  for (const auto& [job, indices] : asked) {
+    std::vector<ArrayTask> tasks;
+    try {
+      tasks = array_tasks(client, job, indices);
+    } catch (const util::Failure&) {
+      continue;  // Slurm cannot be asked here: the stores' view stands
+    }
+    for (const ArrayTask& task : tasks) {
+      const auto point =
+          std::find_if(points.begin(), points.end(), [&](const sweep::ArrayPoint& p) { return p.point == task.point; });
+      point->slurm_state = task.gone ? std::string("gone") : std::string(slurm::state_name(task.state));
+      if (task.gone || slurm::is_final(task.state)) {
+        point->state = point->state == "queued" ? "ended" : "lost";
+      }
+    }
+  }
+  return points;
 }
 
 std::optional<std::string> slurm_job_tag() {

@@ -57,6 +57,13 @@ std::vector<ArrayTask> wait_for_array(const launch::slurm::Client& client, const
                                       const std::function<void(const std::string&)>& on_change,
                                       const std::function<bool()>& stop);
 
+/// sweep::array_points of `dir`, with Slurm's word on each point whose task has no run yet or a
+/// running one (one `scontrol show job -o` per array): a task Slurm has ended becomes "ended" (no
+/// run) or "lost" (its run still says running), and no longer holds its point. Where Slurm cannot
+/// be asked (no scontrol, no slurmctld), the stores' view stands.
+std::vector<sweep::ArrayPoint> array_points_now(const sweep::Sweep& sweep, const std::filesystem::path& dir,
+                                                const launch::slurm::Client& client = launch::slurm::Client());
+
 /// The tag a point's run gets inside a Slurm array task ("slurm-job:<array job>_<task>"), or
 /// inside any other Slurm job ("slurm-job:<job>"); none outside Slurm.
 std::optional<std::string> slurm_job_tag();

@@ -18,6 +18,7 @@
 #include "expctl/serve/assets.hpp"
 #include "expctl/serve/routes.hpp"
 #include "expctl/serve/server.hpp"
+#include "expctl/sweep/array_progress.hpp"
 
 using namespace expctl;
 
@@ -716,4 +717,25 @@ TEST_CASE("serve: two dashboards on two ports keep apart cookies", "[serve]") {
   CHECK(ask(one.port, request(one.port, "/api/runs", jar)).status == 200);
   CHECK(ask(two.port, request(two.port, "/api/runs", jar)).status == 200);
   CHECK(ask(one.port, request(one.port, "/api/runs", "Cookie: " + second + "\r\n")).status == 401);
+}
+
+TEST_CASE("serve: the sweep page's document names the points a submitted Slurm array holds", "[serve]") {
+  test::TempDir dir;
+  const auto file = dir.write(
+      "sweep.yaml", std::string("base: ") + EXPCTL_SWEEP_BASE + "\nname: held\ngrid:\n  optim.lr: [0.01, 0.1]\n");
+  auto loaded = std::make_shared<const sweep::Sweep>(sweep::load_sweep(file));
+  const auto folder = dir / "sweep-held";
+  std::filesystem::create_directories(folder);
+  sweep::write_array_record(folder, {"77", loaded->hash, {0, 1}, "2026-12-06T10:00:00.000Z", false});
+  serve::ServeOptions options;
+  options.sweeps.push_back(loaded);
+  options.array_dirs["held"] = folder;  // what `expctl serve --sweep FILE` derives from --db
+  Served served(options);
+  const Reply reply = ask(served.port, request(served.port, "/api/sweep?name=held", bearer()));
+  REQUIRE(reply.status == 200);
+  const auto doc = nlohmann::json::parse(reply.body);
+  REQUIRE(doc["array"].size() == 2);
+  CHECK(doc["array"][1]["state"] == "queued");
+  CHECK(doc["array"][1]["job"] == "77");
+  CHECK(doc["notes"].dump().find("array 77: queued points 0, 1") != std::string::npos);
 }
