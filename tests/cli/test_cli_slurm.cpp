@@ -6,6 +6,7 @@
 
 #include "run_helpers.hpp"
 #include "slurm_cluster.hpp"
+#include "unit/store/backend_fixture.hpp"
 #include <nlohmann/json.hpp>
 
 #include "expctl/launch/slurm_job.hpp"
@@ -317,6 +318,38 @@ TEST_CASE(
   CHECK(plan["in_array_runs"] == 0);
   CHECK(plan["array"][1]["state"] == "ended");
   CHECK(plan["array"][0]["state"] == "interrupted");
+}
+
+TEST_CASE("slurm: with a team server as --db, sweep --slurm --wait merges the array's runs into the server",
+          "[slurm][postgres]") {
+  test::cli::ThrowawaySlurm slurm;
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!slurm.available() || !server.available) {
+    return;
+  }
+  RunDir d;
+  const fs::path file = d.dir / "sweep.yaml";
+  std::ofstream(file) << "name: team\nbase: " << tiny_spec() << "\n"
+                      << "set: {train.max_steps: 20, train.eval_every: 0}\n"
+                      << "grid:\n  optim.lr: [0.01, 0.02]\n";
+  server.open();  // the team's server holds an expctl store (a fresh one is refused: `expctl sync` makes it)
+  const auto result = test::run_expctl(
+      {"--db", server.location, "--local-db", d.db.string(), "sweep", file.string(), "--slurm", "--wait"},
+      {{"SLURM_CONF", slurm.conf()}});
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains("2 of 2 task(s) completed; 2 run(s) merged into postgresql"));
+  const auto runs = server.open().list_runs();
+  REQUIRE(runs.size() == 2);
+  for (const auto& run : runs) {
+    CHECK(run.status == store::RunStatus::completed);
+    CHECK(server.open().series_columns(run.id, "loss").front().steps.size() == 20);
+  }
+  // Done on the server: nothing is submitted again.
+  const auto again =
+      test::run_expctl({"--db", server.location, "--local-db", d.db.string(), "sweep", file.string(), "--slurm"},
+                       {{"SLURM_CONF", slurm.conf()}});
+  CHECK_THAT(again.out, Catch::Contains("nothing to submit"));
 }
 
 TEST_CASE("slurm: sweep --wait without --slurm is refused, and --slurm without a Slurm says so in one line") {

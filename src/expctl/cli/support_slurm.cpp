@@ -48,20 +48,23 @@ void add_slurm_options(CLI::App* command, SlurmSweepOptions& options) {
 
 namespace {
 
-// Each task's store into the store, run folders included; a task that never started has none.
-size_t merge_tasks(const sweep_run::ArraySubmission& submission, const sweep_run::StoreLocation& where, bool quiet) {
+// Each task's store into the store (a SQLite file with its run folders; a team server through the
+// shipper's idempotent path, the run folders staying beside the node-local store); a task that
+// never started has none. Returns the runs added and the store's name (a password masked).
+std::pair<size_t, std::string> merge_tasks(const sweep_run::ArraySubmission& submission,
+                                           const sweep_run::StoreLocation& where, bool quiet) {
   store::Store destination = store::Store::open(where.db_path, store::OpenMode::read_write);
   size_t added = 0;
   for (const size_t point : submission.points) {
     const fs::path task = submission.store_dir / fmt::format("task-{}.db", point);
     if (fs::exists(task)) {
-      added += store::merge_store(destination, task, {.copy_run_folders = true}).added.size();
+      added += store::merge_store(destination, task, {.copy_run_folders = where.db_is_file}).added.size();
     } else if (!quiet) {
       std::cerr << fmt::format("expctl: warning: task {} left no store ({})\n", point, task.string());
     }
   }
   sweep::mark_array_merged(submission.store_dir, submission.job);  // its runs are the store's now
-  return added;
+  return {added, destination.location()};
 }
 
 }  // namespace
@@ -117,14 +120,9 @@ void submit_sweep(const sweep::Sweep& sweep, const std::string& file, const swee
           (submission->store_dir / fmt::format("slurm-{}_{}.out", submission->job, task.point)).string());
     }
   }
-  if (!where.db_is_file) {
-    std::cout << fmt::format("array job {}: {} of {} task(s) completed; bring their runs in: {}\n", submission->job,
-                             completed, tasks.size(), merge_hint);
-  } else {
-    const size_t added = merge_tasks(*submission, where, globals.quiet);
-    std::cout << fmt::format("array job {}: {} of {} task(s) completed; {} run(s) merged into {}\n", submission->job,
-                             completed, tasks.size(), added, where.db_path);
-  }
+  const auto [added, into] = merge_tasks(*submission, where, globals.quiet);
+  std::cout << fmt::format("array job {}: {} of {} task(s) completed; {} run(s) merged into {}\n", submission->job,
+                           completed, tasks.size(), added, into);
   globals.result = completed == tasks.size() ? util::ExitCode::ok : util::ExitCode::run_failed;
 }
 
