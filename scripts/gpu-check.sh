@@ -389,6 +389,15 @@ else
     echo "gpu-check: $fashion is missing (Debian: dataset-fashion-mnist): the quick-start runs use synthetic data"
   fi
   step run-nccl-1rank timeout 150 "${run[@]}" --set distributed.backend=nccl --set distributed.nproc_per_node=1
+  # NVML's per-rank readings (docs/run.md, sys_gpu_*): the NCCL run's rank 0 computes on a GPU, so
+  # its series must be there (the tests check what expctl does with NVML's answers on a stand-in).
+  step run-nccl-1rank-gpu-series bash -c \
+    'id=$("$0" list --limit 1 --format json | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)[\"runs\"][0][\"id\"])") &&
+     "$0" show "$id" --series sys_gpu_mem_mb --format json | /usr/bin/python3 -c "
+import json, sys
+points = json.load(sys.stdin)[\"points\"]
+assert points and all(p[\"value\"] > 0 for p in points), \"no sys_gpu_mem_mb points: NVML did not see the rank on its GPU\"
+print(len(points), \"sys_gpu_mem_mb points, last\", points[-1][\"value\"], \"MiB\")"' "$build_dir/expctl"
   step run-nccl-1rank-amp-fp16 timeout 150 "${run[@]}" --set distributed.backend=nccl \
     --set distributed.nproc_per_node=1 --set train.amp.enabled=true --set train.amp.dtype=fp16
   if [[ "$gpus" -ge 2 ]]; then

@@ -676,6 +676,43 @@ TEST_CASE("run: docs/run.md's torchrun command runs with Debian's torchrun and r
   CHECK(d.open().metrics(runs[0].id, {.name = "loss", .rank = 1}).size() == 10);
 }
 
+TEST_CASE("run: where NVML sees a rank's processes on a GPU, its utilization and memory are stored beside its CPU") {
+  // The stand-in NVML (tests/support/fake_nvml.cpp) puts every child of the supervisor on one GPU
+  // at 61 % with 321 MiB each: what expctl records of NVML's answers, on a machine without a GPU.
+  RunDir d;
+  const auto result = test::run_expctl(
+      {"--db", d.db.string(), "run", tiny_spec(), "--set", "train.max_steps=6000", "--set", "train.eval_every=0",
+       "--format", "json"},
+      {{"EXPCTL_NVML_LIBRARY", EXPCTL_TEST_FAKE_NVML}, {"FAKE_NVML_UTILIZATION", "61"}, {"FAKE_NVML_MIB", "321"}});
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto id = parse_stdout(result).at("run").at("id").get<std::string>();
+  const auto db = d.open();
+  for (const int rank : {0, 1}) {
+    INFO("rank " << rank);
+    const auto gpu = db.metrics(id, {.name = "sys_gpu_percent", .rank = rank});
+    const auto memory = db.metrics(id, {.name = "sys_gpu_mem_mb", .rank = rank});
+    const auto cpu = db.metrics(id, {.name = "sys_cpu_percent", .rank = rank});
+    REQUIRE(gpu.size() >= 1);
+    REQUIRE(memory.size() == gpu.size());
+    CHECK(gpu.size() == cpu.size());
+    for (std::size_t i = 0; i < gpu.size(); ++i) {
+      CHECK(gpu[i].value == 61.0);
+      CHECK(memory[i].value == 321.0);
+      CHECK(gpu[i].step == cpu[i].step);
+    }
+  }
+  // `show` lists them with the run's other series.
+  const auto show = d.expctl({"show", id});
+  CHECK_THAT(show.out, Catch::Contains("sys_gpu_percent") && Catch::Contains("sys_gpu_mem_mb"));
+  // Without NVML (this machine), the same run stores no GPU series.
+  const auto plain = d.expctl(
+      {"run", tiny_spec(), "--set", "train.max_steps=3000", "--set", "train.eval_every=0", "--format", "json"});
+  REQUIRE(plain.exit_code == 0);
+  const auto plain_id = parse_stdout(plain).at("run").at("id").get<std::string>();
+  CHECK(d.open().metrics(plain_id, {.name = "sys_gpu_percent"}).empty());
+}
+
 TEST_CASE("run: each rank's CPU use and memory are stored once a second as sys_cpu_percent and sys_rss_mb") {
   RunDir d;
   const auto result = d.expctl(

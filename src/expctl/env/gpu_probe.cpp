@@ -12,33 +12,17 @@
 #include <fmt/format.h>
 
 #include "expctl/env/probes.hpp"
+#include "expctl/util/nvml.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::env::probes {
 
 namespace {
 
-// The few NVML entry points we call, declared here so that no CUDA header is needed. Their
-// ABI has been stable since NVML 5 (the _v2 names exist since driver 325).
-using NvmlDevice = struct NvmlDeviceOpaque*;
-struct NvmlMemory {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-using NvmlInit = int (*)();
-using NvmlShutdown = int (*)();
-using NvmlGetString = int (*)(char*, unsigned int);
-using NvmlGetInt = int (*)(int*);
-using NvmlGetCount = int (*)(unsigned int*);
-using NvmlGetHandle = int (*)(unsigned int, NvmlDevice*);
-using NvmlDeviceGetString = int (*)(NvmlDevice, char*, unsigned int);
-using NvmlDeviceGetMemory = int (*)(NvmlDevice, NvmlMemory*);
+// The version getters of the CUDA runtime, NCCL and cuDNN, declared here so that no CUDA header is needed.
 using IntVersionGetter = int (*)(int*);  // cudaRuntimeGetVersion, ncclGetVersion
 using SizeVersionGetter = size_t (*)();  // cudnnGetVersion
 
-constexpr int k_nvml_success = 0;
-constexpr unsigned int k_nvml_string_size = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE, the largest we read
 constexpr int64_t k_bytes_per_mib = 1024 * 1024;
 
 // Sonames tried in order; the newest first so a machine with two majors reports the one a
@@ -76,57 +60,19 @@ struct GpuFacts {
   std::string source = "none";
 };
 
-std::string nvml_device_string(NvmlDeviceGetString getter, NvmlDevice device) {
-  std::array<char, k_nvml_string_size> buffer{};
-  if (getter == nullptr || getter(device, buffer.data(), k_nvml_string_size) != k_nvml_success) {
-    return "unknown";
-  }
-  return buffer.data();
-}
-
-void read_nvml_devices(const Library& nvml, GpuFacts& facts) {
-  const auto get_count = symbol<NvmlGetCount>(nvml, "nvmlDeviceGetCount_v2");
-  const auto get_handle = symbol<NvmlGetHandle>(nvml, "nvmlDeviceGetHandleByIndex_v2");
-  const auto get_name = symbol<NvmlDeviceGetString>(nvml, "nvmlDeviceGetName");
-  const auto get_uuid = symbol<NvmlDeviceGetString>(nvml, "nvmlDeviceGetUUID");
-  const auto get_memory = symbol<NvmlDeviceGetMemory>(nvml, "nvmlDeviceGetMemoryInfo");
-  unsigned int count = 0;
-  if (get_count == nullptr || get_handle == nullptr || get_count(&count) != k_nvml_success) {
-    return;
-  }
-  for (unsigned int index = 0; index < count; ++index) {
-    NvmlDevice device = nullptr;
-    if (get_handle(index, &device) != k_nvml_success) {
-      continue;
-    }
-    NvmlMemory memory{};
-    const bool have_memory = get_memory != nullptr && get_memory(device, &memory) == k_nvml_success;
-    facts.models.push_back(nvml_device_string(get_name, device));
-    facts.uuids.push_back(nvml_device_string(get_uuid, device));
-    facts.memory_mib.push_back(have_memory ? static_cast<int64_t>(memory.total / k_bytes_per_mib) : 0);
-  }
-}
-
 bool read_nvml(GpuFacts& facts) {
-  const Library nvml(::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL));
-  const auto init = symbol<NvmlInit>(nvml, "nvmlInit_v2");
-  const auto shutdown = symbol<NvmlShutdown>(nvml, "nvmlShutdown");
-  if (init == nullptr || init() != k_nvml_success) {
+  const auto nvml = util::Nvml::open();
+  if (!nvml) {
     return false;
   }
-  std::array<char, k_nvml_string_size> driver{};
-  if (const auto get_driver = symbol<NvmlGetString>(nvml, "nvmlSystemGetDriverVersion");
-      get_driver != nullptr && get_driver(driver.data(), k_nvml_string_size) == k_nvml_success) {
-    facts.driver_version = driver.data();
+  facts.driver_version = nvml->driver_version().value_or(facts.driver_version);
+  if (const auto cuda_driver = nvml->cuda_driver_version()) {
+    facts.cuda_driver = cuda_version_text(*cuda_driver);
   }
-  int cuda_driver = 0;
-  if (const auto get_cuda = symbol<NvmlGetInt>(nvml, "nvmlSystemGetCudaDriverVersion_v2");
-      get_cuda != nullptr && get_cuda(&cuda_driver) == k_nvml_success) {
-    facts.cuda_driver = cuda_version_text(cuda_driver);
-  }
-  read_nvml_devices(nvml, facts);
-  if (shutdown != nullptr) {
-    shutdown();
+  for (unsigned int index = 0; index < nvml->device_count(); ++index) {
+    facts.models.push_back(nvml->name(index));
+    facts.uuids.push_back(nvml->uuid(index));
+    facts.memory_mib.push_back(static_cast<int64_t>(nvml->memory_total(index)) / k_bytes_per_mib);
   }
   facts.source = "nvml";
   return true;

@@ -10,6 +10,8 @@
 
 #include <dirent.h>
 
+#include "expctl/util/nvml.hpp"
+
 namespace expctl::launch {
 
 namespace {
@@ -96,6 +98,7 @@ std::optional<ProcessUsage> read_process_tree(pid_t pid) {
     usage.cpu_seconds += *cpu;
     usage.rss_bytes += *rss;
     ++usage.processes;
+    usage.pids.push_back(next);
     for (const pid_t child : children_of(next)) {
       pending.push_back(child);
     }
@@ -103,7 +106,55 @@ std::optional<ProcessUsage> read_process_tree(pid_t pid) {
   return usage;
 }
 
-std::optional<UsageRate::Sample> UsageRate::read(int rank, pid_t pid, Clock::time_point now) {
+std::optional<GpuReading::TreeShare> GpuReading::of_tree(std::span<const pid_t> pids) const {
+  std::set<unsigned int> devices;
+  double bytes = 0.0;
+  for (const pid_t pid : pids) {
+    if (const auto found = by_pid.find(pid); found != by_pid.end()) {
+      for (const Use& use : found->second) {
+        devices.insert(use.device);
+        bytes += static_cast<double>(use.bytes);
+      }
+    }
+  }
+  if (devices.empty()) {
+    return std::nullopt;
+  }
+  double percent = 0.0;
+  for (const unsigned int device : devices) {
+    percent += device < utilization.size() ? utilization[device].value_or(0) : 0;
+  }
+  return TreeShare{.percent = percent / static_cast<double>(devices.size()), .mem_mb = bytes / (1024.0 * 1024.0)};
+}
+
+struct GpuUsage::State {
+  bool tried = false;
+  std::optional<util::Nvml> nvml;
+};
+
+GpuUsage::GpuUsage() : m_state(std::make_unique<State>()) {}
+GpuUsage::~GpuUsage() = default;
+
+std::optional<GpuReading> GpuUsage::read() {
+  if (!m_state->tried) {
+    m_state->tried = true;
+    m_state->nvml = util::Nvml::open();
+  }
+  if (!m_state->nvml) {
+    return std::nullopt;
+  }
+  GpuReading reading;
+  const util::Nvml& nvml = *m_state->nvml;
+  for (unsigned int device = 0; device < nvml.device_count(); ++device) {
+    reading.utilization.push_back(nvml.utilization(device));
+    for (const util::Nvml::Process& process : nvml.compute_processes(device)) {
+      reading.by_pid[process.pid].push_back({device, process.used_bytes});
+    }
+  }
+  return reading;
+}
+
+std::optional<UsageRate::Sample> UsageRate::read(int rank, pid_t pid, Clock::time_point now, const GpuReading* gpu) {
   const auto usage = read_process_tree(pid);
   if (!usage) {
     m_last.erase(rank);
@@ -117,6 +168,10 @@ std::optional<UsageRate::Sample> UsageRate::read(int rank, pid_t pid, Clock::tim
       const double used = usage->cpu_seconds - last->second.cpu_seconds;
       sample = Sample{.cpu_percent = used > 0.0 ? 100.0 * used / wall : 0.0,
                       .rss_mb = static_cast<double>(usage->rss_bytes) / (1024.0 * 1024.0)};
+      if (const auto share = gpu != nullptr ? gpu->of_tree(usage->pids) : std::nullopt) {
+        sample->gpu_percent = share->percent;
+        sample->gpu_mem_mb = share->mem_mb;
+      }
     }
   }
   m_last[rank] = Last{.cpu_seconds = usage->cpu_seconds, .at = now};

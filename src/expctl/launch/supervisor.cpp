@@ -66,6 +66,7 @@ struct Supervisor::State {
   // kills the supervisor with the default action); removed when wait() returns.
   std::optional<util::InterruptSignals> signals;
   UsageRate usage;
+  GpuUsage gpu_usage;
   Clock::time_point next_usage = Clock::now();
 
   // The log folder, the signal handlers and the clock: what every start has in common.
@@ -235,18 +236,20 @@ struct Supervisor::State {
 
   bool reads_usage() const { return options.on_usage && options.usage_every.count() > 0; }
 
-  // Every usage_every: each running rank's CPU and memory, from /proc (a few small reads a rank).
+  // Every usage_every: each running rank's CPU and memory, from /proc (a few small reads a rank),
+  // and with NVIDIA's driver its GPU memory and utilization (one NVML reading for every rank).
   void read_usage(Clock::time_point now) {
     if (!reads_usage() || now < next_usage) {
       return;
     }
     next_usage = now + options.usage_every;
+    const auto gpu = gpu_usage.read();
     for (const auto& rank : ranks) {
       if (!rank->running()) {
         continue;
       }
-      if (const auto sample = usage.read(rank->rank(), rank->pid(), now)) {
-        options.on_usage(rank->rank(), sample->cpu_percent, sample->rss_mb);
+      if (const auto sample = usage.read(rank->rank(), rank->pid(), now, gpu ? &*gpu : nullptr)) {
+        options.on_usage(rank->rank(), *sample);
       }
     }
   }

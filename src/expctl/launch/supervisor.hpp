@@ -28,6 +28,7 @@
 
 #include "expctl/launch/environment.hpp"
 #include "expctl/launch/launch_plan.hpp"
+#include "expctl/launch/process_usage.hpp"
 #include "expctl/util/sandbox.hpp"
 
 namespace expctl::launch {
@@ -92,9 +93,10 @@ struct SupervisorOptions {
   /// Control-channel records; null: dropped.
   RecordSink on_record;
   /// Each running rank's CPU use (percent of one core) and resident memory (MiB), its process and
-  /// every process under it (process_usage.hpp), read every `usage_every` from /proc by the
-  /// supervisor's own loop; null or 0: not read.
-  std::function<void(int rank, double cpu_percent, double rss_mb)> on_usage;
+  /// every process under it, and its GPU utilization and memory where NVML sees its processes on a
+  /// GPU (process_usage.hpp), read every `usage_every` by the supervisor's own loop; null or 0: not
+  /// read.
+  std::function<void(int rank, const UsageRate::Sample& sample)> on_usage;
   std::chrono::milliseconds usage_every{0};
   /// Rank ends, in the order the supervisor saw them; null: not reported.
   RankExitSink on_rank_exit;

@@ -355,7 +355,7 @@ std::optional<Divergence> Recorder::divergence() const {
   return m_divergence;
 }
 
-void Recorder::on_usage(int rank, double cpu_percent, double rss_mb) {
+void Recorder::on_usage(int rank, const launch::UsageRate::Sample& sample) {
   {
     std::lock_guard lock(m_mutex);
     const auto step = m_steps.find(rank);
@@ -364,8 +364,12 @@ void Recorder::on_usage(int rank, double cpu_percent, double rss_mb) {
       return;
     }
     last = step->second;
-    m_points.push_back({rank, step->second, util::metric::sys_cpu_percent, cpu_percent});
-    m_points.push_back({rank, step->second, util::metric::sys_rss_mb, rss_mb});
+    m_points.push_back({rank, step->second, util::metric::sys_cpu_percent, sample.cpu_percent});
+    m_points.push_back({rank, step->second, util::metric::sys_rss_mb, sample.rss_mb});
+    if (sample.gpu_percent && sample.gpu_mem_mb) {
+      m_points.push_back({rank, step->second, util::metric::sys_gpu_percent, *sample.gpu_percent});
+      m_points.push_back({rank, step->second, util::metric::sys_gpu_mem_mb, *sample.gpu_mem_mb});
+    }
   }
   after_record();
 }

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expctl/compare/phases.hpp"
+#include "expctl/launch/process_usage.hpp"
 #include "expctl/run/observer.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/tensorboard/live_export.hpp"
@@ -105,9 +106,10 @@ class Recorder {
   void on_collectives(const std::string& allreduce);
   void on_skipped_images(const std::vector<std::string>& files);
   /// A reading of a rank's CPU use and memory (launch::SupervisorOptions::on_usage): stored as
-  /// sys_cpu_percent and sys_rss_mb at the last step the rank reported, at most once a step (each
-  /// series only grows; nothing before the rank's first step).
-  void on_usage(int rank, double cpu_percent, double rss_mb);
+  /// sys_cpu_percent and sys_rss_mb (and sys_gpu_percent, sys_gpu_mem_mb where the rank uses a
+  /// GPU) at the last step the rank reported, at most once a step (each series only grows;
+  /// nothing before the rank's first step).
+  void on_usage(int rank, const launch::UsageRate::Sample& sample);
   /// A step a user's program logged (program_records.hpp): `points` are stored as they are (the
   /// program's own series, and what follows from them: step_time_ms, samples_per_sec), so a
   /// program run is read by the same summary, compare and export code as a built-in one.

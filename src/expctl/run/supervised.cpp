@@ -59,12 +59,12 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, RunOb
   }
   options.console = [&observer](std::string_view line) { observer.line(line); };
   options.on_record = [&recorder](int rank, std::string_view payload) { recorder.on_record(rank, payload); };
-  // sys_cpu_percent and sys_rss_mb once a second (EXPCTL_SYS_METRICS=0 turns them off: a switch
+  // sys_cpu_percent and sys_rss_mb (sys_gpu_* on a GPU) once a second (EXPCTL_SYS_METRICS=0 turns them off: a switch
   // for measuring what they cost, bench/sys_metrics.sh).
   if (const char* sys = std::getenv("EXPCTL_SYS_METRICS"); sys == nullptr || std::string_view(sys) != "0") {
     options.usage_every = std::chrono::seconds(1);
-    options.on_usage = [&recorder](int rank, double cpu_percent, double rss_mb) {
-      recorder.on_usage(rank, cpu_percent, rss_mb);
+    options.on_usage = [&recorder](int rank, const launch::UsageRate::Sample& sample) {
+      recorder.on_usage(rank, sample);
     };
   }
   options.abort_check = [&recorder]() -> std::optional<std::string> {

@@ -30,6 +30,11 @@ inline constexpr const char* straggler_score = "straggler_score";
 /// stored at the rank's step then, at most once a step.
 inline constexpr const char* sys_cpu_percent = "sys_cpu_percent";
 inline constexpr const char* sys_rss_mb = "sys_rss_mb";
+/// Where NVML sees the rank's processes on a GPU (util/nvml.hpp): the mean utilization of the
+/// devices they use (percent: the share of the last sample period a kernel ran) and the device
+/// memory they hold (MiB), at the same steps as sys_cpu_percent.
+inline constexpr const char* sys_gpu_percent = "sys_gpu_percent";
+inline constexpr const char* sys_gpu_mem_mb = "sys_gpu_mem_mb";
 /// Derived, never stored: the share of a step's time (all ranks together) spent waiting.
 inline constexpr const char* comm_wait_fraction = "comm_wait_fraction";
 }  // namespace metric

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <set>
 
 #include "support/test_support.hpp"
@@ -220,6 +221,24 @@ TEST_CASE("fingerprint: a machine without GPU, container or git records none, no
   CHECK(*fingerprint.find("container.detected") == false);
   CHECK(fingerprint.text("host.os_id") == "none");
   CHECK(fingerprint.text("code.git_commit") == "none");
+}
+
+TEST_CASE("fingerprint: NVML's devices, driver and CUDA driver (a stand-in library) are the GPU facts") {
+  ::setenv("EXPCTL_NVML_LIBRARY", EXPCTL_TEST_FAKE_NVML, 1);
+  expctl::test::TempDir empty;
+  FingerprintOptions options = quiet_options();
+  options.root = empty.path();
+  options.code_directory = empty.path();
+  options.load_gpu_libraries = true;
+  const Fingerprint fingerprint = collect_fingerprint(options);
+  ::unsetenv("EXPCTL_NVML_LIBRARY");
+  CHECK(fingerprint.text("gpu.source") == "nvml");
+  CHECK(*fingerprint.find("gpu.count") == 1);
+  CHECK(fingerprint.text("gpu.models") == "Fake GPU 80GB");
+  CHECK(fingerprint.text("gpu.uuids") == "GPU-00000000-fake-0000-0000-000000000000");
+  CHECK(fingerprint.text("gpu.memory_mib") == "81920");
+  CHECK(fingerprint.text("gpu.driver_version") == "550.54.15");
+  CHECK(fingerprint.text("gpu.cuda_driver") == "12.4");
 }
 
 TEST_CASE("fingerprint: docs/env.md lists every field and every profile key") {

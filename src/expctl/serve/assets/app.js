@@ -274,7 +274,8 @@ const pickerOnly = new Set(['data_wait_ms', 'forward_ms', 'backward_ms', 'comm_w
 const trainerSeries = ['samples_per_sec', 'step_time_ms', 'lr', 'straggler_score'];
 const seriesLabels = new Map([['samples_per_sec', 'samples/s'], ['step_time_ms', 'step time (ms)'], ['lr', 'learning rate'],
   ['straggler_score', 'straggler score (compute time over the median rank\u2019s)'], ['sys_cpu_percent', 'CPU (% of one core, per rank)'],
-  ['sys_rss_mb', 'resident memory (MiB, per rank)']]);
+  ['sys_rss_mb', 'resident memory (MiB, per rank)'], ['sys_gpu_percent', 'GPU utilization (% of its GPUs, per rank)'],
+  ['sys_gpu_mem_mb', 'GPU memory (MiB, per rank)']]);
 function seriesGroup(name) {
   if (name === 'loss') return 0;
   if (name.startsWith('eval_')) return 1;
