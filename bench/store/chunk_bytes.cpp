@@ -1,17 +1,21 @@
-// bench/store_chunks.sh's encoding figure: the bytes per point that three lossless encodings of a
-// chunk give on the series of a store (every run, metric and rank, cut into chunks of
-// chunk::k_chunk_points as the store seals them):
-//   stored         what the store writes (chunk_codec.hpp): per chunk the smaller of Gorilla
-//                  (delta-of-delta steps, XOR values) and shuffle+zlib
-//   shuffle+zlib   steps as delta varints, values as 8 byte planes (byte shuffle), zlib level 6
-//   xor+shuffle+z  the same with each value XORed with the one before it first
-// Prints one line per metric name and one for all ("name points stored shuffle_zlib xor_shuffle_zlib",
-// bytes per point), and checks that every stored chunk decodes to its points bit for bit.
+// bench/store_chunks.sh's encoding figure: the bytes per point of each chunk format on the series
+// of a store (every run, metric and rank, cut into chunks of chunk::k_chunk_points as the store
+// seals them):
+//   stored    what the store writes (chunk::encode): per chunk the smallest of the three
+//   gorilla   format 1 alone (delta-of-delta steps, XOR values)
+//   shuf+z    format 2 alone (step delta varints, values as 8 byte planes, zlib level 6)
+//   decimal   format 3 alone (ALP: values as bit-packed decimals, others raw); where it does not
+//             apply to a chunk (most values no short decimal), that chunk counts as its stored size
+//   chosen    how many chunks were stored in format 1 / 2 / 3
+// Prints one line per metric name (its series over every run and rank) and one for all, and
+// checks that every stored chunk decodes to its points bit for bit. The last line is the time
+// chunk::encode took per point: a rough figure on a loaded machine, for spotting a slower encoder.
 //
 // With --rows OUT, it also writes every point into a new store at OUT as the landed main's schema
 // v6 holds them (one row per point, the run id and metric key in each: the "today" figure).
 //
 //   expctl_chunk_bytes --db PATH [--rows OUT]
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -21,7 +25,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include "expctl/store/chunk_codec.hpp"
 #include "expctl/store/store.hpp"
@@ -31,69 +34,42 @@ namespace {
 
 using namespace expctl;
 namespace chunk = store::chunk;
-
-std::string zlib(const std::string& raw) {
-  uLongf size = compressBound(static_cast<uLong>(raw.size()));
-  std::string out(size, '\0');
-  if (compress2(reinterpret_cast<Bytef*>(out.data()), &size, reinterpret_cast<const Bytef*>(raw.data()),
-                static_cast<uLong>(raw.size()), 6) != Z_OK) {
-    throw std::runtime_error("zlib failed");
-  }
-  out.resize(size);
-  return out;
-}
-
-void varint(std::string& out, std::uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-std::size_t shuffled(const std::vector<std::int64_t>& steps, const std::vector<std::uint64_t>& bits, bool xor_first) {
-  std::string raw;
-  std::int64_t previous = 0;
-  for (const std::int64_t step : steps) {
-    varint(raw, static_cast<std::uint64_t>(step - previous));
-    previous = step;
-  }
-  for (int plane = 7; plane >= 0; --plane) {
-    std::uint64_t before = 0;
-    for (const std::uint64_t value : bits) {
-      const std::uint64_t v = xor_first ? value ^ before : value;
-      before = value;
-      raw.push_back(static_cast<char>((v >> (plane * 8)) & 0xff));
-    }
-  }
-  return zlib(raw).size();
-}
+using Clock = std::chrono::steady_clock;
 
 struct Totals {
   std::int64_t points = 0;
+  std::size_t stored = 0;
   std::size_t gorilla = 0;
   std::size_t shuffle = 0;
-  std::size_t xor_shuffle = 0;
+  std::size_t decimal = 0;
+  std::int64_t chosen[3] = {0, 0, 0};
+  Clock::duration encoding{};
 };
 
 void add(Totals& totals, const std::vector<std::int64_t>& steps, const std::vector<std::uint64_t>& bits) {
+  const auto start = Clock::now();
   const std::string bytes = chunk::encode(steps, bits);
+  totals.encoding += Clock::now() - start;
   std::vector<std::int64_t> back_steps;
   std::vector<std::uint64_t> back_bits;
   chunk::decode(bytes, back_steps, back_bits);
   if (back_steps != steps || back_bits != bits) {
     throw std::runtime_error("a chunk did not decode to its points");
   }
+  const std::string decimal = chunk::encode_as(chunk::k_format_decimal, steps, bits);
   totals.points += static_cast<std::int64_t>(steps.size());
-  totals.gorilla += bytes.size();
-  totals.shuffle += shuffled(steps, bits, false);
-  totals.xor_shuffle += shuffled(steps, bits, true);
+  totals.stored += bytes.size();
+  totals.gorilla += chunk::encode_as(chunk::k_format_xor, steps, bits).size();
+  totals.shuffle += chunk::encode_as(chunk::k_format_shuffled, steps, bits).size();
+  totals.decimal += decimal.empty() ? bytes.size() : decimal.size();
+  ++totals.chosen[static_cast<unsigned char>(bytes[0]) - 1];
 }
 
 void print(const std::string& name, const Totals& totals) {
   const auto per = [&](std::size_t bytes) { return static_cast<double>(bytes) / static_cast<double>(totals.points); };
-  std::cout << fmt::format("{:<22} {:>10} {:>8.3f} {:>8.3f} {:>8.3f}\n", name, totals.points, per(totals.gorilla),
-                           per(totals.shuffle), per(totals.xor_shuffle));
+  std::cout << fmt::format("{:<22} {:>10} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>5}/{}/{}\n", name, totals.points,
+                           per(totals.stored), per(totals.gorilla), per(totals.shuffle), per(totals.decimal),
+                           totals.chosen[0], totals.chosen[1], totals.chosen[2]);
 }
 
 }  // namespace
@@ -154,11 +130,16 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::cout << fmt::format("{:<22} {:>10} {:>8} {:>8} {:>8}\n", "metric", "points", "stored", "shuf+z", "xor+sh+z");
+    std::cout << fmt::format("{:<22} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "metric", "points", "stored", "gorilla",
+                             "shuf+z", "decimal", "chosen");
     for (const auto& [name, totals] : by_name) {
       print(name, totals);
     }
     print("all", all);
+    std::cout << fmt::format(
+        "encode: {:.0f} ns per point (chunk::encode, all formats tried; a loaded machine's figure)\n",
+        std::chrono::duration<double, std::nano>(all.encoding).count() /
+            static_cast<double>(std::max<std::int64_t>(1, all.points)));
   } catch (const std::exception& error) {
     std::cerr << "expctl_chunk_bytes: " << error.what() << "\n";
     return 1;
