@@ -90,6 +90,34 @@ TEST_CASE("recorder: step records become per-step metrics of their rank, NaN kep
   CHECK(times[0].value == Approx(2.0));  // seconds in the record, milliseconds in the store
 }
 
+TEST_CASE("recorder: timers are stored as whole nanoseconds in milliseconds, other values as recorded",
+          "[run][recorder]") {
+  Fixture f;
+  {
+    run::Recorder recorder(f.db, f.run.id, f.run.run_dir, f.console, std::chrono::steady_clock::now());
+    train::StepMetrics metrics;
+    metrics.step = 1;
+    metrics.loss = 0.1 + 0.2;                 // a full-precision double, kept bit for bit
+    metrics.forward_s = 0.016729728;          // x 1000 is 16.729727999999998
+    metrics.backward_s = 0.030000001 - 0.01;  // a difference of laps: 0.020000000999999996
+    metrics.step_time_s = 0.0123456789;       // ns are the clock's resolution: 12.345679 ms
+    metrics.samples_per_sec = 64.0 / 0.0123456789;
+    recorder.on_record(0, train::encode_step(metrics).dump());
+    recorder.drain();
+  }
+  const auto only = [&](const char* name) {
+    const auto points = f.db.metrics(f.run.id, {.name = name, .rank = 0});
+    REQUIRE(points.size() == 1);
+    return points.front().value;
+  };
+  CHECK(0.016729728 * 1000.0 != 16.729728);
+  CHECK(std::bit_cast<std::uint64_t>(only("forward_ms")) == std::bit_cast<std::uint64_t>(16.729728));
+  CHECK(std::bit_cast<std::uint64_t>(only("backward_ms")) == std::bit_cast<std::uint64_t>(20.000001));
+  CHECK(std::bit_cast<std::uint64_t>(only("step_time_ms")) == std::bit_cast<std::uint64_t>(12.345679));
+  CHECK(std::bit_cast<std::uint64_t>(only("loss")) == std::bit_cast<std::uint64_t>(0.1 + 0.2));
+  CHECK(std::bit_cast<std::uint64_t>(only("samples_per_sec")) == std::bit_cast<std::uint64_t>(64.0 / 0.0123456789));
+}
+
 TEST_CASE("recorder: a store locked by another process delays writes and loses nothing", "[run][recorder]") {
   Fixture f;
   run::Recorder recorder(f.db, f.run.id, f.run.run_dir, f.console, std::chrono::steady_clock::now());
