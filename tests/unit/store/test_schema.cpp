@@ -1,8 +1,9 @@
-#include "store_fixture.hpp"
-#include <catch2/catch.hpp>
-
+#include <bit>
 #include <cmath>
 #include <limits>
+
+#include "store_fixture.hpp"
+#include <catch2/catch.hpp>
 
 #include "expctl/store/store.hpp"
 #include "expctl/store/testing.hpp"
@@ -436,5 +437,55 @@ TEST_CASE(
   db.finish_run(live, store::RunStatus::completed, 0, "");
   CHECK(store::testing::query_sqlite(db_path, "SELECT count(*) FROM metric_points") == "0");
   CHECK(db.series_columns(live, "loss").at(0).steps == again.steps);
+  CHECK(store::check_integrity(db) == "ok");
+}
+
+TEST_CASE("schema: v9 reads a v8 store's chunks and open points as they are, and seals decimals in format 3") {
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("v8");
+  std::string id;
+  std::vector<store::MetricPoint> points;
+  // A v8 store: a sealed chunk of full-precision values (formats 1 and 2 only) and open points.
+  constexpr std::int64_t k_steps = 5000;
+  for (std::int64_t step = 1; step <= k_steps; ++step) {
+    points.push_back({0, step, "loss", std::sqrt(static_cast<double>(step) + 0.5)});
+  }
+  points.push_back({0, k_steps + 1, "loss", -0.0});
+  {
+    auto v8 = store::testing::open_at_schema_version(db_path, 8);
+    v8.put_spec(hash, "{}", "v8 spec");
+    id = v8.create_run({hash, std::nullopt, "v8 run", std::nullopt}).id;
+    v8.append_metrics(id, points);
+    CHECK(v8.schema_version() == 8);
+  }
+  CHECK(store::testing::query_sqlite(db_path, "SELECT count(*) FROM metric_chunks") == "1");
+  CHECK(store::testing::query_sqlite(db_path, "SELECT count(*) FROM metric_points") == "905");
+  CHECK(store::testing::query_sqlite(db_path, "SELECT hex(substr(data, 1, 1)) FROM metric_chunks") != "03");
+  auto db = store::Store::open(db_path);
+  CHECK(db.schema_version() == 9);
+  const auto read = db.series_columns(id, "loss");
+  REQUIRE(read.size() == 1);
+  REQUIRE(read[0].steps.size() == points.size());
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    REQUIRE(read[0].steps[i] == points[i].step);
+    REQUIRE(std::bit_cast<std::uint64_t>(read[0].values[i]) == std::bit_cast<std::uint64_t>(points[i].value));
+  }
+  // A timer of whole nanoseconds, sealed at the run's end: format 3, read back bit for bit.
+  std::vector<store::MetricPoint> timer;
+  for (std::int64_t step = 1; step <= 300; ++step) {
+    timer.push_back({0, step, "forward_ms", static_cast<double>(15'000'000 + (step * 7919) % 1'000'000) / 1e6});
+  }
+  db.append_metrics(id, timer);
+  db.finish_run(id, store::RunStatus::completed, 0, "");
+  CHECK(store::testing::query_sqlite(db_path,
+                                     "SELECT hex(substr(c.data, 1, 1)) FROM metric_chunks c JOIN metric_keys "
+                                     "k ON k.id = c.key_id WHERE k.name = 'forward_ms'") == "03");
+  const auto forward = db.series_columns(id, "forward_ms").at(0);
+  REQUIRE(forward.values.size() == timer.size());
+  for (std::size_t i = 0; i < timer.size(); ++i) {
+    REQUIRE(std::bit_cast<std::uint64_t>(forward.values[i]) == std::bit_cast<std::uint64_t>(timer[i].value));
+  }
+  CHECK(db.series_columns(id, "loss").at(0).steps.size() == points.size());
   CHECK(store::check_integrity(db) == "ok");
 }

@@ -21,7 +21,7 @@ TEST_CASE("store: a new database gets the latest schema, WAL and a runs folder b
   StoreFixture f;
   CHECK(fs::exists(f.db_path));
   CHECK(f.db.schema_version() == store::latest_schema_version());
-  CHECK(store::latest_schema_version() == 8);
+  CHECK(store::latest_schema_version() == 9);
   CHECK(fs::exists(fs::path(f.db_path.string() + "-wal")));
   CHECK(f.db.path() == fs::absolute(f.db_path));
   CHECK(store::runs_root(f.db_path) == fs::absolute(f.dir / "results" / "runs"));
