@@ -53,8 +53,20 @@ struct SeriesKeyRank {
 void write_points(SQLite::Database& db, const std::string& run_id, const std::map<std::string, std::int64_t>& keys,
                   std::span<const MetricPoint> points);
 
-/// Seals every open chunk of the run (the run ended): its series are chunks only afterwards.
+/// Seals every open chunk of the run (the run ended): its series are chunks only afterwards. The
+/// chunk rows are written in page_packing_order.
 void seal_run(SQLite::Database& db, const std::string& run_id);
+
+/// What a metric_chunks row costs in a page beside its data and run id (its other columns, record
+/// and cell headers, cell pointer: about 61 bytes, from dbstat), and a leaf page's header.
+inline constexpr std::size_t k_chunk_row_bytes = 64;
+inline constexpr std::size_t k_leaf_header_bytes = 8;
+
+/// The order to insert rows of `cells` bytes each into a table whose pages hold `page` bytes, so
+/// that SQLite (which appends a row to the last leaf page, or where it does not fit there to a new
+/// one) fills its pages: first-fit decreasing, then page by page. Rows larger than a page come
+/// first, in their order.
+std::vector<std::size_t> page_packing_order(std::span<const std::size_t> cells, std::size_t page);
 
 /// The points of series `key` (of every rank, or of `rank`) with after < step <= upto, per rank in
 /// rank order, at most `limit` per rank.
