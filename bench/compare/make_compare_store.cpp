@@ -19,6 +19,7 @@
 #include "expctl/compare/comparison.hpp"
 #include "expctl/compare/statistics.hpp"
 #include "expctl/env/fingerprint.hpp"
+#include "expctl/run/recorder.hpp"
 #include "expctl/run/summary.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/util/sha256.hpp"
@@ -112,28 +113,34 @@ double loss_at(std::int64_t step, int rank) {
   return 2.3 / (1.0 + 1e-4 * static_cast<double>(step)) + 0.01 * std::sin(static_cast<double>(step + 7 * rank));
 }
 
+// A timer as the runner's recorder stores it: whole nanoseconds, in milliseconds.
+double timer_ms(double ms) {
+  return run::stored_milliseconds(ms / 1000.0);
+}
+
 void append_rank(store::Store& db, const std::string& run_id, int rank, const std::vector<double>& times,
                  Normal& normal) {
   std::vector<store::MetricPoint> points;
   points.reserve(times.size() * 13);
   for (size_t i = 0; i < times.size(); ++i) {
     const auto step = static_cast<std::int64_t>(i + 1);
-    const double wait = times[i] * (0.15 + 0.02 * normal());
+    const double time = timer_ms(times[i]);
+    const double wait = timer_ms(time * (0.15 + 0.02 * normal()));
     points.push_back({rank, step, "loss", loss_at(step, rank)});
     points.push_back({rank, step, "lr", 0.05});
     points.push_back({rank, step, "grad_scale", 1.0});
     points.push_back({rank, step, "skipped", 0.0});
-    points.push_back({rank, step, "step_time_ms", times[i]});
+    points.push_back({rank, step, "step_time_ms", time});
     points.push_back({rank, step, "comm_wait_ms", wait});
-    points.push_back({rank, step, "samples_per_sec", 64.0 / (times[i] / 1000.0)});
+    points.push_back({rank, step, "samples_per_sec", run::stored_ratio(64.0 / (time / 1000.0))});
     // The phase timers and straggler score every rank records since issue 11.
-    const double compute = times[i] - wait;
-    points.push_back({rank, step, "data_wait_ms", 0.02 * compute});
-    points.push_back({rank, step, "forward_ms", 0.30 * compute});
-    points.push_back({rank, step, "backward_ms", 0.55 * compute});
-    points.push_back({rank, step, "optimizer_ms", 0.12 * compute});
+    const double compute = time - wait;
+    points.push_back({rank, step, "data_wait_ms", timer_ms(0.02 * compute)});
+    points.push_back({rank, step, "forward_ms", timer_ms(0.30 * compute)});
+    points.push_back({rank, step, "backward_ms", timer_ms(0.55 * compute)});
+    points.push_back({rank, step, "optimizer_ms", timer_ms(0.12 * compute)});
     points.push_back({rank, step, "allreduce_bytes", 940000.0});
-    points.push_back({rank, step, "straggler_score", 1.0 + 0.05 * std::abs(normal())});
+    points.push_back({rank, step, "straggler_score", run::stored_ratio(1.0 + 0.05 * std::abs(normal()))});
   }
   db.append_metrics(run_id, points);
 }

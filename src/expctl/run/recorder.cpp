@@ -26,11 +26,23 @@ double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
-/// A derived ratio (throughput, straggler score, CPU percent) to 6 significant digits (whole
-/// numbers from a million up): a relative 5e-7, far below what the timers and tick counts they
-/// are computed from resolve, and a short decimal the store packs in ~2 bytes a point (chunk
-/// format 3) instead of ~7 for the quotient's full 53 bits. Not for loss, accuracy or lr.
-double significant(double value) {
+/// A step field in its metric's unit, as stored: timers by stored_milliseconds, the throughput by
+/// stored_ratio.
+double metric_value(const train::StepField& field, const train::StepMetrics& step) {
+  if (std::string_view(field.metric) == util::metric::samples_per_sec) {
+    return stored_ratio(field.get(step) * field.scale);
+  }
+  return field.scale == 1000.0 ? stored_milliseconds(field.get(step)) : field.get(step) * field.scale;
+}
+
+}  // namespace
+
+double stored_milliseconds(double seconds) {
+  const double nanoseconds = std::round(seconds * 1e9);
+  return std::isfinite(nanoseconds) && std::fabs(nanoseconds) < 0x1p53 ? nanoseconds / 1e6 : seconds * 1000.0;
+}
+
+double stored_ratio(double value) {
   if (!std::isfinite(value) || value == 0.0) {
     return value;
   }
@@ -41,25 +53,6 @@ double significant(double value) {
   const double power = std::pow(10.0, exponent);
   return std::round(value * power) / power;
 }
-
-/// A step field in its metric's unit. A timer (seconds in the record, milliseconds stored) is
-/// stored as whole nanoseconds / 1e6: the steady clock counts nanoseconds, so this keeps all it
-/// measured and drops only the rounding residue of seconds held in doubles (0.016729728 s times
-/// 1000 is 16.729727999999998; stored, 16.729728). A short decimal is what the store packs in
-/// ~3 bytes (chunk format 3), against ~7 for a full-precision double.
-double metric_value(const train::StepField& field, const train::StepMetrics& step) {
-  const double value = field.get(step) * field.scale;
-  if (std::string_view(field.metric) == util::metric::samples_per_sec) {
-    return significant(value);
-  }
-  if (field.scale != 1000.0 || !std::isfinite(value)) {
-    return value;
-  }
-  const double nanoseconds = std::round(field.get(step) * 1e9);
-  return std::fabs(nanoseconds) < 0x1p53 ? nanoseconds / 1e6 : value;
-}
-
-}  // namespace
 
 std::map<int, double> straggler_scores(const std::map<int, train::StepMetrics>& ranks, int expected) {
   std::vector<double> compute;
@@ -268,7 +261,7 @@ void Recorder::push_points_locked(int rank, const train::StepMetrics& step, std:
     }
   }
   if (straggler) {
-    m_points.push_back({rank, step.step, std::string(k_straggler_metric), significant(*straggler)});
+    m_points.push_back({rank, step.step, std::string(k_straggler_metric), stored_ratio(*straggler)});
   }
   m_steps[rank] = std::max(m_steps[rank], step.step);
   if (!std::isfinite(step.loss) && (!m_divergence || m_divergence->step == step.step)) {
@@ -398,7 +391,7 @@ void Recorder::on_usage(int rank, const launch::UsageRate::Sample& sample) {
       return;
     }
     last = step->second;
-    m_points.push_back({rank, step->second, util::metric::sys_cpu_percent, significant(sample.cpu_percent)});
+    m_points.push_back({rank, step->second, util::metric::sys_cpu_percent, stored_ratio(sample.cpu_percent)});
     m_points.push_back({rank, step->second, util::metric::sys_rss_mb, sample.rss_mb});
     if (sample.gpu_percent && sample.gpu_mem_mb) {
       m_points.push_back({rank, step->second, util::metric::sys_gpu_percent, *sample.gpu_percent});

@@ -117,6 +117,16 @@ TEST_CASE(
   CHECK(std::bit_cast<std::uint64_t>(only("backward_ms")) == std::bit_cast<std::uint64_t>(20.000001));
   CHECK(std::bit_cast<std::uint64_t>(only("step_time_ms")) == std::bit_cast<std::uint64_t>(12.345679));
   CHECK(std::bit_cast<std::uint64_t>(only("loss")) == std::bit_cast<std::uint64_t>(0.1 + 0.2));
+  // The rules themselves, at their edges.
+  CHECK(run::stored_ratio(1234567.89) == 1234568.0);
+  CHECK(run::stored_ratio(0.000123456789) == 0.000123457);
+  CHECK(run::stored_ratio(-98.7654321) == -98.7654);
+  CHECK(run::stored_ratio(1e-20) == 1e-20);  // beyond 15 decimals: as it is
+  CHECK(std::signbit(run::stored_ratio(-0.0)));
+  CHECK(std::isnan(run::stored_ratio(std::numeric_limits<double>::quiet_NaN())));
+  CHECK(run::stored_ratio(std::numeric_limits<double>::infinity()) == std::numeric_limits<double>::infinity());
+  CHECK(std::isnan(run::stored_milliseconds(std::numeric_limits<double>::quiet_NaN())));
+  CHECK(run::stored_milliseconds(-0.25) == -250.0);
   // Throughput, a quotient of the step time, to 6 significant digits (5184.000047 samples/s).
   CHECK(64.0 / 0.0123456789 != 5184.0);
   CHECK(std::bit_cast<std::uint64_t>(only("samples_per_sec")) == std::bit_cast<std::uint64_t>(5184.0));
