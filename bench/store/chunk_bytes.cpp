@@ -9,7 +9,8 @@
 //   chosen    how many chunks were stored in format 1 / 2 / 3
 // Prints one line per metric name (its series over every run and rank) and one for all, and
 // checks that every stored chunk decodes to its points bit for bit. The last line is the time
-// chunk::encode took per point: a rough figure on a loaded machine, for spotting a slower encoder.
+// chunk::encode took per point, and formats 1 and 2 (what it tried before format 3) and format 3
+// alone: rough figures on a loaded machine, for spotting a slower encoder.
 //
 // With --rows OUT, it also writes every point into a new store at OUT as the landed main's schema
 // v6 holds them (one row per point, the run id and metric key in each: the "today" figure).
@@ -43,8 +44,19 @@ struct Totals {
   std::size_t shuffle = 0;
   std::size_t decimal = 0;
   std::int64_t chosen[3] = {0, 0, 0};
-  Clock::duration encoding{};
+  Clock::duration encoding{};     ///< chunk::encode
+  Clock::duration old_formats{};  ///< formats 1 and 2 alone (what encode tried before format 3)
+  Clock::duration decimals{};     ///< format 3 alone
 };
+
+/// `format` alone, timed into `spent`.
+std::string timed(std::uint8_t format, const std::vector<std::int64_t>& steps, const std::vector<std::uint64_t>& bits,
+                  Clock::duration& spent) {
+  const auto start = Clock::now();
+  std::string bytes = chunk::encode_as(format, steps, bits);
+  spent += Clock::now() - start;
+  return bytes;
+}
 
 void add(Totals& totals, const std::vector<std::int64_t>& steps, const std::vector<std::uint64_t>& bits) {
   const auto start = Clock::now();
@@ -56,11 +68,11 @@ void add(Totals& totals, const std::vector<std::int64_t>& steps, const std::vect
   if (back_steps != steps || back_bits != bits) {
     throw std::runtime_error("a chunk did not decode to its points");
   }
-  const std::string decimal = chunk::encode_as(chunk::k_format_decimal, steps, bits);
+  const std::string decimal = timed(chunk::k_format_decimal, steps, bits, totals.decimals);
   totals.points += static_cast<std::int64_t>(steps.size());
   totals.stored += bytes.size();
-  totals.gorilla += chunk::encode_as(chunk::k_format_xor, steps, bits).size();
-  totals.shuffle += chunk::encode_as(chunk::k_format_shuffled, steps, bits).size();
+  totals.gorilla += timed(chunk::k_format_xor, steps, bits, totals.old_formats).size();
+  totals.shuffle += timed(chunk::k_format_shuffled, steps, bits, totals.old_formats).size();
   totals.decimal += decimal.empty() ? bytes.size() : decimal.size();
   ++totals.chosen[static_cast<unsigned char>(bytes[0]) - 1];
 }
@@ -136,10 +148,14 @@ int main(int argc, char** argv) {
       print(name, totals);
     }
     print("all", all);
+    const auto per_point = [&](Clock::duration spent) {
+      return std::chrono::duration<double, std::nano>(spent).count() /
+             static_cast<double>(std::max<std::int64_t>(1, all.points));
+    };
     std::cout << fmt::format(
-        "encode: {:.0f} ns per point (chunk::encode, all formats tried; a loaded machine's figure)\n",
-        std::chrono::duration<double, std::nano>(all.encoding).count() /
-            static_cast<double>(std::max<std::int64_t>(1, all.points)));
+        "encode: {:.0f} ns per point (chunk::encode, every format tried); formats 1 and 2 alone {:.0f}, format 3 "
+        "alone {:.0f} (a loaded machine's figures: compare them with each other)\n",
+        per_point(all.encoding), per_point(all.old_formats), per_point(all.decimals));
   } catch (const std::exception& error) {
     std::cerr << "expctl_chunk_bytes: " << error.what() << "\n";
     return 1;
