@@ -11,7 +11,11 @@
 #   scripts/slurm-throwaway.sh env DIR     prints `export SLURM_CONF=...` for a shell to eval
 # The node is `localhost` with EXPCTL_SLURM_CPUS CPUs (default 4: SlurmdParameters=config_overrides
 # lets a 2-core machine declare more without the node draining), one partition `debug`, requeue
-# allowed. proctrack/linuxproc and task/none: no cgroups, no systemd. No accounting (no slurmdbd):
+# allowed. EXPCTL_SLURM_NODES=N (N > 1) declares nodes n1..nN instead, each with those CPUs, all on
+# this host (NodeHostname=localhost, a slurmd of its own on its own port, `slurmd -N nI`): jobs of
+# several nodes then run for real (srun -N2 starts a task on n1 and one on n2, SLURM_NODEID 0 and
+# 1), though every "node" is this machine and the names n1..nN resolve nowhere (give ranks
+# MASTER_ADDR=127.0.0.1). proctrack/linuxproc and task/none: no cgroups, no systemd. No accounting (no slurmdbd):
 # follow jobs with `squeue` and `scontrol show job`. Slurm 22.05 holds a requeued job for 120 s
 # before it may start again (BeginTime), so tests that requeue lift it (scontrol update StartTime=now).
 # SchedulerParameters=batch_sched_delay=0: Slurm's default lets a batch job's start wait up to 3 s
@@ -79,6 +83,21 @@ case "$command" in
     slurmd_port="$(free_port)"
     while [[ "$slurmd_port" == "$ctld_port" ]]; do slurmd_port="$(free_port)"; done
     cpus="${EXPCTL_SLURM_CPUS:-4}"
+    nodes="${EXPCTL_SLURM_NODES:-1}"
+    [[ "$nodes" =~ ^[1-9][0-9]?$ ]] || { echo "slurm-throwaway.sh: EXPCTL_SLURM_NODES=$nodes: give a number of nodes from 1 to 99" >&2; exit 2; }
+    if [[ "$nodes" -eq 1 ]]; then
+      node_lines="NodeName=localhost CPUs=$cpus RealMemory=2000 State=UNKNOWN"
+      node_names=localhost
+    else
+      node_lines=""
+      node_names=""
+      for i in $(seq "$nodes"); do
+        port="$(free_port)"
+        node_lines+="NodeName=n$i NodeHostname=localhost Port=$port CPUs=$cpus RealMemory=2000 State=UNKNOWN"$'\n'
+        node_names+="${node_names:+,}n$i"
+        mkdir -p "$dir/spool-n$i"
+      done
+    fi
     # One key per line: Slurm expands no variables.
     cat >"$dir/slurm.conf" <<CONF
 ClusterName=expctl-throwaway
@@ -90,11 +109,11 @@ AuthInfo=socket=$dir/munge/munge.socket
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 StateSaveLocation=$dir/ctld
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool$([[ "$nodes" -gt 1 ]] && echo -%n)
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd$([[ "$nodes" -gt 1 ]] && echo -%n).pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd$([[ "$nodes" -gt 1 ]] && echo -%n).log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -113,16 +132,23 @@ MinJobAge=600
 MpiDefault=none
 SlurmctldTimeout=30
 SlurmdTimeout=60
-NodeName=localhost CPUs=$cpus RealMemory=2000 State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=60 State=UP
+$node_lines
+PartitionName=debug Nodes=$node_names Default=YES MaxTime=60 State=UP
 CONF
     export SLURM_CONF="$dir/slurm.conf"
     /usr/sbin/slurmctld -f "$SLURM_CONF" ||
       { show_log "$dir/log/slurmctld.log"; echo "slurm-throwaway.sh: slurmctld did not start" >&2; exit 1; }
-    /usr/sbin/slurmd -f "$SLURM_CONF" ||
-      { show_log "$dir/log/slurmd.log"; echo "slurm-throwaway.sh: slurmd did not start" >&2; exit 1; }
+    if [[ "$nodes" -eq 1 ]]; then
+      /usr/sbin/slurmd -f "$SLURM_CONF" ||
+        { show_log "$dir/log/slurmd.log"; echo "slurm-throwaway.sh: slurmd did not start" >&2; exit 1; }
+    else
+      for i in $(seq "$nodes"); do
+        /usr/sbin/slurmd -f "$SLURM_CONF" -N "n$i" ||
+          { show_log "$dir/log/slurmd-n$i.log"; echo "slurm-throwaway.sh: slurmd of n$i did not start" >&2; exit 1; }
+      done
+    fi
     for _ in $(seq 300); do
-      state="$(sinfo -h -o %T 2>/dev/null || true)"
+      state="$(sinfo -h -o %T 2>/dev/null | sort -u | tr '\n' ' ' | sed 's/ $//' || true)"
       [[ "$state" == "idle" ]] && { echo "$SLURM_CONF"; exit 0; }
       sleep 0.1
     done
@@ -144,7 +170,9 @@ CONF
         sleep 0.1
       done
     fi
-    stop_pid_file "$dir/slurmd.pid" slurmd
+    for pid_file in "$dir"/slurmd.pid "$dir"/slurmd-n*.pid; do
+      [[ -f "$pid_file" ]] && stop_pid_file "$pid_file" slurmd
+    done
     stop_pid_file "$dir/slurmctld.pid" slurmctld
     stop_pid_file "$dir/munge/munged.pid" munged
     rm -rf "$dir"

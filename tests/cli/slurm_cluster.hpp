@@ -16,9 +16,12 @@ namespace expctl::test::cli {
 
 class ThrowawaySlurm {
  public:
-  ThrowawaySlurm() {
-    const auto started =
-        util::run_capture({script(), "start", m_cluster.string()}, {.timeout = std::chrono::seconds(60)});
+  /// `nodes` > 1: that many nodes n1..nN, each a slurmd of its own on this machine
+  /// (EXPCTL_SLURM_NODES), so that a job's tasks really run on several Slurm nodes.
+  explicit ThrowawaySlurm(int nodes = 1) {
+    const auto started = util::run_capture(
+        {script(), "start", m_cluster.string()},
+        {.env = {{"EXPCTL_SLURM_NODES", std::to_string(nodes)}}, .timeout = std::chrono::seconds(60)});
     REQUIRE(started.has_value());
     if (started->exit_code == 0) {
       std::string conf = started->out;

@@ -17,15 +17,18 @@ using namespace expctl::test::cli;
 
 namespace {
 
-// A batch script of `ntasks` srun tasks, each running expctl with `expctl_args` against `d`'s store.
-fs::path batch_script(const RunDir& d, int ntasks, const std::vector<std::string>& expctl_args) {
+// A batch script of `ntasks` srun tasks, each running expctl with `expctl_args` against `d`'s store;
+// with `nodes` > 1, one task per node (rank 0 on the first, its address this machine's loopback).
+fs::path batch_script(const RunDir& d, int ntasks, const std::vector<std::string>& expctl_args, int nodes = 1) {
   const fs::path file = d.dir / "job.sbatch";
   std::ofstream out(file);
   out << "#!/bin/bash\n"
       << "#SBATCH --ntasks=" << ntasks << "\n#SBATCH --cpus-per-task=1\n"
+      << (nodes > 1 ? "#SBATCH --nodes=" + std::to_string(nodes) + "\n#SBATCH --ntasks-per-node=1\n" : "")
       << "#SBATCH --output=" << (d.dir / "job-%j.out").string() << "\n"
       << "#SBATCH --chdir=" << d.dir.path().string() << "\n"
-      << "export MASTER_PORT=" << closed_port() << " OMP_NUM_THREADS=1\n"
+      << (nodes > 1 ? "export MASTER_ADDR=127.0.0.1\n" : "") << "export MASTER_PORT=" << closed_port()
+      << " OMP_NUM_THREADS=1\n"
       << "srun --kill-on-bad-exit=1 " << test::expctl_binary() << " --db " << d.db.string();
   for (const std::string& arg : expctl_args) {
     out << " '" << arg << "'";
@@ -61,6 +64,42 @@ TEST_CASE("slurm: a 2-rank run through sbatch and srun completes with a local ru
   CHECK(d.open().metrics(runs[0].id, {.name = "loss", .rank = 0}).size() == 30);
   CHECK(d.open().metrics(runs[0].id, {.name = "loss", .rank = 1}).size() == 30);
   const json shown = parse_stdout(d.expctl({"show", runs[0].id, "--format", "json"}));
+
+  RunDir local;
+  std::vector<std::string> local_run = run;
+  local_run.insert(local_run.end(), {"--format", "json"});
+  const auto here = local.expctl(local_run);
+  REQUIRE(here.exit_code == 0);
+  CHECK(sha_of(shown) == sha_of(parse_stdout(here)));
+}
+
+TEST_CASE("slurm: a 2-rank run of two Slurm nodes, one srun task each, records both ranks with a local run's curve",
+          "[slurm]") {
+  test::cli::ThrowawaySlurm slurm(2);  // nodes n1 and n2, each its own slurmd
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  const std::vector<std::string> run{
+      "run", tiny_spec(), "--set", "train.max_steps=30", "--set", "distributed.timeout_s=30"};
+  const std::string job = slurm.submit(batch_script(d, 2, run, /*nodes=*/2));
+  const std::string state = slurm.wait_for(job);
+  INFO(job_output(d, job));
+  REQUIRE(state == "COMPLETED");
+  const auto info = slurm.jobs().query(job);
+  REQUIRE(info.has_value());
+  CHECK(info->fields.at("NodeList") == "n[1-2]");  // the job really held two nodes
+
+  const auto runs = d.open().list_runs();
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].status == store::RunStatus::completed);
+  CHECK(d.open().metrics(runs[0].id, {.name = "loss", .rank = 1}).size() == 30);
+  const json shown = parse_stdout(d.expctl({"show", runs[0].id, "--format", "json"}));
+  // Rank 0 ran on n1 as the first of 2 nodes: its fingerprint keeps Slurm's word for it.
+  const std::string fingerprint = shown.dump();
+  CHECK_THAT(fingerprint, Catch::Contains("\"SLURMD_NODENAME\":\"n1\"") || Catch::Contains("\"SLURM_NODEID\":\"0\""));
+  CHECK_THAT(fingerprint,
+             Catch::Contains("\"SLURM_JOB_NUM_NODES\":\"2\"") || Catch::Contains("\"SLURM_NNODES\":\"2\""));
 
   RunDir local;
   std::vector<std::string> local_run = run;
