@@ -84,7 +84,7 @@ std::vector<store::RunRecord> runs_to_remove(const store::Store& db, const GcReq
   std::vector<store::RunRecord> runs;
   for (store::RunRecord& run : db.list_runs()) {
     const bool status_matches = statuses.empty()
-                                    ? run.status != store::RunStatus::running && run.status != store::RunStatus::queued
+                                    ? store::has_ended(run.status)
                                     : std::find(statuses.begin(), statuses.end(), run.status) != statuses.end();
     const auto started = store::parse_utc(run.started_at);
     const bool old_enough = !before || (started && *started < *before);

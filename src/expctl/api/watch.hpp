@@ -48,7 +48,7 @@ struct WatchView {
   std::vector<RankView> ranks;
   /// True once the run has ended; a run waiting for its scheduler's job (queued, also after a
   /// requeue) has not.
-  bool ended() const { return run.status != store::RunStatus::running && run.status != store::RunStatus::queued; }
+  bool ended() const { return store::has_ended(run.status); }
   /// "  (what it waits for)" for a queued run, else empty.
   std::string waiting() const {
     return run.status == store::RunStatus::queued ? "  (" + run.root_cause + ")" : std::string();

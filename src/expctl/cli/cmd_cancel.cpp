@@ -24,17 +24,13 @@ struct CancelOptions {
   double wait_s = 60.0;
 };
 
-bool ended(store::RunStatus status) {
-  return status != store::RunStatus::queued && status != store::RunStatus::running;
-}
-
 // The run as it is once its job's expctl has recorded the stop, or once the job has ended with the
 // run still queued (it never started it), or after `wait`.
 store::RunRecord wait_for_end(const store::Store& db, const std::string& id, const launch::slurm::Client& client,
                               const std::string& job, std::chrono::duration<double> wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   store::RunRecord run = db.run(id).value();
-  while (!ended(run.status) && std::chrono::steady_clock::now() < deadline) {
+  while (!store::has_ended(run.status) && std::chrono::steady_clock::now() < deadline) {
     if (run.status == store::RunStatus::queued) {
       const auto info = client.query(job);
       if (!info || launch::slurm::is_final(info->state)) {
@@ -51,7 +47,7 @@ void run_cancel(const CancelOptions& options, GlobalOptions& globals) {
   store::Store db = open_store(globals, store::OpenMode::read_write);
   const store::RunRecord run = db.find_run(options.selector);
   const auto job = run::slurm_job_of(run);
-  if (ended(run.status)) {
+  if (store::has_ended(run.status)) {
     throw util::UsageError(fmt::format("run {} is {}: nothing to cancel", run.id, store::to_string(run.status)));
   }
   if (!job) {

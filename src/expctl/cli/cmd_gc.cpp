@@ -49,7 +49,7 @@ api::GcRequest gc_request(const GcOptions& options) {
                          .dry_run = options.dry_run};
   for (const std::string& text : options.statuses) {
     const auto status = store::parse_run_status(text);
-    if (!status || *status == store::RunStatus::running || *status == store::RunStatus::queued) {
+    if (!status || !store::has_ended(*status)) {
       throw util::UsageError(fmt::format(
           "--status {}: give completed, failed, interrupted, diverged or lost (a running or queued run is never "
           "collected)",

@@ -20,6 +20,7 @@
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/interrupt_signals.hpp"
+#include "expctl/util/metric_names.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::run {
@@ -29,12 +30,6 @@ using namespace lifecycle;
 namespace slurm = launch::slurm;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-constexpr std::string_view k_job_tag = "slurm-job:";
-
-std::string job_tag(const std::string& job) {
-  return std::string(k_job_tag) + job;
-}
 
 std::string getenv_or(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
@@ -83,7 +78,7 @@ SlurmSubmission submit(store::Store& store, const store::RunRecord& run, const s
     throw util::UsageError(
         fmt::format("Slurm refused to resume run {}: {}; the run is left as it was", run.id, error.what()));
   }
-  store.add_tag(run.id, job_tag(submission.job));
+  store.add_tag(run.id, util::tag::slurm_job(submission.job));
   if (const auto at = submission.output.string().find("%j"); at != std::string::npos) {
     submission.output = submission.output.string().replace(at, 2, submission.job);
   }
@@ -236,11 +231,11 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
     throw util::UsageError(fmt::format("no run {} in {}", request.run_id, store.location()));
   }
   const auto& tags = invocation.run.tags;
-  if (std::find(tags.begin(), tags.end(), job_tag(job)) == tags.end()) {
+  if (std::find(tags.begin(), tags.end(), util::tag::slurm_job(job)) == tags.end()) {
     throw util::UsageError(
         fmt::format("run {} was not submitted as Slurm job {} (its tags name no {}): this job "
                     "does not start it",
-                    request.run_id, job, job_tag(job)));
+                    request.run_id, job, util::tag::slurm_job(job)));
   }
   const store::RunStatus status = invocation.run.status;
   const bool queued = status == store::RunStatus::queued;
@@ -346,10 +341,6 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
 // ---------------------------------------------------------------------------------------------
 // Following a submitted run.
 
-bool ended(store::RunStatus status) {
-  return status != store::RunStatus::queued && status != store::RunStatus::running;
-}
-
 std::string job_words(const std::optional<slurm::JobInfo>& job) {
   if (!job) {
     return "gone from Slurm";
@@ -369,10 +360,10 @@ std::string job_words(const std::optional<slurm::JobInfo>& job) {
 std::optional<std::string> slurm_job_of(const store::RunRecord& run) {
   std::optional<std::string> newest;
   for (const auto& tag : run.tags) {
-    if (!tag.starts_with(k_job_tag)) {
+    if (!tag.starts_with(util::tag::slurm_job_prefix)) {
       continue;
     }
-    std::string job = tag.substr(k_job_tag.size());
+    std::string job = tag.substr(util::tag::slurm_job_prefix.size());
     if (!newest || job.size() > newest->size() || (job.size() == newest->size() && job > *newest)) {
       newest = std::move(job);  // job ids grow: the numerically greatest is the newest
     }
@@ -434,7 +425,7 @@ RunResult follow_slurm_run(const OpenStore& open_store, const SlurmSubmission& s
     if (!run) {
       throw util::StoreError(fmt::format("run {} is no longer in {}", submission.run.id, store.location()));
     }
-    if (ended(run->status)) {
+    if (store::has_ended(run->status)) {
       RunResult result;
       result.exit_code = exit_code_of(run->status);
       result.summary = json::parse(run->summary_json, nullptr, false);

@@ -32,6 +32,12 @@ std::string_view to_string(RunStatus status);
 /// Parses a stored or user-given status; nullopt when it is none of k_run_status_names.
 std::optional<RunStatus> parse_run_status(std::string_view text);
 
+/// Whether a run in `status` is over for now: neither running nor waiting in a scheduler's queue
+/// (`lost` counts as over: nothing runs it). What watch, cancel, gc and a Slurm follower wait for.
+constexpr bool has_ended(RunStatus status) {
+  return status != RunStatus::running && status != RunStatus::queued;
+}
+
 /// The one grammar of a run id: "YYYYMMDD-HHMMSS-xxxxxx" (digits, a dash, digits, a dash, six
 /// lowercase hex digits), as the store makes them. An id read from anywhere — a store, a server,
 /// a merge input, a ship batch — names a folder only after this check (Store::run_folder): a row

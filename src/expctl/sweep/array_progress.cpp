@@ -69,7 +69,7 @@ void read_task_store(const fs::path& store_file, const std::string& job, ArrayPo
   try {
     const auto task_store = store::Store::open(store_file.string(), store::OpenMode::read_only);
     // The task's runs carry "slurm-job:<array>_<task>" (a later array's task reuses the store).
-    const auto runs = task_store.list_runs({.tag = fmt::format("slurm-job:{}_{}", job, point.point)});
+    const auto runs = task_store.list_runs({.tag = util::tag::slurm_array_task(job, std::to_string(point.point))});
     for (const store::RunRecord& run : runs) {
       point.completed += run.status == store::RunStatus::completed ? 1 : 0;
     }

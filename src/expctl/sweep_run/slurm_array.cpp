@@ -11,6 +11,7 @@
 #include "expctl/store/types.hpp"
 #include "expctl/util/atomic_file.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/metric_names.hpp"
 
 namespace expctl::sweep_run {
 
@@ -171,11 +172,11 @@ std::optional<std::string> slurm_job_tag() {
   const char* array_job = std::getenv("SLURM_ARRAY_JOB_ID");
   const char* array_task = std::getenv("SLURM_ARRAY_TASK_ID");
   if (array_job != nullptr && array_task != nullptr && *array_job != '\0' && *array_task != '\0') {
-    return fmt::format("slurm-job:{}_{}", array_job, array_task);
+    return util::tag::slurm_array_task(array_job, array_task);
   }
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job != nullptr && *job != '\0') {
-    return fmt::format("slurm-job:{}", job);
+    return util::tag::slurm_job(job);
   }
   return std::nullopt;
 }

@@ -5,6 +5,9 @@
 /// fields are generated from train::step_fields, whose stored names are these; the summary's
 /// typed form and its one codec are compare::RunSummary (compare/run_summary.hpp).
 
+#include <string>
+#include <string_view>
+
 namespace expctl::util {
 
 /// Per-step metrics as the store holds them (`metrics.name`), per rank unless said otherwise.
@@ -77,5 +80,17 @@ inline constexpr const char* missing_steps = "missing_steps";
 /// ..."}; only present when some invocation had one.
 inline constexpr const char* invocation_causes = "invocation_causes";
 }  // namespace summary_key
+
+/// Tags expctl gives runs, where more than one module writes or reads them.
+namespace tag {
+/// A run a Slurm job made: "slurm-job:<job>"; one an array task made: "slurm-job:<array job>_<task>".
+inline constexpr std::string_view slurm_job_prefix = "slurm-job:";
+inline std::string slurm_job(std::string_view job) {
+  return std::string(slurm_job_prefix) + std::string(job);
+}
+inline std::string slurm_array_task(std::string_view array_job, std::string_view task) {
+  return slurm_job(std::string(array_job) + "_" + std::string(task));
+}
+}  // namespace tag
 
 }  // namespace expctl::util
