@@ -18,22 +18,19 @@ namespace {
 using chunk::bits_of;
 using chunk::value_of;
 
-/// The series' last sealed chunk: its last step and how many points it holds.
-struct LastChunk {
-  std::int64_t last_step = 0;
-  std::int64_t points = 0;
-};
-
-class SeriesStatements {
+/// One run's chunk tables in a SQLite store, in the caller's transaction (series_chunks.hpp).
+class SqliteChunkTables final : public ChunkTables {
  public:
-  explicit SeriesStatements(SQLite::Database& db)
-      : m_last_chunk(db,
+  SqliteChunkTables(SQLite::Database& db, std::string run_id)
+      : m_db(db),
+        m_run_id(std::move(run_id)),
+        m_last_chunk(db,
                      "SELECT last_step, points FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 "
                      "ORDER BY last_step DESC LIMIT 1"),
-        m_last_staged(db, "SELECT max(step) FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3"),
-        m_staged_count(db,
-                       "SELECT count(*) FROM (SELECT 1 FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND "
-                       "rank = ?3 LIMIT ?4)"),
+        m_last_open(db,
+                    "SELECT max(step), (SELECT count(*) FROM (SELECT 1 FROM metric_points WHERE run_id = ?1 AND "
+                    "key_id = ?2 AND rank = ?3 LIMIT ?4)) FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND "
+                    "rank = ?3"),
         m_opened(db,
                  "SELECT rowid, data FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 AND "
                  "last_step >= ?4 ORDER BY last_step"),
@@ -41,43 +38,38 @@ class SeriesStatements {
         m_stage(db,
                 "INSERT INTO metric_points (run_id, key_id, rank, step, bits) VALUES (?1, ?2, ?3, ?4, ?5) "
                 "ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET bits = excluded.bits"),
-        m_first_staged(db,
-                       "SELECT step, bits FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 "
-                       "ORDER BY step LIMIT ?4"),
+        m_first_open(db,
+                     "SELECT step, bits FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 "
+                     "ORDER BY step LIMIT ?4"),
         m_seal(db,
                "INSERT INTO metric_chunks (run_id, key_id, rank, first_step, last_step, points, nan_points, "
                "min_value, max_value, sum_value, first_bits, last_bits, data) "
                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
         m_unstage(db, "DELETE FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 AND step <= ?4") {}
 
-  std::optional<LastChunk> last_chunk(const std::string& run_id, const SeriesKeyRank& series) {
-    bind(m_last_chunk, run_id, series);
-    std::optional<LastChunk> last;
+  SeriesTail tail(const SeriesKeyRank& series) override {
+    SeriesTail tail;
+    bind(m_last_chunk, series);
     if (m_last_chunk.executeStep()) {
-      last = LastChunk{m_last_chunk.getColumn(0).getInt64(), m_last_chunk.getColumn(1).getInt64()};
+      tail.sealed_last = m_last_chunk.getColumn(0).getInt64();
+      tail.sealed_points = m_last_chunk.getColumn(1).getInt64();
     }
     m_last_chunk.reset();
-    return last;
-  }
-
-  std::optional<std::int64_t> last_staged(const std::string& run_id, const SeriesKeyRank& series) {
-    bind(m_last_staged, run_id, series);
-    std::optional<std::int64_t> last;
-    if (m_last_staged.executeStep() && !m_last_staged.getColumn(0).isNull()) {
-      last = m_last_staged.getColumn(0).getInt64();
+    bind(m_last_open, series);
+    m_last_open.bind(4, static_cast<int64_t>(chunk::k_chunk_points));
+    if (m_last_open.executeStep() && !m_last_open.getColumn(0).isNull()) {
+      tail.open_last = m_last_open.getColumn(0).getInt64();
+      tail.open_points = m_last_open.getColumn(1).getInt64();
     }
-    m_last_staged.reset();
-    return last;
+    m_last_open.reset();
+    return tail;
   }
 
-  /// Opens again every sealed chunk of the series with last_step >= `from`: its points go back to
-  /// metric_points (all above the chunks that stay sealed), and the chunk row goes.
-  void open_from(const std::string& run_id, const SeriesKeyRank& series, std::int64_t from) {
-    bind(m_opened, run_id, series);
+  void take_chunks(const SeriesKeyRank& series, std::int64_t from, std::vector<std::int64_t>& steps,
+                   std::vector<std::uint64_t>& bits) override {
+    bind(m_opened, series);
     m_opened.bind(4, static_cast<int64_t>(from));
     std::vector<std::int64_t> rowids;
-    std::vector<std::int64_t> steps;
-    std::vector<std::uint64_t> bits;
     while (m_opened.executeStep()) {
       rowids.push_back(m_opened.getColumn(0).getInt64());
       const SQLite::Column data = m_opened.getColumn(1);
@@ -91,209 +83,118 @@ class SeriesStatements {
       m_drop_chunk.exec();
       m_drop_chunk.reset();
     }
+  }
+
+  void stage(const SeriesKeyRank& series, std::span<const std::int64_t> steps,
+             std::span<const std::uint64_t> bits) override {
     for (std::size_t i = 0; i < steps.size(); ++i) {
-      stage(run_id, series, steps[i], bits[i]);
+      bind(m_stage, series);
+      m_stage.bind(4, static_cast<int64_t>(steps[i]));
+      m_stage.bind(5, static_cast<int64_t>(bits[i]));
+      m_stage.exec();
+      m_stage.reset();
     }
   }
 
-  void stage(const std::string& run_id, const SeriesKeyRank& series, std::int64_t step, std::uint64_t bits) {
-    bind(m_stage, run_id, series);
-    m_stage.bind(4, static_cast<int64_t>(step));
-    m_stage.bind(5, static_cast<int64_t>(bits));
-    m_stage.exec();
-    m_stage.reset();
+  void first_open(const SeriesKeyRank& series, std::int64_t limit, std::vector<std::int64_t>& steps,
+                  std::vector<std::uint64_t>& bits) override {
+    bind(m_first_open, series);
+    m_first_open.bind(4, static_cast<int64_t>(limit));
+    while (m_first_open.executeStep()) {
+      steps.push_back(m_first_open.getColumn(0).getInt64());
+      bits.push_back(static_cast<std::uint64_t>(m_first_open.getColumn(1).getInt64()));
+    }
+    m_first_open.reset();
   }
 
-  /// Seals the series' open points k_chunk_points at a time (seal_run seals the last fewer).
-  void seal(const std::string& run_id, const SeriesKeyRank& series) {
-    while (true) {
-      bind(m_staged_count, run_id, series);
-      m_staged_count.bind(4, static_cast<int64_t>(chunk::k_chunk_points));
-      m_staged_count.executeStep();
-      const std::int64_t staged = m_staged_count.getColumn(0).getInt64();
-      m_staged_count.reset();
-      if (staged < chunk::k_chunk_points) {
-        return;
-      }
-      bind(m_first_staged, run_id, series);
-      m_first_staged.bind(4, static_cast<int64_t>(chunk::k_chunk_points));
-      std::vector<std::int64_t> steps;
-      std::vector<std::uint64_t> bits;
-      while (m_first_staged.executeStep()) {
-        steps.push_back(m_first_staged.getColumn(0).getInt64());
-        bits.push_back(static_cast<std::uint64_t>(m_first_staged.getColumn(1).getInt64()));
-      }
-      m_first_staged.reset();
-      if (steps.empty()) {
-        return;
-      }
-      write_chunk(m_seal, run_id, series, steps, bits);
-      bind(m_unstage, run_id, series);
-      m_unstage.bind(4, static_cast<int64_t>(steps.back()));
-      m_unstage.exec();
-      m_unstage.reset();
-      if (static_cast<std::int64_t>(steps.size()) < chunk::k_chunk_points) {
-        return;
-      }
-    }
-  }
-
-  /// Writes `batch` into the series' open chunk, replacing points of the same steps.
-  void stage_all(const std::string& run_id, const SeriesKeyRank& series,
-                 std::span<const std::pair<std::int64_t, std::uint64_t>> batch) {
-    for (const auto& [step, pattern] : batch) {
-      stage(run_id, series, step, pattern);
-    }
-  }
-
-  /// Appends `batch` (every step above the series' last) to its open chunk. Where that fills
-  /// chunks, they are sealed from the open points and the batch in memory: only what is left
-  /// over is written row by row (a point of a long batch is never inserted and then deleted).
-  void append(const std::string& run_id, const SeriesKeyRank& series,
-              std::span<const std::pair<std::int64_t, std::uint64_t>> batch) {
-    bind(m_staged_count, run_id, series);
-    m_staged_count.bind(4, static_cast<int64_t>(chunk::k_chunk_points));
-    m_staged_count.executeStep();
-    const std::int64_t staged = m_staged_count.getColumn(0).getInt64();
-    m_staged_count.reset();
-    if (staged + static_cast<std::int64_t>(batch.size()) < chunk::k_chunk_points) {
-      stage_all(run_id, series, batch);
-      return;
-    }
-    std::vector<std::int64_t> steps;
-    std::vector<std::uint64_t> bits;
-    if (staged > 0) {
-      bind(m_first_staged, run_id, series);
-      m_first_staged.bind(4, static_cast<int64_t>(chunk::k_chunk_points));
-      while (m_first_staged.executeStep()) {
-        steps.push_back(m_first_staged.getColumn(0).getInt64());
-        bits.push_back(static_cast<std::uint64_t>(m_first_staged.getColumn(1).getInt64()));
-      }
-      m_first_staged.reset();
-      bind(m_unstage, run_id, series);
-      m_unstage.bind(4, static_cast<int64_t>(steps.back()));
-      m_unstage.exec();
-      m_unstage.reset();
-    }
-    for (const auto& [step, pattern] : batch) {
-      steps.push_back(step);
-      bits.push_back(pattern);
-    }
-    const auto size = static_cast<std::size_t>(chunk::k_chunk_points);
-    std::size_t from = 0;
-    for (; steps.size() - from >= size; from += size) {
-      write_chunk(m_seal, run_id, series, std::span(steps).subspan(from, size), std::span(bits).subspan(from, size));
-    }
-    for (std::size_t i = from; i < steps.size(); ++i) {
-      stage(run_id, series, steps[i], bits[i]);
-    }
-  }
-
-  /// A chunk encoded and not written yet.
-  struct Pending {
-    SeriesKeyRank series;
-    chunk::Header header;
-    std::string data;
-  };
-
-  /// Takes every open point of the series out of metric_points, as chunks of up to
-  /// k_chunk_points for the caller to write (seal_run writes them in the order that packs pages).
-  void take_open(const std::string& run_id, const SeriesKeyRank& series, std::vector<Pending>& out) {
-    bind(m_first_staged, run_id, series);
-    m_first_staged.bind(4, static_cast<int64_t>(std::numeric_limits<std::int64_t>::max()));
-    std::vector<std::int64_t> steps;
-    std::vector<std::uint64_t> bits;
-    while (m_first_staged.executeStep()) {
-      steps.push_back(m_first_staged.getColumn(0).getInt64());
-      bits.push_back(static_cast<std::uint64_t>(m_first_staged.getColumn(1).getInt64()));
-    }
-    m_first_staged.reset();
-    if (steps.empty()) {
-      return;
-    }
-    const auto size = static_cast<std::size_t>(chunk::k_chunk_points);
-    for (std::size_t from = 0; from < steps.size(); from += size) {
-      const std::size_t count = std::min(size, steps.size() - from);
-      const auto some_steps = std::span(steps).subspan(from, count);
-      const auto some_bits = std::span(bits).subspan(from, count);
-      out.push_back({series, chunk::summarize(some_steps, some_bits), chunk::encode(some_steps, some_bits)});
-    }
-    bind(m_unstage, run_id, series);
-    m_unstage.bind(4, static_cast<int64_t>(steps.back()));
+  void unstage(const SeriesKeyRank& series, std::int64_t upto) override {
+    bind(m_unstage, series);
+    m_unstage.bind(4, static_cast<int64_t>(upto));
     m_unstage.exec();
     m_unstage.reset();
   }
 
-  static void write_chunk(SQLite::Statement& insert, const std::string& run_id, const SeriesKeyRank& series,
-                          std::span<const std::int64_t> steps, std::span<const std::uint64_t> bits) {
-    insert_chunk(insert, run_id, {series, chunk::summarize(steps, bits), chunk::encode(steps, bits)});
-  }
-
-  static void insert_chunk(SQLite::Statement& insert, const std::string& run_id, const Pending& pending) {
-    const chunk::Header& header = pending.header;
-    const std::string& data = pending.data;
-    bind(insert, run_id, pending.series);
-    insert.bind(4, static_cast<int64_t>(header.first_step));
-    insert.bind(5, static_cast<int64_t>(header.last_step));
-    insert.bind(6, static_cast<int64_t>(header.count));
-    insert.bind(7, static_cast<int64_t>(header.nan_count));
-    const bool any = header.nan_count < header.count;
-    if (any) {
-      insert.bind(8, header.min);
-      insert.bind(9, header.max);
-    } else {
-      insert.bind(8);
-      insert.bind(9);
+  /// The run's last chunks are mostly shorter than a page: written in series order, SQLite puts
+  /// each on the last page or, where it does not fit, on a new one, and 1-2 KiB rows fill pages by
+  /// about two thirds (the quick start: 10 pages for 7.5 pages of rows). Written packed, fewer.
+  void put_last_chunks(std::span<const Pending> chunks) override {
+    std::vector<std::size_t> cells;
+    for (const Pending& pending : chunks) {
+      cells.push_back(pending.data.size() + m_run_id.size() + k_chunk_row_bytes);
     }
-    insert.bind(10, header.sum);  // a NaN sum (Inf - Inf) binds as NULL
-    insert.bind(11, static_cast<int64_t>(header.first_bits));
-    insert.bind(12, static_cast<int64_t>(header.last_bits));
-    insert.bind(13, data.data(), static_cast<int>(data.size()));
-    insert.exec();
-    insert.reset();
+    const auto page = static_cast<std::size_t>(m_db.execAndGet("PRAGMA page_size").getInt64());
+    for (const std::size_t i : page_packing_order(cells, page)) {
+      put_chunk(chunks[i].series, chunks[i].header, chunks[i].data);
+    }
   }
 
-  SQLite::Statement& seal_statement() { return m_seal; }
+  void put_chunk(const SeriesKeyRank& series, const chunk::Header& header, std::string_view data) override {
+    bind(m_seal, series);
+    m_seal.bind(4, static_cast<int64_t>(header.first_step));
+    m_seal.bind(5, static_cast<int64_t>(header.last_step));
+    m_seal.bind(6, static_cast<int64_t>(header.count));
+    m_seal.bind(7, static_cast<int64_t>(header.nan_count));
+    if (header.nan_count < header.count) {
+      m_seal.bind(8, header.min);
+      m_seal.bind(9, header.max);
+    } else {
+      m_seal.bind(8);
+      m_seal.bind(9);
+    }
+    m_seal.bind(10, header.sum);  // a NaN sum (Inf - Inf) binds as NULL
+    m_seal.bind(11, static_cast<int64_t>(header.first_bits));
+    m_seal.bind(12, static_cast<int64_t>(header.last_bits));
+    m_seal.bind(13, data.data(), static_cast<int>(data.size()));
+    m_seal.exec();
+    m_seal.reset();
+  }
+
+  void add_rewrites(const std::map<SeriesKeyRank, std::int64_t>& rewrites) override {
+    if (rewrites.empty()) {
+      return;
+    }
+    SQLite::Statement add(m_db,
+                          "INSERT INTO series_rewrites (run_id, key_id, rank, rewrites) VALUES (?, ?, ?, ?) "
+                          "ON CONFLICT (run_id, key_id, rank) DO UPDATE SET rewrites = rewrites + excluded.rewrites");
+    for (const auto& [series, count] : rewrites) {
+      bind(add, series);
+      add.bind(4, static_cast<int64_t>(count));
+      add.exec();
+      add.reset();
+    }
+  }
+
+  std::vector<SeriesKeyRank> open_series() override {
+    SQLite::Statement open(m_db, "SELECT DISTINCT key_id, rank FROM metric_points WHERE run_id = ?");
+    open.bind(1, m_run_id);
+    std::vector<SeriesKeyRank> series;
+    while (open.executeStep()) {
+      series.push_back({open.getColumn(0).getInt64(), open.getColumn(1).getInt()});
+    }
+    return series;
+  }
 
  private:
-  static void bind(SQLite::Statement& statement, const std::string& run_id, const SeriesKeyRank& series) {
-    statement.bind(1, run_id);
+  void bind(SQLite::Statement& statement, const SeriesKeyRank& series) const {
+    statement.bind(1, m_run_id);
     statement.bind(2, static_cast<int64_t>(series.key));
     statement.bind(3, series.rank);
   }
 
+  SQLite::Database& m_db;
+  std::string m_run_id;
   SQLite::Statement m_last_chunk;
-  SQLite::Statement m_last_staged;
-  SQLite::Statement m_staged_count;
+  SQLite::Statement m_last_open;
   SQLite::Statement m_opened;
   SQLite::Statement m_drop_chunk;
   SQLite::Statement m_stage;
-  SQLite::Statement m_first_staged;
+  SQLite::Statement m_first_open;
   SQLite::Statement m_seal;
   SQLite::Statement m_unstage;
 };
 
 std::string_view blob(const SQLite::Column& column) {
   return {static_cast<const char*>(column.getBlob()), static_cast<std::size_t>(column.getBytes())};
-}
-
-/// Adds `rewrites` to the run's series_rewrites rows.
-void add_rewrites(SQLite::Database& db, const std::string& run_id,
-                  const std::map<SeriesKeyRank, std::int64_t>& rewrites) {
-  if (rewrites.empty()) {
-    return;
-  }
-  SQLite::Statement add(db,
-                        "INSERT INTO series_rewrites (run_id, key_id, rank, rewrites) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT (run_id, key_id, rank) DO UPDATE SET rewrites = rewrites + excluded.rewrites");
-  for (const auto& [series, count] : rewrites) {
-    add.bind(1, run_id);
-    add.bind(2, static_cast<int64_t>(series.key));
-    add.bind(3, series.rank);
-    add.bind(4, static_cast<int64_t>(count));
-    add.exec();
-    add.reset();
-  }
 }
 
 }  // namespace
@@ -317,57 +218,12 @@ ReadSnapshot::~ReadSnapshot() {
 
 void write_points(SQLite::Database& db, const std::string& run_id, const std::map<std::string, std::int64_t>& keys,
                   std::span<const MetricPoint> points) {
-  SeriesStatements statements(db);
-  // The batch by series, in step order; of a step given twice the last value wins.
-  std::map<SeriesKeyRank, std::vector<std::pair<std::int64_t, std::uint64_t>>> by_series;
+  std::map<SeriesKeyRank, std::vector<StepBits>> by_series;
   for (const MetricPoint& point : points) {
     by_series[{keys.at(point.name), point.rank}].emplace_back(point.step, bits_of(point.value));
   }
-  for (auto& [series, batch] : by_series) {
-    std::stable_sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<std::pair<std::int64_t, std::uint64_t>> kept;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (i + 1 == batch.size() || batch[i + 1].first != batch[i].first) {
-        kept.push_back(batch[i]);
-      }
-    }
-    batch = std::move(kept);
-  }
-  std::map<SeriesKeyRank, std::optional<std::int64_t>> last_before;
-  for (const auto& [series, batch] : by_series) {
-    const std::int64_t low = batch.front().first;
-    const auto sealed = statements.last_chunk(run_id, series);
-    const auto staged = statements.last_staged(run_id, series);
-    std::optional<std::int64_t> last = staged;
-    if (sealed && (!last || sealed->last_step > *last)) {
-      last = sealed->last_step;
-    }
-    last_before[series] = last;
-    if (sealed && low <= sealed->last_step) {
-      statements.open_from(run_id, series, low);  // steps written again into sealed chunks
-    } else if (sealed && !staged && sealed->points < chunk::k_chunk_points) {
-      statements.open_from(run_id, series, sealed->last_step);  // a resumed run continues its open chunk
-    }
-  }
-  std::map<SeriesKeyRank, std::int64_t> rewrites;
-  for (const MetricPoint& point : points) {
-    const SeriesKeyRank series{keys.at(point.name), point.rank};
-    const auto& before = last_before.at(series);
-    if (before && point.step <= *before) {
-      ++rewrites[series];
-    }
-  }
-  add_rewrites(db, run_id, rewrites);
-  for (const auto& [series, batch] : by_series) {
-    const auto& before = last_before.at(series);
-    if (before && batch.front().first <= *before) {
-      // Steps written again: replaced in the open chunk (what they fell into is open now).
-      statements.stage_all(run_id, series, batch);
-      statements.seal(run_id, series);
-    } else {
-      statements.append(run_id, series, batch);
-    }
-  }
+  SqliteChunkTables tables(db, run_id);
+  write_series(tables, std::move(by_series));
 }
 
 std::vector<std::size_t> page_packing_order(std::span<const std::size_t> cells, std::size_t page) {
@@ -399,47 +255,15 @@ std::vector<std::size_t> page_packing_order(std::span<const std::size_t> cells, 
 }
 
 void seal_run(SQLite::Database& db, const std::string& run_id) {
-  SQLite::Statement open(db, "SELECT DISTINCT key_id, rank FROM metric_points WHERE run_id = ?");
-  open.bind(1, run_id);
-  std::vector<SeriesKeyRank> series;
-  while (open.executeStep()) {
-    series.push_back({open.getColumn(0).getInt64(), open.getColumn(1).getInt()});
-  }
-  if (series.empty()) {
-    return;
-  }
-  // The run's last chunks are mostly shorter than a page: written in series order, SQLite puts
-  // each on the last page or, where it does not fit, on a new one, and 1-2 KiB rows fill pages
-  // by about two thirds (the quick start: 10 pages for 7.5 pages of rows). Written packed, fewer.
-  SeriesStatements statements(db);
-  std::vector<SeriesStatements::Pending> chunks;
-  for (const SeriesKeyRank& one : series) {
-    statements.take_open(run_id, one, chunks);
-  }
-  std::vector<std::size_t> cells;
-  for (const auto& pending : chunks) {
-    cells.push_back(pending.data.size() + run_id.size() + k_chunk_row_bytes);
-  }
-  const auto page = static_cast<std::size_t>(db.execAndGet("PRAGMA page_size").getInt64());
-  for (const std::size_t i : page_packing_order(cells, page)) {
-    SeriesStatements::insert_chunk(statements.seal_statement(), run_id, chunks[i]);
-  }
+  SqliteChunkTables tables(db, run_id);
+  seal_open_series(tables);
 }
 
 std::vector<SeriesColumns> read_series(SQLite::Database& db, const std::string& run_id, std::int64_t key,
                                        std::optional<int> rank, std::int64_t after, std::int64_t upto,
                                        std::size_t limit) {
   const ReadSnapshot snapshot(db);
-  std::map<int, SeriesColumns> ranks;
-  std::vector<std::int64_t> steps;
-  std::vector<std::uint64_t> bits;
-  const auto add = [&](int r, std::int64_t step, std::uint64_t pattern) {
-    SeriesColumns& columns = ranks.try_emplace(r, SeriesColumns{r, {}, {}}).first->second;
-    if (step > after && step <= upto && columns.steps.size() < limit) {
-      columns.steps.push_back(step);
-      columns.values.push_back(value_of(pattern));
-    }
-  };
+  SeriesCollector collector(after, upto, limit);
   const auto bind_range = [&](SQLite::Statement& query) {
     query.bind(1, run_id);
     query.bind(2, static_cast<int64_t>(key));
@@ -457,15 +281,10 @@ std::vector<SeriesColumns> read_series(SQLite::Database& db, const std::string& 
     bind_range(chunks);
     while (chunks.executeStep()) {
       const int r = chunks.getColumn(0).getInt();
-      if (rank && ranks.contains(r) && ranks.at(r).steps.size() >= limit) {
+      if (rank && collector.full(r)) {
         break;  // one rank's chunks come in step order: the rest are past the limit
       }
-      steps.clear();
-      bits.clear();
-      chunk::decode(blob(chunks.getColumn(1)), steps, bits);
-      for (std::size_t i = 0; i < steps.size(); ++i) {
-        add(r, steps[i], bits[i]);
-      }
+      collector.add_chunk(r, blob(chunks.getColumn(1)));
     }
   }
   SQLite::Statement staged(db,
@@ -473,16 +292,10 @@ std::vector<SeriesColumns> read_series(SQLite::Database& db, const std::string& 
                            "(?3 IS NULL OR rank = ?3) AND step > ?4 AND step <= ?5 ORDER BY rank, step");
   bind_range(staged);
   while (staged.executeStep()) {
-    add(staged.getColumn(0).getInt(), staged.getColumn(1).getInt64(),
-        static_cast<std::uint64_t>(staged.getColumn(2).getInt64()));
+    collector.add(staged.getColumn(0).getInt(), staged.getColumn(1).getInt64(),
+                  static_cast<std::uint64_t>(staged.getColumn(2).getInt64()));
   }
-  std::vector<SeriesColumns> out;
-  for (auto& [r, columns] : ranks) {
-    if (!columns.steps.empty()) {
-      out.push_back(std::move(columns));
-    }
-  }
-  return out;
+  return collector.take();
 }
 
 std::vector<SeriesKeyRank> run_series(SQLite::Database& db, const std::string& run_id) {
@@ -537,17 +350,14 @@ std::int64_t count_points(SQLite::Database& db, const std::string& run_id, std::
 void chunk_metrics_table(SQLite::Database& db) {
   SQLite::Statement rows(db,
                          "SELECT run_id, key_id, rank, step, value FROM metrics ORDER BY run_id, key_id, rank, step");
-  SQLite::Statement insert(db,
-                           "INSERT INTO metric_chunks (run_id, key_id, rank, first_step, last_step, points, "
-                           "nan_points, min_value, max_value, sum_value, first_bits, last_bits, data) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
   std::string run_id;
+  std::optional<SqliteChunkTables> tables;
   SeriesKeyRank series{-1, -1};
   std::vector<std::int64_t> steps;
   std::vector<std::uint64_t> bits;
   const auto flush = [&] {
     if (!steps.empty()) {
-      SeriesStatements::write_chunk(insert, run_id, series, steps, bits);
+      tables->put_chunk(series, chunk::summarize(steps, bits), chunk::encode(steps, bits));
       steps.clear();
       bits.clear();
     }
@@ -557,6 +367,9 @@ void chunk_metrics_table(SQLite::Database& db) {
     const SeriesKeyRank row_series{rows.getColumn(1).getInt64(), rows.getColumn(2).getInt()};
     if (row_run != run_id || row_series != series || static_cast<std::int64_t>(steps.size()) == chunk::k_chunk_points) {
       flush();
+      if (row_run != run_id || !tables) {
+        tables.emplace(db, row_run);
+      }
       run_id = row_run;
       series = row_series;
     }

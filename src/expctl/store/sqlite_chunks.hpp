@@ -1,10 +1,7 @@
 #pragma once
-/// Internal to the store module: a SQLite store's series as chunks (schema v8). Per (run, metric
-/// key, rank) the points live in two places, never both for one step:
-///   metric_chunks  sealed chunks (chunk_codec.hpp), one row each with its header;
-///   metric_points  the open chunk: one row per point, every step above the series' last sealed
-///                  step; the writer appends here and seals k_chunk_points of them at a time.
-/// Every reader of points goes through these functions, so none needs to know the split.
+/// Internal to the store module: a SQLite store's series as chunks (schema v8), by the rules of
+/// series_chunks.hpp (which PostgreSQL follows too). Every reader of points goes through these
+/// functions, so none needs to know the split between sealed chunks and open points.
 
 #include <cstdint>
 #include <limits>
@@ -16,13 +13,11 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include "expctl/store/series_chunks.hpp"
 #include "expctl/store/store.hpp"
 #include "expctl/store/types.hpp"
 
 namespace expctl::store::detail {
-
-inline constexpr std::int64_t k_no_step = std::numeric_limits<std::int64_t>::min();
-inline constexpr std::int64_t k_last_step = std::numeric_limits<std::int64_t>::max();
 
 /// One read transaction over the statements of a reader, unless the connection is in one already:
 /// a series is read from two tables, and a writer sealing its open points between the two
@@ -37,13 +32,6 @@ class ReadSnapshot {
  private:
   SQLite::Database& m_db;
   bool m_began = false;
-};
-
-/// One (metric key, rank) series of a run.
-struct SeriesKeyRank {
-  std::int64_t key = 0;
-  int rank = 0;
-  auto operator<=>(const SeriesKeyRank&) const = default;
 };
 
 /// Writes `points` of a run (metric names already keyed in `keys`) into its open chunks in the

@@ -51,6 +51,27 @@ std::optional<std::int64_t> key_of(SQLite::Database& db, const std::string& name
   return find.getColumn(0).getInt64();
 }
 
+/// A chunk header from columns rank, first_step, last_step, points, nan_points, min_value,
+/// max_value, sum_value[, first_bits, last_bits].
+detail::ChunkHead chunk_head(SQLite::Statement& row) {
+  const auto optional_real = [&](int column) {
+    return row.getColumn(column).isNull() ? std::nullopt : std::optional<double>(row.getColumn(column).getDouble());
+  };
+  detail::ChunkHead head{row.getColumn(0).getInt(),
+                         row.getColumn(1).getInt64(),
+                         row.getColumn(2).getInt64(),
+                         row.getColumn(3).getInt64(),
+                         row.getColumn(4).getInt64(),
+                         optional_real(5),
+                         optional_real(6),
+                         optional_real(7).value_or(std::numeric_limits<double>::quiet_NaN())};
+  if (row.getColumnCount() > 9) {
+    head.first_bits = static_cast<std::uint64_t>(row.getColumn(8).getInt64());
+    head.last_bits = static_cast<std::uint64_t>(row.getColumn(9).getInt64());
+  }
+  return head;
+}
+
 }  // namespace
 
 void SqliteBackend::add_rank(const std::string& run_id, const RankRecord& rank) {
@@ -246,44 +267,16 @@ std::vector<SeriesColumns> SqliteBackend::series_columns(const std::string& run_
   });
 }
 
-namespace {
-
-/// Widens a rank's aggregate's step range to [first, last].
-void extend_steps(SeriesAggregate& into, std::int64_t first, std::int64_t last) {
-  const bool empty = into.count + into.nan_count == 0;
-  into.first_step = empty ? first : std::min(into.first_step, first);
-  into.last_step = empty ? last : std::max(into.last_step, last);
-}
-
-/// Adds one value to a rank's aggregate (NaN counted apart, out of sum, min and max).
-void aggregate(SeriesAggregate& into, bool& any, std::int64_t step, double value) {
-  extend_steps(into, step, step);
-  if (std::isnan(value)) {
-    ++into.nan_count;
-    return;
-  }
-  into.min = any ? std::min(into.min, value) : value;
-  into.max = any ? std::max(into.max, value) : value;
-  into.sum += value;
-  ++into.count;
-  any = true;
-}
-
-}  // namespace
-
 std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string& run_id, const std::string& name,
                                                               std::int64_t after_step) {
   auto& connection = m_connection;
   return connection.retry([&] {
     const detail::ReadSnapshot snapshot(connection.db());
-    std::map<int, std::pair<SeriesAggregate, bool>> ranks;  // rank -> (aggregate, has a value)
+    detail::AggregateCollector ranks;
     const auto key = key_of(connection.db(), name);
     if (!key) {
       return std::vector<SeriesAggregate>{};
     }
-    const auto of = [&](int rank) -> std::pair<SeriesAggregate, bool>& {
-      return ranks.try_emplace(rank, SeriesAggregate{rank, 0, 0, 0.0, 0.0, 0.0, 0, 0}, false).first->second;
-    };
     // Whole chunks past `after_step` count from their headers; the one it falls in point by point.
     SQLite::Statement whole(connection.db(),
                             "SELECT rank, first_step, last_step, points, nan_points, min_value, max_value, sum_value "
@@ -293,20 +286,7 @@ std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string&
     whole.bind(2, static_cast<int64_t>(*key));
     whole.bind(3, static_cast<int64_t>(after_step));
     while (whole.executeStep()) {
-      auto& [into, any] = of(whole.getColumn(0).getInt());
-      extend_steps(into, whole.getColumn(1).getInt64(), whole.getColumn(2).getInt64());
-      const std::int64_t nan_points = whole.getColumn(4).getInt64();
-      into.nan_count += nan_points;
-      into.count += whole.getColumn(3).getInt64() - nan_points;
-      into.sum +=
-          whole.getColumn(7).isNull() ? std::numeric_limits<double>::quiet_NaN() : whole.getColumn(7).getDouble();
-      if (!whole.getColumn(5).isNull()) {
-        const double low = whole.getColumn(5).getDouble();
-        const double high = whole.getColumn(6).getDouble();
-        into.min = any ? std::min(into.min, low) : low;
-        into.max = any ? std::max(into.max, high) : high;
-        any = true;
-      }
+      ranks.add_head(chunk_head(whole));
     }
     SQLite::Statement straddling(connection.db(),
                                  "SELECT rank, data FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND "
@@ -314,19 +294,11 @@ std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string&
     straddling.bind(1, run_id);
     straddling.bind(2, static_cast<int64_t>(*key));
     straddling.bind(3, static_cast<int64_t>(after_step));
-    std::vector<std::int64_t> steps;
-    std::vector<std::uint64_t> bits;
     while (straddling.executeStep()) {
-      auto& [into, any] = of(straddling.getColumn(0).getInt());
-      steps.clear();
-      bits.clear();
       const SQLite::Column data = straddling.getColumn(1);
-      chunk::decode({static_cast<const char*>(data.getBlob()), static_cast<std::size_t>(data.getBytes())}, steps, bits);
-      for (std::size_t i = 0; i < steps.size(); ++i) {
-        if (steps[i] > after_step) {
-          aggregate(into, any, steps[i], chunk::value_of(bits[i]));
-        }
-      }
+      ranks.add_chunk(straddling.getColumn(0).getInt(),
+                      {static_cast<const char*>(data.getBlob()), static_cast<std::size_t>(data.getBytes())},
+                      after_step);
     }
     SQLite::Statement staged(connection.db(),
                              "SELECT rank, step, bits FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND "
@@ -335,46 +307,12 @@ std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string&
     staged.bind(2, static_cast<int64_t>(*key));
     staged.bind(3, static_cast<int64_t>(after_step));
     while (staged.executeStep()) {
-      auto& [into, any] = of(staged.getColumn(0).getInt());
-      aggregate(into, any, staged.getColumn(1).getInt64(),
+      ranks.add(staged.getColumn(0).getInt(), staged.getColumn(1).getInt64(),
                 chunk::value_of(static_cast<std::uint64_t>(staged.getColumn(2).getInt64())));
     }
-    std::vector<SeriesAggregate> out;
-    for (auto& [rank, entry] : ranks) {
-      out.push_back(entry.first);
-    }
-    return out;
+    return ranks.take();
   });
 }
-
-namespace {
-
-/// A sealed chunk's header, as series_envelope reads it.
-struct ChunkHead {
-  std::int64_t first_step = 0;
-  std::int64_t last_step = 0;
-  std::int64_t points = 0;
-  std::optional<double> min{};
-  std::optional<double> max{};
-  std::uint64_t last_bits = 0;
-};
-
-/// One bucket of whole chunks, from their headers alone.
-SeriesBucket bucket_of(std::span<const ChunkHead> heads) {
-  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-  SeriesBucket bucket{
-      heads.front().first_step, heads.back().last_step, 0, nan, nan, chunk::value_of(heads.back().last_bits)};
-  for (const ChunkHead& head : heads) {
-    bucket.points += head.points;
-    if (head.min) {
-      bucket.min = std::isnan(bucket.min) ? *head.min : std::min(bucket.min, *head.min);
-      bucket.max = std::isnan(bucket.max) ? *head.max : std::max(bucket.max, *head.max);
-    }
-  }
-  return bucket;
-}
-
-}  // namespace
 
 std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& run_id, const std::string& name,
                                                            std::size_t buckets, std::int64_t after_step) {
@@ -386,13 +324,12 @@ std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& ru
     if (!key) {
       return out;
     }
-    buckets = std::max<std::size_t>(buckets, 1);
-    std::map<int, std::vector<ChunkHead>> heads;
+    std::vector<detail::ChunkHead> heads;
     std::map<int, std::int64_t> open;
     SQLite::Statement chunks(connection.db(),
-                             "SELECT rank, first_step, last_step, points, min_value, max_value, last_bits FROM "
-                             "metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND last_step > ?3 ORDER BY rank, "
-                             "last_step");
+                             "SELECT rank, first_step, last_step, points, nan_points, min_value, max_value, "
+                             "sum_value, first_bits, last_bits FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 "
+                             "AND last_step > ?3 ORDER BY rank, last_step");
     SQLite::Statement staged(connection.db(),
                              "SELECT rank, count(*) FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND "
                              "step > ?3 GROUP BY rank");
@@ -402,58 +339,16 @@ std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& ru
       query->bind(3, static_cast<int64_t>(after_step));
     }
     while (chunks.executeStep()) {
-      const auto optional_real = [&](int column) {
-        return chunks.getColumn(column).isNull() ? std::nullopt
-                                                 : std::optional<double>(chunks.getColumn(column).getDouble());
-      };
-      heads[chunks.getColumn(0).getInt()].push_back(
-          ChunkHead{chunks.getColumn(1).getInt64(), chunks.getColumn(2).getInt64(), chunks.getColumn(3).getInt64(),
-                    optional_real(4), optional_real(5), static_cast<std::uint64_t>(chunks.getColumn(6).getInt64())});
+      heads.push_back(chunk_head(chunks));
     }
     while (staged.executeStep()) {
       open[staged.getColumn(0).getInt()] = staged.getColumn(1).getInt64();
-      heads.try_emplace(staged.getColumn(0).getInt());
     }
-    for (const auto& [rank_key, rank_heads] : heads) {
-      const int rank = rank_key;  // a copy: clang 14 cannot capture a structured binding
-      std::int64_t total = open[rank];
-      for (const ChunkHead& head : rank_heads) {
-        total += head.points;
-      }
-      const auto size = static_cast<std::size_t>((total + static_cast<std::int64_t>(buckets) - 1) /
-                                                 static_cast<std::int64_t>(buckets));
-      const auto points_between = [&](std::int64_t after, std::int64_t upto) {
-        const auto read = detail::read_series(connection.db(), run_id, *key, rank, after, upto);
-        return read.empty() ? SeriesColumns{rank, {}, {}} : read.front();
-      };
-      if (std::cmp_less(size, chunk::k_chunk_points)) {
-        out.push_back(envelope_of(points_between(after_step, detail::k_last_step), size));
-        continue;
-      }
-      // Buckets of whole chunks, from their headers; the chunk `after_step` falls in and the open
-      // points are read point by point.
-      const std::size_t group = size / static_cast<std::size_t>(chunk::k_chunk_points);
-      SeriesEnvelope envelope{rank, {}};
-      const auto add_points = [&](const SeriesColumns& columns) {
-        for (const SeriesBucket& bucket : envelope_of(columns, size).buckets) {
-          envelope.buckets.push_back(bucket);
-        }
-      };
-      std::size_t from = 0;
-      if (!rank_heads.empty() && rank_heads.front().first_step <= after_step) {
-        add_points(points_between(after_step, rank_heads.front().last_step));
-        from = 1;
-      }
-      for (; from < rank_heads.size(); from += group) {
-        envelope.buckets.push_back(
-            bucket_of(std::span(rank_heads).subspan(from, std::min(group, rank_heads.size() - from))));
-      }
-      if (open[rank] > 0) {
-        add_points(points_between(rank_heads.empty() ? after_step : rank_heads.back().last_step, detail::k_last_step));
-      }
-      out.push_back(std::move(envelope));
-    }
-    return out;
+    return detail::envelope_from_heads(
+        heads, open, buckets, after_step, [&](int rank, std::int64_t after, std::int64_t upto) {
+          const auto read = detail::read_series(connection.db(), run_id, *key, rank, after, upto);
+          return read.empty() ? SeriesColumns{rank, {}, {}} : read.front();
+        });
   });
 }
 
@@ -462,34 +357,7 @@ std::vector<MetricSeriesInfo> SqliteBackend::metric_series(const std::string& ru
   return connection.retry([&] {
     const detail::ReadSnapshot snapshot(connection.db());
     // Per (name, rank): the chunks' headers and the open chunk's points, each an index range.
-    struct Part {
-      std::int64_t points = 0;
-      std::int64_t first_step = 0;
-      std::uint64_t first_bits = 0;
-      std::int64_t last_step = 0;
-      std::uint64_t last_bits = 0;
-    };
-    std::map<std::pair<std::string, int>, Part> parts;
-    const auto merge = [&](SQLite::Statement& query) {
-      while (query.executeStep()) {
-        const Part part{query.getColumn(2).getInt64(), query.getColumn(3).getInt64(),
-                        static_cast<std::uint64_t>(query.getColumn(4).getInt64()), query.getColumn(5).getInt64(),
-                        static_cast<std::uint64_t>(query.getColumn(6).getInt64())};
-        const auto [it, added] = parts.try_emplace({query.getColumn(0).getString(), query.getColumn(1).getInt()}, part);
-        if (!added) {
-          Part& into = it->second;
-          into.points += part.points;
-          if (part.first_step < into.first_step) {
-            into.first_step = part.first_step;
-            into.first_bits = part.first_bits;
-          }
-          if (part.last_step > into.last_step) {
-            into.last_step = part.last_step;
-            into.last_bits = part.last_bits;
-          }
-        }
-      }
-    };
+    detail::SeriesInfoCollector parts;
     // {0}: the table, {1}: its points, {2} {3}: a row's first and last step, {4} {5}: their values.
     constexpr const char* k_parts = R"sql(
 SELECT k.name, t.rank, {1}, min(t.{2}),
@@ -506,20 +374,13 @@ GROUP BY k.name, t.rank)sql";
       SQLite::Statement query(connection.db(), fmt::format(fmt::runtime(k_parts), table[0], table[1], table[2],
                                                            table[3], table[4], table[5]));
       query.bind(1, run_id);
-      merge(query);
-    }
-    std::vector<MetricSeriesInfo> series;
-    for (const auto& [name_rank, part] : parts) {
-      if (series.empty() || series.back().name != name_rank.first) {
-        // Ordered by rank within a name, so the first part of a name is its lowest rank.
-        series.push_back(MetricSeriesInfo{name_rank.first, 0, 0, name_rank.second, part.first_step,
-                                          chunk::value_of(part.first_bits), part.last_step,
-                                          chunk::value_of(part.last_bits)});
+      while (query.executeStep()) {
+        parts.add(query.getColumn(0).getString(), query.getColumn(1).getInt(), query.getColumn(2).getInt64(),
+                  query.getColumn(3).getInt64(), static_cast<std::uint64_t>(query.getColumn(4).getInt64()),
+                  query.getColumn(5).getInt64(), static_cast<std::uint64_t>(query.getColumn(6).getInt64()));
       }
-      series.back().points += part.points;
-      series.back().ranks += 1;
     }
-    return series;
+    return parts.take();
   });
 }
 
