@@ -91,7 +91,7 @@ std::unique_ptr<Background> start_long_run(const Node& node, const PrivateServer
   auto expctl = std::make_unique<Background>(node.args(server.conninfo, run), node.dir / "run");
   REQUIRE(eventually([&] {
     try {
-      return server.count("SELECT count(*) FROM metrics") > 0;
+      return server.count(store::testing::postgres_points_sql()) > 0;
     } catch (const std::exception&) {
       return false;
     }
@@ -123,7 +123,7 @@ TEST_CASE(
   // Exact right after the exit: before, the exit made no last pass while the backoff waited, and
   // the server held a part of the points and read the run as lost until someone typed sync.
   const auto run = node.only_run();
-  CHECK(server.count("SELECT count(*) FROM metrics") == node.points());
+  CHECK(server.count(store::testing::postgres_points_sql()) == node.points());
   CHECK(store::testing::query_postgres(server.conninfo, "SELECT status FROM runs") == "interrupted");
   WARN(fmt::format("the server was exact {:.1f} s after the run's exit",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - exited).count()));
@@ -159,7 +159,7 @@ TEST_CASE(
   INFO(listed.err);
   CHECK(listed.exit_code == 0);
   CHECK(eventually([&] { return !store::has_pending(node.local); }, std::chrono::seconds(60)));
-  CHECK(server.count("SELECT count(*) FROM metrics") == points);
+  CHECK(server.count(store::testing::postgres_points_sql()) == points);
   CHECK(store::testing::query_postgres(server.conninfo, "SELECT status FROM runs") == "interrupted");
 }
 
@@ -286,7 +286,7 @@ TEST_CASE(
   Background service(argv, node.dir / "service");
   CHECK(eventually([&] {
     try {
-      return store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics") == "100";
+      return store::testing::query_postgres(server.location, store::testing::postgres_points_sql()) == "100";
     } catch (const std::exception&) {
       return false;
     }
@@ -327,7 +327,7 @@ TEST_CASE("cli ship faults: docs/store.md's cron line ships a node in one pass",
   INFO(command << "\n" << ran->err);
   CHECK(ran->exit_code == 0);
   CHECK(ran->err.empty());  // cron mails whatever it prints: a pass that works prints nothing
-  CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics") == "100");
+  CHECK(store::testing::query_postgres(server.location, store::testing::postgres_points_sql()) == "100");
 }
 
 TEST_CASE(
@@ -377,7 +377,7 @@ std::pair<int, double> stop_with(Background& expctl, int signal) {
 /// The server's metric points; -1 before it has the tables.
 std::int64_t server_points(const PrivateServer& server) {
   try {
-    return server.count("SELECT count(*) FROM metrics");
+    return server.count(store::testing::postgres_points_sql());
   } catch (const std::exception&) {
     return -1;
   }

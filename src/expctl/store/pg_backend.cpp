@@ -3,13 +3,13 @@
 #include "expctl/store/pg_backend.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include <fmt/format.h>
 
 #include "expctl/store/pg_schema.hpp"
 #include "expctl/store/run_folder.hpp"
 #include "expctl/store/run_listing.hpp"
+#include "expctl/util/log.hpp"
 #include "expctl/util/strings.hpp"
 
 namespace expctl::store {
@@ -17,7 +17,6 @@ namespace expctl::store {
 namespace {
 
 using detail::PgConnection;
-using detail::PgFormat;
 using detail::PgParams;
 using detail::PgResult;
 
@@ -33,11 +32,6 @@ const std::string k_run_columns =
 constexpr const char* k_runs_with_tags =
     "runs LEFT JOIN (SELECT run_id, string_agg(tag, ',' ORDER BY tag) AS tags FROM tags GROUP BY run_id) tagged "
     "ON tagged.run_id = runs.id LEFT JOIN ship_state shipped ON shipped.run_id = runs.id";
-
-/// Rows of COPY text are tab-separated; numbers and NaN/Infinity need no escaping.
-constexpr const char* k_staging_table =
-    "CREATE TEMP TABLE IF NOT EXISTS expctl_staging_metrics "
-    "(ord bigint, key_id integer, rank integer, step bigint, value double precision) ON COMMIT DELETE ROWS";
 
 std::string text(std::int64_t number) {
   return std::to_string(number);
@@ -200,6 +194,17 @@ void PgBackend::finish_run(const std::string& run_id, RunStatus status, int exit
                              run_id})
                       .changed(),
                   run_id);
+  if (m_version < 6) {
+    return;  // a store opened at an older schema (tests) has no chunks
+  }
+  // Then its open chunks are sealed, in a transaction of their own, as in a SQLite store: the
+  // run's end is recorded even where sealing cannot be, and its points read as well unsealed.
+  try {
+    seal_run(run_id);
+  } catch (const Error& error) {
+    util::log::debug(
+        fmt::format("{}: run {}'s open chunks stay unsealed: {}", m_connection.display(), run_id, error.what()));
+  }
 }
 
 void PgBackend::resume_run(const std::string& run_id, const ResumeHow& how) {
@@ -284,28 +289,6 @@ std::vector<int> PgBackend::key_ids(std::span<const MetricPoint> points) {
     ids.push_back(key_id(point.name));
   }
   return ids;
-}
-
-void PgBackend::append_metrics(const std::string& run_id, std::span<const MetricPoint> points) {
-  const std::vector<int> keys = key_ids(points);
-  std::string rows;
-  rows.reserve(points.size() * 48);
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    rows += fmt::format("{}\t{}\t{}\t{}\t{}\n", i, keys[i], points[i].rank, points[i].step,
-                        PgConnection::real_text(points[i].value));
-  }
-  m_connection.transaction([&] {
-    hold_run(run_id);
-    m_connection.exec(k_staging_table);
-    m_connection.copy_in("COPY expctl_staging_metrics (ord, key_id, rank, step, value) FROM STDIN", rows);
-    // A point given twice in one batch: the later one wins, as in the SQLite backend.
-    m_connection.exec(
-        "INSERT INTO metrics (run_id, key_id, rank, step, value) "
-        "SELECT DISTINCT ON (key_id, rank, step) $1, key_id, rank, step, value FROM expctl_staging_metrics "
-        "ORDER BY key_id, rank, step, ord DESC "
-        "ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET value = excluded.value",
-        {run_id});
-  });
 }
 
 void PgBackend::add_artifact(const std::string& run_id, const ArtifactRecord& artifact) {
@@ -417,128 +400,6 @@ std::pair<std::int64_t, std::vector<RunRecord>> PgBackend::runs_with_prefix(cons
       fmt::format("SELECT {} FROM {} WHERE starts_with(id, $1) ORDER BY id LIMIT $2", k_run_columns, k_runs_with_tags),
       {prefix, text(limit)}));
   return {count.int64(0, 0), std::move(runs)};
-}
-
-std::vector<MetricPoint> PgBackend::metrics(const std::string& run_id, const MetricFilter& filter) {
-  const PgResult rows = m_connection.exec(
-      "SELECT k.name, m.rank, m.step, m.value FROM metrics m JOIN metric_keys k ON k.id = m.key_id "
-      "WHERE m.run_id = $1 AND ($2::text IS NULL OR k.name = $2) AND ($3::integer IS NULL OR m.rank = $3) "
-      "ORDER BY k.name, m.rank, m.step",
-      {run_id, filter.name, optional_param(filter.rank)}, PgFormat::binary);
-  std::vector<MetricPoint> points;
-  points.reserve(static_cast<std::size_t>(rows.rows()));
-  for (int row = 0; row < rows.rows(); ++row) {
-    points.push_back(MetricPoint{static_cast<int>(rows.int64(row, 1)), rows.int64(row, 2), rows.text(row, 0),
-                                 rows.real(row, 3)});
-  }
-  return points;
-}
-
-std::vector<MetricPoint> PgBackend::recent_metrics(const std::string& run_id, const std::string& name, int rank,
-                                                   int count) {
-  const PgResult rows = m_connection.exec(
-      "SELECT step, value FROM metrics WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) "
-      "AND rank = $3 ORDER BY step DESC LIMIT $4",
-      {run_id, name, text(rank), text(count)}, PgFormat::binary);
-  std::vector<MetricPoint> points;
-  for (int row = rows.rows() - 1; row >= 0; --row) {
-    points.push_back(MetricPoint{rank, rows.int64(row, 0), name, rows.real(row, 1)});
-  }
-  return points;
-}
-
-std::vector<SeriesColumns> PgBackend::series_columns(const std::string& run_id, const std::string& name,
-                                                     std::int64_t after_step) {
-  // One row per rank, its steps and values each packed into one bytea of 8-byte big-endian words:
-  // a row per point costs the client a result cell per number (200 000 points: 0.6 M cells), and
-  // array_agg into int8[]/float8[] costs the server ~1.5x as much as string_agg of the send forms
-  // (a 200 000-point series: 87 ms against 57 ms, by libpq end to end). The words are packed from
-  // the rows in index order; SQL does not promise that the aggregate keeps it, so it is checked
-  // here, and sorted where it was not.
-  const PgResult rows = m_connection.exec(
-      "SELECT rank, count(*), string_agg(int8send(step), ''), string_agg(float8send(value), '') FROM "
-      "(SELECT rank, step, value FROM metrics "
-      "WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 "
-      "ORDER BY rank, step) AS ordered GROUP BY rank ORDER BY rank",
-      {run_id, name, text(after_step)}, PgFormat::binary);
-  std::vector<SeriesColumns> ranks;
-  for (int row = 0; row < rows.rows(); ++row) {
-    SeriesColumns& rank = ranks.emplace_back(SeriesColumns{static_cast<int>(rows.int64(row, 0)), {}, {}});
-    const auto count = static_cast<std::size_t>(rows.int64(row, 1));
-    rank.steps.reserve(count);
-    rank.values.reserve(count);
-    rows.int64_words(row, 2, rank.steps);
-    rows.real_words(row, 3, rank.values);
-    if (!std::is_sorted(rank.steps.begin(), rank.steps.end())) {
-      std::vector<std::size_t> order(rank.steps.size());
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      std::sort(order.begin(), order.end(),
-                [&](std::size_t x, std::size_t y) { return rank.steps[x] < rank.steps[y]; });
-      SeriesColumns sorted{rank.rank, {}, {}};
-      for (const std::size_t i : order) {
-        sorted.steps.push_back(rank.steps[i]);
-        sorted.values.push_back(rank.values[i]);
-      }
-      rank = std::move(sorted);
-    }
-  }
-  return ranks;
-}
-
-std::vector<SeriesAggregate> PgBackend::series_aggregates(const std::string& run_id, const std::string& name,
-                                                          std::int64_t after_step) {
-  // PostgreSQL orders NaN above every number and counts it: it is filtered out of the value
-  // aggregates, as SQLite's NULL is.
-  const PgResult rows = m_connection.exec(
-      "SELECT rank, count(*) FILTER (WHERE value <> 'NaN'), count(*) FILTER (WHERE value = 'NaN'), "
-      "coalesce(sum(value) FILTER (WHERE value <> 'NaN'), 0), min(value) FILTER (WHERE value <> 'NaN'), "
-      "max(value) FILTER (WHERE value <> 'NaN'), min(step), max(step) FROM metrics "
-      "WHERE run_id = $1 AND key_id = (SELECT id FROM metric_keys WHERE name = $2) AND step > $3 "
-      "GROUP BY rank ORDER BY rank",
-      {run_id, name, text(after_step)});
-  std::vector<SeriesAggregate> ranks;
-  for (int row = 0; row < rows.rows(); ++row) {
-    const auto number = [&](int column) { return rows.is_null(row, column) ? 0.0 : rows.real(row, column); };
-    ranks.push_back(SeriesAggregate{static_cast<int>(rows.int64(row, 0)), rows.int64(row, 1), rows.int64(row, 2),
-                                    number(3), number(4), number(5), rows.int64(row, 6), rows.int64(row, 7)});
-  }
-  return ranks;
-}
-
-std::vector<MetricSeriesInfo> PgBackend::metric_series(const std::string& run_id) {
-  const PgResult rows = m_connection.exec(R"sql(
-SELECT k.name, m.rank, count(*), min(m.step), max(m.step),
-  (SELECT value FROM metrics f WHERE f.run_id = m.run_id AND f.key_id = m.key_id AND f.rank = m.rank
-   ORDER BY step LIMIT 1),
-  (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.key_id = m.key_id AND l.rank = m.rank
-   ORDER BY step DESC LIMIT 1)
-FROM metrics m JOIN metric_keys k ON k.id = m.key_id WHERE m.run_id = $1
-GROUP BY k.name, m.run_id, m.key_id, m.rank ORDER BY k.name, m.rank)sql",
-                                          {run_id});
-  std::vector<MetricSeriesInfo> series;
-  for (int row = 0; row < rows.rows(); ++row) {
-    const std::string name = rows.text(row, 0);
-    if (series.empty() || series.back().name != name) {
-      series.push_back(MetricSeriesInfo{name, 0, 0, static_cast<int>(rows.int64(row, 1)), rows.int64(row, 3),
-                                        rows.real(row, 5), rows.int64(row, 4), rows.real(row, 6)});
-    }
-    series.back().points += rows.int64(row, 2);
-    series.back().ranks += 1;
-  }
-  return series;
-}
-
-std::vector<std::string> PgBackend::metric_names(const std::string& run_id) {
-  // One probe of the primary key (run_id, key_id, ...) per name the store knows.
-  const PgResult rows = m_connection.exec(R"sql(
-SELECT k.name FROM metric_keys k
-WHERE EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = $1 AND m.key_id = k.id) ORDER BY k.name)sql",
-                                          {run_id});
-  std::vector<std::string> names;
-  for (int row = 0; row < rows.rows(); ++row) {
-    names.push_back(rows.text(row, 0));
-  }
-  return names;
 }
 
 std::vector<ArtifactRecord> PgBackend::artifacts(const std::string& run_id) {

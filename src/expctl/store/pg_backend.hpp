@@ -1,11 +1,13 @@
 #pragma once
 /// Internal to the store module: the PostgreSQL backend (a team's shared store), over libpq.
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "expctl/store/backend.hpp"
+#include "expctl/store/chunk_codec.hpp"
 #include "expctl/store/pg_connection.hpp"
 #include "expctl/store/run_query.hpp"
 #include "expctl/store/store.hpp"
@@ -56,6 +58,8 @@ class PgBackend final : public Backend, public RunQueries {
                                             std::int64_t after_step) override;
   std::vector<SeriesAggregate> series_aggregates(const std::string& run_id, const std::string& name,
                                                  std::int64_t after_step) override;
+  std::vector<SeriesEnvelope> series_envelope(const std::string& run_id, const std::string& name, std::size_t buckets,
+                                              std::int64_t after_step) override;
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) override;
   std::vector<std::string> metric_names(const std::string& run_id) override;
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) override;
@@ -73,6 +77,24 @@ class PgBackend final : public Backend, public RunQueries {
   int key_id(const std::string& name);
 
  private:
+  /// The key of metric `name`, or nullopt when no point was ever written under it.
+  std::optional<std::int64_t> metric_key(const std::string& name);
+  /// Seals every open chunk of the run (pg_series.cpp), in a transaction of its own.
+  void seal_run(const std::string& run_id);
+  /// The points of series `key` (every rank, or `rank`) with after < step <= upto, per rank in
+  /// rank order, at most `limit` a rank; inside the caller's snapshot (read_snapshot).
+  std::vector<SeriesColumns> read_series(std::int64_t key, const std::string& run_id, std::optional<int> rank,
+                                         std::int64_t after, std::int64_t upto,
+                                         std::size_t limit = std::numeric_limits<std::size_t>::max());
+  /// `fn()` in one read-only snapshot: a series is read from two tables, and a writer sealing
+  /// its open points between two statements would otherwise hide them from both.
+  template <typename Fn>
+  auto read_snapshot(Fn&& fn) -> decltype(fn()) {
+    return m_connection.transaction([&] {
+      m_connection.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+      return fn();
+    });
+  }
   void require_run(const std::string& run_id);
   void require_changed(std::int64_t changes, const std::string& run_id) const;
 
@@ -90,6 +112,18 @@ std::unique_ptr<PgBackend> open_postgres(const std::string& conninfo, OpenMode m
 
 /// The PostgreSQL backend of `store`; throws StoreError naming `what` when the store is not one.
 PgBackend& pg_backend(Store& store, const char* what);
+
+/// COPY of chunk rows (chunk_copy_row) into metric_chunks.
+inline constexpr const char* k_chunk_copy =
+    "COPY metric_chunks (run_id, key_id, rank, first_step, last_step, points, nan_points, min_value, max_value, "
+    "sum_value, first_bits, last_bits, data) FROM STDIN";
+/// One metric_chunks row in COPY's text format, a line: the header's min and max NULL when every
+/// value is NaN and the sum NULL when it is NaN, as the SQLite store holds them.
+std::string chunk_copy_row(const std::string& run_id, std::int64_t key, int rank, const chunk::Header& header,
+                           std::string_view data);
+/// The migration to v6: every row of the row-per-point `metrics` table of v1-v5 into sealed
+/// chunks, then the table is dropped, in the migration's transaction.
+void chunk_metrics_rows(PgConnection& connection);
 
 }  // namespace detail
 

@@ -7,18 +7,20 @@ namespace {
 
 // expctl's tables: their size is the store's (the server may hold other databases and schemas).
 constexpr const char* k_table_list =
-    "ARRAY['expctl_schema', 'specs', 'environments', 'runs', 'ranks', 'metric_keys', 'metrics', 'artifacts', "
-    "'tags', 'ship_progress']";
+    "ARRAY['expctl_schema', 'specs', 'environments', 'runs', 'ranks', 'metric_keys', 'metric_chunks', "
+    "'metric_points', 'artifacts', 'tags', 'ship_progress', 'ship_state']";
 
 }  // namespace
 
 bool PgBackend::delete_run(const std::string& run_id) {
-  // ON DELETE CASCADE takes the run's ranks, artifacts, tags and shipping progress along; metrics
-  // have no foreign key (schema v3), so they go here, after the run's row: deleting it waits for
-  // any batch that holds the row (hold_run), and this statement then sees that batch's points.
+  // ON DELETE CASCADE takes the run's ranks, artifacts, tags and shipping progress along; its
+  // series (metric_chunks, metric_points) have no foreign key (schema v3, v6), so they go here,
+  // after the run's row: deleting it waits for any batch that holds the row (hold_run), and these
+  // statements then see that batch's chunks and points.
   return m_connection.transaction([&] {
     const bool deleted = m_connection.exec("DELETE FROM runs WHERE id = $1", {run_id}).changed() > 0;
-    m_connection.exec("DELETE FROM metrics WHERE run_id = $1", {run_id});
+    m_connection.exec("DELETE FROM metric_chunks WHERE run_id = $1", {run_id});
+    m_connection.exec("DELETE FROM metric_points WHERE run_id = $1", {run_id});
     return deleted;
   });
 }
@@ -36,7 +38,7 @@ std::int64_t PgBackend::reclaimable_bytes() {
 
 void PgBackend::compact() {
   // VACUUM cannot run inside a transaction block; exec runs one statement on its own.
-  m_connection.exec("VACUUM ANALYZE runs, ranks, metrics, artifacts, tags");
+  m_connection.exec("VACUUM ANALYZE runs, ranks, metric_chunks, metric_points, artifacts, tags");
 }
 
 }  // namespace expctl::store

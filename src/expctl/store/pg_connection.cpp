@@ -203,6 +203,10 @@ void PgResult::real_words(int row, int column, std::vector<double>& out) const {
                [&](std::uint64_t bits) { out.push_back(std::bit_cast<double>(bits)); });
 }
 
+std::string_view PgResult::bytes(int row, int column) const {
+  return {PQgetvalue(m_result.get(), row, column), static_cast<std::size_t>(PQgetlength(m_result.get(), row, column))};
+}
+
 std::optional<std::string> PgResult::optional_text(int row, int column) const {
   return is_null(row, column) ? std::nullopt : std::optional(text(row, column));
 }

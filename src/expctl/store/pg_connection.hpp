@@ -44,6 +44,8 @@ class PgResult {
   std::int64_t int64(int row, int column) const;  ///< int2, int4 or int8, text or binary
   double real(int row, int column) const;         ///< NaN, Infinity, -Infinity included; float8 text or binary
   std::optional<std::string> optional_text(int row, int column) const;
+  /// A column's bytes as they came (a binary bytea: its bytes), valid while the result lives.
+  std::string_view bytes(int row, int column) const;
   /// A binary bytea column of 8-byte big-endian words (`string_agg(int8send(step), '')`,
   /// `float8send(value)`), appended to `out`: an int8[] or float8[] built by array_agg cost the
   /// server ~1.5x as much per element.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "expctl/store/pg_backend.hpp"
 #include "expctl/store/schema_source.hpp"
 #include "expctl/util/log.hpp"
 
@@ -15,6 +16,8 @@ struct PgMigration {
   int version;              ///< the schema version this step produces
   const char* description;  ///< why the step exists
   const char* sql;
+  /// Run after `sql`, in the same transaction: what SQL alone cannot do (encoding chunks).
+  void (*convert)(PgConnection&) = nullptr;
 };
 
 /// Forward migrations of an existing database, applied in order. Never edit a shipped step:
@@ -156,6 +159,39 @@ ALTER TABLE runs DROP CONSTRAINT runs_status_check,
   ADD CONSTRAINT runs_status_check
   CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost', 'queued'));
 )sql"},
+    // A row per point cost ~45 bytes a point (the row, its key's index carrying the value) and the
+    // shipper's ingest a row each. Series are now what the SQLite store keeps (v8): sealed chunks of
+    // up to 4096 points in the bytes chunk_codec.hpp writes, with their headers, and each series'
+    // open chunk as points; the shipper sends a node's chunks as they are. Every point of metrics
+    // is encoded into sealed chunks (chunk_metrics_rows) and the table dropped, in this step's
+    // transaction: a failure leaves the store at v5, whole.
+    {6, "series as compressed chunks (metric_chunks) and open points (metric_points), metrics converted", R"sql(
+CREATE TABLE metric_chunks (
+  run_id     text COLLATE "C" NOT NULL,
+  key_id     integer NOT NULL,
+  rank       integer NOT NULL CHECK (rank >= 0),
+  first_step bigint NOT NULL,
+  last_step  bigint NOT NULL,
+  points     bigint NOT NULL CHECK (points > 0),
+  nan_points bigint NOT NULL,
+  min_value  double precision,
+  max_value  double precision,
+  sum_value  double precision,
+  first_bits bigint NOT NULL,
+  last_bits  bigint NOT NULL,
+  data       bytea NOT NULL,
+  PRIMARY KEY (run_id, key_id, rank, first_step)
+);
+CREATE TABLE metric_points (
+  run_id text COLLATE "C" NOT NULL,
+  key_id integer NOT NULL,
+  rank   integer NOT NULL CHECK (rank >= 0),
+  step   bigint NOT NULL,
+  bits   bigint NOT NULL,
+  PRIMARY KEY (run_id, key_id, rank, step)
+);
+)sql",
+     &chunk_metrics_rows},
 };
 
 constexpr int k_pg_latest = static_cast<int>(std::size(k_pg_migrations));
@@ -219,6 +255,9 @@ int pg_prepare(PgConnection& connection, int target_version, bool may_write) {
       for (const PgMigration& step : k_pg_migrations) {
         if (step.version > version && step.version <= target_version) {
           connection.run_script(step.sql);
+          if (step.convert != nullptr) {
+            step.convert(connection);
+          }
           util::log::debug(fmt::format("store: migrated {} to schema v{} ({})", connection.display(), step.version,
                                        step.description));
         }

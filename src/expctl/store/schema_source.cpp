@@ -1,17 +1,17 @@
 // The store's schema, described once and rendered per dialect (schema_source.hpp).
 //
 // Where the two backends differ, the difference is a property here, with its reason:
-// - SQLite stores a NaN as NULL, so a metric value is nullable there; PostgreSQL keeps NaN and
-//   ±Infinity as float8 values, NOT NULL.
+// - Series are chunks on both (SQLite v8, PostgreSQL v6): a value is its 64-bit pattern, in a
+//   chunk's bytes or an open point's `bits`, so NaN payloads, ±Inf and -0.0 are kept by both.
 // - PostgreSQL compares text by the database's collation: keys and the text expctl sorts by are
 //   `COLLATE "C"` (byte order, as SQLite's default BINARY), so both backends list in one order.
-// - SQLite's child tables are WITHOUT ROWID (the primary key is the table); PostgreSQL's metrics
-//   key carries the value (INCLUDE), so a series is read from the index alone, in order.
-// - PostgreSQL's metrics declare no foreign keys: a key is checked by a trigger per row, which made
-//   COPY into metrics 3x slower (26 against 8 s for 1 M points). The writers hold the run's row
-//   once a batch instead (`SELECT ... FOR KEY SHARE`, what the trigger takes per row), metric key
-//   ids come from metric_keys, which nothing deletes from, and deleting a run deletes its metrics
-//   in the same transaction (pg_schema.cpp, v3).
+// - SQLite's child tables are WITHOUT ROWID (the primary key is the table); its metric_chunks
+//   keeps a rowid and a unique index on the last step, PostgreSQL's a key on the first step.
+// - PostgreSQL's series tables declare no foreign keys: a key is checked by a trigger per row,
+//   which made COPY into its old metrics table 3x slower (26 against 8 s for 1 M points). The
+//   writers hold the run's row once a batch instead (`SELECT ... FOR KEY SHARE`, what the trigger
+//   takes per row), metric key ids come from metric_keys, which nothing deletes from, and deleting
+//   a run deletes its series in the same transaction (pg_schema.cpp, v3 and v6).
 // - Each has what only it needs: SQLite's runs.folder_bytes (the size of a finished run's folder,
 //   which is on this node), PostgreSQL's version row and the shipper's progress tables.
 #include "expctl/store/schema_source.hpp"
@@ -124,34 +124,22 @@ constexpr Column k_metric_keys[] = {
     {.name = "id", .type = Type::serial_key},
     {.name = "name", .type = Type::text, .not_null = true, .bytewise = true, .unique = true, .check = "name <> ''"},
 };
-constexpr Column k_metrics[] = {
-    {.name = "run_id",
-     .type = Type::text,
-     .not_null = true,
-     .bytewise = true,
-     .references = "runs(id)",
-     .cascade = true,
-     .references_in = Only::sqlite},
-    {.name = "key_id",
-     .type = Type::int32,
-     .not_null = true,
-     .references = "metric_keys(id)",
-     .references_in = Only::sqlite},
-    {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"},
-    {.name = "step", .type = Type::int64, .not_null = true},
-    {.name = "value", .type = Type::value},
-};
-/// SQLite (v8): the columns that name a series, first in both of its tables.
+/// The columns that name a series, first in both of its tables (SQLite v8, PostgreSQL v6; no
+/// foreign keys on PostgreSQL, as metrics had none since v3).
 constexpr Column k_series_run = {.name = "run_id",
                                  .type = Type::text,
                                  .not_null = true,
                                  .bytewise = true,
                                  .references = "runs(id)",
-                                 .cascade = true};
-constexpr Column k_series_key = {
-    .name = "key_id", .type = Type::int32, .not_null = true, .references = "metric_keys(id)"};
+                                 .cascade = true,
+                                 .references_in = Only::sqlite};
+constexpr Column k_series_key = {.name = "key_id",
+                                 .type = Type::int32,
+                                 .not_null = true,
+                                 .references = "metric_keys(id)",
+                                 .references_in = Only::sqlite};
 constexpr Column k_series_rank = {.name = "rank", .type = Type::int32, .not_null = true, .check = "rank >= 0"};
-/// SQLite (v8): a sealed chunk of a series (chunk_codec.hpp) with its header. min/max/sum are over
+/// SQLite v8, PostgreSQL v6: a sealed chunk of a series (chunk_codec.hpp) with its header. min/max/sum are over
 /// the values that are not NaN (min and max NULL when every value is NaN, sum NULL when it is NaN).
 constexpr Column k_metric_chunks[] = {
     k_series_run,
@@ -168,7 +156,7 @@ constexpr Column k_metric_chunks[] = {
     {.name = "last_bits", .type = Type::int64, .not_null = true},
     {.name = "data", .type = Type::bytes, .not_null = true},
 };
-/// SQLite (v8): the open chunk's points, one row each, a value as its 64-bit pattern.
+/// SQLite v8, PostgreSQL v6: the open chunk's points, one row each, a value as its 64-bit pattern.
 constexpr Column k_metric_points[] = {
     k_series_run,
     k_series_key,
@@ -236,18 +224,17 @@ constexpr Table k_tables[] = {
               "AND (owner_boot_id IS NULL) = (owner_start_ticks IS NULL)"},
     {.name = "ranks", .columns = k_ranks, .primary_key = "run_id, rank", .without_rowid = true},
     {.name = "metric_keys", .columns = k_metric_keys},
-    {.name = "metrics",
-     .columns = k_metrics,
-     .primary_key = "run_id, key_id, rank, step",
-     .include = "value",
-     .without_rowid = true,
-     .only = Only::postgres},
     {.name = "metric_chunks", .columns = k_metric_chunks, .only = Only::sqlite},
+    // A chunk is found by its series and first step; SQLite's rowid table has a unique index on
+    // the last step instead (metric_chunks_by_series).
+    {.name = "metric_chunks",
+     .columns = k_metric_chunks,
+     .primary_key = "run_id, key_id, rank, first_step",
+     .only = Only::postgres},
     {.name = "metric_points",
      .columns = k_metric_points,
      .primary_key = "run_id, key_id, rank, step",
-     .without_rowid = true,
-     .only = Only::sqlite},
+     .without_rowid = true},
     {.name = "artifacts", .columns = k_artifacts, .primary_key = "run_id, path", .without_rowid = true},
     {.name = "tags", .columns = k_tags, .primary_key = "run_id, tag", .without_rowid = true},
     {.name = "ship_progress",

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "expctl/store/chunk_codec.hpp"
 #include "expctl/store/pg_backend.hpp"
 #include "expctl/store/sqlite_backend.hpp"
 #include "expctl/store/sqlite_chunks.hpp"
@@ -35,10 +36,6 @@ constexpr const char* k_run_columns =
     "id, spec_hash, environment_hash, name, status, started_at, ended_at, exit_code, root_cause, run_dir, summary, "
     "owner_host, owner_pid, owner_boot_id, owner_start_ticks, heartbeat_at";
 constexpr int k_run_column_count = 16;
-
-constexpr const char* k_staging =
-    "CREATE TEMP TABLE IF NOT EXISTS expctl_ship_staging_v2 "
-    "(run_id text, key_id integer, rank integer, step bigint, value double precision) ON COMMIT DELETE ROWS";
 
 struct LocalRun {
   PgParams columns;  ///< k_run_columns as text
@@ -332,30 +329,69 @@ std::optional<std::int64_t> rewrites_to_resend(const std::map<SeriesKey, Progres
   return rewritten->second;
 }
 
-/// One batch of points as COPY text, and the last step of each series it holds.
+/// The last step of each (name, rank) series' last sealed chunk on the server: a node's chunks
+/// past it are sent (those at or below it are the server's already, unless the node rewrote them).
+std::map<SeriesKey, std::int64_t> server_sealed(PgConnection& server, const std::string& run_id) {
+  const PgResult rows = server.exec(
+      "SELECT k.name, c.rank, max(c.last_step) FROM metric_chunks c JOIN metric_keys k ON k.id = c.key_id "
+      "WHERE c.run_id = $1 GROUP BY k.name, c.rank",
+      {run_id});
+  std::map<SeriesKey, std::int64_t> sealed;
+  for (int row = 0; row < rows.rows(); ++row) {
+    sealed[{rows.text(row, 0), static_cast<int>(rows.int64(row, 1))}] = rows.int64(row, 2);
+  }
+  return sealed;
+}
+
+/// One batch: the node's sealed chunks as metric_chunks rows and its open points as
+/// metric_points rows (COPY text), the step ranges they cover (the server's chunks and points
+/// there are replaced), and the last step of each series it holds.
 struct Batch {
-  std::string copy;
-  std::size_t points = 0;
+  std::string chunks;
+  std::string points;
+  std::size_t count = 0;  ///< points, in the chunks and open
+  bool full = false;      ///< batch_points reached, or the next chunk does not fit: there may be more
+  std::vector<std::int64_t> range_keys, range_ranks, range_firsts, range_lasts;
   /// (key id, rank) -> last step in the batch, and the node's rewrites the server then has
   std::map<std::pair<int, int>, Progress> progress;
+
+  void cover(int key, int rank, std::int64_t first, std::int64_t last) {
+    range_keys.push_back(key);
+    range_ranks.push_back(rank);
+    range_firsts.push_back(first);
+    range_lasts.push_back(last);
+  }
 };
 
-/// A series of the run and how far its points have been read.
+/// A series of the run and how far it has been read.
 struct Cursor {
   Series series;
   int key = 0;  ///< its metric_keys.id on the server
-  std::int64_t after = 0;
-  /// The node has rewritten points at or below `after` that the server has not been sent again:
-  /// the node's count, which the server's progress takes once they are.
+  /// The node's sealed chunks with last_step past this go (the server's last sealed step).
+  std::int64_t after_chunk = detail::k_no_step;
+  /// Its open points past this go (the step the server has the series up to).
+  std::int64_t after_point = detail::k_no_step;
+  /// The node has rewritten points the server has (series_rewrites grew): the series goes again
+  /// whole, replacing the server's; the node's count, which the server's progress takes once it has.
   std::optional<std::int64_t> resend{};
   /// The node's rewrites when the pass began; a series new to the server gets them all with its
   /// points, so this is what its progress records (0 for a series the server had).
   std::int64_t rewrites_sent = 0;
+  bool done = false;  ///< its open points are read: nothing left this pass
 };
 
-class PointShipper {
+/// `numbers` as an SQL array literal ("{1,2,3}").
+std::string array_text(const std::vector<std::int64_t>& numbers) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    out += (i == 0 ? "" : ",") + std::to_string(numbers[i]);
+  }
+  return out + "}";
+}
+
+class ChunkShipper {
  public:
-  PointShipper(Connection& local, PgBackend& server, const LocalRun& run, const RunRows& rows,
+  ChunkShipper(Connection& local, PgBackend& server, const LocalRun& run, const RunRows& rows,
                const ShipOptions& options, ShipReport& report)
       : m_local(local),
         m_server(server),
@@ -371,34 +407,38 @@ class PointShipper {
     return (m_deadline && std::chrono::steady_clock::now() >= *m_deadline) || (m_cancel && m_cancel->load());
   }
 
-  /// Sends every point past the shipped step of each series; the last batch also carries the
-  /// run's row as the node holds it and its ship_state (write_run_state). The next batch is read
-  /// from the local store while the server takes the one before, instead of each waiting for the
-  /// other (shipping a finished 4.16 M-point store: 0.90x the time). Returns false when the
-  /// deadline passed first: what was committed stays, the run's state waits for the next pass.
+  /// Sends every chunk the server lacks and the open points past the shipped step of each series;
+  /// the last batch also carries the run's row as the node holds it and its ship_state
+  /// (write_run_state). The next batch is read from the local store while the server takes the
+  /// one before, instead of each waiting for the other. Returns false when the deadline passed
+  /// first: what was committed stays, the run's state waits for the next pass.
   bool run() {
     const auto progress = server_progress(m_server.connection(), m_run.id());
+    const auto sealed = server_sealed(m_server.connection(), m_run.id());
     const auto rewrites = local_rewrites(m_local, m_run.id());
     for (const Series& series : local_series(m_local, m_run.id())) {
-      const auto found = progress.find({series.name, series.rank});
+      const SeriesKey name_rank{series.name, series.rank};
+      const auto found = progress.find(name_rank);
       const int key = m_server.key_id(series.name);  // outside any transaction: see PgBackend::key_id
-      Cursor cursor{series, key,
-                    found == progress.end() ? std::numeric_limits<std::int64_t>::min() : found->second.last_step};
-      cursor.resend = rewrites_to_resend(progress, rewrites, {series.name, series.rank});
-      const auto rewritten = rewrites.find({series.name, series.rank});
+      Cursor cursor{series, key};
+      cursor.resend = rewrites_to_resend(progress, rewrites, name_rank);
+      if (!cursor.resend) {
+        if (const auto chunks = sealed.find(name_rank); chunks != sealed.end()) {
+          cursor.after_chunk = chunks->second;
+        }
+        if (found != progress.end()) {
+          cursor.after_point = found->second.last_step;
+        }
+      }
+      const auto rewritten = rewrites.find(name_rank);
       if (found == progress.end() && rewritten != rewrites.end()) {
         cursor.rewrites_sent = rewritten->second;
       }
       m_cursors.push_back(std::move(cursor));
     }
-    for (const Cursor& cursor : m_cursors) {
-      if (cursor.resend) {
-        resend(cursor);
-      }
-    }
     Batch batch = read_batch();
     while (true) {
-      const bool full = batch.points >= m_batch_points;  // there may be more
+      const bool full = batch.full;  // there may be more
       std::future<Batch> ahead;
       if (full) {
         ahead = std::async(std::launch::async, [this] { return read_batch(); });  // joined on any exit
@@ -415,146 +455,184 @@ class PointShipper {
   }
 
  private:
-  /// Up to batch_points points past the cursors, series after series.
+  /// Up to batch_points points past the cursors, series after series: whole chunks (one alone may
+  /// hold more), then a series' open points all together.
   Batch read_batch() {
     Batch batch;
-    for (; m_next < m_cursors.size(); ++m_next) {
+    for (; m_next < m_cursors.size() && !batch.full; ++m_next) {
       Cursor& cursor = m_cursors[m_next];
-      while (batch.points < m_batch_points) {
-        const auto [rows, last] = read_chunk(cursor, batch);
-        if (rows == 0) {
-          break;
-        }
-        batch.progress[{cursor.key, cursor.series.rank}] = {last, cursor.rewrites_sent};
-        cursor.after = last;
+      while (!cursor.done && !batch.full) {
+        read_piece(cursor, batch);
       }
-      if (batch.points >= m_batch_points) {
+      if (batch.full) {
         break;  // this series may have more: the next batch starts at it
       }
     }
     return batch;
   }
 
-  /// Sends a series' points at or below its shipped step again, the node's values replacing the
-  /// server's, in batches; the last one records that the server has the node's rewrites up to
-  /// `cursor.resend`. A pass killed midway sends them again next time (the same rows, the same
-  /// values). Rare: only a series written at or below a step it had shipped.
-  void resend(const Cursor& cursor) {
-    Cursor again = cursor;
-    again.after = std::numeric_limits<std::int64_t>::min();
-    while (true) {
-      Batch batch;
-      // Not a structured binding: the transaction's lambda uses `rows`, and clang 14 (the fuzz
-      // preset) refuses to capture one.
-      const std::pair<std::size_t, std::int64_t> chunk = read_chunk(again, batch, cursor.after);
-      const std::size_t rows = chunk.first;
-      again.after = chunk.second;
-      const bool done = rows < m_batch_points;
-      PgConnection& server = m_server.connection();
-      server.transaction([&] {
-        m_server.hold_run(m_run.id());
-        if (rows > 0) {
-          server.exec(k_staging);
-          server.copy_in("COPY expctl_ship_staging_v2 (run_id, key_id, rank, step, value) FROM STDIN", batch.copy);
-          server.exec(
-              "INSERT INTO metrics (run_id, key_id, rank, step, value) SELECT run_id, key_id, rank, step, "
-              "value FROM expctl_ship_staging_v2 ON CONFLICT (run_id, key_id, rank, step) DO UPDATE SET "
-              "value = excluded.value");
-        }
-        if (done) {
-          server.exec(
-              "UPDATE ship_progress SET rewrites = greatest(rewrites, $4) WHERE run_id = $1 AND key_id = $2 "
-              "AND rank = $3",
-              {m_run.id(), std::to_string(cursor.key), std::to_string(cursor.series.rank),
-               std::to_string(*cursor.resend)});
-        }
-      });
-      m_report.points_shipped += static_cast<std::int64_t>(rows);
-      m_report.batches += rows > 0 ? 1 : 0;
-      if (done) {
-        return;
-      }
-    }
-  }
+  /// What one read of a series adds to a batch.
+  struct Piece {
+    Batch part;
+    std::int64_t last_chunk = 0;
+    std::int64_t last_step = detail::k_no_step;
+    bool done = false;
+  };
 
-  /// Appends up to the batch's room of a series' points past its cursor (and at most `upto`) to
-  /// the batch.
-  std::pair<std::size_t, std::int64_t> read_chunk(const Cursor& cursor, Batch& batch,
-                                                  std::int64_t upto = std::numeric_limits<std::int64_t>::max()) {
-    const std::size_t room = m_batch_points - batch.points;
-    return m_local.retry([&] {
-      const auto read = detail::read_series(m_local.db(), m_run.id(), cursor.series.local_key, cursor.series.rank,
-                                            cursor.after, upto, room);
-      std::size_t rows = 0;
-      std::int64_t last = cursor.after;
-      const std::size_t mark = batch.copy.size();
-      for (const SeriesColumns& rank : read) {
-        for (std::size_t i = 0; i < rank.steps.size(); ++i) {
-          last = rank.steps[i];
-          batch.copy += fmt::format("{}\t{}\t{}\t{}\t{}\n", m_run.id(), cursor.key, cursor.series.rank, last,
-                                    PgConnection::real_text(rank.values[i]));
-          ++rows;
+  /// Adds a series' chunks past its cursor, as many as the batch has room for (one at least into
+  /// an empty batch), and once they are all in, its open points past the cursor, in one read
+  /// snapshot.
+  void read_piece(Cursor& cursor, Batch& batch) {
+    const std::size_t room = m_batch_points - std::min(m_batch_points, batch.count);
+    const bool empty = batch.count == 0;
+    Piece piece = m_local.retry([&] {
+      Piece read;
+      read.last_chunk = cursor.after_chunk;
+      const detail::ReadSnapshot snapshot(m_local.db());
+      SQLite::Statement chunks(
+          m_local.db(),
+          "SELECT first_step, last_step, points, nan_points, min_value, max_value, sum_value, first_bits, "
+          "last_bits, data FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 AND last_step > ?4 "
+          "ORDER BY last_step");
+      bind(chunks, cursor);
+      chunks.bind(4, static_cast<int64_t>(cursor.after_chunk));
+      bool more = false;
+      while (chunks.executeStep()) {
+        if ((!empty || read.part.count > 0) &&
+            read.part.count + static_cast<std::size_t>(chunks.getColumn(2).getInt64()) > room) {
+          read.part.full = more = true;
+          break;
         }
+        chunk::Header header;
+        header.first_step = chunks.getColumn(0).getInt64();
+        header.last_step = chunks.getColumn(1).getInt64();
+        header.count = chunks.getColumn(2).getInt64();
+        header.nan_count = chunks.getColumn(3).getInt64();
+        header.min = chunks.getColumn(4).getDouble();
+        header.max = chunks.getColumn(5).getDouble();
+        header.sum =
+            chunks.getColumn(6).isNull() ? std::numeric_limits<double>::quiet_NaN() : chunks.getColumn(6).getDouble();
+        header.first_bits = static_cast<std::uint64_t>(chunks.getColumn(7).getInt64());
+        header.last_bits = static_cast<std::uint64_t>(chunks.getColumn(8).getInt64());
+        const SQLite::Column data = chunks.getColumn(9);
+        read.part.chunks += detail::chunk_copy_row(
+            m_run.id(), cursor.key, cursor.series.rank, header,
+            {static_cast<const char*>(data.getBlob()), static_cast<std::size_t>(data.getBytes())});
+        read.part.cover(cursor.key, cursor.series.rank, header.first_step, header.last_step);
+        read.part.count += static_cast<std::size_t>(header.count);
+        read.last_chunk = read.last_step = header.last_step;
       }
-      if (rows == 0) {
-        batch.copy.resize(mark);  // a retry after SQLITE_BUSY starts the chunk again
+      if (more) {
+        return read;
       }
-      batch.points += rows;
-      return std::pair(rows, last);
+      SQLite::Statement open(m_local.db(),
+                             "SELECT step, bits FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3 "
+                             "AND step > ?4 ORDER BY step");
+      bind(open, cursor);
+      open.bind(4, static_cast<int64_t>(cursor.after_point));
+      std::optional<std::int64_t> first;
+      while (open.executeStep()) {
+        const std::int64_t step = open.getColumn(0).getInt64();
+        first = first.value_or(step);
+        read.part.points += fmt::format("{}\t{}\t{}\t{}\t{}\n", m_run.id(), cursor.key, cursor.series.rank, step,
+                                        open.getColumn(1).getInt64());
+        read.part.count += 1;
+        read.last_step = step;
+      }
+      if (first) {
+        read.part.cover(cursor.key, cursor.series.rank, *first, read.last_step);
+      }
+      read.done = true;
+      return read;
     });
+    cursor.after_chunk = piece.last_chunk;
+    cursor.done = piece.done;
+    if (piece.last_step != detail::k_no_step) {
+      cursor.after_point = std::max(cursor.after_point, piece.last_step);
+    }
+    batch.chunks += piece.part.chunks;
+    batch.points += piece.part.points;
+    batch.count += piece.part.count;
+    batch.full = piece.part.full || batch.count >= m_batch_points;
+    for (std::size_t i = 0; i < piece.part.range_keys.size(); ++i) {
+      batch.cover(static_cast<int>(piece.part.range_keys[i]), static_cast<int>(piece.part.range_ranks[i]),
+                  piece.part.range_firsts[i], piece.part.range_lasts[i]);
+    }
+    // A resent series' progress takes the node's rewrites with its last piece.
+    const std::int64_t rewrites = cursor.resend ? (cursor.done ? *cursor.resend : 0) : cursor.rewrites_sent;
+    if (piece.part.count > 0 || (cursor.resend && cursor.done)) {
+      batch.progress[{cursor.key, cursor.series.rank}] = {cursor.after_point, rewrites};
+    }
   }
 
-  /// The batch into metrics. Points past each series' shipped step are new to the server, so COPY
-  /// goes straight into the table (no conflict check per row: about twice the rate). Where some
-  /// are there already (another node shipped a copy of the run meanwhile, or a run re-logged a
-  /// step) the COPY fails whole; it is rolled back to the savepoint and the batch goes through a
-  /// staging table and `INSERT ... ON CONFLICT DO NOTHING` instead, which keeps the first value.
-  static void copy_points(PgConnection& server, const std::string& copy) {
-    server.exec("SAVEPOINT expctl_direct");
-    try {
-      server.copy_in("COPY metrics (run_id, key_id, rank, step, value) FROM STDIN", copy);
-      server.exec("RELEASE SAVEPOINT expctl_direct");
-      return;
-    } catch (const Error& error) {
-      if (error.kind() == FailureKind::unreachable) {
-        throw;
-      }
-      server.exec("ROLLBACK TO SAVEPOINT expctl_direct");  // throws where the connection is gone
+  void bind(SQLite::Statement& statement, const Cursor& cursor) const {
+    statement.bind(1, m_run.id());
+    statement.bind(2, static_cast<int64_t>(cursor.series.local_key));
+    statement.bind(3, cursor.series.rank);
+  }
+
+  /// The batch into the server's series tables: what the server has in the steps the batch covers
+  /// goes (its open points the node has sealed since, or a series the node rewrote), then the
+  /// node's chunks and points go in by COPY, with each series' progress, in one transaction.
+  void write_batch(PgConnection& server, const Batch& batch) {
+    m_server.hold_run(m_run.id());
+    const PgParams ranges{m_run.id(), array_text(batch.range_keys), array_text(batch.range_ranks),
+                          array_text(batch.range_firsts), array_text(batch.range_lasts)};
+    constexpr const char* k_ranges =
+        "unnest($2::integer[], $3::integer[], $4::bigint[], $5::bigint[]) AS r(key_id, rank, first_step, last_step)";
+    server.exec(fmt::format("DELETE FROM metric_chunks c USING {} WHERE c.run_id = $1 AND c.key_id = r.key_id AND "
+                            "c.rank = r.rank AND c.first_step <= r.last_step AND c.last_step >= r.first_step",
+                            k_ranges),
+                ranges);
+    server.exec(fmt::format("DELETE FROM metric_points p USING {} WHERE p.run_id = $1 AND p.key_id = r.key_id AND "
+                            "p.rank = r.rank AND p.step BETWEEN r.first_step AND r.last_step",
+                            k_ranges),
+                ranges);
+    if (!batch.chunks.empty()) {
+      server.copy_in(detail::k_chunk_copy, batch.chunks);
     }
-    server.exec(k_staging);
-    server.copy_in("COPY expctl_ship_staging_v2 (run_id, key_id, rank, step, value) FROM STDIN", copy);
-    server.exec("INSERT INTO metrics (run_id, key_id, rank, step, value) SELECT run_id, key_id, rank, step, value "
-                "FROM expctl_ship_staging_v2 ON CONFLICT (run_id, key_id, rank, step) DO NOTHING");
+    if (!batch.points.empty()) {
+      server.copy_in("COPY metric_points (run_id, key_id, rank, step, bits) FROM STDIN", batch.points);
+    }
+  }
+
+  void write_progress(PgConnection& server, const Batch& batch) {
+    std::vector<std::int64_t> keys, ranks, steps, rewrites;
+    for (const auto& [series, shipped] : batch.progress) {
+      keys.push_back(series.first);
+      ranks.push_back(series.second);
+      steps.push_back(shipped.last_step);
+      rewrites.push_back(shipped.rewrites);
+    }
+    server.exec(
+        "INSERT INTO ship_progress (run_id, key_id, rank, last_step, rewrites) SELECT $1, k, r, s, w FROM "
+        "unnest($2::integer[], $3::integer[], $4::bigint[], $5::bigint[]) AS t(k, r, s, w) "
+        "ON CONFLICT (run_id, key_id, rank) DO UPDATE SET last_step = greatest(ship_progress.last_step, "
+        "excluded.last_step), rewrites = greatest(ship_progress.rewrites, excluded.rewrites)",
+        {m_run.id(), array_text(keys), array_text(ranks), array_text(steps), array_text(rewrites)});
   }
 
   void flush(const Batch& batch, bool last) {
-    if (batch.points == 0 && !last) {
+    if (batch.count == 0 && batch.progress.empty() && !last) {
       return;
     }
     PgConnection& server = m_server.connection();
     std::int64_t tags_added = 0;
     server.transaction([&] {
       tags_added = 0;  // a transaction tried again counts afresh
-      if (batch.points > 0) {
-        m_server.hold_run(m_run.id());
-        copy_points(server, batch.copy);
-        for (const auto& [series, shipped] : batch.progress) {
-          server.exec(
-              "INSERT INTO ship_progress (run_id, key_id, rank, last_step, rewrites) VALUES ($1, $2, $3, $4, "
-              "$5) ON CONFLICT (run_id, key_id, rank) DO UPDATE SET last_step = "
-              "greatest(ship_progress.last_step, excluded.last_step), rewrites = "
-              "greatest(ship_progress.rewrites, excluded.rewrites)",
-              {m_run.id(), std::to_string(series.first), std::to_string(series.second),
-               std::to_string(shipped.last_step), std::to_string(shipped.rewrites)});
-        }
+      if (batch.count > 0) {
+        write_batch(server, batch);
+      }
+      if (!batch.progress.empty()) {
+        write_progress(server, batch);
       }
       if (last) {
         tags_added = write_run_state(server, m_run, m_rows);
       }
     });
     m_report.tags_added += tags_added;
-    if (batch.points > 0) {
-      m_report.points_shipped += static_cast<std::int64_t>(batch.points);
+    if (batch.count > 0) {
+      m_report.points_shipped += static_cast<std::int64_t>(batch.count);
       m_report.batches += 1;
     }
   }
@@ -571,18 +649,17 @@ class PointShipper {
   std::size_t m_next = 0;  ///< the first cursor that may have points left
 };
 
-/// A metrics table the server has never analysed (a new team server's first ship) is analysed
-/// once: without statistics the planner guesses a few dozen rows per series and reads a 200 000
-/// point series by bitmap scan and an on-disk sort, not in index order (compare of two 100 000-step
-/// runs: 0.93 s instead of 0.6 s) until autovacuum gets to it. ANALYZE samples a fixed number of
-/// rows, so it costs about the same for any table size; a role that does not own the table gets a
-/// warning from the server, not an error.
+/// Series tables the server has never analysed (a new team server's first ship) are analysed
+/// once: without statistics the planner guesses row counts for the series reads until autovacuum
+/// gets to them (with a row per point, compare of two 100 000-step runs took 0.93 s instead of
+/// 0.6 s). ANALYZE samples a fixed number of rows, so it costs about the same for any table size;
+/// a role that does not own the tables gets a warning from the server, not an error.
 void analyze_if_never_analyzed(PgConnection& server) {
   const PgResult never = server.exec(
       "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL FROM pg_stat_user_tables "
-      "WHERE relid = 'metrics'::regclass");
+      "WHERE relid = 'metric_chunks'::regclass");
   if (never.rows() == 1 && never.text(0, 0) == "t") {
-    server.exec("ANALYZE metrics");
+    server.exec("ANALYZE metric_chunks, metric_points");
   }
 }
 
@@ -606,7 +683,7 @@ ShipReport ship(Store& local, Store& server, const ShipOptions& options) {
     }
     const RunRows rows = read_run_rows(source, run);
     ship_run_as_going(destination.connection(), run, rows, report);
-    if (!PointShipper(source, destination, run, rows, options, report).run()) {
+    if (!ChunkShipper(source, destination, run, rows, options, report).run()) {
       continue;  // the deadline came between two batches
     }
     ++report.runs_shipped;

@@ -149,4 +149,9 @@ std::string query_postgres(const std::string& conninfo, const std::string& sql) 
   return connection.exec(sql).text(0, 0);
 }
 
+std::string postgres_points_sql(const std::string& run_filter) {
+  return "SELECT (SELECT coalesce(sum(points), 0) FROM metric_chunks WHERE " + run_filter +
+         ") + (SELECT count(*) FROM metric_points WHERE " + run_filter + ")";
+}
+
 }  // namespace expctl::store::testing

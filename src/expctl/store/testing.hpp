@@ -37,4 +37,8 @@ void execute_postgres_sql(const std::string& conninfo, const std::string& sql);
 /// The first column of the first row of `sql` on the server of `conninfo`, as text.
 std::string query_postgres(const std::string& conninfo, const std::string& sql);
 
+/// SQL counting the points a PostgreSQL store holds (schema v6: its sealed chunks' and its open
+/// points); `run_filter`, e.g. "run_id = '…'", limits it to some rows of both tables.
+std::string postgres_points_sql(const std::string& run_filter = "true");
+
 }  // namespace expctl::store::testing

@@ -104,6 +104,11 @@ class BackendStore {
       store::testing::execute_postgres_sql(location, sql);
     }
   }
+  /// The first column of the first row of `sql` on this store's database, as text.
+  std::string query(const std::string& sql) const {
+    return m_kind == store::StoreKind::sqlite ? store::testing::query_sqlite(location, sql)
+                                              : store::testing::query_postgres(location, sql);
+  }
 
   TempDir dir;
   std::string location;

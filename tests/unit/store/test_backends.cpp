@@ -442,8 +442,8 @@ TEMPLATE_TEST_CASE("store contract: remove_run deletes the row with its ranks, m
 }
 
 TEST_CASE(
-    "postgres: a run removed while a batch of its points is in flight keeps none of them (metrics have no "
-    "foreign key since v3: the batch holds the run's row)",
+    "postgres: a run removed while a batch of its points is in flight keeps none of them (the series tables "
+    "have no foreign key: the batch holds the run's row)",
     "[store][backends]") {
   BackendStore where(store::StoreKind::postgresql);
   if (!where.available)
@@ -455,8 +455,8 @@ TEST_CASE(
   // run is removed; its session sleeps after the INSERT, so the removal meets a batch in flight.
   const std::string batch = fmt::format(
       "BEGIN; SELECT 1 FROM runs WHERE id = '{0}' FOR KEY SHARE; "
-      "INSERT INTO metrics (run_id, key_id, rank, step, value) "
-      "SELECT '{0}', (SELECT id FROM metric_keys WHERE name = 'loss'), 0, s, 0.5 FROM generate_series(2, 1001) s; "
+      "INSERT INTO metric_points (run_id, key_id, rank, step, bits) "
+      "SELECT '{0}', (SELECT id FROM metric_keys WHERE name = 'loss'), 0, s, 0 FROM generate_series(2, 1001) s; "
       "SELECT pg_sleep(2); COMMIT;",
       run.id);
   std::thread in_flight([&] { store::testing::execute_postgres_sql(where.location, batch); });
@@ -470,11 +470,11 @@ TEST_CASE(
   in_flight.join();
   CHECK_FALSE(db.run(run.id).has_value());
   CHECK(store::testing::query_postgres(where.location,
-                                       "SELECT count(*) FROM metrics WHERE run_id = '" + run.id + "'") == "0");
+                                       store::testing::postgres_points_sql("run_id = '" + run.id + "'")) == "0");
   // And a batch for a run that is not there is refused whole.
   CHECK_THROWS_WITH(db.append_metrics(run.id, std::vector<MetricPoint>{{0, 5, "loss", 1.0}}),
                     Catch::Contains("no run \"" + run.id + "\""));
-  CHECK(store::testing::query_postgres(where.location, "SELECT count(*) FROM metrics") == "0");
+  CHECK(store::testing::query_postgres(where.location, store::testing::postgres_points_sql()) == "0");
 }
 
 TEMPLATE_TEST_CASE("store contract: the run folders' size counts every folder, a finished run's as measured when it "

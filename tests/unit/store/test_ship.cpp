@@ -86,7 +86,7 @@ util::SubprocessResult shell(const std::vector<std::string>& argv) {
 }
 
 std::int64_t server_points(const BackendStore& server) {
-  return std::stoll(store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics"));
+  return std::stoll(store::testing::query_postgres(server.location, store::testing::postgres_points_sql()));
 }
 
 }  // namespace
@@ -103,7 +103,9 @@ TEST_CASE("ship: a store shipped twice, and a merged copy shipped by another nod
   const auto first = store::ship(local, team, {.batch_points = 100});
   CHECK(first.runs_shipped == 3);
   CHECK(first.points_shipped == 3 * 2 * 3 * 40);
-  CHECK(first.batches >= 7);  // 240 points a run in batches of at most 100
+  // 240 points a run, six chunks of 40 (the runs ended), in batches of at most 100 points: a
+  // chunk is never split, so two chunks a batch.
+  CHECK(first.batches == 9);
   check_same(local, team);
   CHECK(store::ship_lag(local, team).runs_behind == 0);
 
@@ -120,10 +122,17 @@ TEST_CASE("ship: a store shipped twice, and a merged copy shipped by another nod
   CHECK(server_points(server) == 3 * 2 * 3 * 40);
   check_same(local, team);
 
-  // A server that lost its shipping progress (but not the points) is sent every point again: the
-  // direct COPY meets rows that are there, falls back to ON CONFLICT DO NOTHING, and nothing doubles.
+  // A server that lost its shipping progress (but not the points) still has the chunks, which say
+  // what it holds: the runs' rows go again, no point goes twice, nothing doubles.
   server.execute("DELETE FROM ship_progress; DELETE FROM ship_state");
-  CHECK(store::ship(local, team, {.batch_points = 100}).points_shipped == 3 * 2 * 3 * 40);
+  const auto again = store::ship(local, team, {.batch_points = 100});
+  CHECK(again.runs_shipped == 3);
+  CHECK(again.points_shipped == 0);
+  CHECK(server_points(server) == 3 * 2 * 3 * 40);
+  check_same(local, team);
+  // One that lost a run's chunks too gets them again, and only them.
+  server.execute("DELETE FROM ship_state; DELETE FROM metric_chunks WHERE rank = 1");
+  CHECK(store::ship(local, team, {.batch_points = 100}).points_shipped == 3 * 3 * 40);
   CHECK(server_points(server) == 3 * 2 * 3 * 40);
   check_same(local, team);
 
@@ -161,7 +170,7 @@ TEST_CASE("ship: every series is found, however the keys and ranks are spread", 
   CHECK(store::ship_lag(local, team).points_behind == 0);
 }
 
-TEST_CASE("ship: the first ship into a server that never analysed its metrics table analyses it", "[store][ship]") {
+TEST_CASE("ship: the first ship into a server that never analysed its series tables analyses them", "[store][ship]") {
   // Without statistics the planner reads a long series by bitmap scan and an on-disk sort instead
   // of in index order; autovacuum would analyse the table a minute or more later.
   BackendStore server(store::StoreKind::postgresql);
@@ -169,7 +178,8 @@ TEST_CASE("ship: the first ship into a server that never analysed its metrics ta
     return;
   const auto analysed = [&] {
     return store::testing::query_postgres(
-        server.location, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relid = 'metrics'::regclass");
+        server.location,
+        "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relid = 'metric_chunks'::regclass");
   };
   BackendStore node(store::StoreKind::sqlite);
   auto local = node.open();
@@ -282,11 +292,20 @@ TEST_CASE("ship: a running run is shipped as far as it goes, then caught up when
   CHECK(team.metrics(run.id).size() == 2);
   CHECK(store::ship_lag(local, team).runs_behind == 1);  // a running run is never shipped whole
 
+  // The server holds the open chunk as points, as the node does.
+  CHECK(server.query("SELECT count(*) FROM metric_points") == "2");
+  CHECK(server.query("SELECT count(*) FROM metric_chunks") == "0");
+
   local.append_metrics(run.id, std::vector<MetricPoint>{{0, 3, "loss", 0.25}, {1, 1, "loss", 1.5}});
   local.finish_run(run.id, RunStatus::completed, 0, "");
+  // The run ended, so its series were sealed on the node: the chunks go, and replace the points the
+  // server had of their steps (3 + 1 points, in one transaction).
   const auto last = store::ship(local, team);
-  CHECK(last.points_shipped == 2);
+  CHECK(last.points_shipped == 4);
   check_same(local, team);
+  CHECK(server.query("SELECT count(*) FROM metric_points") == "0");
+  CHECK(server.query("SELECT count(*) FROM metric_chunks") == "2");
+  CHECK(server_points(server) == 4);
   CHECK(store::ship_lag(local, team).runs_behind == 0);
 }
 
