@@ -29,7 +29,7 @@ for round in $(seq 1 "$rounds"); do
   id=$("$expctl" --db "$node/results/expctl.db" list --format json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["id"])')
   local_points=$(/usr/bin/python3 -c "import sqlite3; print(sqlite3.connect('$node/results/expctl.db').execute(\"SELECT (SELECT coalesce(sum(points), 0) FROM metric_chunks WHERE run_id='$id') + (SELECT count(*) FROM metric_points WHERE run_id='$id')\").fetchone()[0])")  # a v8 node store: sealed chunks and the open chunk's points
   while true; do
-    server_points=$(count "SELECT count(*) FROM metrics WHERE run_id = '$id'")
+    server_points=$(count "SELECT (SELECT coalesce(sum(points), 0) FROM metric_chunks WHERE run_id = '$id') + (SELECT count(*) FROM metric_points WHERE run_id = '$id')")
     status=$(count "SELECT status FROM runs WHERE id = '$id'")
     now=$(date +%s.%N)
     if [[ $server_points == "$local_points" && $status == completed ]]; then break; fi

@@ -3,7 +3,7 @@
 #
 #   bench/store_chunks.sh [BUILD_DIR]            # default build/ci
 #
-# PARTS (default "encodings bytes ingest read"):
+# PARTS (default "encodings bytes ingest read pg"):
 #   encodings  bytes per point of three chunk encodings on (a) and (b) (expctl_chunk_bytes)
 #   bytes      bytes per point in the SQLite store, chunks (this build) against one row per point
 #              (the landed main's schema v6, the same points copied by expctl_chunk_bytes --rows),
@@ -16,6 +16,12 @@
 #              writer when BASE names a folder holding the landed main's expctl_ingest_writer;
 #              interleaved pairs, PAIRS of them
 #   read       `list` and `compare A B` on the (b) store, median of REPEAT
+#   pg         the team server (PostgreSQL schema v6, a throwaway server of scripts/pg-throwaway.sh,
+#              or the one EXPCTL_BENCH_POSTGRES names): (a) and (b) each shipped REPEAT times into a
+#              new schema by `expctl sync --from` (the shipper, as `expctl run` and `sync` run it):
+#              points/s through the shipper (median), checked exact (the server holds the node's
+#              points, no chunk twice); then bytes per point: pg_total_relation_size of the series
+#              tables (metric_chunks, metric_points: heap, TOAST and indexes) over the points
 # Knobs: STEPS=100000 RANKS=2 PAIRS=3 REPEAT=5 INGEST_RATE=3000000 INGEST_SECONDS=5 KEEP=1 (keep the
 # work folder).
 # Bytes of a table are SQLite's own page count of it and its indexes (dbstat), over its points.
@@ -23,7 +29,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 build=${1:-build/ci}
-parts=${PARTS:-encodings bytes ingest read}
+parts=${PARTS:-encodings bytes ingest read pg}
 steps=${STEPS:-100000}
 ranks=${RANKS:-2}
 pairs=${PAIRS:-3}
@@ -80,7 +86,8 @@ make_stores() {
   fi
 }
 
-if [[ " $parts " == *" encodings "* || " $parts " == *" bytes "* || " $parts " == *" read "* ]]; then
+if [[ " $parts " == *" encodings "* || " $parts " == *" bytes "* || " $parts " == *" read "* ||
+  " $parts " == *" pg "* ]]; then
   make_stores
 fi
 
@@ -138,5 +145,46 @@ if [[ " $parts " == *" read "* ]]; then
       fi
     done
     printf '%-8s %8.3f s\n' "$what" "$(printf '%s\n' "${times[@]}" | median)"
+  done
+fi
+
+if [[ " $parts " == *" pg "* ]]; then
+  command -v psql >/dev/null || { echo "store_chunks: error: the pg part needs psql (apt-get install postgresql-client)" >&2; exit 2; }
+  server=${EXPCTL_BENCH_POSTGRES:-}
+  if [[ -z "$server" ]]; then
+    pg_dir="$(mktemp -u "${TMPDIR:-/tmp}/store-chunks-pg.XXXXXX")"  # not in $work: as root the cluster is postgres's
+    server="$("$(dirname "$0")/../scripts/pg-throwaway.sh" start "$pg_dir" | tail -n 1)"
+    on_exit '"$(dirname "$0")/../scripts/pg-throwaway.sh" stop "$pg_dir" >/dev/null 2>&1 || true; [[ -n "${KEEP:-}" ]] || rm -rf "$work"'
+  fi
+  pg() { PGOPTIONS="-c client_min_messages=warning" command psql "$server" -qAt -v ON_ERROR_STOP=1 "$@"; }
+  echo "== the team server: PostgreSQL $(pg -c 'SHOW server_version') (fsync $(pg -c 'SHOW fsync')), shipped by \`expctl sync --from\`, median of $repeat"
+  printf '%-28s %12s %12s %14s %12s %10s\n' store points "ship s" "points/s" "series bytes" "B/point"
+  schema=0
+  for store in "$quickstart_store" "$long_store"; do
+    points=$(chunk_points "$store")
+    times=()
+    for ((i = 0; i < repeat; ++i)); do
+      schema=$((schema + 1))
+      pg -c "CREATE SCHEMA bench$schema" >/dev/null
+      start=$(date +%s.%N)
+      "$expctl" --quiet --db "$server options='-csearch_path=bench$schema'" sync --from "$store" >/dev/null
+      end=$(date +%s.%N)
+      times+=("$(echo "$end - $start" | bc)")
+      # Exact: the server holds the node's points, and no two chunks of a series overlap.
+      read -r shipped overlaps < <(pg -F ' ' -c "SET search_path = bench$schema" -c "SELECT
+        (SELECT coalesce(sum(points), 0) FROM metric_chunks) + (SELECT count(*) FROM metric_points),
+        (SELECT count(*) FROM metric_chunks a JOIN metric_chunks b USING (run_id, key_id, rank)
+          WHERE a.first_step < b.first_step AND a.last_step >= b.first_step)")
+      if [[ "$shipped" != "$points" || "$overlaps" != 0 ]]; then
+        echo "store_chunks: error: the server holds $shipped points ($overlaps overlapping chunks), the node $points" >&2
+        exit 1
+      fi
+      if ((i + 1 < repeat)); then pg -c "DROP SCHEMA bench$schema CASCADE" >/dev/null; fi
+    done
+    bytes=$(pg -c "SELECT pg_total_relation_size('bench$schema.metric_chunks') + pg_total_relation_size('bench$schema.metric_points')")
+    label=$([[ $store == "$quickstart_store" ]] && echo "(a) quick start" || echo "(b) ${ranks}x${steps} steps")
+    t=$(printf '%s\n' "${times[@]}" | median)
+    awk -v l="$label" -v p="$points" -v t="$t" -v b="$bytes" \
+      'BEGIN { printf "%-28s %12d %12.3f %14.0f %12d %10.2f\n", l, p, t, p / t, b, b / p }'
   done
 fi

@@ -506,7 +506,7 @@ TEST_CASE("faults: with a team server, a SIGKILLed rank fails the run and the se
   const auto run = start_training(d);
   // The kill lands while the run ships: the live shipper has sent points of it already (the
   // end-of-run pass alone would make the server equal too, so that is checked first).
-  const std::string shipped = "SELECT count(*) FROM metrics WHERE run_id = '" + run.id + "'";
+  const std::string shipped = store::testing::postgres_points_sql("run_id = '" + run.id + "'");
   const auto some_shipped = [&] {
     try {
       return store::testing::query_postgres(server.location, shipped) != "0";
@@ -534,12 +534,18 @@ TEST_CASE("faults: with a team server, a SIGKILLed rank fails the run and the se
     CHECK(have[i].ranks == want[i].ranks);
     CHECK(have[i].last_step == want[i].last_step);
   }
-  // Per run, rank and metric, and no point twice (the primary key would refuse it; counted anyway).
-  const std::string counts = "SELECT count(*) || '|' || count(DISTINCT (key_id, rank, step)) FROM metrics WHERE run_id = '" +
-                             run.id + "'";
+  // Per run, rank and metric, and no point twice: no two chunks of a series overlap, and no open
+  // point lies in a chunk's steps.
+  const std::string in_run = "run_id = '" + run.id + "'";
+  const std::string overlaps =
+      "SELECT (SELECT count(*) FROM metric_chunks a JOIN metric_chunks b USING (run_id, key_id, rank) WHERE a." +
+      in_run + " AND a.first_step < b.first_step AND a.last_step >= b.first_step) + (SELECT count(*) FROM " +
+      "metric_points p JOIN metric_chunks c USING (run_id, key_id, rank) WHERE p." + in_run +
+      " AND p.step BETWEEN c.first_step AND c.last_step)";
   const auto total = static_cast<std::int64_t>(local.metrics(run.id).size());
-  CHECK(store::testing::query_postgres(server.location, counts) ==
-        std::to_string(total) + "|" + std::to_string(total));
+  CHECK(store::testing::query_postgres(server.location, store::testing::postgres_points_sql(in_run)) ==
+        std::to_string(total));
+  CHECK(store::testing::query_postgres(server.location, overlaps) == "0");
 }
 
 TEST_CASE("faults: a rendezvous that never completes names the address, the port and the missing node") {

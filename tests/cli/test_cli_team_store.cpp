@@ -98,7 +98,7 @@ void run_then_sync(const std::string& away, const std::string& why, const std::s
   CHECK_THAT(sync.out, Catch::Contains("is up to date with"));
   const auto status = run_expctl({"--db", server, "--local-db", local.string(), "sync", "--status"});
   CHECK_THAT(status.out, Catch::Contains("is up to date with"));
-  CHECK(store::testing::query_postgres(server, "SELECT count(*) FROM metrics") ==
+  CHECK(store::testing::query_postgres(server, store::testing::postgres_points_sql()) ==
         std::to_string(db.metrics(db.list_runs().front().id).size()));
 }
 
@@ -152,9 +152,8 @@ TEST_CASE("cli team store: sync on a new node with no store yet readies the serv
                           dir / "follow");
   REQUIRE(test::cli::eventually([&] { return follow.err().find("waiting for " + local.string()) != std::string::npos; }));
   record_local(local);
-  CHECK(test::cli::eventually([&] {
-    return store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics") == "200";
-  }));
+  CHECK(test::cli::eventually(
+      [&] { return store::testing::query_postgres(server.location, store::testing::postgres_points_sql()) == "200"; }));
   ::kill(follow.pid(), SIGINT);
   CHECK(follow.wait() == 130);
 }
@@ -185,7 +184,7 @@ TEST_CASE("cli team store: sync ships a node's store once, list/show/compare rea
   INFO(merged.err);
   REQUIRE(merged.exit_code == 0);
   CHECK_THAT(merged.err, Catch::Contains("0 run(s) shipped (2 already there whole), 0 point(s) sent"));
-  CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM metrics") == "200");
+  CHECK(store::testing::query_postgres(server.location, store::testing::postgres_points_sql()) == "200");
 }
 
 // Needs no server, so it runs (and can fail) everywhere; the wrong password, which needs one, is the

@@ -2,10 +2,13 @@
 /// The shipper: brings what a node-local SQLite store holds into a PostgreSQL store, in batches,
 /// so that training only ever writes to local disk (local first, shipped later).
 ///
-/// Each batch is one server transaction: the points go through COPY into a temporary table and
-/// `INSERT ... ON CONFLICT DO NOTHING`, and the last step shipped of each series is recorded in
-/// the same transaction (ship_progress). A pass killed mid-batch therefore leaves the server as it
-/// was before the batch, and the next pass sends the batch again; a replay never duplicates. The
+/// Series travel as the node holds them (both stores keep the chunks of series_chunks.hpp): the
+/// node's sealed chunks the server lacks go by COPY as they are (their bytes, never decoded), its
+/// open chunk as points. Each batch is one server transaction: first the server's chunks and points
+/// in the steps the batch covers are deleted (its points of a chunk the node sealed since, or a
+/// series the node rewrote), then the batch goes in, and the last step shipped of each series is
+/// recorded (ship_progress). A pass killed mid-batch therefore leaves the server as it was before
+/// the batch, and the next pass sends the batch again; a replay never duplicates. The
 /// run rows (status, summary, ranks, artifacts, tags) are upserted, and a run whose final state
 /// has been shipped whole is skipped by later passes (ship_state). Shipping the same store twice,
 /// or two merged copies of it, changes nothing. `expctl merge` into a server uses this path.
@@ -34,7 +37,8 @@ namespace expctl::store {
 
 struct ShipOptions {
   /// Points per server transaction: large enough that COPY dominates, small enough that a batch
-  /// replayed after a crash costs a second or so.
+  /// replayed after a crash costs a second or so. A chunk is never split: a batch holds whole
+  /// chunks up to this many points (one alone may hold more), then a series' open points.
   std::size_t batch_points = 50'000;
   /// Only this run (all runs when unset).
   std::optional<std::string> run_id{};
