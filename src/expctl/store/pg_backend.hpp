@@ -25,6 +25,10 @@ class PgBackend final : public Backend, public RunQueries {
   /// holds its row (FOR KEY SHARE) until the transaction ends, so a concurrent delete_run waits and
   /// then deletes these points too. What a foreign key's trigger did per point (schema v3).
   void hold_run(const std::string& run_id);
+  /// hold_run, and the run's series to this transaction alone (an advisory lock): a writer reads
+  /// a series' tail before it writes it (series_chunks.hpp), and the shipper replaces the steps a
+  /// batch covers; two sessions must not interleave either.
+  void hold_series(const std::string& run_id);
 
   const std::string& display() const override { return m_connection.display(); }
   int schema_version() const override { return m_version; }

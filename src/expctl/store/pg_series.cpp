@@ -280,7 +280,7 @@ void PgBackend::append_metrics(const std::string& run_id, std::span<const Metric
     by_series[{keys[i], points[i].rank}].emplace_back(points[i].step, chunk::bits_of(points[i].value));
   }
   m_connection.transaction([&] {
-    hold_run(run_id);
+    hold_series(run_id);
     PgChunkTables tables(m_connection, run_id);
     detail::write_series(tables, by_series);
   });
@@ -288,10 +288,17 @@ void PgBackend::append_metrics(const std::string& run_id, std::span<const Metric
 
 void PgBackend::seal_run(const std::string& run_id) {
   m_connection.transaction([&] {
-    hold_run(run_id);
+    hold_series(run_id);
     PgChunkTables tables(m_connection, run_id);
     detail::seal_open_series(tables);
   });
+}
+
+void PgBackend::hold_series(const std::string& run_id) {
+  hold_run(run_id);
+  // One writer of a run's series at a time: a series' tail is read and then written (sealing,
+  // opening again), which two sessions must not interleave. Released at the transaction's end.
+  m_connection.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 7301946585227550003))", {run_id});
 }
 
 std::vector<SeriesColumns> PgBackend::read_series(std::int64_t key, const std::string& run_id, std::optional<int> rank,

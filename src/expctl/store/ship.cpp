@@ -575,7 +575,7 @@ class ChunkShipper {
   /// goes (its open points the node has sealed since, or a series the node rewrote), then the
   /// node's chunks and points go in by COPY, with each series' progress, in one transaction.
   void write_batch(PgConnection& server, const Batch& batch) {
-    m_server.hold_run(m_run.id());
+    m_server.hold_series(m_run.id());
     const PgParams ranges{m_run.id(), array_text(batch.range_keys), array_text(batch.range_ranks),
                           array_text(batch.range_firsts), array_text(batch.range_lasts)};
     constexpr const char* k_ranges =
