@@ -139,7 +139,11 @@ if [[ " $parts " == *" ingest "* ]]; then
   echo "ingest (live, $ingest_ranks ranks x $ingest_metrics metrics/step, asked $ingest_rate points/s for ${ingest_seconds}s):" \
     "$written points written in $(fmt 1 "$write_s")s; on the server $(echo "$written / ($t_done - $t0)" | bc) points/s end to end," \
     "lag at the end $(fmt 2 "$(echo "$t_done - $t_written" | bc -l)")s$(busy)"
-  echo "  the server's processes used ${cpu} CPU s: $(echo "$written / $cpu" | bc) points per server CPU second"
+  if [[ $cpu == 0 ]]; then  # ps counts whole seconds: a short run can read 0
+    echo "  the server's processes used under 1 CPU s"
+  else
+    echo "  the server's processes used ${cpu} CPU s: $(echo "$written / $cpu" | bc) points per server CPU second"
+  fi
   check_exact ingest "$run_id" ingest.db
 
   "$generator" --db ship.db --steps "$ship_steps" --ranks "$ingest_ranks" --history 0 >/dev/null
