@@ -159,7 +159,7 @@ ALTER TABLE runs DROP CONSTRAINT runs_status_check,
   ADD CONSTRAINT runs_status_check
   CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'diverged', 'lost', 'queued'));
 )sql"},
-    // A row per point cost ~45 bytes a point (the row, its key's index carrying the value) and the
+    // A row per point cost 145 bytes a point (the row, its key's index carrying the value) and the
     // shipper's ingest a row each. Series are now what the SQLite store keeps (v8): sealed chunks of
     // up to 4096 points in the bytes chunk_codec.hpp writes, with their headers, and each series'
     // open chunk as points; the shipper sends a node's chunks as they are. Every point of metrics
