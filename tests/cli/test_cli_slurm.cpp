@@ -187,13 +187,16 @@ TEST_CASE("slurm: the client submits, follows, signals and cancels a job of a re
 namespace {
 
 // An 8-point sweep (4 learning rates x 2 seeds) of 20-step tiny runs; `extra` is appended.
-fs::path tiny_sweep(const RunDir& d, const std::string& extra = "") {
+// A sweep file over the tiny spec: `name`, the `set:` mapping's entries, and the rest (grid, seeds).
+fs::path sweep_file(const RunDir& d, const std::string& name, const std::string& set, const std::string& rest) {
   const fs::path file = d.dir / "sweep.yaml";
-  std::ofstream(file) << "name: tiny8\nbase: " << tiny_spec() << "\n"
-                      << "set: {train.max_steps: 20, train.eval_every: 0}\n"
-                      << "grid:\n  optim.lr: [0.01, 0.02, 0.05, 0.1]\nseeds: [1, 2]\n"
-                      << extra;
+  std::ofstream(file) << "name: " << name << "\nbase: " << tiny_spec() << "\nset: {" << set << "}\n" << rest;
   return file;
+}
+
+fs::path tiny_sweep(const RunDir& d, const std::string& extra = "") {
+  return sweep_file(d, "tiny8", "train.max_steps: 20, train.eval_every: 0",
+                    "grid:\n  optim.lr: [0.01, 0.02, 0.05, 0.1]\nseeds: [1, 2]\n" + extra);
 }
 
 }  // namespace
@@ -248,12 +251,10 @@ TEST_CASE("slurm: a sweep array whose task fails exits 1 naming the task, and me
     return;
   }
   RunDir d;
-  const fs::path file = d.dir / "sweep.yaml";
   // Point 1's learning rate makes the loss non-finite (as in the faults test of a diverging loss):
   // that run diverges and its task fails.
-  std::ofstream(file) << "name: two\nbase: " << tiny_spec() << "\n"
-                      << "set: {train.max_steps: 100, train.eval_every: 0, optim.momentum: 0.99}\n"
-                      << "grid:\n  optim.lr: [0.05, 10]\n";
+  const fs::path file = sweep_file(d, "two", "train.max_steps: 100, train.eval_every: 0, optim.momentum: 0.99",
+                                   "grid:\n  optim.lr: [0.05, 10]\n");
   const auto result = test::run_expctl({"--db", d.db.string(), "sweep", file.string(), "--slurm", "--wait"},
                                        {{"SLURM_CONF", slurm.conf()}});
   INFO(result.out << result.err);
@@ -284,11 +285,9 @@ TEST_CASE(
     return;
   }
   RunDir d;
-  const fs::path file = d.dir / "sweep.yaml";
   // Long points, one task at a time: point 0 runs while 1 and 2 wait in the queue.
-  std::ofstream(file) << "name: held\nbase: " << tiny_spec() << "\n"
-                      << "set: {train.max_steps: 1000000, train.eval_every: 0}\n"
-                      << "grid:\n  optim.lr: [0.01, 0.02, 0.05]\n";
+  const fs::path file =
+      sweep_file(d, "held", "train.max_steps: 1000000, train.eval_every: 0", "grid:\n  optim.lr: [0.01, 0.02, 0.05]\n");
   const std::map<std::string, std::optional<std::string>> env{{"SLURM_CONF", slurm.conf()}};
   const auto sweep = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {"--db", d.db.string(), "sweep", file.string()});
@@ -367,10 +366,8 @@ TEST_CASE("slurm: with a team server as --db, sweep --slurm --wait merges the ar
     return;
   }
   RunDir d;
-  const fs::path file = d.dir / "sweep.yaml";
-  std::ofstream(file) << "name: team\nbase: " << tiny_spec() << "\n"
-                      << "set: {train.max_steps: 20, train.eval_every: 0}\n"
-                      << "grid:\n  optim.lr: [0.01, 0.02]\n";
+  const fs::path file =
+      sweep_file(d, "team", "train.max_steps: 20, train.eval_every: 0", "grid:\n  optim.lr: [0.01, 0.02]\n");
   server.open();  // the team's server holds an expctl store (a fresh one is refused: `expctl sync` makes it)
   const auto result = test::run_expctl(
       {"--db", server.location, "--local-db", d.db.string(), "sweep", file.string(), "--slurm", "--wait"},
