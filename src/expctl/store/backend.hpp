@@ -89,10 +89,16 @@ class Backend {
                                                     std::int64_t after_step) = 0;
   virtual std::vector<SeriesAggregate> series_aggregates(const std::string& run_id, const std::string& name,
                                                          std::int64_t after_step) = 0;
-  /// Store::series_envelope. By default, from every point (series_columns); a backend that
-  /// keeps chunk headers reads coarse buckets from them.
+  /// Store::series_columns with an upper bound: the points with after_step < step <= upto_step.
+  /// By default, series_columns' points cut at upto_step; the SQLite and PostgreSQL backends read
+  /// only the chunks that hold such steps (series_chunks.hpp).
+  virtual std::vector<SeriesColumns> series_columns_between(const std::string& run_id, const std::string& name,
+                                                            std::int64_t after_step, std::int64_t upto_step);
+  /// Store::series_envelope. By default, from every point (series_columns_between); a backend
+  /// that keeps chunk headers reads coarse buckets from them.
   virtual std::vector<SeriesEnvelope> series_envelope(const std::string& run_id, const std::string& name,
-                                                      std::size_t buckets, std::int64_t after_step);
+                                                      std::size_t buckets, std::int64_t after_step,
+                                                      std::int64_t upto_step);
   virtual std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) = 0;
   /// The names of the run's series, ordered by name, without reading their points.
   virtual std::vector<std::string> metric_names(const std::string& run_id) = 0;

@@ -62,8 +62,10 @@ class PgBackend final : public Backend, public RunQueries {
                                             std::int64_t after_step) override;
   std::vector<SeriesAggregate> series_aggregates(const std::string& run_id, const std::string& name,
                                                  std::int64_t after_step) override;
+  std::vector<SeriesColumns> series_columns_between(const std::string& run_id, const std::string& name,
+                                                    std::int64_t after_step, std::int64_t upto_step) override;
   std::vector<SeriesEnvelope> series_envelope(const std::string& run_id, const std::string& name, std::size_t buckets,
-                                              std::int64_t after_step) override;
+                                              std::int64_t after_step, std::int64_t upto_step) override;
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) override;
   std::vector<std::string> metric_names(const std::string& run_id) override;
   std::vector<ArtifactRecord> artifacts(const std::string& run_id) override;

@@ -411,6 +411,15 @@ std::vector<SeriesColumns> PgBackend::series_columns(const std::string& run_id, 
   });
 }
 
+std::vector<SeriesColumns> PgBackend::series_columns_between(const std::string& run_id, const std::string& name,
+                                                             std::int64_t after_step, std::int64_t upto_step) {
+  return read_snapshot([&] {
+    // read_series reads only the chunks that hold steps of the range.
+    const auto key = metric_key(name);
+    return key ? read_series(*key, run_id, std::nullopt, after_step, upto_step) : std::vector<SeriesColumns>{};
+  });
+}
+
 std::vector<SeriesAggregate> PgBackend::series_aggregates(const std::string& run_id, const std::string& name,
                                                           std::int64_t after_step) {
   return read_snapshot([&] {
@@ -447,16 +456,17 @@ std::vector<SeriesAggregate> PgBackend::series_aggregates(const std::string& run
 }
 
 std::vector<SeriesEnvelope> PgBackend::series_envelope(const std::string& run_id, const std::string& name,
-                                                       std::size_t buckets, std::int64_t after_step) {
+                                                       std::size_t buckets, std::int64_t after_step,
+                                                       std::int64_t upto_step) {
   return read_snapshot([&] {
     const auto key = metric_key(name);
     if (!key) {
       return std::vector<SeriesEnvelope>{};
     }
-    const PgParams params{run_id, text(*key), text(after_step)};
+    const PgParams params{run_id, text(*key), text(after_step), text(upto_step)};
     const PgResult chunks = m_connection.exec(
-        fmt::format("SELECT {} FROM metric_chunks WHERE run_id = $1 AND key_id = $2 AND last_step > $3 "
-                    "ORDER BY rank, first_step",
+        fmt::format("SELECT {} FROM metric_chunks WHERE run_id = $1 AND key_id = $2 AND last_step > $3 AND "
+                    "first_step <= $4 ORDER BY rank, first_step",
                     k_head_columns),
         params, PgFormat::binary);
     std::vector<detail::ChunkHead> heads;
@@ -464,13 +474,14 @@ std::vector<SeriesEnvelope> PgBackend::series_envelope(const std::string& run_id
       heads.push_back(chunk_head(chunks, row));
     }
     const PgResult open_rows = m_connection.exec(
-        "SELECT rank, count(*) FROM metric_points WHERE run_id = $1 AND key_id = $2 AND step > $3 GROUP BY rank",
+        "SELECT rank, count(*) FROM metric_points WHERE run_id = $1 AND key_id = $2 AND step > $3 AND step <= $4 "
+        "GROUP BY rank",
         params, PgFormat::binary);
     std::map<int, std::int64_t> open;
     for (int row = 0; row < open_rows.rows(); ++row) {
       open[static_cast<int>(open_rows.int64(row, 0))] = open_rows.int64(row, 1);
     }
-    return detail::envelope_from_heads(heads, open, buckets, after_step,
+    return detail::envelope_from_heads(heads, open, buckets, after_step, upto_step,
                                        [&](int rank, std::int64_t after, std::int64_t upto) {
                                          const auto read = read_series(*key, run_id, rank, after, upto);
                                          return read.empty() ? SeriesColumns{rank, {}, {}} : read.front();

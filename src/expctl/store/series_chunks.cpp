@@ -296,7 +296,8 @@ SeriesBucket bucket_of(std::span<const ChunkHead> heads) {
 
 std::vector<SeriesEnvelope> envelope_from_heads(std::span<const ChunkHead> heads,
                                                 const std::map<int, std::int64_t>& open, std::size_t buckets,
-                                                std::int64_t after_step, const PointsBetween& points) {
+                                                std::int64_t after_step, std::int64_t upto_step,
+                                                const PointsBetween& points) {
   buckets = std::max<std::size_t>(buckets, 1);
   std::map<int, std::vector<ChunkHead>> by_rank;
   for (const ChunkHead& head : heads) {
@@ -317,11 +318,11 @@ std::vector<SeriesEnvelope> envelope_from_heads(std::span<const ChunkHead> heads
     const auto size =
         static_cast<std::size_t>((total + static_cast<std::int64_t>(buckets) - 1) / static_cast<std::int64_t>(buckets));
     if (size < k_size) {
-      out.push_back(envelope_of(points(rank, after_step, k_last_step), size));
+      out.push_back(envelope_of(points(rank, after_step, upto_step), size));
       continue;
     }
-    // Buckets of whole chunks, from their headers; the chunk `after_step` falls in and the open
-    // points are read point by point.
+    // Buckets of whole chunks, from their headers; the chunks `after_step` and `upto_step` cut
+    // and the open points are read point by point (the cut chunks count whole in `size`).
     const std::size_t group = size / k_size;
     SeriesEnvelope envelope{rank, {}};
     const auto add_points = [&](const SeriesColumns& columns) {
@@ -330,16 +331,21 @@ std::vector<SeriesEnvelope> envelope_from_heads(std::span<const ChunkHead> heads
       }
     };
     std::size_t from = 0;
+    std::size_t end = rank_heads.size();
     if (!rank_heads.empty() && rank_heads.front().first_step <= after_step) {
-      add_points(points(rank, after_step, rank_heads.front().last_step));
+      add_points(points(rank, after_step, std::min(rank_heads.front().last_step, upto_step)));
       from = 1;
     }
-    for (; from < rank_heads.size(); from += group) {
-      envelope.buckets.push_back(
-          bucket_of(std::span(rank_heads).subspan(from, std::min(group, rank_heads.size() - from))));
+    const bool cut_last = end > from && rank_heads.back().last_step > upto_step;
+    end -= cut_last ? 1 : 0;
+    for (; from < end; from += group) {
+      envelope.buckets.push_back(bucket_of(std::span(rank_heads).subspan(from, std::min(group, end - from))));
+    }
+    if (cut_last) {
+      add_points(points(rank, end > 0 ? rank_heads[end - 1].last_step : after_step, upto_step));
     }
     if (open_points > 0) {
-      add_points(points(rank, rank_heads.empty() ? after_step : rank_heads.back().last_step, k_last_step));
+      add_points(points(rank, rank_heads.empty() ? after_step : rank_heads.back().last_step, upto_step));
     }
     out.push_back(std::move(envelope));
   }

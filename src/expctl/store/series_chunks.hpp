@@ -166,12 +166,14 @@ class SeriesInfoCollector {
 /// Reads one rank's points in (after, upto].
 using PointsBetween = std::function<SeriesColumns(int rank, std::int64_t after, std::int64_t upto)>;
 
-/// series_envelope from the chunk headers past `after_step` (`heads`: every rank's, by rank then
-/// step) and each rank's count of open points past it: where a bucket spans k_chunk_points or
-/// more, whole chunks make buckets from their headers alone; a finer bucketing, the chunk
-/// `after_step` falls in and the open points are read through `points`.
+/// series_envelope from the chunk headers of the steps in (`after_step`, `upto_step`] (`heads`:
+/// every rank's chunks that hold such steps, by rank then step) and each rank's count of open
+/// points in that range: where a bucket spans k_chunk_points or more, whole chunks make buckets
+/// from their headers alone; a finer bucketing, the chunks `after_step` and `upto_step` fall in and
+/// the open points are read through `points`.
 std::vector<SeriesEnvelope> envelope_from_heads(std::span<const ChunkHead> heads,
                                                 const std::map<int, std::int64_t>& open, std::size_t buckets,
-                                                std::int64_t after_step, const PointsBetween& points);
+                                                std::int64_t after_step, std::int64_t upto_step,
+                                                const PointsBetween& points);
 
 }  // namespace expctl::store::detail

@@ -347,6 +347,25 @@ std::int64_t count_points(SQLite::Database& db, const std::string& run_id, std::
   return count + staged.getColumn(0).getInt64();
 }
 
+std::int64_t metric_key(SQLite::Database& db, const std::string& name) {
+  SQLite::Statement make(db, "INSERT INTO metric_keys (name) VALUES (?) ON CONFLICT (name) DO NOTHING");
+  make.bind(1, name);
+  make.exec();
+  SQLite::Statement find(db, "SELECT id FROM metric_keys WHERE name = ?");
+  find.bind(1, name);
+  EXPCTL_ASSERT(find.executeStep(), "metric key {} was just made", name);
+  return find.getColumn(0).getInt64();
+}
+
+void insert_sealed_chunks(SQLite::Database& db, const std::string& run_id, const SeriesKeyRank& series,
+                          std::span<const std::pair<chunk::Header, std::string>> chunks) {
+  // Through the writer's own chunk insert (SqliteChunkTables::put_chunk): one place for the row.
+  SqliteChunkTables tables(db, run_id);
+  for (const auto& sealed : chunks) {
+    tables.put_chunk(series, sealed.first, sealed.second);
+  }
+}
+
 void chunk_metrics_table(SQLite::Database& db) {
   SQLite::Statement rows(db,
                          "SELECT run_id, key_id, rank, step, value FROM metrics ORDER BY run_id, key_id, rank, step");

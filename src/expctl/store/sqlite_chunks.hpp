@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
@@ -69,6 +70,16 @@ std::vector<SeriesKeyRank> run_series(SQLite::Database& db, const std::string& r
 /// How many points of the run (of one series when `series` is given) have step > `after`.
 std::int64_t count_points(SQLite::Database& db, const std::string& run_id, std::optional<SeriesKeyRank> series,
                           std::int64_t after = k_no_step);
+
+/// Inserts sealed chunks made elsewhere (chunk::summarize and chunk::encode of each) into series
+/// `series` of the run, in the caller's transaction, steps ascending and above the series' points,
+/// through the writer's own chunk insert: bench/store's generator of large stores encodes them on
+/// several threads (store/testing.hpp).
+void insert_sealed_chunks(SQLite::Database& db, const std::string& run_id, const SeriesKeyRank& series,
+                          std::span<const std::pair<chunk::Header, std::string>> chunks);
+
+/// The key of metric `name`, made when missing, in the caller's transaction.
+std::int64_t metric_key(SQLite::Database& db, const std::string& name);
 
 /// The migration to v8: every row of the row-per-point `metrics` table of schema v4-v7 into sealed
 /// chunks (a NaN stored as NULL becomes the quiet NaN), then the table is dropped.

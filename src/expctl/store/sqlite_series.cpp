@@ -24,19 +24,10 @@ namespace {
 /// made by a transaction that rolls back goes with it, so none is cached across calls).
 std::map<std::string, std::int64_t> metric_keys(SQLite::Database& db, std::span<const MetricPoint> points) {
   std::map<std::string, std::int64_t> keys;
-  SQLite::Statement make(db, "INSERT INTO metric_keys (name) VALUES (?) ON CONFLICT (name) DO NOTHING");
-  SQLite::Statement find(db, "SELECT id FROM metric_keys WHERE name = ?");
   for (const MetricPoint& point : points) {
-    if (keys.contains(point.name)) {
-      continue;
+    if (!keys.contains(point.name)) {
+      keys.emplace(point.name, detail::metric_key(db, point.name));
     }
-    make.bind(1, point.name);
-    make.exec();
-    make.reset();
-    find.bind(1, point.name);
-    EXPCTL_ASSERT(find.executeStep(), "metric key {} was just made", point.name);
-    keys.emplace(point.name, find.getColumn(0).getInt64());
-    find.reset();
   }
   return keys;
 }
@@ -267,6 +258,16 @@ std::vector<SeriesColumns> SqliteBackend::series_columns(const std::string& run_
   });
 }
 
+std::vector<SeriesColumns> SqliteBackend::series_columns_between(const std::string& run_id, const std::string& name,
+                                                                 std::int64_t after_step, std::int64_t upto_step) {
+  auto& connection = m_connection;
+  return connection.retry([&] {
+    const auto key = key_of(connection.db(), name);
+    return key ? detail::read_series(connection.db(), run_id, *key, std::nullopt, after_step, upto_step)
+               : std::vector<SeriesColumns>{};
+  });
+}
+
 std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string& run_id, const std::string& name,
                                                               std::int64_t after_step) {
   auto& connection = m_connection;
@@ -315,13 +316,14 @@ std::vector<SeriesAggregate> SqliteBackend::series_aggregates(const std::string&
 }
 
 std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& run_id, const std::string& name,
-                                                           std::size_t buckets, std::int64_t after_step) {
+                                                           std::size_t buckets, std::int64_t after_step,
+                                                           std::int64_t upto_step) {
   auto& connection = m_connection;
   return connection.retry([&] {
     const detail::ReadSnapshot snapshot(connection.db());
     std::vector<SeriesEnvelope> out;
     const auto key = key_of(connection.db(), name);
-    if (!key) {
+    if (!key || upto_step <= after_step) {
       return out;
     }
     std::vector<detail::ChunkHead> heads;
@@ -329,14 +331,15 @@ std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& ru
     SQLite::Statement chunks(connection.db(),
                              "SELECT rank, first_step, last_step, points, nan_points, min_value, max_value, "
                              "sum_value, first_bits, last_bits FROM metric_chunks WHERE run_id = ?1 AND key_id = ?2 "
-                             "AND last_step > ?3 ORDER BY rank, last_step");
+                             "AND last_step > ?3 AND first_step <= ?4 ORDER BY rank, last_step");
     SQLite::Statement staged(connection.db(),
                              "SELECT rank, count(*) FROM metric_points WHERE run_id = ?1 AND key_id = ?2 AND "
-                             "step > ?3 GROUP BY rank");
+                             "step > ?3 AND step <= ?4 GROUP BY rank");
     for (SQLite::Statement* query : {&chunks, &staged}) {
       query->bind(1, run_id);
       query->bind(2, static_cast<int64_t>(*key));
       query->bind(3, static_cast<int64_t>(after_step));
+      query->bind(4, static_cast<int64_t>(upto_step));
     }
     while (chunks.executeStep()) {
       heads.push_back(chunk_head(chunks));
@@ -345,7 +348,7 @@ std::vector<SeriesEnvelope> SqliteBackend::series_envelope(const std::string& ru
       open[staged.getColumn(0).getInt()] = staged.getColumn(1).getInt64();
     }
     return detail::envelope_from_heads(
-        heads, open, buckets, after_step, [&](int rank, std::int64_t after, std::int64_t upto) {
+        heads, open, buckets, after_step, upto_step, [&](int rank, std::int64_t after, std::int64_t upto) {
           const auto read = detail::read_series(connection.db(), run_id, *key, rank, after, upto);
           return read.empty() ? SeriesColumns{rank, {}, {}} : read.front();
         });

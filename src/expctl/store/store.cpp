@@ -341,8 +341,22 @@ std::vector<MetricPoint> Store::recent_metrics(const std::string& run_id, const 
 }
 
 std::vector<SeriesColumns> Store::series_columns(const std::string& run_id, const std::string& name,
-                                                 std::int64_t after_step) const {
-  return m_backend->series_columns(run_id, name, after_step);
+                                                 std::int64_t after_step, std::int64_t upto_step) const {
+  if (upto_step == std::numeric_limits<std::int64_t>::max()) {
+    return m_backend->series_columns(run_id, name, after_step);
+  }
+  return m_backend->series_columns_between(run_id, name, after_step, upto_step);
+}
+
+std::vector<SeriesColumns> Backend::series_columns_between(const std::string& run_id, const std::string& name,
+                                                           std::int64_t after_step, std::int64_t upto_step) {
+  auto columns = series_columns(run_id, name, after_step);
+  for (SeriesColumns& rank : columns) {
+    const auto end = std::upper_bound(rank.steps.begin(), rank.steps.end(), upto_step) - rank.steps.begin();
+    rank.steps.resize(static_cast<std::size_t>(end));
+    rank.values.resize(static_cast<std::size_t>(end));
+  }
+  return columns;
 }
 
 SeriesEnvelope envelope_of(const SeriesColumns& columns, std::size_t size) {
@@ -369,9 +383,10 @@ SeriesEnvelope envelope_of(const SeriesColumns& columns, std::size_t size) {
 }
 
 std::vector<SeriesEnvelope> Backend::series_envelope(const std::string& run_id, const std::string& name,
-                                                     std::size_t buckets, std::int64_t after_step) {
+                                                     std::size_t buckets, std::int64_t after_step,
+                                                     std::int64_t upto_step) {
   std::vector<SeriesEnvelope> out;
-  for (const SeriesColumns& rank : series_columns(run_id, name, after_step)) {
+  for (const SeriesColumns& rank : series_columns_between(run_id, name, after_step, upto_step)) {
     out.push_back(envelope_of(
         rank, (rank.steps.size() + std::max<std::size_t>(buckets, 1) - 1) / std::max<std::size_t>(buckets, 1)));
   }
@@ -379,8 +394,9 @@ std::vector<SeriesEnvelope> Backend::series_envelope(const std::string& run_id, 
 }
 
 std::vector<SeriesEnvelope> Store::series_envelope(const std::string& run_id, const std::string& name,
-                                                   std::size_t buckets, std::int64_t after_step) const {
-  return m_backend->series_envelope(run_id, name, buckets, after_step);
+                                                   std::size_t buckets, std::int64_t after_step,
+                                                   std::int64_t upto_step) const {
+  return m_backend->series_envelope(run_id, name, buckets, after_step, upto_step);
 }
 
 std::vector<SeriesAggregate> Store::series_aggregates(const std::string& run_id, const std::string& name,

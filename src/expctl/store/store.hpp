@@ -230,19 +230,25 @@ class Store {
   /// Every rank's points of series `name` with step > `after_step`, one SeriesColumns per rank
   /// (ordered by rank, then step): a primary-key range scan that builds no per-point strings, the
   /// fast path for long runs (compare reads 100k-step series with it).
+  /// With `upto_step`, only the points with step <= upto_step (a zoomed chart's range): both
+  /// backends read the chunks that hold such steps and no other.
   std::vector<SeriesColumns> series_columns(const std::string& run_id, const std::string& name,
-                                            std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
+                                            std::int64_t after_step = std::numeric_limits<std::int64_t>::min(),
+                                            std::int64_t upto_step = std::numeric_limits<std::int64_t>::max()) const;
   /// Aggregates of series `name` per rank over the steps > `after_step`, computed by SQLite
   /// (count, NaN count, sum, min, max, first and last step), ordered by rank.
   std::vector<SeriesAggregate> series_aggregates(
       const std::string& run_id, const std::string& name,
       std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
-  /// Series `name` per rank (ordered by rank) over the steps > `after_step`, downsampled for a
-  /// chart into about `buckets` buckets (at least 1) of consecutive points. Where a bucket spans a
-  /// stored chunk or more (SQLite: 4 096 points), it is read from the chunks' headers and no point
-  /// of them is decoded; a finer bucketing reads every point, as series_columns does.
+  /// Series `name` per rank (ordered by rank) over the steps in (`after_step`, `upto_step`],
+  /// downsampled for a chart into about `buckets` buckets (at least 1) of consecutive points. Where
+  /// a bucket spans a stored chunk or more (4 096 points), it is read from the chunks' headers and
+  /// no point of them is decoded (only the chunks that `after_step` and `upto_step` fall in are),
+  /// on both backends (series_chunks.hpp); a finer bucketing reads every point, as series_columns
+  /// does.
   std::vector<SeriesEnvelope> series_envelope(const std::string& run_id, const std::string& name, std::size_t buckets,
-                                              std::int64_t after_step = std::numeric_limits<std::int64_t>::min()) const;
+                                              std::int64_t after_step = std::numeric_limits<std::int64_t>::min(),
+                                              std::int64_t upto_step = std::numeric_limits<std::int64_t>::max()) const;
   /// One line per metric name (ordered by name).
   std::vector<MetricSeriesInfo> metric_series(const std::string& run_id) const;
   /// The names of the run's series (ordered by name): one index probe per metric name the store

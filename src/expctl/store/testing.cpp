@@ -6,6 +6,7 @@
 #include "expctl/store/pg_connection.hpp"
 #include "expctl/store/schema.hpp"
 #include "expctl/store/sqlite_backend.hpp"
+#include "expctl/store/sqlite_chunks.hpp"
 
 namespace expctl::store::testing {
 
@@ -124,6 +125,15 @@ void limit_database_pages(Store& store, int max_pages) {
   auto& connection = detail::sqlite_backend(store, "limit_database_pages").connection();
   // PRAGMA takes no bound parameters; max_pages is an int from the test itself.
   connection.retry([&] { connection.db().exec(fmt::format("PRAGMA max_page_count = {}", max_pages)); });
+}
+
+void append_sealed_chunks(Store& store, const std::string& run_id, std::span<const SealedSeries> series) {
+  auto& connection = detail::sqlite_backend(store, "append_sealed_chunks").connection();
+  connection.write([&](SQLite::Database& db) {
+    for (const SealedSeries& one : series) {
+      detail::insert_sealed_chunks(db, run_id, {detail::metric_key(db, one.name), one.rank}, one.chunks);
+    }
+  });
 }
 
 void execute_sql(const std::filesystem::path& path, const std::string& sql) {

@@ -3,8 +3,12 @@
 /// prove what the schema itself enforces. Production code never calls these.
 
 #include <filesystem>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "expctl/store/chunk_codec.hpp"
 #include "expctl/store/store.hpp"
 
 namespace expctl::store::testing {
@@ -24,6 +28,18 @@ std::string describe_schema(const std::string& location);
 /// Caps the database file of `store`'s connection at `max_pages` pages, so that writes past it
 /// fail exactly as they do on a full disk (SQLITE_FULL).
 void limit_database_pages(Store& store, int max_pages);
+
+/// One series' sealed chunks, each its header and bytes (chunk::summarize, chunk::encode).
+struct SealedSeries {
+  std::string name;
+  int rank = 0;
+  std::vector<std::pair<chunk::Header, std::string>> chunks{};
+};
+
+/// Writes sealed chunks straight into the SQLite store's chunk table (no open point), in one
+/// transaction: bench/store's generator of large stores, which encodes them on several threads.
+/// Each series' steps must lie above every point it holds already; nothing checks that.
+void append_sealed_chunks(Store& store, const std::string& run_id, std::span<const SealedSeries> series);
 
 /// Runs raw SQL statements on the database at `path` (errors as StoreError).
 void execute_sql(const std::filesystem::path& path, const std::string& sql);

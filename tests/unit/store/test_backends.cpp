@@ -820,10 +820,11 @@ TEMPLATE_TEST_CASE(
   db.finish_run(run.id, RunStatus::completed, 0, "");
   db.append_metrics(run.id, std::vector<MetricPoint>{{0, k_steps, "loss", 7.0}});  // an open point after the end
 
-  const auto check = [&](std::size_t buckets, std::int64_t after) {
-    INFO("buckets " << buckets << ", after step " << after);
-    const auto envelope = db.series_envelope(run.id, "loss", buckets, after);
-    const auto full = db.series_columns(run.id, "loss", after);
+  const auto check = [&](std::size_t buckets, std::int64_t after,
+                         std::int64_t upto = std::numeric_limits<std::int64_t>::max()) {
+    INFO("buckets " << buckets << ", after step " << after << ", up to step " << upto);
+    const auto envelope = db.series_envelope(run.id, "loss", buckets, after, upto);
+    const auto full = db.series_columns(run.id, "loss", after, upto);
     REQUIRE(envelope.size() == full.size());
     for (std::size_t r = 0; r < full.size(); ++r) {
       const auto& columns = full[r];
@@ -853,11 +854,24 @@ TEMPLATE_TEST_CASE(
   for (const std::size_t buckets : {1U, 3U, 7U, 100U, 100000U}) {
     check(buckets, std::numeric_limits<std::int64_t>::min());
     check(buckets, 5000);
+    // A zoomed range: cut inside chunks, on a chunk's last step, inside one chunk, past the end.
+    check(buckets, 5000, 20'000);
+    check(buckets, std::numeric_limits<std::int64_t>::min(), 8191);
+    check(buckets, 4200, 4300);
+    check(buckets, 12'000, k_steps + 5);
   }
+  const auto cut = db.series_columns(run.id, "loss", 100, 20'000);
+  REQUIRE(cut.size() == 2);
+  CHECK(cut[0].steps.front() == 101);
+  CHECK(cut[0].steps.back() == 20'000);
+  CHECK(cut[0].steps.size() == 19'900);
   // A damaged chunk in the middle: the coarse envelope never decodes it, every point reader does.
   where.execute(TestType::kind == store::StoreKind::sqlite
                     ? "UPDATE metric_chunks SET data = x'01' WHERE first_step = 8192"
                     : "UPDATE metric_chunks SET data = '\\x01'::bytea WHERE first_step = 8192");
   CHECK(db.series_envelope(run.id, "loss", 3).at(0).buckets.size() >= 3);
+  // A range beside it reads only its own chunks, point by point or from their headers.
+  CHECK(db.series_columns(run.id, "loss", 12'500, 13'000).at(0).steps.size() == 500);
+  CHECK(db.series_envelope(run.id, "loss", 2, 12'500, k_steps).at(0).buckets.size() >= 2);
   CHECK_THROWS_WITH(db.series_columns(run.id, "loss"), Catch::Contains("metric chunk is damaged"));
 }
