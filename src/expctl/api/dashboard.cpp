@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "expctl/api/runs.hpp"
+#include "expctl/store/chunk_codec.hpp"
 #include "expctl/util/metric_names.hpp"
 
 namespace expctl::api {
@@ -156,29 +158,89 @@ void downsample(const std::vector<std::int64_t>& steps, const std::vector<double
   }
 }
 
+namespace {
+
+// Whether a bucket of the chart (budget / 3 of them per rank, as downsample cuts) spans a stored
+// chunk or more for some rank over the steps in (after, upto]: then the chunks' headers draw it.
+bool coarser_than_chunk(const store::Store& store, const SeriesQuery& query, std::int64_t after, std::int64_t upto,
+                        std::size_t buckets) {
+  const auto beyond = upto == std::numeric_limits<std::int64_t>::max()
+                          ? std::vector<store::SeriesAggregate>{}
+                          : store.series_aggregates(query.run_id, query.metric, upto);
+  for (const store::SeriesAggregate& rank : store.series_aggregates(query.run_id, query.metric, after)) {
+    std::int64_t points = rank.count + rank.nan_count;
+    for (const store::SeriesAggregate& later : beyond) {
+      points -= later.rank == rank.rank ? later.count + later.nan_count : 0;
+    }
+    if ((points + static_cast<std::int64_t>(buckets) - 1) / static_cast<std::int64_t>(buckets) >=
+        store::chunk::k_chunk_points) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// One rank's series from Store::series_envelope: its buckets merged down to `buckets` at most, each
+// drawn as three points at its first, middle and last step: the extreme the bucket starts nearer
+// to first (its maximum when its last value is nearer its minimum: a falling stretch), then the
+// other, then its last value. Where in the bucket the extremes were is not stored.
+nlohmann::json envelope_rank(const store::SeriesEnvelope& envelope, std::size_t buckets, nlohmann::json& seq) {
+  std::vector<store::SeriesBucket> merged;
+  const std::size_t n = envelope.buckets.size();
+  const std::size_t k = std::min(n, buckets);
+  std::int64_t points = 0;
+  for (std::size_t j = 0; j < k; ++j) {  // output bucket j merges input buckets [j n / k, (j + 1) n / k)
+    store::SeriesBucket bucket = envelope.buckets[j * n / k];
+    for (std::size_t i = j * n / k + 1; i < (j + 1) * n / k; ++i) {
+      const store::SeriesBucket& next = envelope.buckets[i];
+      bucket.min = std::isnan(bucket.min) ? next.min
+                   : std::isnan(next.min) ? bucket.min
+                                          : std::min(bucket.min, next.min);
+      bucket.max = std::isnan(bucket.max) ? next.max
+                   : std::isnan(next.max) ? bucket.max
+                                          : std::max(bucket.max, next.max);
+      bucket.last_step = next.last_step;
+      bucket.points += next.points;
+      bucket.last = next.last;
+    }
+    points += bucket.points;
+    merged.push_back(bucket);
+  }
+  nlohmann::json xs = nlohmann::json::array();
+  nlohmann::json ys = nlohmann::json::array();
+  const auto add = [&](std::int64_t step, double value) {
+    if (xs.empty() || xs.back().get<std::int64_t>() != step) {
+      xs.push_back(step);
+      ys.push_back(short_number(value));
+    }
+  };
+  for (const store::SeriesBucket& bucket : merged) {
+    if (!std::isnan(bucket.min)) {
+      const bool falling =
+          std::isnan(bucket.last) || std::abs(bucket.last - bucket.min) <= std::abs(bucket.last - bucket.max);
+      add(bucket.first_step, falling ? bucket.max : bucket.min);
+      add(bucket.first_step + (bucket.last_step - bucket.first_step) / 2, falling ? bucket.min : bucket.max);
+    }
+    add(bucket.last_step, bucket.last);
+  }
+  if (!merged.empty() && (seq.is_null() || merged.back().last_step > seq.get<std::int64_t>())) {
+    seq = merged.back().last_step;
+  }
+  return {{"rank", envelope.rank},
+          {"points", points},
+          {"downsampled", std::cmp_less(xs.size(), points)},
+          {"x", std::move(xs)},
+          {"y", std::move(ys)}};
+}
+
+}  // namespace
+
 nlohmann::json series_document(const store::Store& store, const SeriesQuery& query) {
   std::int64_t after = query.after_step.value_or(std::numeric_limits<std::int64_t>::min());
   if (query.from_step && *query.from_step > std::numeric_limits<std::int64_t>::min()) {
     after = std::max(after, *query.from_step - 1);
   }
-  auto columns = store.series_columns(query.run_id, query.metric, after);
-  if (query.to_step) {
-    for (auto& rank : columns) {
-      const auto end = std::upper_bound(rank.steps.begin(), rank.steps.end(), *query.to_step) - rank.steps.begin();
-      rank.steps.resize(static_cast<std::size_t>(end));
-      rank.values.resize(static_cast<std::size_t>(end));
-    }
-  }
-  std::vector<store::SeriesColumns> times;
-  std::vector<store::SeriesAggregate> times_total;
-  std::vector<store::SeriesAggregate> times_after;
-  if (query.x == XAxis::wall) {
-    times = store.series_columns(query.run_id, util::metric::step_time_ms, after);
-    if (after != std::numeric_limits<std::int64_t>::min()) {
-      times_total = store.series_aggregates(query.run_id, util::metric::step_time_ms);
-      times_after = store.series_aggregates(query.run_id, util::metric::step_time_ms, after);
-    }
-  }
+  const std::int64_t upto = query.to_step.value_or(std::numeric_limits<std::int64_t>::max());
   const std::size_t budget = std::clamp<std::size_t>(query.points, 3, k_max_series_points);
   nlohmann::json document = json_envelope("series");
   document["run"] = query.run_id;
@@ -186,6 +248,27 @@ nlohmann::json series_document(const store::Store& store, const SeriesQuery& que
   document["x"] = query.x == XAxis::wall ? "wall" : "step";
   nlohmann::json seq = query.after_step ? nlohmann::json(*query.after_step) : nlohmann::json(nullptr);
   document["ranks"] = nlohmann::json::array();
+  const std::size_t buckets = std::max<std::size_t>(1, budget / 3);
+  if (query.x == XAxis::step && upto > after && coarser_than_chunk(store, query, after, upto, buckets)) {
+    // Far more points than the chart draws: from the chunks' headers, no point decoded.
+    for (const auto& envelope : store.series_envelope(query.run_id, query.metric, buckets, after, upto)) {
+      document["ranks"].push_back(envelope_rank(envelope, buckets, seq));
+    }
+    document["seq"] = seq;
+    return document;
+  }
+  const auto columns = upto > after ? store.series_columns(query.run_id, query.metric, after, upto)
+                                    : std::vector<store::SeriesColumns>{};
+  std::vector<store::SeriesColumns> times;
+  std::vector<store::SeriesAggregate> times_total;
+  std::vector<store::SeriesAggregate> times_after;
+  if (query.x == XAxis::wall) {
+    times = store.series_columns(query.run_id, util::metric::step_time_ms, after, upto);
+    if (after != std::numeric_limits<std::int64_t>::min()) {
+      times_total = store.series_aggregates(query.run_id, util::metric::step_time_ms);
+      times_after = store.series_aggregates(query.run_id, util::metric::step_time_ms, after);
+    }
+  }
   std::vector<std::size_t> kept;
   for (const auto& rank : columns) {
     downsample(rank.steps, rank.values, budget, kept);

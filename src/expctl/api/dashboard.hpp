@@ -74,6 +74,9 @@ struct SeriesQuery {
 /// after_step), "ranks": [{"rank", "points" (stored), "downsampled", "x": [...], "y": [...]}]}.
 /// A rank with more points than fit is cut into buckets of consecutive steps, and each bucket
 /// sends its minimum, maximum and last point in step order, so a one-step spike stays visible.
+/// On the step axis, where a bucket spans a stored chunk or more, the buckets come from the chunks'
+/// headers (Store::series_envelope: no point decoded) and each is drawn as its two extremes at its
+/// first and middle step and its last value at its last step (docs/serve.md, "Long series").
 /// "wall" is the seconds of step time since the run's first step (the sum of step_time_ms).
 nlohmann::json series_document(const store::Store& store, const SeriesQuery& query);
 

@@ -1,7 +1,9 @@
 // The documents only the server answers (api/dashboard.hpp) and the run-folder rule it reads by.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "store_fixture.hpp"
 #include <catch2/catch.hpp>
@@ -10,6 +12,7 @@
 #include "expctl/api/runs.hpp"
 #include "expctl/api/sweep.hpp"
 #include "expctl/api/watch.hpp"
+#include "expctl/store/testing.hpp"
 #include "expctl/sweep/report.hpp"
 
 using namespace expctl;
@@ -171,6 +174,78 @@ TEST_CASE("series_document sends exact points when they fit and only new steps a
   const std::string csv = api::series_csv(api::series_document(fixture.db, query));
   CHECK(csv.starts_with("rank,step,loss\n0,1,2.0\n"));
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 101);
+}
+
+TEST_CASE("series_document charts a long series from its chunk headers and a zoomed range at full resolution",
+          "[serve]") {
+  test::StoreFixture fixture;
+  const auto run = fixture.new_run();
+  constexpr int k_steps = 40'000;  // 10 sealed chunks a rank (9 of 4 096 points, and 3 136)
+  const auto value_at = [](int step, int rank) {
+    return step == 30'000 && rank == 0   ? 50.0
+           : step == 20'000 && rank == 1 ? -3.0
+                                         : (step % 32) / 32.0 + rank;  // 6 digits: sent exactly
+  };
+  std::vector<store::MetricPoint> points;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int step = 1; step <= k_steps; ++step) {
+      points.push_back({rank, step, "loss", value_at(step, rank)});
+    }
+  }
+  fixture.db.append_metrics(run.id, points);
+  fixture.db.finish_run(run.id, store::RunStatus::completed, 0, "");
+  // The third chunk of each rank (steps 8 193-12 288) is damaged: a point reader fails on it.
+  store::testing::execute_sql(fixture.db_path, "UPDATE metric_chunks SET data = x'01' WHERE first_step = 8193");
+  api::SeriesQuery query;
+  query.run_id = run.id;
+  query.metric = "loss";
+  query.points = 5000;  // buckets of 24 points: read point by point
+  CHECK_THROWS_WITH(api::series_document(fixture.db, query), Catch::Contains("metric chunk is damaged"));
+
+  query.points = 9;  // 3 buckets of 13 334 points: from the headers, no point decoded
+  auto series = api::series_document(fixture.db, query);
+  CHECK(series["seq"] == k_steps);
+  REQUIRE(series["ranks"].size() == 2);
+  for (const auto& rank : series["ranks"]) {
+    CHECK(rank["points"] == k_steps);
+    CHECK(rank["downsampled"] == true);
+    const auto xs = rank["x"].get<std::vector<std::int64_t>>();
+    CHECK(xs.size() <= 9);
+    CHECK(xs.size() >= 4);
+    CHECK(std::adjacent_find(xs.begin(), xs.end(), std::greater_equal<>()) == xs.end());  // strictly ascending
+    CHECK(xs.front() == 1);
+    CHECK(xs.back() == k_steps);
+    CHECK(rank["y"].back() == value_at(k_steps, rank["rank"].get<int>()));
+  }
+  const auto ys = [&](int rank) { return series["ranks"][rank]["y"].get<std::vector<double>>(); };
+  CHECK(std::ranges::max(ys(0)) == 50.0);  // rank 0's spike and rank 1's dip are drawn
+  CHECK(std::ranges::min(ys(1)) == -3.0);
+
+  // Zoomed in: the exact points of the range, read from the chunks that hold it.
+  query.from_step = 20'001;
+  query.to_step = 20'100;
+  query.points = 1000;
+  series = api::series_document(fixture.db, query);
+  REQUIRE(series["ranks"].size() == 2);
+  CHECK(series["ranks"][1]["downsampled"] == false);
+  CHECK(series["ranks"][1]["points"] == 100);
+  REQUIRE(series["ranks"][1]["x"].size() == 100);
+  for (int i = 0; i < 100; ++i) {
+    CHECK(series["ranks"][1]["x"][i] == 20'001 + i);
+    CHECK(series["ranks"][1]["y"][i] == value_at(20'001 + i, 1));
+  }
+  // A range still far longer than the chart: the chunks it cuts are read point by point, the
+  // rest from their headers.
+  query.from_step = 20'050;
+  query.to_step = 30'000;
+  query.points = 6;
+  series = api::series_document(fixture.db, query);
+  REQUIRE(series["ranks"].size() == 2);
+  CHECK(series["ranks"][0]["points"] == 9'951);
+  CHECK(series["ranks"][0]["x"].front() == 20'050);
+  CHECK(series["ranks"][0]["x"].back() == 30'000);
+  CHECK(series["ranks"][0]["y"].back() == 50.0);
+  CHECK(series["seq"] == 30'000);
 }
 
 TEST_CASE("the server reads a run folder only under the store's runs root", "[serve]") {
