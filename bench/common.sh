@@ -76,3 +76,38 @@ rank0_series() {  # JSON-FILE METRIC
   "$expctl" --db "$db" -q show "$id" --series "$2" --format json |
     "$py" -c 'import json,sys; print(json.dumps(sorted([p["step"], p["value"]] for p in json.load(sys.stdin)["points"] if p["rank"] == 0)))'
 }
+
+# expctl serve for the dashboard's figures (bench/serve.sh, bench/store_scale.sh). They need
+# $expctl, $work (holding the token file $work/token, mode 600), $token and an array pids (the
+# script's on_exit kills them). serve: starts expctl serve on store $1 and sets $port, $server_pid;
+# get PATH: one request's seconds (curl's time_total, a new connection); ms: seconds to ms.
+serve() {
+  "$expctl" --db "$1" serve --port 0 --token-file "$work/token" >"$work/serve.out" 2>&1 &
+  server_pid=$!
+  pids+=("$server_pid")
+  for _ in $(seq 200); do
+    port=$(sed -n 's|^open  http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$work/serve.out")
+    [[ -n "$port" ]] && return 0
+    sleep 0.05
+  done
+  echo "$(basename "$0"): expctl serve did not start: $(cat "$work/serve.out")" >&2
+  exit 1
+}
+stop_serve() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; }
+get() { curl -s -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $token" "http://127.0.0.1:$port$1"; }
+ms() { awk '{ printf "%.1f\n", $1 * 1000 }'; }
+
+# Seconds (to the millisecond) that the command $@ took, its output discarded; exits 1 naming it
+# when it fails (an exit status listed in $ok_status, e.g. "3" for compare's regression, counts as
+# success).
+wall_seconds() {
+  local start end status=0
+  start=$(date +%s%N)
+  "$@" >/dev/null 2>&1 || status=$?
+  end=$(date +%s%N)
+  if (( status != 0 )) && [[ " ${ok_status:-} " != *" $status "* ]]; then
+    echo "$(basename "$0"): error: $* exited $status" >&2
+    exit 1
+  fi
+  awk -v ns=$((end - start)) 'BEGIN { printf "%.3f\n", ns / 1e9 }'
+}

@@ -56,22 +56,6 @@ token=bench-token-0123456789abcdef
 echo "$token" >"$work/token"
 chmod 600 "$work/token"  # expctl serve refuses a token file others can read
 
-# Starts expctl serve on store $1 and sets $port, $server_pid.
-serve() {
-  "$expctl" --db "$1" serve --port 0 --token-file "$work/token" >"$work/serve.out" 2>&1 &
-  server_pid=$!
-  pids+=("$server_pid")
-  for _ in $(seq 200); do
-    port=$(sed -n 's|^open  http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$work/serve.out")
-    [[ -n "$port" ]] && return 0
-    sleep 0.05
-  done
-  echo "serve.sh: expctl serve did not start: $(cat "$work/serve.out")" >&2
-  exit 1
-}
-stop_serve() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; }
-get() { curl -s -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $token" "http://127.0.0.1:$port$1"; }
-ms() { awk '{ printf "%.1f\n", $1 * 1000 }'; }
 p95() { sorted_values | awk '{ v[NR] = $1 } END { i = int(NR * 0.95 + 0.999); if (i < 1) i = 1; print v[i] }'; }
 
 if [[ " $parts " == *" chart "* ]]; then
