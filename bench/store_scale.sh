@@ -8,8 +8,9 @@
 #   list     `expctl list`: the first call and the median of REPEAT (target 0.3 s)
 #   compare  `expctl compare A B` of two 2-rank 100 000-step runs: first and median (target 0.3 s)
 #   chart    the 1 000 000-step run's page: /api/series of its loss as the page asks for it (curl,
-#            median of REPEAT), its bytes, and ms from navigation to the first chart drawn in
-#            headless Chromium (bench/serve/first_chart.mjs, median of REPEAT loads; target 1 s)
+#            median of REPEAT), its bytes, the same at points=600 (read from the chunk headers),
+#            and ms from navigation to the first chart drawn in headless Chromium
+#            (bench/serve/first_chart.mjs, median of REPEAT loads; target 1 s)
 #
 #   bench/store_scale.sh [BUILD_DIR]    # default build/ci
 #   knobs: POINTS=1e9 THREADS=$(nproc) REPEAT=5 PARTS="list compare chart" KEEP=1 (keep the store,
@@ -69,11 +70,14 @@ if [[ " $parts " == *" chart "* ]]; then
   chmod 600 "$work/token"  # expctl serve refuses a token file others can read
   serve "$db"
   # What the run page asks for its first chart (assets/app.js: the loss at its default budget).
-  request="/api/series?id=$long&metric=loss"
+  request="/api/series?id=$long&metric=loss"  # x=step, points=1000: the page's defaults
   answer=$(curl -s -H "Authorization: Bearer $token" "http://127.0.0.1:$port$request" | wc -c)
   api_first=$(get "$request" | ms)
   api=$(for _ in $(seq "$repeat"); do get "$request"; done | median | ms)
   echo "chart: /api/series of the 1 000 000-step loss: $answer bytes; first $api_first ms, median $api ms of $repeat$(busy)"
+  # The same series at 600 points: 200 buckets of 5 000 points, drawn from the chunks' headers.
+  coarse=$(for _ in $(seq "$repeat"); do get "$request&x=step&points=600"; done | median | ms)
+  echo "chart: the same at points=600 (buckets wider than a chunk: from the chunk headers): median $coarse ms of $repeat$(busy)"
   out=$(node "$here/serve/first_chart.mjs" "http://127.0.0.1:$port/run?id=$long&token=$token" chart "$repeat")
   echo "chart: the run page's first chart drawn in $(echo "$out" | sed -n 's/^ms //p' | median) ms (median of $repeat loads in headless Chromium; all: $(echo "$out" | sed -n 's/^ms //p'); target 1 s)$(busy)"
   stop_serve
