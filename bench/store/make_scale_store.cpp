@@ -10,7 +10,8 @@
 // counters; straggler_score):
 //   long   one run, 1 rank x --long-steps steps (1 000 000): the run page's long series
 //   mid    2-rank runs of --mid-steps steps (100 000) of one spec, 60 % of the rest; at least 2
-//          (the first two are `compare`'s A and B, with the runner's own summary)
+//          (the last two are `compare`'s A and B, with the runner's own summary; their loss and lr
+//          are the same series on every one, as strict determinism makes them)
 //   short  runs of 1 or 2 ranks x 500-4 000 steps over 40 specs, the rest; some failed or interrupted
 // Prints "long ID", "a ID", "b ID", "runs N", "points N", "seconds S" (generation time).
 //
@@ -125,10 +126,15 @@ struct RunPlan {
   std::string id{};
 };
 
+/// A run's speed: its step time over 10 ms, 3 % apart from run to run (uniform: sd 1.7 %).
+double step_time_factor(const RunPlan& run) {
+  return 0.97 + 0.06 * Random(run.seed * 131).uniform();
+}
+
 /// A rank's step times in ms, as a nanosecond clock gives them: AR(1) noise, rare stalls.
 std::vector<double> step_times(const RunPlan& run, int rank) {
-  Random random(run.seed * 131 + static_cast<std::uint64_t>(rank));
-  const double factor = 0.8 + 0.4 * random.uniform();
+  Random random(run.seed * 131 + 1 + static_cast<std::uint64_t>(rank));
+  const double factor = step_time_factor(run);
   std::vector<double> times(static_cast<std::size_t>(run.steps));
   double noise = 0;
   for (double& time : times) {
@@ -143,7 +149,11 @@ std::vector<double> step_times(const RunPlan& run, int rank) {
 std::vector<double> series_values(const RunPlan& run, int rank, int which) {
   const auto n = static_cast<std::size_t>(run.steps);
   const std::string_view name = k_series[which];
-  Random random(run.seed * 7919 + static_cast<std::uint64_t>(rank) * 31 + static_cast<std::uint64_t>(which));
+  // The mid runs share one spec under strict determinism: their loss and lr are the same series
+  // on every run (so `compare` checks them bit for bit over every step); the timers differ.
+  const bool model = name == util::metric::loss || name == util::metric::lr;
+  const std::uint64_t seed = model && run.kind == "mid" ? 0 : run.seed;
+  Random random(seed * 7919 + static_cast<std::uint64_t>(rank) * 31 + static_cast<std::uint64_t>(which));
   std::vector<double> values(n);
   const double steps = static_cast<double>(run.steps);
   const auto phase = [&](double share) {
@@ -160,7 +170,7 @@ std::vector<double> series_values(const RunPlan& run, int rank, int which) {
       values[i] = static_cast<double>(static_cast<float>(mean * (1 + 0.05 * random.normal())));
     }
   } else if (name == util::metric::lr) {
-    const bool cosine = run.seed % 3 == 0;
+    const bool cosine = seed % 3 == 0;
     const double warmup = std::min(2000.0, steps / 10);
     for (std::size_t i = 0; i < n; ++i) {
       const double x = static_cast<double>(i + 1);
@@ -327,10 +337,11 @@ std::vector<std::vector<store::testing::SealedSeries>> encode(const std::vector<
 }
 
 json short_summary(const RunPlan& run) {
-  const double time = 10.0 * (0.8 + 0.4 * Random(run.seed * 131).uniform());
+  const double time = 10.0 * step_time_factor(run);
   return {{util::summary_key::samples_per_sec, run.ranks * 256.0 / (time / 1000.0)},
           {util::summary_key::step_time_ms_p50, time},
           {util::summary_key::step_time_ms_p95, time * 1.08},
+          {util::summary_key::comm_wait_fraction, 0.15},
           {util::summary_key::steps, run.steps},
           {util::summary_key::warmup_steps, compare::default_warmup_steps(run.steps)}};
 }
@@ -347,6 +358,15 @@ int main(int argc, char** argv) {
     const auto epoch = store::parse_utc("2026-10-01T00:00:00.000Z").value();
     std::int64_t points = 0;
     std::vector<std::string> compared;
+    // compare's A and B are the last two mid runs: every other run of their spec is earlier, the
+    // history compare reads its run-to-run noise from.
+    std::vector<const RunPlan*> last_mids;
+    for (const RunPlan& run : runs) {
+      if (run.kind == "mid") {
+        last_mids.push_back(&run);
+      }
+    }
+    last_mids.erase(last_mids.begin(), last_mids.end() - 2);
     // Batches of about 20 M points (or one longer run): encoded in parallel, then written run by run.
     for (std::size_t first = 0; first < runs.size();) {
       std::vector<RunPlan*> batch;
@@ -370,7 +390,7 @@ int main(int argc, char** argv) {
         for (int rank = 0; rank < run.ranks; ++rank) {
           db.update_rank(run.id, rank, run.status, failed ? 1 : 0, std::nullopt);
         }
-        if (run.kind == "mid" && compared.size() < 2) {
+        if (&run == last_mids[0] || &run == last_mids[1]) {
           // compare's A and B carry the runner's own summary (run/summary.hpp), from their series.
           const auto summary =
               run::compute_summary(db, run.id, {}, 1e-2 * static_cast<double>(run.steps), std::nullopt);
