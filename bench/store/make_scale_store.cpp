@@ -5,9 +5,10 @@
 // store::testing::append_sealed_chunks, one transaction a run.
 //
 // The runs (every one 14 series a rank a step: loss as float32 widened to double, decaying with
-// noise; an lr schedule, cosine or stepped; grad_scale; skipped; six phase timers and the step time
+// noise; an lr schedule, cosine or stepped; grad_scale; skipped; five phase timers and the step time
 // in milliseconds from a nanosecond clock; samples_per_sec; allreduce_bytes and samples_seen
-// counters; straggler_score):
+// counters; straggler_score; timers and ratios rounded as the recorder stores them,
+// run::stored_milliseconds and run::stored_ratio):
 //   long   one run, 1 rank x --long-steps steps (1 000 000): the run page's long series
 //   mid    2-rank runs of --mid-steps steps (100 000) of one spec, 60 % of the rest; at least 2
 //          (the last two are `compare`'s A and B, with the runner's own summary; their loss and lr
@@ -32,6 +33,7 @@
 
 #include "expctl/compare/comparison.hpp"
 #include "expctl/env/fingerprint.hpp"
+#include "expctl/run/recorder.hpp"
 #include "expctl/run/summary.hpp"
 #include "expctl/store/chunk_codec.hpp"
 #include "expctl/store/store.hpp"
@@ -139,8 +141,8 @@ std::vector<double> step_times(const RunPlan& run, int rank) {
   double noise = 0;
   for (double& time : times) {
     noise = 0.8 * noise + 0.6 * random.normal();
-    const double ms = 10.0 * factor * (1 + 0.03 * noise) * (random.uniform() < 0.001 ? 3.0 : 1.0);
-    time = std::round(ms * 1e6) / 1e6;
+    const double seconds = 0.01 * factor * (1 + 0.03 * noise) * (random.uniform() < 0.001 ? 3.0 : 1.0);
+    time = run::stored_milliseconds(seconds);
   }
   return times;
 }
@@ -159,7 +161,7 @@ std::vector<double> series_values(const RunPlan& run, int rank, int which) {
   const auto phase = [&](double share) {
     const std::vector<double> times = step_times(run, rank);
     for (std::size_t i = 0; i < n; ++i) {
-      values[i] = std::round(times[i] * share * (1 + 0.05 * random.normal()) * 1e6) / 1e6;
+      values[i] = run::stored_milliseconds(times[i] / 1000.0 * share * (1 + 0.05 * random.normal()));
     }
   };
   if (name == util::metric::loss) {
@@ -203,7 +205,7 @@ std::vector<double> series_values(const RunPlan& run, int rank, int which) {
   } else if (name == util::metric::samples_per_sec) {
     const std::vector<double> times = step_times(run, rank);
     for (std::size_t i = 0; i < n; ++i) {
-      values[i] = 256.0 / (times[i] / 1000.0);
+      values[i] = run::stored_ratio(256.0 / (times[i] / 1000.0));
     }
   } else if (name == util::metric::allreduce_bytes) {
     std::fill(values.begin(), values.end(), 94'371'840.0);
@@ -213,7 +215,7 @@ std::vector<double> series_values(const RunPlan& run, int rank, int which) {
     }
   } else {  // straggler_score
     for (double& value : values) {
-      value = 1.0 + 0.05 * std::abs(random.normal());
+      value = run::stored_ratio(1.0 + 0.05 * std::abs(random.normal()));
     }
   }
   return values;
