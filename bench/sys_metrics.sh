@@ -9,7 +9,7 @@
 #   2. with perf (Debian: linux-perf), the share of all CPU samples of a run (supervisor and ranks)
 #      spent reading /proc for them (read_process_tree and what it calls): the cost itself.
 #
-#   bench/sys_metrics.sh [BUILD_DIR] [PAIRS]     # defaults: build/ci 7
+#   bench/sys_metrics.sh [BUILD_DIR] [PAIRS]     # defaults: build/ci 7; SKIP_PERF=1 skips part 2
 # A benchmark: it prints figures and asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +52,7 @@ done
 printf 'median ratio on/off %s (range %s .. %s)\n' "$(echo "$ratios" | median)" \
   "$(echo "$ratios" | sorted_values | head -n1)" "$(echo "$ratios" | sorted_values | tail -n1)"
 
-if command -v perf >/dev/null; then
+if [[ -z ${SKIP_PERF:-} ]] && command -v perf >/dev/null; then
   echo "== 2. perf: share of the run's CPU samples spent reading /proc for the system metrics"
   for ((i = 1; i <= 3; ++i)); do
     rm -f "$work/perf.db"*
