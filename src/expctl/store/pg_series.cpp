@@ -385,15 +385,8 @@ std::vector<MetricPoint> PgBackend::recent_metrics(const std::string& run_id, co
             "SELECT data FROM metric_chunks WHERE run_id = $1 AND key_id = $2 AND rank = $3 AND last_step < $4 AND "
             "first_step >= $5 ORDER BY first_step DESC",
             from, PgFormat::binary);
-        std::vector<std::int64_t> steps;
-        std::vector<std::uint64_t> bits;
         for (int row = 0; row < chunks.rows() && std::cmp_less(points.size(), count); ++row) {
-          steps.clear();
-          bits.clear();
-          chunk::decode(chunks.bytes(row, 0), steps, bits);
-          for (std::size_t i = steps.size(); i-- > 0 && std::cmp_less(points.size(), count);) {
-            points.push_back(MetricPoint{rank, steps[i], name, chunk::value_of(bits[i])});
-          }
+          detail::append_newest(chunks.bytes(row, 0), rank, name, static_cast<std::size_t>(count), points);
         }
       }
     }

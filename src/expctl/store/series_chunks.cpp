@@ -294,6 +294,16 @@ SeriesBucket bucket_of(std::span<const ChunkHead> heads) {
 
 }  // namespace
 
+void append_newest(std::string_view data, int rank, const std::string& name, std::size_t count,
+                   std::vector<MetricPoint>& points) {
+  std::vector<std::int64_t> steps;
+  std::vector<std::uint64_t> bits;
+  chunk::decode(data, steps, bits);
+  for (std::size_t i = steps.size(); i-- > 0 && points.size() < count;) {
+    points.push_back(MetricPoint{rank, steps[i], name, chunk::value_of(bits[i])});
+  }
+}
+
 std::vector<SeriesEnvelope> envelope_from_heads(std::span<const ChunkHead> heads,
                                                 const std::map<int, std::int64_t>& open, std::size_t buckets,
                                                 std::int64_t after_step, std::int64_t upto_step,

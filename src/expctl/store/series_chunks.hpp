@@ -163,6 +163,11 @@ class SeriesInfoCollector {
   std::map<std::pair<std::string, int>, Part> m_parts;
 };
 
+/// recent_metrics' walk back through a rank's sealed chunks, newest first: decodes `data` and
+/// appends its points from the newest on to `points` (newest first) until it holds `count`.
+void append_newest(std::string_view data, int rank, const std::string& name, std::size_t count,
+                   std::vector<MetricPoint>& points);
+
 /// Reads one rank's points in (after, upto].
 using PointsBetween = std::function<SeriesColumns(int rank, std::int64_t after, std::int64_t upto)>;
 

@@ -232,16 +232,10 @@ std::vector<MetricPoint> SqliteBackend::recent_metrics(const std::string& run_id
     sealed.bind(2, static_cast<int64_t>(*key));
     sealed.bind(3, rank);
     sealed.bind(4, static_cast<int64_t>(points.empty() ? detail::k_last_step : points.back().step));
-    std::vector<std::int64_t> steps;
-    std::vector<std::uint64_t> bits;
     while (std::cmp_less(points.size(), count) && sealed.executeStep()) {
-      steps.clear();
-      bits.clear();
       const SQLite::Column data = sealed.getColumn(0);
-      chunk::decode({static_cast<const char*>(data.getBlob()), static_cast<std::size_t>(data.getBytes())}, steps, bits);
-      for (std::size_t i = steps.size(); i-- > 0 && std::cmp_less(points.size(), count);) {
-        points.push_back(MetricPoint{rank, steps[i], name, chunk::value_of(bits[i])});
-      }
+      detail::append_newest({static_cast<const char*>(data.getBlob()), static_cast<std::size_t>(data.getBytes())}, rank,
+                            name, static_cast<std::size_t>(count), points);
     }
     std::reverse(points.begin(), points.end());
     return points;
