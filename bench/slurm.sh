@@ -84,7 +84,15 @@ last=$(stored)
 cause=$("$py" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT root_cause FROM runs WHERE id=?", (sys.argv[2],)).fetchone()[0])' "$db" "$id")
 resumed_from=$(echo "$cause" | grep -o 'checkpoint at step [0-9]*' | grep -o '[0-9]*$')
 until squeue -h -j "$job" -t PD -o %i | grep -q .; do sleep 0.2; done
-scontrol update JobId="$job" StartTime=now
+# Not in the second of the requeue: the node revoked the job's credential then, and refuses a start
+# in that second (the job fails). Slurm's own 120 s hold is there for that.
+sleep 2
+# Slurm sets the requeued job's BeginTime again when its first run has finished completing, which
+# can overwrite one StartTime=now: say it each second while the job is pending.
+while squeue -h -j "$job" -t PD -o %i | grep -q .; do
+  scontrol update JobId="$job" StartTime=now 2>/dev/null || true
+  sleep 1
+done
 until [[ $(status) == completed || $(status) == failed || $(status) == interrupted ]]; do sleep 0.5; done
 echo "  stopped after step $last, resumed from the checkpoint at step $resumed_from: $((last - resumed_from)) step(s) trained twice (checkpoint interval 50)"
 echo "  run $id: $(status)"

@@ -17,7 +17,9 @@
 # 1), though every "node" is this machine and the names n1..nN resolve nowhere (give ranks
 # MASTER_ADDR=127.0.0.1). proctrack/linuxproc and task/none: no cgroups, no systemd. No accounting (no slurmdbd):
 # follow jobs with `squeue` and `scontrol show job`. Slurm 22.05 holds a requeued job for 120 s
-# before it may start again (BeginTime), so tests that requeue lift it (scontrol update StartTime=now).
+# before it may start again (BeginTime), so tests that requeue lift it (scontrol update StartTime=now,
+# said again while the job is pending: Slurm sets BeginTime a second time when the job's first run
+# has finished completing).
 # SchedulerParameters=batch_sched_delay=0: Slurm's default lets a batch job's start wait up to 3 s
 # (for high submission rates); measured here, a bare `sbatch --wrap=date` then took 2.95 s from
 # submission to its first command, 0.98 s without the delay (bench/slurm.sh, docs/slurm.md).

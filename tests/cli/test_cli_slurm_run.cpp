@@ -73,17 +73,36 @@ std::size_t steps_stored(const RunDir& d, const std::string& id) {
 }
 
 // After Slurm requeued the job (it holds a requeued job back 120 s: BeginTime), lets it start now.
+// Two races, both seen here under load:
+// - the 120 s hold is there because the node revoked the first run's job credential at the
+//   requeue: a start in the same second is refused (the job FAILED, exit 1, run time 0, the run
+//   left queued), so the release waits 2 s after the job turns pending;
+// - Slurm sets BeginTime again when the first run has finished completing, which can overwrite
+//   one `StartTime=now` (the job then waited out the whole hold): the release is said again each
+//   second until the job leaves pending.
 void release(const ThrowawaySlurm& slurm, const std::string& job) {
   REQUIRE(eventually([&] {
     const auto info = slurm.jobs().query(job);
     return info && info->state == launch::slurm::JobState::pending;
   }));
-  const auto released = slurm.client({"scontrol", "update", "JobId=" + job, "StartTime=now"});
-  INFO(released.err);
-  REQUIRE(released.exit_code == 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  bool started = false;
+  for (int attempt = 0; attempt < 90; ++attempt) {
+    const auto info = slurm.jobs().query(job);
+    if (!info || info->state != launch::slurm::JobState::pending) {
+      started = true;
+      break;
+    }
+    // May fail where the job has just started: the state, read again, decides.
+    (void)slurm.client({"scontrol", "update", "JobId=" + job, "StartTime=now"});
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  INFO("scontrol: " << slurm.client({"scontrol", "show", "job", "-o", job}).out);
+  REQUIRE(started);
 }
 
-store::RunRecord wait_until_ended(const RunDir& d, const std::string& id) {
+store::RunRecord wait_until_ended(const RunDir& d, const std::string& id, const ThrowawaySlurm* slurm = nullptr,
+                                  const std::string& job = "") {
   store::RunRecord run;
   const bool ended = eventually(
       [&] {
@@ -92,6 +111,8 @@ store::RunRecord wait_until_ended(const RunDir& d, const std::string& id) {
       },
       std::chrono::seconds(180));
   INFO(slurm_output(run));
+  // Where the run did not end, what Slurm says of its job (held, pending and why, running).
+  INFO("scontrol: " << (slurm != nullptr ? slurm->client({"scontrol", "show", "job", "-o", job}).out : ""));
   REQUIRE(ended);
   return run;
 }
@@ -237,7 +258,7 @@ TEST_CASE("slurm run: a preemption signal checkpoints, requeues the job and resu
   CHECK_THAT(waiting.root_cause, Catch::Contains("preempted") && Catch::Contains("expctl requeued the job"));
   release(slurm, job);
 
-  const auto run = wait_until_ended(d, queued.id);
+  const auto run = wait_until_ended(d, queued.id, &slurm, job);
   CHECK(run.status == store::RunStatus::completed);
   const json summary = json::parse(run.summary_json);
   CHECK(summary.at("invocations") == 2);
