@@ -266,15 +266,67 @@ TEST_CASE("slurm run: a preemption signal checkpoints, requeues the job and resu
   check_equals_local(d, run);
 }
 
-TEST_CASE("slurm run: --slurm refuses a team server, several nodes and a missing sbatch in one line each") {
+TEST_CASE(
+    "slurm run: a run of two nodes records one run per node, and requeued both resume under their ids bit for bit",
+    "[slurm]") {
+  ThrowawaySlurm slurm(2);  // nodes n1 and n2, each its own slurmd on this machine
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  auto args = long_slurm_run();
+  args.insert(args.end(), {"--set", "distributed.nnodes=2", "--set", "distributed.nproc_per_node=1", "--slurm"});
+  args.insert(args.begin(), {"--db", d.db.string()});
+  Env env = slurm_env(slurm);
+  env["MASTER_ADDR"] = "127.0.0.1";  // the nodes' names resolve nowhere: every node is this machine
+  const auto submitted = test::run_expctl(args, env);
+  INFO(submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  std::string id = submitted.out;
+  while (!id.empty() && id.back() == '\n') {
+    id.pop_back();
+  }
+  const auto head = d.open().find_run(id);
+  const std::string job = job_of(head);
+  CHECK(std::find(head.tags.begin(), head.tags.end(), "node:0") != head.tags.end());
+  REQUIRE(eventually([&] { return steps_stored(d, head.id) >= 150; }, std::chrono::seconds(120)));
+  const auto requeued = slurm.client({"scontrol", "requeue", job});
+  INFO(requeued.err);
+  REQUIRE(requeued.exit_code == 0);
+  REQUIRE(eventually([&] { return d.open().find_run(head.id).status == store::RunStatus::queued; }));
+  release(slurm, job);
+
+  const auto run = wait_until_ended(d, head.id, &slurm, job);
+  INFO(run.root_cause << "\n" << slurm_output(run));
+  REQUIRE(run.status == store::RunStatus::completed);
+  CHECK(json::parse(run.summary_json).at("invocations") == 2);
+  // Node 1's run: recorded by the job's first start there, resumed by its second, its rank's steps all there.
+  const auto nodes = d.open().list_runs({.tag = "node-of:" + head.id});
+  REQUIRE(nodes.size() == 1);
+  const auto& node = nodes.front();
+  REQUIRE(eventually([&] { return store::has_ended(d.open().find_run(node.id).status); }));
+  const auto node_now = d.open().find_run(node.id);
+  CHECK(node_now.status == store::RunStatus::completed);
+  CHECK(std::find(node.tags.begin(), node.tags.end(), "node:1") != node.tags.end());
+  CHECK(std::find(node.tags.begin(), node.tags.end(), "slurm-job:" + job) != node.tags.end());
+  CHECK(node.spec_hash == head.spec_hash);
+  CHECK(json::parse(node_now.summary_json).at("invocations") == 2);
+  CHECK(d.open().metrics(node.id, {.name = "loss", .rank = 1}).size() == 3000);
+  CHECK(d.open().metrics(head.id, {.name = "loss", .rank = 0}).size() == 3000);
+  CHECK(d.open().list_runs().size() == 2);
+  check_equals_local(d, run);  // 2 ranks on one node: the same world, the same curve
+  // A node's part is not resumed alone: its head run is.
+  const auto alone = expctl_on(d, slurm, {"resume", node.id, "--slurm"});
+  CHECK(alone.exit_code == 2);
+  CHECK_THAT(alone.err, Catch::Contains("resume " + head.id + " --slurm"));
+}
+
+TEST_CASE("slurm run: --slurm refuses a team server and a missing sbatch in one line each") {
   RunDir d;
   const auto server =
       test::run_expctl({"--db", "postgresql://nobody@127.0.0.1:1/none", "run", tiny_spec(), "--slurm"}, {});
   CHECK(server.exit_code == 2);
   CHECK_THAT(server.err, Catch::Contains("a team server as --db is not supported with --slurm"));
-  const auto nodes = d.expctl({"run", tiny_spec(), "--set", "distributed.nnodes=2", "--slurm"});
-  CHECK(nodes.exit_code == 2);
-  CHECK_THAT(nodes.err, Catch::Contains("distributed.nnodes=2") && Catch::Contains("docs/slurm.md"));
   const auto no_sbatch =
       test::run_expctl({"--db", d.db.string(), "run", tiny_spec(), "--slurm"}, {{"PATH", d.dir.path().string()}});
   CHECK(no_sbatch.exit_code != 0);

@@ -71,6 +71,13 @@ void run_cancel(const CancelOptions& options, GlobalOptions& globals) {
                               *job, now.id));
     now = db.run(now.id).value();
   }
+  // Of several nodes, the other nodes' runs waiting for the job (after a requeue) end with it.
+  for (const auto& node : run::slurm_node_runs(db, run.id)) {
+    if (node.status == store::RunStatus::queued) {
+      db.finish_run(node.id, store::RunStatus::interrupted, util::to_int(util::ExitCode::interrupted),
+                    fmt::format("cancelled with `expctl cancel {}` while waiting for Slurm job {}", run.id, *job));
+    }
+  }
   if (now.status == store::RunStatus::running) {
     throw util::LaunchError(
         fmt::format("run {} is still running {:.0f} s after its job {} was cancelled: see `expctl "

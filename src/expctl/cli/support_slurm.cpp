@@ -130,9 +130,10 @@ void add_run_slurm_options(CLI::App* command, RunSlurmOptions& options) {
   command
       ->add_flag("--slurm", options.submit,
                  "Submit the run as a Slurm batch job instead of running it here: it is recorded `queued`\n"
-                 "with its job id, the job trains it on one node under expctl's supervisor, and a requeue\n"
-                 "or preemption resumes it from its checkpoint under the same id (docs/slurm.md). --db must\n"
-                 "be a SQLite file on storage the nodes share")
+                 "with its job id, the job trains it under expctl's supervisor on each of the spec's\n"
+                 "distributed.nnodes nodes (node I>0 records a run of its own, tagged node-of:RUN), and a\n"
+                 "requeue or preemption resumes it from its checkpoint under the same id (docs/slurm.md).\n"
+                 "--db must be a SQLite file on storage the nodes share")
       ->group("Slurm");
   command
       ->add_flag("--wait", options.wait,

@@ -145,6 +145,9 @@ RunResult start_slurm_job(const SlurmJobRequest& request);
 
 /// The Slurm job a run was last submitted as (its newest slurm-job:<id> tag), if any.
 std::optional<std::string> slurm_job_of(const store::RunRecord& run);
+/// A `run --slurm` of several nodes: the runs of nodes 1..N-1 that its job recorded so far, each
+/// tagged node:<I> and node-of:<head_run> (node 0's run, the one submitted).
+std::vector<store::RunRecord> slurm_node_runs(const store::Store& store, const std::string& head_run);
 
 /// The tag a run whose ranks an external launcher started carries ("launcher:torchrun",
 /// "launcher:slurm"), and the launcher it names on a run (none for a run of expctl's own ranks).

@@ -14,6 +14,7 @@
 #include "expctl/run/lifecycle.hpp"
 #include "expctl/run/preflight.hpp"
 #include "expctl/run/resume_checks.hpp"
+#include "expctl/run/slurm_nodes.hpp"
 #include "expctl/spec/program.hpp"
 #include "expctl/train/checkpoint_files.hpp"
 #include "expctl/train/plugin.hpp"
@@ -87,17 +88,6 @@ SlurmSubmission submit(store::Store& store, const store::RunRecord& run, const s
   return submission;
 }
 
-void refuse_several_nodes(const json& spec, const std::string& what) {
-  const auto nnodes = spec.at("distributed").at("nnodes").get<std::int64_t>();
-  if (nnodes > 1) {
-    throw util::UsageError(fmt::format(
-        "{} has distributed.nnodes={}: `--slurm` runs one node's ranks under expctl's supervisor for now; for "
-        "several nodes write your own sbatch script whose `srun expctl run SPEC` makes each task one rank "
-        "(docs/slurm.md, \"Several nodes\")",
-        what, nnodes));
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // In the job.
 
@@ -124,6 +114,7 @@ std::string checkpoint_text(const std::optional<std::int64_t>& step) {
 // (a start that never reaches a checkpoint would otherwise loop); a cancel leaves it interrupted.
 void settle_stop(Verdict& verdict, const Invocation& invocation, const std::string& job,
                  std::chrono::seconds signal_lead, bool* requeue) {
+  const bool node_zero = invocation.resolved.node.node_rank == 0;  // of several nodes, node 0 requeues
   if (verdict.status != store::RunStatus::interrupted) {
     return;
   }
@@ -173,7 +164,7 @@ void settle_stop(Verdict& verdict, const Invocation& invocation, const std::stri
       verdict.status = store::RunStatus::queued;
       verdict.root_cause = fmt::format("{} (job {}): expctl requeued the job, which resumes the run from {}", named,
                                        job, checkpoint_text(checkpoint));
-      *requeue = true;
+      *requeue = node_zero;
       return;
     }
     case slurm::StopCause::cancelled:
@@ -237,17 +228,21 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
                     "does not start it",
                     request.run_id, job, util::tag::slurm_job(job)));
   }
+  invocation.resolved = read_resolved_run(invocation.run.run_dir);
+  // What trains is what was submitted: a spec, program or data file edited since fails the run.
+  check_resumed_inputs(store, invocation.run, invocation.resolved);
+  // Of several nodes, node I > 0 starts (or resumes) a run of its own, node 0's being the one submitted.
+  invocation.resolved.node = slurm_node(invocation.resolved.node, job);
+  if (invocation.resolved.node.node_rank > 0) {
+    invocation.run = node_run(store, invocation.run, invocation.resolved, invocation.resolved.node.node_rank, job);
+  }
   const store::RunStatus status = invocation.run.status;
   const bool queued = status == store::RunStatus::queued;
   // Killed without a word (a node failure, SIGKILL) and started again by Slurm: lost, resumed.
   if (!queued && status != store::RunStatus::lost && status != store::RunStatus::interrupted) {
-    throw util::UsageError(fmt::format("run {} is {}: Slurm job {} does not start it again", request.run_id,
+    throw util::UsageError(fmt::format("run {} is {}: Slurm job {} does not start it again", invocation.run.id,
                                        store::to_string(status), job));
   }
-  invocation.resolved = read_resolved_run(invocation.run.run_dir);
-  refuse_several_nodes(invocation.resolved.spec, fmt::format("run {}", request.run_id));
-  // What trains is what was submitted: a spec, program or data file edited since fails the run.
-  check_resumed_inputs(store, invocation.run, invocation.resolved);
   invocation.sandbox = check_sandbox(invocation.resolved.spec, "the run",
                                      [&observer](const std::string& text) { observer.note(text, true); });
   const bool first = !invocation.run.environment_hash.has_value();
@@ -255,7 +250,6 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
   if (invocation.program) {
     check_program_launchable(invocation.resolved.spec, invocation.resolved.spec_file);
   }
-  invocation.resolved.node.master_port = 0;  // one node: its ranks meet in a private store
   if (invocation.program) {
     prepare_program_nodes(invocation);
   } else {
@@ -285,8 +279,8 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
       result.refusal = fmt::format(
           "run {}: node {} does not match the pinned stack ({} of {} pins differ): fix the nodes' environment, or "
           "submit with --allow-drift to record the drift on the run",
-          request.run_id, getenv_or("SLURMD_NODENAME", "?"), stack.drifted().size(), stack.rows.size());
-      fail_queued(store, request.run_id, result.refusal, result.exit_code);
+          invocation.run.id, getenv_or("SLURMD_NODENAME", "?"), stack.drifted().size(), stack.rows.size());
+      fail_queued(store, invocation.run.id, result.refusal, result.exit_code);
       return result;
     }
     store.put_environment(stack.fingerprint_hash, stack.fingerprint.dump());
@@ -300,8 +294,8 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
     result.refusal = fmt::format(
         "run {} started on a different stack than node {} has ({} fingerprint field(s) differ): the requeued job "
         "cannot resume it bit for bit; pin the job to alike nodes, or resume it with --allow-drift",
-        request.run_id, getenv_or("SLURMD_NODENAME", "?"), drift.size());
-    fail_queued(store, request.run_id, result.refusal, result.exit_code);
+        invocation.run.id, getenv_or("SLURMD_NODENAME", "?"), drift.size());
+    fail_queued(store, invocation.run.id, result.refusal, result.exit_code);
     return result;
   }
   if (invocation.resume) {  // the summary's invocation_causes (supervised.cpp names a plain resume's)
@@ -319,12 +313,12 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
   }
   invocation.summary_extra["slurm"] = slurm_facts;
   if (queued) {
-    store.start_queued_run(request.run_id, environment);
+    store.start_queued_run(invocation.run.id, environment);
   } else {
-    store.resume_run(request.run_id);
+    store.resume_run(invocation.run.id);
   }
   if (first) {
-    add_drift_tags(store, request.run_id, invocation.drift);
+    add_drift_tags(store, invocation.run.id, invocation.drift);
   }
   bool requeue = false;
   invocation.settle = [&invocation, &requeue, job, lead = request.signal_lead](Verdict& verdict) {
@@ -333,7 +327,7 @@ RunResult start_job(const SlurmJobRequest& request, store::Store& store, RunObse
   RunResult result = supervise(store, invocation, std::move(held));
   if (requeue && result.run && result.run->status == store::RunStatus::queued) {
     requeue_job(store, *result.run, job);
-    result.run = store.run(request.run_id);
+    result.run = store.run(invocation.run.id);
   }
   return result;
 }
@@ -371,10 +365,13 @@ std::optional<std::string> slurm_job_of(const store::RunRecord& run) {
   return newest;
 }
 
+std::vector<store::RunRecord> slurm_node_runs(const store::Store& store, const std::string& head_run) {
+  return node_runs(store, head_run);
+}
+
 SlurmSubmission submit_run_to_slurm(const RunRequest& request, const SlurmSubmit& job) {
   RunObserver& observer = observer_or_silent(request.observer);
   const spec::Spec spec = spec::load_spec(request.spec_file, load_options(request));
-  refuse_several_nodes(spec.values(), request.spec_file.string());
   const Warn warn = [&observer](const std::string& text) { observer.note(text, true); };
   check_sandbox(spec.values(), "the run", warn);
   preflight_training(spec, warn);
@@ -394,9 +391,19 @@ SlurmSubmission submit_run_to_slurm(const RunRequest& request, const SlurmSubmit
 
 SlurmSubmission submit_resume_to_slurm(const ResumeRequest& request, const SlurmSubmit& job) {
   store::Store store = request.open_store();
+  // Before whether it may be resumed: a node's run ends with its node 0's, and is resumed with it.
+  std::optional<std::string> head;
+  try {
+    head = head_of(store.find_run(request.selector));
+  } catch (const util::Failure&) {
+    // not here, or ambiguous: find_resumable_run says which
+  }
+  if (head) {
+    throw util::UsageError(fmt::format("{} is one node's part of run {}: `expctl resume {} --slurm` resumes every node",
+                                       request.selector, *head, *head));
+  }
   const auto run = find_resumable_run(store, request.selector, request.open_team_store);
   const auto resolved = read_resolved_run(run.run_dir);
-  refuse_several_nodes(resolved.spec, fmt::format("run {}", run.id));
   check_resumed_inputs(store, run, resolved);
   if (external_launcher(run)) {
     throw util::UsageError(
