@@ -109,6 +109,12 @@ std::string describe_postgres(const std::string& conninfo) {
        "constraint");
   rows("SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY 1, 2",
        "index");
+  // A column's storage where it is not its type's (metric_chunks.data: MAIN).
+  rows(
+      "SELECT c.relname, a.attname, a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+      "JOIN pg_type t ON t.oid = a.atttypid WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+      "AND a.attnum > 0 AND NOT a.attisdropped AND a.attstorage <> t.typstorage ORDER BY 1, 2",
+      "storage");
   return text;
 }
 

@@ -152,6 +152,8 @@ TEST_CASE(
   CHECK(where.query("SELECT to_regclass('metrics') IS NULL") == "t");
   CHECK(where.query("SELECT count(*) FROM metric_chunks") == std::to_string(2 * 2 * 2 * 3));
   CHECK(where.query("SELECT count(*) FROM metric_points") == "0");
+  CHECK(where.query("SELECT attstorage FROM pg_attribute WHERE attrelid = 'metric_chunks'::regclass AND attname = "
+                    "'data'") == "m");
   for (const auto& id : ids) {
     const auto loss = db.series_columns(id, "loss");
     REQUIRE(loss.size() == 2);
