@@ -33,8 +33,8 @@
 #              store's), as shipped and after VACUUM of both (the maps autovacuum gives every table)
 # Knobs: STEPS=100000 RANKS=2 PAIRS=3 REPEAT=5 INGEST_RATE=3000000 INGEST_SECONDS=5 RUNS=10 (the
 # quick-start runs of the marginal store; 1: no marginal rows) KEEP=1 (keep the work folder)
-# PG_DATA_STORAGE=main|external (pg: the marginal rows again with metric_chunks.data's STORAGE set so,
-# a measurement only: the schema expctl creates is not changed).
+# PG_DATA_STORAGE=extended|external|main (pg: the marginal rows again with metric_chunks.data's
+# STORAGE set so; expctl creates it MAIN, and EXTENDED is PostgreSQL's default it replaced).
 # A BUILD_DIR copied away from its build: set EXPCTL_TRAIN_PLUGIN to the copy's libexpctl_train.so
 # (expctl loads the plugin from the folder it was built in, and refuses one of another build).
 # Bytes of a table are SQLite's own page count of it and its indexes (dbstat), over its points.
@@ -309,7 +309,7 @@ if [[ " $parts " == *" pg "* ]]; then
     printf '%-40s %12s %12s %14s %12s %10s\n' store points "ship s" "points/s" "series bytes" "B/point"
     marginal_rows "${one[2]}" bench_runs "" "$t"
     # PG_DATA_STORAGE=main|external|extended: the same into schemas whose metric_chunks.data has that
-    # STORAGE (a measurement of a proposal; the schema expctl creates is not changed).
+    # STORAGE (expctl's own schema has MAIN; EXTENDED is what it had before).
     if [[ -n "${PG_DATA_STORAGE:-}" ]]; then
       ship_into "$quickstart_store" bench_one_storage "$PG_DATA_STORAGE" >/dev/null
       t=$(ship_into "$quickstart_runs_store" bench_runs_storage "$PG_DATA_STORAGE")
