@@ -47,7 +47,9 @@ std::optional<std::int64_t> rss_bytes_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
   std::int64_t size = 0;
   std::int64_t resident = 0;
-  if (!(in >> size >> resident)) {
+  // A process that has exited but is not reaped yet (a zombie) has no memory left: statm reads all
+  // zeros. It reads as gone, not as a rank using 0 MB (a run's last sys_rss_mb read 0.0 so).
+  if (!(in >> size >> resident) || size == 0) {
     return std::nullopt;
   }
   static const long page = ::sysconf(_SC_PAGESIZE);

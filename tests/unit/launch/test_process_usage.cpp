@@ -75,6 +75,23 @@ TEST_CASE("process usage: a rank's children count (a DataLoader's workers), and 
   CHECK(!rate.read(1, child, UsageRate::Clock::now()));
 }
 
+TEST_CASE("process usage: a rank that has exited but is not reaped yet reads as gone, not as 0 MB") {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::_exit(0);
+  }
+  // A zombie until reaped: /proc still lists it, its CPU time is final and its memory gone.
+  siginfo_t info{};
+  REQUIRE(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
+  const auto zombie = read_process_tree(child);
+  UsageRate rate;
+  const auto sample = rate.read(0, child, UsageRate::Clock::now());
+  ::waitpid(child, nullptr, 0);
+  CHECK(!zombie);
+  CHECK(!sample);
+}
+
 TEST_CASE("process usage: a tree's GPU share is its processes' device memory and their devices' mean utilization") {
   GpuReading reading;
   reading.utilization = {50u, 90u, std::nullopt};
