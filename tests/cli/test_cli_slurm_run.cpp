@@ -6,6 +6,7 @@
 
 #include "run_helpers.hpp"
 #include "slurm_cluster.hpp"
+#include "unit/store/backend_fixture.hpp"
 
 #include "expctl/launch/slurm_job.hpp"
 
@@ -321,12 +322,61 @@ TEST_CASE(
   CHECK_THAT(alone.err, Catch::Contains("resume " + head.id + " --slurm"));
 }
 
-TEST_CASE("slurm run: --slurm refuses a team server and a missing sbatch in one line each") {
+TEST_CASE("slurm run: with a team server as --db the job records into the shared --local-db and ships the run",
+          "[slurm][postgres]") {
+  ThrowawaySlurm slurm;
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!slurm.available() || !server.available) {
+    return;
+  }
+  server.open();  // the team's server holds an expctl store (`expctl sync` makes one)
   RunDir d;
-  const auto server =
-      test::run_expctl({"--db", "postgresql://nobody@127.0.0.1:1/none", "run", tiny_spec(), "--slurm"}, {});
-  CHECK(server.exit_code == 2);
-  CHECK_THAT(server.err, Catch::Contains("a team server as --db is not supported with --slurm"));
+  Env env = slurm_env(slurm);
+  env["EXPCTL_DB"] = std::nullopt;
+  const auto team = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--db", server.location, "--local-db", d.db.string()});
+    return test::run_expctl(args, env);
+  };
+  auto args = long_slurm_run();
+  args.push_back("--slurm");
+  const auto submitted = team(args);
+  INFO(submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  std::string id = submitted.out;
+  while (!id.empty() && id.back() == '\n') {
+    id.pop_back();
+  }
+  CHECK(server.open().run(id).has_value());  // on the team's list from its submission
+  const auto run = wait_until_ended(d, id, &slurm, job_of(d.open().find_run(id)));
+  CHECK(run.status == store::RunStatus::completed);
+  // The server reaches the job in sbatch's environment, never in its script.
+  const std::string script = read_text(run.run_dir / "slurm-job.sh");
+  CHECK_THAT(script, Catch::Contains("--local-db") && !Catch::Contains(server.location));
+  REQUIRE(eventually([&] {
+    const auto shipped = server.open().run(id);
+    return shipped && shipped->status == store::RunStatus::completed;
+  }));
+  CHECK(server.open().series_columns(id, "loss").front().steps.size() == 3000);
+  check_equals_local(d, run);
+
+  // A queued run cancelled from the submitting node: interrupted here and on the server.
+  auto held = long_slurm_run();
+  held.insert(held.end(), {"--slurm", "--sbatch=--begin=now+600"});
+  const auto second = team(held);
+  REQUIRE(second.exit_code == 0);
+  std::string waiting = second.out;
+  while (!waiting.empty() && waiting.back() == '\n') {
+    waiting.pop_back();
+  }
+  const auto cancelled = team({"cancel", waiting});
+  INFO(cancelled.out << cancelled.err);
+  CHECK(cancelled.exit_code == 0);
+  CHECK(d.open().find_run(waiting).status == store::RunStatus::interrupted);
+  CHECK(server.open().run(waiting).value().status == store::RunStatus::interrupted);
+}
+
+TEST_CASE("slurm run: --slurm refuses a missing sbatch in one line") {
+  RunDir d;
   const auto no_sbatch =
       test::run_expctl({"--db", d.db.string(), "run", tiny_spec(), "--slurm"}, {{"PATH", d.dir.path().string()}});
   CHECK(no_sbatch.exit_code != 0);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_result.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/launch/slurm_job.hpp"
 #include "expctl/run/engine.hpp"
@@ -43,8 +44,14 @@ store::RunRecord wait_for_end(const store::Store& db, const std::string& id, con
   return run;
 }
 
+// With a team server as --db, the run a Slurm job holds is this node's (the job records into the
+// shared --local-db and ships): it is cancelled there, and what that records is shipped.
+store::Store store_of_jobs(const GlobalOptions& globals) {
+  return store_is_file(globals) ? open_store(globals, store::OpenMode::read_write) : store_opener(globals)();
+}
+
 void run_cancel(const CancelOptions& options, GlobalOptions& globals) {
-  store::Store db = open_store(globals, store::OpenMode::read_write);
+  store::Store db = store_of_jobs(globals);
   const store::RunRecord run = db.find_run(options.selector);
   const auto job = run::slurm_job_of(run);
   if (store::has_ended(run.status)) {
@@ -83,6 +90,11 @@ void run_cancel(const CancelOptions& options, GlobalOptions& globals) {
         fmt::format("run {} is still running {:.0f} s after its job {} was cancelled: see `expctl "
                     "show {}` and `squeue -j {}`",
                     now.id, options.wait_s, *job, now.id, *job));
+  }
+  if (!store_is_file(globals)) {
+    const double wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
+    const auto shipper = start_shipper(globals, wait_s);
+    finish_shipper(shipper.get(), globals, wait_s);
   }
   std::cout << fmt::format("run {}: {}{}\n", now.id, store::to_string(now.status),
                            now.root_cause.empty() ? "" : " (" + now.root_cause + ")");

@@ -21,7 +21,12 @@ void run_slurm_job(SlurmJobOptions options, GlobalOptions& globals) {
   options.request.signal_lead = std::chrono::seconds(options.signal_lead_s);
   TerminalObserver observer(globals.quiet, OutputFormat::text);  // into the job's output file
   options.request.observer = &observer;
+  // With a team server (EXPCTL_DB, from sbatch's environment) the run records into the shared
+  // --local-db and ships as `expctl run` does.
+  const double wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
+  const auto shipper = start_shipper(globals, wait_s);
   globals.result = run::start_slurm_job(options.request).exit_code;
+  finish_shipper(shipper.get(), globals, wait_s);
 }
 
 void setup_slurm_job(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

@@ -133,7 +133,8 @@ void add_run_slurm_options(CLI::App* command, RunSlurmOptions& options) {
                  "with its job id, the job trains it under expctl's supervisor on each of the spec's\n"
                  "distributed.nnodes nodes (node I>0 records a run of its own, tagged node-of:RUN), and a\n"
                  "requeue or preemption resumes it from its checkpoint under the same id (docs/slurm.md).\n"
-                 "--db must be a SQLite file on storage the nodes share")
+                 "--db is a SQLite file on storage the nodes share, or a team server: then the job records\n"
+                 "into --local-db (on shared storage too) and ships, as `expctl run` does")
       ->group("Slurm");
   command
       ->add_flag("--wait", options.wait,
@@ -167,18 +168,27 @@ void add_run_slurm_options(CLI::App* command, RunSlurmOptions& options) {
 
 void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat format,
                   const std::function<run::SlurmSubmission(const run::SlurmSubmit&)>& submit) {
-  if (!store_is_file(globals)) {
-    throw util::UsageError(
-        "--slurm records into a SQLite store that the job's node opens too (a path on shared storage): give one "
-        "with --db; a team server as --db is not supported with --slurm yet (docs/slurm.md, \"Not yet\")");
+  const bool team = !store_is_file(globals);
+  if (team) {
+    // The run is recorded in this node's store (--local-db, on storage the job's nodes share), and
+    // the job ships it to the server as `expctl run` does; the server reaches the job in sbatch's
+    // environment, never in its script.
+    options.job.global_options = {"--local-db", fs::absolute(globals.local_db).string()};
+    options.job.team_server = globals.db_path;
+  } else {
+    options.job.global_options = {"--db", fs::absolute(globals.db_path).string()};
   }
-  options.job.global_options = {"--db", fs::absolute(globals.db_path).string()};
   if (!globals.runs_dir.empty()) {
     options.job.global_options.insert(options.job.global_options.end(),
                                       {"--runs-dir", fs::absolute(globals.runs_dir).string()});
   }
   options.job.signal_lead = std::chrono::seconds(options.signal_lead_s);
   const run::SlurmSubmission submission = submit(options.job);
+  if (team) {  // the queued run on the team's list now, not when the job starts
+    const double wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
+    const auto shipper = start_shipper(globals, wait_s);
+    finish_shipper(shipper.get(), globals, wait_s);
+  }
   if (format == OutputFormat::json && !options.wait) {
     print_json(json_envelope("slurm_submission", {{"run_id", submission.run.id},
                                                   {"job", submission.job},

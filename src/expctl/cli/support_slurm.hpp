@@ -43,7 +43,8 @@ void add_run_slurm_options(CLI::App* command, RunSlurmOptions& options);
 
 /// Submits through `submit` (given how the job opens --db), prints the run and its job (text or
 /// JSON), and with --wait follows the run until it ends, printing its result as `expctl run` does
-/// and leaving with its exit code. A server as --db is refused (the job writes the store itself).
+/// and leaving with its exit code. With a team server as --db the run is recorded in --local-db
+/// (which the job's nodes must share) and shipped; the job ships what it records.
 void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat format,
                   const std::function<run::SlurmSubmission(const run::SlurmSubmit&)>& submit);
 

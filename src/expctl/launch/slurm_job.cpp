@@ -362,6 +362,11 @@ std::string render_run_script(const RunScript& script) {
     directive(line);
   }
   text += "set -eu\n";
+  if (script.needs_team_server) {
+    text +=
+        "[ -n \"${EXPCTL_DB:-}\" ] || { echo \"expctl: error: EXPCTL_DB (the team server) is not in the job's "
+        "environment: submit without --export=NONE (sbatch hands the submitting environment over)\" >&2; exit 2; }\n";
+  }
   std::string command =
       fmt::format("exec srun --nodes={} --ntasks-per-node=1 --cpus-per-task={} --kill-on-bad-exit=1 {}", script.nodes,
                   script.ranks_per_node * script.cpus_per_rank, util::shell_quote(script.executable));

@@ -106,6 +106,9 @@ struct RunScript {
   std::chrono::seconds signal_lead{90};  ///< --signal=TERM@LEAD: the warning before the time limit
   bool allow_drift = false;
   std::vector<std::string> directives{};  ///< more #SBATCH options, after the defaults
+  /// The job needs EXPCTL_DB (a team server) in its environment: the script stops with one line
+  /// when sbatch did not hand it over (--export=NONE).
+  bool needs_team_server = false;
 };
 
 /// The script, ending with a newline.

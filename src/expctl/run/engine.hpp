@@ -105,6 +105,10 @@ struct SlurmSubmit {
   int cpus_per_rank = 1;
   std::chrono::seconds signal_lead{90};  ///< --signal=TERM@LEAD: the warning before the time limit
   std::vector<std::string> directives;   ///< more #SBATCH options
+  /// A team server as --db: handed to the job in sbatch's environment as EXPCTL_DB (never in the
+  /// script or on a command line: a password may be in it); the job records into the node store
+  /// of global_options' --local-db, shared with this node, and ships to the server.
+  std::string team_server;
 };
 
 /// A run handed to Slurm: recorded `queued` with its job.

@@ -56,12 +56,13 @@ slurm::RunScript script_of(const store::RunRecord& run, const json& spec, const 
   script.signal_lead = job.signal_lead;
   script.allow_drift = allow_drift;
   script.directives = job.directives;
+  script.needs_team_server = !job.team_server.empty();
   return script;
 }
 
 // Writes the script into the run folder and submits it; the run waits as `queued` for the job.
 SlurmSubmission submit(store::Store& store, const store::RunRecord& run, const slurm::RunScript& script,
-                       bool remove_on_refusal) {
+                       const std::string& team_server, bool remove_on_refusal) {
   SlurmSubmission submission;
   submission.script = run.run_dir / "slurm-job.sh";
   submission.output = script.output;
@@ -70,7 +71,11 @@ SlurmSubmission submit(store::Store& store, const store::RunRecord& run, const s
   }
   fs::permissions(submission.script, fs::perms::owner_exec, fs::perm_options::add);
   try {
-    submission.job = slurm::Client().submit(submission.script);
+    std::map<std::string, std::optional<std::string>> env;
+    if (!team_server.empty()) {
+      env["EXPCTL_DB"] = team_server;  // the job inherits sbatch's environment
+    }
+    submission.job = slurm::Client(env).submit(submission.script);
   } catch (const util::Failure& error) {
     if (remove_on_refusal) {
       store.remove_run(run.id);
@@ -386,7 +391,8 @@ SlurmSubmission submit_run_to_slurm(const RunRequest& request, const SlurmSubmit
   store::Store store = request.open_store();
   // Recorded before the job exists (the script names the run); a refused sbatch removes it again.
   const auto run = record_new_run(store, spec, nullptr, request.tags, resolved);
-  return submit(store, run, script_of(run, resolved.spec, job, request.allow_drift), /*remove_on_refusal=*/true);
+  return submit(store, run, script_of(run, resolved.spec, job, request.allow_drift), job.team_server,
+                /*remove_on_refusal=*/true);
 }
 
 SlurmSubmission submit_resume_to_slurm(const ResumeRequest& request, const SlurmSubmit& job) {
@@ -411,7 +417,8 @@ SlurmSubmission submit_resume_to_slurm(const ResumeRequest& request, const Slurm
                     "resumed by a Slurm job; start a new run",
                     run.id, *external_launcher(run)));
   }
-  return submit(store, run, script_of(run, resolved.spec, job, request.allow_drift), /*remove_on_refusal=*/false);
+  return submit(store, run, script_of(run, resolved.spec, job, request.allow_drift), job.team_server,
+                /*remove_on_refusal=*/false);
 }
 
 RunResult follow_slurm_run(const OpenStore& open_store, const SlurmSubmission& submission, RunObserver& observer,

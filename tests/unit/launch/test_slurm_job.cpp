@@ -189,4 +189,11 @@ TEST_CASE(
   // The extra directives come after expctl's own, so a user's --time or --signal wins (sbatch
   // takes the last).
   CHECK(text.find("--gres=gpu:4") > text.find("--requeue"));
+  CHECK_THAT(text, !Catch::Contains("EXPCTL_DB"));
+  // With a team server: the job checks that sbatch handed EXPCTL_DB over, and stops in one line if not.
+  script.needs_team_server = true;
+  const std::string team = render_run_script(script);
+  CHECK_THAT(team, Catch::Contains("[ -n \"${EXPCTL_DB:-}\" ] || { echo \"expctl: error: EXPCTL_DB") &&
+                       Catch::Contains("exit 2; }\n"));
+  CHECK(team.find("EXPCTL_DB") < team.find("exec srun"));
 }
