@@ -165,7 +165,7 @@ ALTER TABLE runs DROP CONSTRAINT runs_status_check,
     // open chunk as points; the shipper sends a node's chunks as they are. Every point of metrics
     // is encoded into sealed chunks (chunk_metrics_rows) and the table dropped, in this step's
     // transaction: a failure leaves the store at v5, whole.
-    // STORAGE MAIN (also on a new database, below): a chunk's bytes are compressed already, so a
+    // STORAGE MAIN (a new database has it from schema_source.cpp): a chunk's bytes are compressed already, so a
     // row that fits its page keeps them in line. The default (EXTENDED) sent every chunk over ~2 KB
     // to TOAST in 2 KB pieces with an index of their own: 4.39 bytes a point for each further
     // quick-start run against 3.82 (bench/store_chunks.sh, docs/store.md). A physical setting that
@@ -201,10 +201,6 @@ CREATE TABLE metric_points (
 };
 
 constexpr int k_pg_latest = static_cast<int>(std::size(k_pg_migrations));
-
-/// What PostgreSQL's CREATE TABLE cannot say before version 16: a chunk's bytes stay in their row
-/// where it fits a page (v6 above says the same).
-constexpr const char* k_pg_chunk_storage = "ALTER TABLE metric_chunks ALTER COLUMN data SET STORAGE MAIN;\n";
 
 /// Any constant: the advisory lock that serialises schema changes between nodes.
 constexpr const char* k_schema_lock = "SELECT pg_advisory_xact_lock(7301946585227550001)";
@@ -259,8 +255,7 @@ int pg_prepare(PgConnection& connection, int target_version, bool may_write) {
     refuse_newer(connection, version);
     if (version == 0 && target_version == k_pg_latest) {
       // A new database is made from the one schema source; the steps below carry older ones.
-      connection.run_script(create_schema_sql(Dialect::postgres) + k_pg_chunk_storage +
-                            "INSERT INTO expctl_schema (version) VALUES (0);");
+      connection.run_script(create_schema_sql(Dialect::postgres) + "INSERT INTO expctl_schema (version) VALUES (0);");
       util::log::debug(fmt::format("store: created {} at schema v{}", connection.display(), target_version));
     } else {
       for (const PgMigration& step : k_pg_migrations) {

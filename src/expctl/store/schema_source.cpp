@@ -50,6 +50,9 @@ struct Column {
   bool cascade = false;                 ///< ON DELETE CASCADE
   Only references_in = Only::both;      ///< where the REFERENCES is declared
   Only only = Only::both;
+  /// PostgreSQL: STORAGE MAIN (bytes compressed already stay in their row where it fits a page;
+  /// CREATE TABLE says it only from PostgreSQL 16, so an ALTER follows the table).
+  bool keep_in_row = false;
 };
 
 struct Index {
@@ -154,7 +157,7 @@ constexpr Column k_metric_chunks[] = {
     {.name = "sum_value", .type = Type::real},
     {.name = "first_bits", .type = Type::int64, .not_null = true},
     {.name = "last_bits", .type = Type::int64, .not_null = true},
-    {.name = "data", .type = Type::bytes, .not_null = true},
+    {.name = "data", .type = Type::bytes, .not_null = true, .keep_in_row = true},
 };
 /// SQLite v8, PostgreSQL v6: the open chunk's points, one row each, a value as its 64-bit pattern.
 constexpr Column k_metric_points[] = {
@@ -356,6 +359,11 @@ std::string create_schema_sql(Dialect dialect) {
       continue;
     }
     sql += table_sql(table, dialect);
+    for (const Column& column : table.columns) {
+      if (column.keep_in_row && dialect == Dialect::postgres) {
+        sql += fmt::format("ALTER TABLE {} ALTER COLUMN {} SET STORAGE MAIN;\n", table.name, column.name);
+      }
+    }
     for (const Index& index : k_indexes) {
       if (std::string_view(index.table) == table.name && in(index.only, dialect)) {
         sql += fmt::format("CREATE {}INDEX {} ON {}({});\n", index.unique ? "UNIQUE " : "", index.name, index.table,
