@@ -91,11 +91,7 @@ void run_cancel(const CancelOptions& options, GlobalOptions& globals) {
                     "show {}` and `squeue -j {}`",
                     now.id, options.wait_s, *job, now.id, *job));
   }
-  if (!store_is_file(globals)) {
-    const double wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
-    const auto shipper = start_shipper(globals, wait_s);
-    finish_shipper(shipper.get(), globals, wait_s);
-  }
+  ship_now(globals);  // with a team server: what was recorded here
   std::cout << fmt::format("run {}: {}{}\n", now.id, store::to_string(now.status),
                            now.root_cause.empty() ? "" : " (" + now.root_cause + ")");
 }

@@ -15,7 +15,7 @@ namespace {
 struct ResumeOptions {
   run::ResumeRequest request;
   std::string format = "text";
-  double ship_wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
+  double ship_wait_s = k_default_ship_wait_s;
   RunSlurmOptions slurm;
 };
 

@@ -23,10 +23,9 @@ void run_slurm_job(SlurmJobOptions options, GlobalOptions& globals) {
   options.request.observer = &observer;
   // With a team server (EXPCTL_DB, from sbatch's environment) the run records into the shared
   // --local-db and ships as `expctl run` does.
-  const double wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
-  const auto shipper = start_shipper(globals, wait_s);
+  const auto shipper = start_shipper(globals, k_default_ship_wait_s);
   globals.result = run::start_slurm_job(options.request).exit_code;
-  finish_shipper(shipper.get(), globals, wait_s);
+  finish_shipper(shipper.get(), globals, k_default_ship_wait_s);
 }
 
 void setup_slurm_job(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

@@ -127,6 +127,11 @@ void finish_shipper(store::BackgroundShipper* shipper, const GlobalOptions& glob
       left.exact ? "" : "up to ", left.points_behind, left.runs_behind, globals.local_db, why);
 }
 
+void ship_now(const GlobalOptions& globals) {
+  const auto shipper = start_shipper(globals, k_default_ship_wait_s);
+  finish_shipper(shipper.get(), globals, k_default_ship_wait_s);
+}
+
 void add_ship_wait_option(CLI::App* command, double& seconds) {
   command
       ->add_option("--ship-wait", seconds,

@@ -30,6 +30,14 @@ std::unique_ptr<store::BackgroundShipper> start_shipper(const GlobalOptions& glo
 /// the next command); a caught-up server clears the marker. Does nothing for nullptr.
 void finish_shipper(store::BackgroundShipper* shipper, const GlobalOptions& globals, double ship_wait_s);
 
+/// --ship-wait's default: how long a last pass waits for a server that is away (seconds).
+inline constexpr double k_default_ship_wait_s =
+    std::chrono::duration<double>(store::BackgroundShipper::k_final_wait).count();
+
+/// One shipping pass now, for a command that records without training (a Slurm submission, a
+/// cancel): start_shipper then finish_shipper with the default wait. Nothing for a SQLite --db.
+void ship_now(const GlobalOptions& globals);
+
 /// --ship-wait SECONDS on `run` and `resume`.
 void add_ship_wait_option(CLI::App* command, double& seconds);
 

@@ -184,11 +184,7 @@ void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat 
   }
   options.job.signal_lead = std::chrono::seconds(options.signal_lead_s);
   const run::SlurmSubmission submission = submit(options.job);
-  if (team) {  // the queued run on the team's list now, not when the job starts
-    const double wait_s = static_cast<double>(store::BackgroundShipper::k_final_wait.count()) / 1000.0;
-    const auto shipper = start_shipper(globals, wait_s);
-    finish_shipper(shipper.get(), globals, wait_s);
-  }
+  ship_now(globals);  // with a team server: the queued run on the team's list now, not when the job starts
   if (format == OutputFormat::json && !options.wait) {
     print_json(json_envelope("slurm_submission", {{"run_id", submission.run.id},
                                                   {"job", submission.job},
