@@ -56,17 +56,22 @@ std::string slurm_output(const store::RunRecord& run) {
   return text;
 }
 
+// The run id a submission without --wait prints on stdout.
+std::string printed_id(const util::SubprocessResult& submitted) {
+  std::string id = submitted.out;
+  while (!id.empty() && id.back() == '\n') {
+    id.pop_back();
+  }
+  return id;
+}
+
 // The run submitted with `args` (no --wait): its id from stdout.
 store::RunRecord submit(const RunDir& d, const ThrowawaySlurm& slurm, std::vector<std::string> args) {
   args.push_back("--slurm");
   const auto submitted = expctl_on(d, slurm, args);
   INFO(submitted.out << submitted.err);
   REQUIRE(submitted.exit_code == 0);
-  std::string id = submitted.out;
-  while (!id.empty() && id.back() == '\n') {
-    id.pop_back();
-  }
-  return d.open().find_run(id);
+  return d.open().find_run(printed_id(submitted));
 }
 
 std::size_t steps_stored(const RunDir& d, const std::string& id) {
@@ -283,10 +288,7 @@ TEST_CASE(
   const auto submitted = test::run_expctl(args, env);
   INFO(submitted.out << submitted.err);
   REQUIRE(submitted.exit_code == 0);
-  std::string id = submitted.out;
-  while (!id.empty() && id.back() == '\n') {
-    id.pop_back();
-  }
+  const std::string id = printed_id(submitted);
   const auto head = d.open().find_run(id);
   const std::string job = job_of(head);
   CHECK(std::find(head.tags.begin(), head.tags.end(), "node:0") != head.tags.end());
@@ -342,10 +344,7 @@ TEST_CASE("slurm run: with a team server as --db the job records into the shared
   const auto submitted = team(args);
   INFO(submitted.out << submitted.err);
   REQUIRE(submitted.exit_code == 0);
-  std::string id = submitted.out;
-  while (!id.empty() && id.back() == '\n') {
-    id.pop_back();
-  }
+  const std::string id = printed_id(submitted);
   CHECK(server.open().run(id).has_value());  // on the team's list from its submission
   const auto run = wait_until_ended(d, id, &slurm, job_of(d.open().find_run(id)));
   CHECK(run.status == store::RunStatus::completed);
@@ -364,10 +363,7 @@ TEST_CASE("slurm run: with a team server as --db the job records into the shared
   held.insert(held.end(), {"--slurm", "--sbatch=--begin=now+600"});
   const auto second = team(held);
   REQUIRE(second.exit_code == 0);
-  std::string waiting = second.out;
-  while (!waiting.empty() && waiting.back() == '\n') {
-    waiting.pop_back();
-  }
+  const std::string waiting = printed_id(second);
   const auto cancelled = team({"cancel", waiting});
   INFO(cancelled.out << cancelled.err);
   CHECK(cancelled.exit_code == 0);

@@ -7,32 +7,14 @@
 
 #include "expctl/run/slurm_nodes.hpp"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
-#include "expctl/launch/hostlist.hpp"
+#include "expctl/launch/environment.hpp"
+#include "expctl/launch/rank_identity.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/metric_names.hpp"
 
 namespace expctl::run::lifecycle {
-namespace {
-
-std::optional<std::string> env_text(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::optional<std::string>(value) : std::nullopt;
-}
-
-int env_int(const char* name, const std::string& value, long low, long high) {
-  char* end = nullptr;
-  const long number = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || number < low || number > high) {
-    throw util::LaunchError(fmt::format("{}=\"{}\" is not a number from {} to {}", name, value, low, high));
-  }
-  return static_cast<int>(number);
-}
-
-}  // namespace
 
 int slurm_node_port(const std::string& job) {
   std::uint64_t number = 0;
@@ -51,29 +33,21 @@ launch::LaunchRequest slurm_node(const launch::LaunchRequest& submitted, const s
     node.master_port = 0;  // one node: its ranks meet in a private store
     return node;
   }
-  const auto node_id = env_text("SLURM_NODEID");
-  if (!node_id) {
+  // This task, one per node, is what srun started: Slurm's word on it is read as for a rank srun
+  // starts (SLURM_NODEID; MASTER_ADDR, else the first host of the step's node list; MASTER_PORT),
+  // with the same one-line errors.
+  const launch::EnvMap env = launch::current_environment();
+  const auto task = launch::detect_launcher(env);
+  if (!task || task->launcher != "slurm") {
     throw util::LaunchError(fmt::format(
-        "job {} runs a run of {} nodes, but SLURM_NODEID is not set: the job script starts `expctl slurm_job` "
-        "through srun, one task per node; submit it again with `expctl resume RUN --slurm`",
-        job, submitted.nnodes));
+        "job {} runs a run of {} nodes, but this `expctl slurm_job` is not an srun task ({}): the job script "
+        "starts it through srun, one task per node; submit it again with `expctl resume RUN --slurm`",
+        job, submitted.nnodes, task ? "started by " + task->launcher : "no SLURM_STEP_ID"));
   }
-  node.node_rank = env_int("SLURM_NODEID", *node_id, 0, submitted.nnodes - 1);
-  if (const auto addr = env_text("MASTER_ADDR")) {
-    node.master_addr = *addr;
-  } else {
-    const auto list = env_text("SLURM_JOB_NODELIST");
-    const auto host = list ? launch::first_host(*list) : util::Expected<std::string>(util::make_error("not set"));
-    if (!host) {
-      throw util::LaunchError(
-          fmt::format("job {}: cannot tell node 0's host (SLURM_JOB_NODELIST: {}); set MASTER_ADDR in the environment "
-                      "`expctl run --slurm` submits from",
-                      job, host.error().message));
-    }
-    node.master_addr = *host;
-  }
-  if (const auto port = env_text("MASTER_PORT")) {
-    node.master_port = env_int("MASTER_PORT", *port, 1, 65535);
+  node.node_rank = task->node_rank;
+  node.master_addr = task->master_addr;
+  if (env.contains("MASTER_PORT")) {
+    node.master_port = task->master_port;
   } else if (node.master_port <= 0) {
     node.master_port = slurm_node_port(job);
   }
@@ -85,9 +59,10 @@ std::string node_of_tag(const std::string& head_run) {
 }
 
 std::optional<std::string> head_of(const store::RunRecord& run) {
+  const std::string prefix = node_of_tag("");
   for (const auto& tag : run.tags) {
-    if (tag.starts_with("node-of:")) {
-      return tag.substr(8);
+    if (tag.starts_with(prefix)) {
+      return tag.substr(prefix.size());
     }
   }
   return std::nullopt;

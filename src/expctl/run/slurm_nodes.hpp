@@ -14,10 +14,11 @@ namespace expctl::run::lifecycle {
 /// job.
 int slurm_node_port(const std::string& job);
 
-/// This process's node of the job: `submitted` (the run's resolved launch) with the node rank from
-/// SLURM_NODEID and node 0's address (MASTER_ADDR, else the first host of SLURM_JOB_NODELIST) and
-/// port (MASTER_PORT, else the spec's, else slurm_node_port). One node: rank 0, a private store.
-/// Throws util::LaunchError naming the variable that is missing or wrong.
+/// This process's node of the job: `submitted` (the run's resolved launch) with the node rank and
+/// node 0's address as launch::detect_launcher reads an srun task (SLURM_NODEID; MASTER_ADDR, else
+/// the first host of the step's node list), and the port from MASTER_PORT, else the spec's, else
+/// slurm_node_port. One node: rank 0, a private store. Throws a util::Failure of one line naming
+/// what is missing or wrong.
 launch::LaunchRequest slurm_node(const launch::LaunchRequest& submitted, const std::string& job);
 
 /// The tag of node I's run (I > 0): "node-of:<node 0's run>"; and the run it names, if any.
