@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 
 #include "expctl/store/chunk_codec.hpp"
 #include "expctl/util/error.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::store::detail {
 
@@ -374,6 +376,7 @@ void chunk_metrics_table(SQLite::Database& db) {
   SeriesKeyRank series{-1, -1};
   std::vector<std::int64_t> steps;
   std::vector<std::uint64_t> bits;
+  std::optional<std::int64_t> last_step;  // of the series, across its chunks
   const auto flush = [&] {
     if (!steps.empty()) {
       tables->put_chunk(series, chunk::summarize(steps, bits), chunk::encode(steps, bits));
@@ -389,10 +392,24 @@ void chunk_metrics_table(SQLite::Database& db) {
       if (row_run != run_id || !tables) {
         tables.emplace(db, row_run);
       }
+      if (row_run != run_id || row_series != series) {
+        last_step.reset();
+      }
       run_id = row_run;
       series = row_series;
     }
-    steps.push_back(rows.getColumn(3).getInt64());
+    // A v6 store's primary key keeps a series' steps unique and ascending; a hand-edited or
+    // damaged file can still hold a step that is not an integer, or rows out of order.
+    const SQLite::Column step = rows.getColumn(3);
+    EXPCTL_CHECK(step.getType() == SQLITE_INTEGER && (!last_step || step.getInt64() > *last_step), util::StoreError,
+                 "{}: cannot migrate to schema v8: run {}'s metric (key {}, rank {}) holds step {} after step {} "
+                 "(a damaged or hand-edited metrics table); the store is unchanged: restore it from a backup, or "
+                 "delete those rows with sqlite3",
+                 db.getFilename(), util::quoted(row_run.substr(0, 40)), row_series.key, row_series.rank,
+                 util::quoted(step.getString().substr(0, 40)),
+                 last_step ? std::to_string(*last_step) : std::string("none"));
+    last_step = step.getInt64();
+    steps.push_back(*last_step);
     bits.push_back(rows.getColumn(4).isNull() ? bits_of(std::numeric_limits<double>::quiet_NaN())
                                               : bits_of(rows.getColumn(4).getDouble()));
   }

@@ -167,6 +167,59 @@ TEST_CASE("schema: a store opened read-only reads but refuses writes") {
   CHECK_THROWS_AS(reader.add_tag(run.id, "x"), util::InternalError);
 }
 
+TEST_CASE(
+    "schema: a v6 store whose metrics table holds a step that is not an ascending integer is refused by v8 in one "
+    "line, and left at v6 with every row") {
+  // Found by fuzz_store_read: rows the primary key does not keep apart (steps 1.5 and 1.7 both
+  // read as step 1) failed an assertion in the chunk encoder instead of refusing the file.
+  test::TempDir dir;
+  const fs::path db_path = dir / "expctl.db";
+  const std::string hash = test::fake_spec_hash("v6 damaged");
+  const std::string id = "20261201-000000-00000a";
+  {
+    auto v6 = store::testing::open_at_schema_version(db_path, 6);
+    v6.put_spec(hash, "{}", "v6 spec");
+  }
+  store::testing::execute_sql(db_path, "INSERT INTO runs (id, spec_hash, name, status, started_at, run_dir) VALUES ('" +
+                                           id + "', '" + hash +
+                                           "', 'v6 run', 'completed', '2026-12-01T00:00:00.000Z', 'runs/" + id + "')");
+  store::testing::execute_sql(db_path, "INSERT INTO metric_keys (name) VALUES ('loss')");
+  std::string step_two = "2";
+  std::string step_three = "3";
+  SECTION("two steps that read as the same integer") {
+    step_two = "1.5";
+    step_three = "1.7";
+  }
+  SECTION("a step stored as text") {
+    step_three = "'3rd'";
+  }
+  SECTION("whole ascending integers, the same rows otherwise") {}
+  store::testing::execute_sql(db_path, "INSERT INTO metrics (run_id, key_id, rank, step, value) VALUES ('" + id +
+                                           "', 1, 0, 0, 1.0), ('" + id + "', 1, 0, " + step_two + ", 2.0), ('" + id +
+                                           "', 1, 0, " + step_three + ", 3.0)");
+  const bool damaged = step_two != "2" || step_three != "3";
+  if (!damaged) {
+    // The same rows as whole ascending integers migrate.
+    CHECK(store::Store::open(db_path).series_columns(id, "loss").at(0).steps == std::vector<std::int64_t>{0, 2, 3});
+    return;
+  }
+  for (const auto mode : {store::OpenMode::read_only, store::OpenMode::read_write}) {
+    try {
+      store::Store::open(db_path.string(), mode);
+      FAIL("a damaged v6 metrics table migrated");
+    } catch (const util::StoreError& error) {
+      const std::string message = error.what();
+      CHECK_THAT(message, Catch::StartsWith(db_path.string() + ": cannot migrate to schema v8: run \"" + id +
+                                            "\"'s metric (key 1, rank 0) holds step"));
+      CHECK_THAT(message, Catch::Contains("the store is unchanged: restore it from a backup"));
+      CHECK(message.find('\n') == std::string::npos);
+      CHECK(error.exit_code() == util::ExitCode::usage);
+    }
+  }
+  CHECK(store::testing::query_sqlite(db_path, "SELECT count(*) FROM metrics") == "3");
+  CHECK(store::testing::query_sqlite(db_path, "PRAGMA user_version") == "6");
+}
+
 TEST_CASE("schema: a damaged database is reported as corrupt in one line") {
   test::TempDir dir;
   const fs::path db_path = dir / "expctl.db";
