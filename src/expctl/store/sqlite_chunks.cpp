@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
@@ -376,7 +375,8 @@ void chunk_metrics_table(SQLite::Database& db) {
   SeriesKeyRank series{-1, -1};
   std::vector<std::int64_t> steps;
   std::vector<std::uint64_t> bits;
-  std::optional<std::int64_t> last_step;  // of the series, across its chunks
+  std::int64_t last_step = 0;  // of the series, across its chunks
+  bool series_begins = true;   // the row is its series' first
   const auto flush = [&] {
     if (!steps.empty()) {
       tables->put_chunk(series, chunk::summarize(steps, bits), chunk::encode(steps, bits));
@@ -392,24 +392,23 @@ void chunk_metrics_table(SQLite::Database& db) {
       if (row_run != run_id || !tables) {
         tables.emplace(db, row_run);
       }
-      if (row_run != run_id || row_series != series) {
-        last_step.reset();
-      }
+      series_begins = row_run != run_id || row_series != series;
       run_id = row_run;
       series = row_series;
     }
     // A v6 store's primary key keeps a series' steps unique and ascending; a hand-edited or
     // damaged file can still hold a step that is not an integer, or rows out of order.
     const SQLite::Column step = rows.getColumn(3);
-    EXPCTL_CHECK(step.getType() == SQLITE_INTEGER && (!last_step || step.getInt64() > *last_step), util::StoreError,
+    EXPCTL_CHECK(step.getType() == SQLITE_INTEGER && (series_begins || step.getInt64() > last_step), util::StoreError,
                  "{}: cannot migrate to schema v8: run {}'s metric (key {}, rank {}) holds step {} after step {} "
                  "(a damaged or hand-edited metrics table); the store is unchanged: restore it from a backup, or "
                  "delete those rows with sqlite3",
                  db.getFilename(), util::quoted(row_run.substr(0, 40)), row_series.key, row_series.rank,
                  util::quoted(step.getString().substr(0, 40)),
-                 last_step ? std::to_string(*last_step) : std::string("none"));
+                 series_begins ? std::string("none") : std::to_string(last_step));
     last_step = step.getInt64();
-    steps.push_back(*last_step);
+    series_begins = false;
+    steps.push_back(last_step);
     bits.push_back(rows.getColumn(4).isNull() ? bits_of(std::numeric_limits<double>::quiet_NaN())
                                               : bits_of(rows.getColumn(4).getDouble()));
   }
