@@ -9,6 +9,7 @@
 #include "unit/store/backend_fixture.hpp"
 
 #include "expctl/launch/slurm_job.hpp"
+#include "expctl/store/testing.hpp"
 
 using namespace expctl;
 using namespace expctl::test::cli;
@@ -211,6 +212,77 @@ TEST_CASE("slurm run: a queued run shows its job, is cancelled before it starts,
   CHECK(std::count_if(run.tags.begin(), run.tags.end(), [](const std::string& tag) {
           return tag.starts_with("slurm-job:");
         }) == 2);  // the cancelled job's and the resuming one's
+}
+
+TEST_CASE(
+    "slurm run: a run whose job ended outside expctl gets a note from list and show, and cancel records it "
+    "without scancel",
+    "[slurm]") {
+  ThrowawaySlurm slurm;
+  if (!slurm.available()) {
+    return;
+  }
+  RunDir d;
+  auto args = long_slurm_run();
+  args.insert(args.end(), {"--set", "train.max_steps=40", "--sbatch=--begin=now+600"});
+  const auto queued = submit(d, slurm, args);
+  const std::string job = job_of(queued);
+  // While the job waits, nothing is noted.
+  CHECK_THAT(expctl_on(d, slurm, {"list"}).out, !Catch::Contains("note:"));
+  REQUIRE(slurm.client({"scancel", job}).exit_code == 0);
+  CHECK(slurm.wait_for(job) == "CANCELLED");
+
+  // The store still reads queued (nothing of expctl ran); Slurm says the job has ended.
+  const std::string note = "note: run " + queued.id + " reads queued, but its Slurm job " + job +
+                           " has ended (CANCELLED) without starting it: `expctl cancel " + queued.id +
+                           "` records it interrupted, then `expctl resume " + queued.id + " --slurm` submits it again";
+  const auto listed = expctl_on(d, slurm, {"list"});
+  INFO(listed.out << listed.err);
+  CHECK(listed.exit_code == 0);
+  CHECK_THAT(listed.out, Catch::Contains(note + "\n"));
+  const json listed_json = parse_stdout(expctl_on(d, slurm, {"list", "--format", "json"}));
+  REQUIRE(listed_json.at("slurm_job_ended").size() == 1);
+  CHECK(listed_json.at("slurm_job_ended")[0].at("run_id") == queued.id);
+  CHECK(listed_json.at("slurm_job_ended")[0].at("job_state") == "CANCELLED");
+  CHECK_THAT(expctl_on(d, slurm, {"show", queued.id}).out, Catch::Contains(note));
+  CHECK(parse_stdout(expctl_on(d, slurm, {"show", queued.id, "--format", "json"})).at("slurm_job_ended").at("job") ==
+        job);
+  // A Slurm that cannot be asked notes nothing, and fails nothing.
+  const auto unreachable =
+      test::run_expctl({"--db", d.db.string(), "list"}, {{"SLURM_CONF", "/nonexistent/slurm.conf"}});
+  CHECK(unreachable.exit_code == 0);
+  CHECK_THAT(unreachable.out, Catch::Contains(queued.id) && !Catch::Contains("note:"));
+
+  const auto cancelled = expctl_on(d, slurm, {"cancel", queued.id});
+  INFO(cancelled.out << cancelled.err);
+  REQUIRE(cancelled.exit_code == 0);
+  auto run = d.open().find_run(queued.id);
+  CHECK(run.status == store::RunStatus::interrupted);
+  CHECK_THAT(run.root_cause, Catch::Contains("Slurm job " + job + " had ended (CANCELLED) without starting it") &&
+                                 Catch::Contains("resume " + queued.id + " --slurm"));
+  CHECK_THAT(expctl_on(d, slurm, {"list"}).out, !Catch::Contains("note:"));
+
+  // A run a node recorded running, whose job then ended with that node (here: its row as a node
+  // elsewhere left it, its heartbeat fresh, so the store cannot yet call it lost).
+  const auto second = submit(d, slurm, args);
+  const std::string second_job = job_of(second);
+  REQUIRE(slurm.client({"scancel", second_job}).exit_code == 0);
+  CHECK(slurm.wait_for(second_job) == "CANCELLED");
+  store::testing::execute_sql(
+      d.db,
+      "UPDATE runs SET status = 'running', owner_host = 'node-elsewhere', owner_pid = 4242, owner_boot_id = "
+      "'boot', owner_start_ticks = 1, heartbeat_at = '" +
+          store::format_utc(store::Clock::now()) + "' WHERE id = '" + second.id + "'");
+  CHECK_THAT(expctl_on(d, slurm, {"show", second.id}).out,
+             Catch::Contains("note: run " + second.id + " reads running, but its Slurm job " + second_job +
+                             " has ended (CANCELLED) and its expctl recorded no stop"));
+  const auto cancelled_running = expctl_on(d, slurm, {"cancel", second.id});
+  INFO(cancelled_running.out << cancelled_running.err);
+  REQUIRE(cancelled_running.exit_code == 0);
+  run = d.open().find_run(second.id);
+  CHECK(run.status == store::RunStatus::interrupted);
+  CHECK_THAT(run.root_cause, Catch::Contains("recorded no stop (killed, or its node failed)") &&
+                                 Catch::Contains("from its last checkpoint"));
 }
 
 TEST_CASE("slurm run: a job requeued at step ~150 resumes the same run from its checkpoint, bit for bit", "[slurm]") {

@@ -2,7 +2,8 @@
 // The job is cancelled with scancel; a running job's expctl checkpoints and records the run
 // `interrupted` itself (its SIGTERM read against the job's state: run/slurm_job.cpp), and a run
 // whose job never started is recorded `interrupted` here, so no run is left `queued` for a job
-// that will never come.
+// that will never come. A job that has ended already (`list` and `show` note such runs) is not
+// cancelled again: the run it left queued or running is recorded `interrupted` here.
 
 #include <chrono>
 #include <iostream>
@@ -64,25 +65,45 @@ void run_cancel(const CancelOptions& options, GlobalOptions& globals) {
         run.id, run.owner.value_or("owner unknown")));
   }
   const launch::slurm::Client client;
-  client.cancel(*job);
-  if (!globals.quiet) {
-    std::cerr << fmt::format("cancelled Slurm job {}; waiting up to {:.0f} s for run {} to record its stop\n", *job,
-                             options.wait_s, run.id);
+  const auto before = client.query(*job);
+  // A job that has ended already (scancel'ed by hand, failed before expctl started, its node lost)
+  // leaves the run as its expctl last recorded it, or never started it: recorded here.
+  const bool ended = !before || launch::slurm::is_final(before->state);
+  const std::string job_said = before ? fmt::format("Slurm job {} had ended ({})", *job, before->state_text)
+                                      : fmt::format("Slurm no longer knew job {}", *job);
+  if (!ended) {
+    client.cancel(*job);
+    if (!globals.quiet) {
+      std::cerr << fmt::format("cancelled Slurm job {}; waiting up to {:.0f} s for run {} to record its stop\n", *job,
+                               options.wait_s, run.id);
+    }
   }
-  store::RunRecord now = wait_for_end(db, run.id, client, *job, std::chrono::duration<double>(options.wait_s));
+  store::RunRecord now =
+      ended ? run : wait_for_end(db, run.id, client, *job, std::chrono::duration<double>(options.wait_s));
+  const auto record_stop = [&](const store::RunRecord& each, const std::string& cause) {
+    db.finish_run(each.id, store::RunStatus::interrupted, util::to_int(util::ExitCode::interrupted), cause);
+  };
+  const std::string resume_hint = fmt::format("`expctl resume {} --slurm` continues it", run.id);
   if (now.status == store::RunStatus::queued) {
     // The job never started it (or was cancelled between a requeue and its next start).
-    db.finish_run(now.id, store::RunStatus::interrupted, util::to_int(util::ExitCode::interrupted),
-                  fmt::format("cancelled with `expctl cancel` while waiting for Slurm job {}; `expctl resume {} "
-                              "--slurm` submits it again",
-                              *job, now.id));
-    now = db.run(now.id).value();
+    record_stop(now, ended
+                         ? fmt::format("{} without starting it; recorded by `expctl cancel`; {}", job_said, resume_hint)
+                         : fmt::format("cancelled with `expctl cancel` while waiting for Slurm job {}; `expctl "
+                                       "resume {} --slurm` submits it again",
+                                       *job, now.id));
+  } else if (ended && now.status == store::RunStatus::running) {
+    record_stop(now, fmt::format("{} and its expctl recorded no stop (killed, or its node failed); recorded by "
+                                 "`expctl cancel`; {} from its last checkpoint",
+                                 job_said, resume_hint));
   }
-  // Of several nodes, the other nodes' runs waiting for the job (after a requeue) end with it.
+  now = db.run(now.id).value();
+  // Of several nodes, the other nodes' runs waiting for the job (after a requeue) end with it, and
+  // those a dead job left running.
   for (const auto& node : run::slurm_node_runs(db, run.id)) {
-    if (node.status == store::RunStatus::queued) {
-      db.finish_run(node.id, store::RunStatus::interrupted, util::to_int(util::ExitCode::interrupted),
-                    fmt::format("cancelled with `expctl cancel {}` while waiting for Slurm job {}", run.id, *job));
+    if (node.status == store::RunStatus::queued || (ended && node.status == store::RunStatus::running)) {
+      record_stop(
+          node, ended ? fmt::format("{}; recorded by `expctl cancel {}`", job_said, run.id)
+                      : fmt::format("cancelled with `expctl cancel {}` while waiting for Slurm job {}", run.id, *job));
     }
   }
   if (now.status == store::RunStatus::running) {
@@ -98,12 +119,13 @@ void run_cancel(const CancelOptions& options, GlobalOptions& globals) {
 
 void setup_cancel(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   auto options = std::make_shared<CancelOptions>();
-  CLI::App* command =
-      app.add_subcommand("cancel",
-                         "Cancel a run that a Slurm job holds (`expctl run --slurm`): scancel its job; a running run\n"
-                         "checkpoints and ends `interrupted`, a queued one is recorded `interrupted` at once. Either\n"
-                         "continues with `expctl resume RUN --slurm` (or `expctl resume RUN` here).\n"
-                         "Example: expctl cancel @latest");
+  CLI::App* command = app.add_subcommand(
+      "cancel",
+      "Cancel a run that a Slurm job holds (`expctl run --slurm`): scancel its job; a running run\n"
+      "checkpoints and ends `interrupted`, a queued one is recorded `interrupted` at once. Either\n"
+      "continues with `expctl resume RUN --slurm` (or `expctl resume RUN` here). A run whose job has\n"
+      "ended already (scancel by hand, its node lost) is recorded `interrupted` without scancel.\n"
+      "Example: expctl cancel @latest");
   command->add_option("run", options->selector, "The run: a run id or unique prefix, @latest, tag:NAME, ...")
       ->required()
       ->option_text("RUN");

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_slurm.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
@@ -55,8 +56,14 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
     runs = db->list_runs(make_filter(options));
   }
   const std::optional<NodeLag> lag = db ? node_lag(globals, *db) : std::nullopt;
+  const auto ended_jobs = ended_slurm_jobs(runs);
   if (options.format == "json") {
     nlohmann::json document = api::list_document(db ? &*db : nullptr, globals.db_path, runs);
+    document["slurm_job_ended"] = nlohmann::json::array();
+    for (const auto& ended : ended_jobs) {
+      document["slurm_job_ended"].push_back(
+          {{"run_id", ended.run_id}, {"job", ended.job}, {"job_state", ended.job_state}});
+    }
     if (db && options.details) {
       api::add_list_details(*db, document, runs);
     }
@@ -74,6 +81,9 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
   } else {
     print_table(runs);
   }
+  for (const auto& ended : ended_jobs) {
+    std::cout << "note: " << ended_slurm_job_text(ended) << '\n';
+  }
   if (db) {
     // What the store costs on disk, and the command that reclaims it.
     std::cout << fmt::format("store {}: database {}, run folders {} (expctl gc --dry-run lists what can go)\n",
@@ -87,18 +97,20 @@ void run_list(const ListOptions& options, const GlobalOptions& globals) {
 
 void setup_list(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
   auto options = std::make_shared<ListOptions>();
-  CLI::App* command =
-      app.add_subcommand("list",
-                         "List the recorded runs, newest first: id, status, name, spec hash (first 12 hex digits),\n"
-                         "start time (UTC), duration and tags. Filters combine (all must match).\n"
-                         "A database that does not exist yet lists no runs (exit 0). The store's size on disk\n"
-                         "follows: the database and the run folders (reclaim space with expctl gc). With a team\n"
-                         "server as --db, a last line says how far the server is behind this node's store (--local-db).\n"
-                         "Examples:\n"
-                         "  expctl list\n"
-                         "  expctl list --status failed --limit 5\n"
-                         "  expctl list --tag baseline --spec 3fa9c2 --format json\n"
-                         "  expctl --db /data/results/expctl.db list");
+  CLI::App* command = app.add_subcommand(
+      "list",
+      "List the recorded runs, newest first: id, status, name, spec hash (first 12 hex digits),\n"
+      "start time (UTC), duration and tags. Filters combine (all must match).\n"
+      "A database that does not exist yet lists no runs (exit 0). The store's size on disk\n"
+      "follows: the database and the run folders (reclaim space with expctl gc). With a team\n"
+      "server as --db, a last line says how far the server is behind this node's store (--local-db).\n"
+      "A run of `run --slurm` that reads queued or running while Slurm says its job has ended\n"
+      "gets a note naming the job's state and the commands that set the run right.\n"
+      "Examples:\n"
+      "  expctl list\n"
+      "  expctl list --status failed --limit 5\n"
+      "  expctl list --tag baseline --spec 3fa9c2 --format json\n"
+      "  expctl --db /data/results/expctl.db list");
   std::vector<std::string> statuses(std::begin(store::k_run_status_names), std::end(store::k_run_status_names));
   command->add_option("--status", options->status, "Only runs with this status: " + util::join(statuses, "|"))
       ->check(CLI::IsMember(statuses));

@@ -6,6 +6,7 @@
 #include "expctl/api/runs.hpp"
 #include "expctl/api/show.hpp"
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_slurm.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/compare/selector.hpp"
 #include "expctl/util/strings.hpp"
@@ -41,13 +42,20 @@ void run_show(const ShowOptions& options, const GlobalOptions& globals) {
   }
   const api::RunDetails details = api::read_details(db, options.selector, "show");
   const auto shipping = shipping_of(db, globals, details.run.id);
+  const auto ended_jobs = ended_slurm_jobs({details.run});
   if (options.format == "json") {
     nlohmann::json document = api::details_json(details);
     document["shipped"] = shipping ? api::shipping_json(*shipping) : nlohmann::json(nullptr);
+    document["slurm_job_ended"] =
+        ended_jobs.empty() ? nlohmann::json(nullptr)
+                           : nlohmann::json{{"job", ended_jobs[0].job}, {"job_state", ended_jobs[0].job_state}};
     print_json(document);
     return;
   }
   std::cout << util::terminal_safe(api::details_text(details, shipping));  // stored strings, shown raw before
+  for (const auto& ended : ended_jobs) {
+    std::cout << "note: " << ended_slurm_job_text(ended) << '\n';
+  }
 }
 
 void setup_show(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {

@@ -1,6 +1,8 @@
 #include "expctl/cli/support_slurm.hpp"
 
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -11,6 +13,8 @@
 #include "expctl/store/store.hpp"
 #include "expctl/sweep_run/slurm_array.hpp"
 #include "expctl/util/interrupt_signals.hpp"
+#include "expctl/util/log.hpp"
+#include "expctl/util/strings.hpp"
 
 namespace expctl::cli {
 
@@ -213,6 +217,51 @@ void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat 
     observer.result(result);
   }
   globals.result = result.exit_code;
+}
+
+std::vector<EndedSlurmJob> ended_slurm_jobs(const std::vector<store::RunRecord>& runs) {
+  std::vector<EndedSlurmJob> ended;
+  std::map<std::string, std::optional<std::string>> states;  // job -> final state ("": unknown to Slurm)
+  const launch::slurm::Client client({}, std::chrono::seconds(5));
+  for (const store::RunRecord& run : runs) {
+    const auto job = run::slurm_job_of(run);
+    if (!job || (run.status != store::RunStatus::queued && run.status != store::RunStatus::running)) {
+      continue;
+    }
+    if (!states.contains(*job)) {
+      try {
+        const auto info = client.query(*job);
+        states[*job] = !info                                  ? std::optional<std::string>("")
+                       : launch::slurm::is_final(info->state) ? std::optional(info->state_text)
+                                                              : std::nullopt;
+      } catch (const util::Failure& error) {
+        util::log::debug(fmt::format("slurm: job {} of run {} not asked: {}", *job, run.id, error.what()));
+        return {};  // the same Slurm answers no job better
+      }
+    }
+    if (const auto& state = states[*job]) {
+      ended.push_back({run.id, run.status, *job, *state});
+    }
+  }
+  return ended;
+}
+
+std::string ended_slurm_job_text(const EndedSlurmJob& ended) {
+  const std::string job_said =
+      ended.job_state.empty()
+          ? fmt::format("Slurm no longer knows its job {} (ended and purged)", ended.job)
+          : fmt::format("its Slurm job {} has ended ({})", ended.job, util::terminal_safe(ended.job_state));
+  if (ended.status == store::RunStatus::queued) {
+    return fmt::format(
+        "run {} reads queued, but {} without starting it: `expctl cancel {}` records it interrupted, "
+        "then `expctl resume {} --slurm` submits it again",
+        ended.run_id, job_said, ended.run_id, ended.run_id);
+  }
+  return fmt::format(
+      "run {} reads running, but {} and its expctl recorded no stop (killed, or its node failed): "
+      "`expctl cancel {}` records it interrupted, then `expctl resume {} --slurm` continues it from its "
+      "last checkpoint",
+      ended.run_id, job_said, ended.run_id, ended.run_id);
 }
 
 }  // namespace expctl::cli

@@ -48,4 +48,21 @@ void add_run_slurm_options(CLI::App* command, RunSlurmOptions& options);
 void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat format,
                   const std::function<run::SlurmSubmission(const run::SlurmSubmit&)>& submit);
 
+/// A run that reads queued or running while the Slurm job holding it has ended: nothing will start
+/// it, or record its stop. The store cannot know (the job's expctl never ran, or died); Slurm does.
+struct EndedSlurmJob {
+  std::string run_id;
+  store::RunStatus status = store::RunStatus::queued;
+  std::string job;
+  std::string job_state;  ///< as Slurm names it ("CANCELLED", "NODE_FAIL"); empty: Slurm no longer knows the job
+};
+
+/// Asks scontrol (at most 5 s, once per job) of the runs among `runs` that have a slurm-job tag and
+/// read queued or running; asks nothing when there are none. A Slurm that cannot be asked (no
+/// scontrol, no slurm.conf, slurmctld down) gives none: `list` and `show` never fail for it.
+std::vector<EndedSlurmJob> ended_slurm_jobs(const std::vector<store::RunRecord>& runs);
+
+/// One line: what the run reads, what Slurm says of its job, and the commands that set it right.
+std::string ended_slurm_job_text(const EndedSlurmJob& ended);
+
 }  // namespace expctl::cli
