@@ -139,7 +139,12 @@ void settle_stop(Verdict& verdict, const Invocation& invocation, const std::stri
     return;
   }
   const slurm::StopCause cause = slurm::stop_cause(*info, signal_lead, restart_count());
-  const std::string named(slurm::stop_cause_name(cause));
+  std::string named(slurm::stop_cause_name(cause));
+  if (cause == slurm::StopCause::preempted && invocation.resolved.node.nnodes > 1) {
+    // srun stops every node's task when one ends (--kill-on-bad-exit) with the same SIGTERM, the
+    // job still running: from here that reads as a preemption's warning.
+    named = "preempted, or another node's task ended (srun then stops every node's)";
+  }
   const auto requeued_by_slurm = [&](const std::string& what) {
     verdict.status = store::RunStatus::queued;
     verdict.root_cause = fmt::format("{} (job {} {}): Slurm starts the job again, which resumes the run from {}", what,
