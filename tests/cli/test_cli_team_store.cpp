@@ -158,6 +158,44 @@ TEST_CASE("cli team store: sync on a new node with no store yet readies the serv
   CHECK(follow.wait() == 130);
 }
 
+TEST_CASE("cli team store: a server no run has reached yet lists no runs, and a sweep runs every point into it",
+          "[cli][postgres]") {
+  // Was: `sweep` planned against the server read-only and was refused ("holds no expctl store
+  // yet"), though `run` against the same server made the store.
+  test::BackendStore server(store::StoreKind::postgresql);
+  if (!server.available)
+    return;
+  test::TempDir dir;
+  const fs::path local = dir / "results" / "expctl.db";
+  const Env env{{"EXPCTL_DB", server.location},
+                {"EXPCTL_LOCAL_DB", local.string()},
+                {"EXPCTL_RUNS_DIR", (dir / "results" / "runs").string()}};
+  const auto list = run_expctl({"list"}, env);
+  INFO(list.err);
+  CHECK(list.exit_code == 0);
+  CHECK_THAT(list.out, Catch::StartsWith("no runs: the team server (--db, EXPCTL_DB) holds no expctl store yet: "
+                                         "'expctl run' records the first run there"));
+  const auto listed = run_expctl({"list", "--format", "json"}, env);
+  REQUIRE(listed.exit_code == 0);
+  CHECK(nlohmann::json::parse(listed.out)["runs"].empty());
+
+  const fs::path sweep_file = dir / "lr.yaml";
+  {
+    std::ofstream out(sweep_file);
+    out << "base: " << test::cli::tiny_spec()
+        << "\nname: lr\nset:\n  train.max_steps: 5\ngrid:\n  optim.lr: [0.01, 0.1]\n";
+  }
+  const auto swept = run_expctl({"sweep", sweep_file.string()}, env);
+  INFO(swept.out << swept.err);
+  REQUIRE(swept.exit_code == 0);
+  CHECK(store::testing::query_postgres(server.location, "SELECT count(*) FROM runs WHERE status = 'completed'") == "2");
+  // Planned against the server now: nothing left to run.
+  const auto again = run_expctl({"sweep", sweep_file.string()}, env);
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.out + again.err, Catch::Contains("nothing to run: all 2 runs are done"));
+}
+
 TEST_CASE("cli team store: sync ships a node's store once, list/show/compare read it, and sync or merge again "
           "changes nothing",
           "[cli][postgres]") {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "expctl/launch/environment.hpp"
+#include "expctl/store/failure.hpp"
 #include "expctl/store/ship_pending.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/log.hpp"
@@ -69,7 +70,13 @@ std::optional<store::Store> open_store_if_present(const GlobalOptions& globals) 
   if (where.kind == store::StoreKind::sqlite && !std::filesystem::exists(where.target, ec)) {
     return std::nullopt;
   }
-  return open_store(globals, store::OpenMode::read_only);
+  try {
+    return open_store(globals, store::OpenMode::read_only);
+  } catch (const store::NoStoreYet& error) {
+    // A team server no run has reached yet: as a SQLite file not made yet, it holds no runs.
+    util::log::debug(error.what());
+    return std::nullopt;
+  }
 }
 
 std::optional<store::Store> open_node_store(const GlobalOptions& globals, const std::string& from) {
@@ -84,6 +91,10 @@ std::optional<store::Store> open_node_store(const GlobalOptions& globals, const 
 }
 
 std::string missing_database_hint(const GlobalOptions& globals) {
+  if (!store_is_file(globals)) {
+    return "the team server (--db, EXPCTL_DB) holds no expctl store yet: 'expctl run' records the first run there "
+           "(or 'expctl sync' ships this node's runs)";
+  }
   return fmt::format(
       "no database at {} yet: runs are recorded there by 'expctl run' (pick another with --db PATH or EXPCTL_DB)",
       globals.db_path);

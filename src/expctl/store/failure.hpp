@@ -38,6 +38,13 @@ class Error : public util::StoreError {
   FailureKind m_kind;
 };
 
+/// A server database opened for reading that holds no expctl store yet (no schema): a reader may
+/// take it as a SQLite file not made yet (no runs); the first writer (`run`, `sync`) makes it.
+class NoStoreYet : public Error {
+ public:
+  explicit NoStoreYet(std::string message) : Error(std::move(message), FailureKind::input, util::ExitCode::usage) {}
+};
+
 /// The kind of `error` when it is a store::Error; nullopt for any other exception.
 std::optional<FailureKind> failure_kind(const std::exception& error);
 
