@@ -11,6 +11,7 @@
 
 #include "expctl/report/format.hpp"
 #include "expctl/report/report.hpp"
+#include "expctl/util/markdown.hpp"
 
 namespace expctl::nightly {
 namespace {
@@ -228,11 +229,12 @@ std::string warnings_section(const std::vector<NightlyCase>& cases) {
   for (const auto& item : cases) {
     for (const auto& grade : item.grade.metrics) {
       if (grade.grade != Grade::pass) {
-        text += fmt::format("- {} {}: **{}**: {}\n", item.spec, grade.metric, to_string(grade.grade), grade.reason);
+        text += fmt::format("- {} {}: **{}**: {}\n", util::md_text(item.spec), util::md_text(grade.metric),
+                            to_string(grade.grade), util::md_text(grade.reason));
       }
     }
     for (const auto& note : item.grade.notes) {
-      text += fmt::format("- {}: note: {}\n", item.spec, note.text);
+      text += fmt::format("- {}: note: {}\n", util::md_text(item.spec), util::md_text(note.text));
     }
   }
   return text.empty() ? "" : "\n### Failures, warnings and notes\n\n" + text;
@@ -241,13 +243,14 @@ std::string warnings_section(const std::vector<NightlyCase>& cases) {
 std::string details(const NightlyCase& item) {
   std::string changed;
   for (const auto& change : item.changes) {
-    changed += "- " + change + "\n";
+    changed += "- " + util::md_text(change) + "\n";
   }
-  std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}{}\n", item.spec, item.grade.line,
+  std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}{}\n", util::md_html(item.spec),
+                                 util::md_html(item.grade.line),
                                  changed.empty() ? "" : "Changed since the baseline:\n\n" + changed + "\n",
                                  report::render_markdown(*item.comparison));
   if (item.confirmation) {
-    text += fmt::format("\n#### Confirmation: {}\n\n{}\n", item.confirmation_runs,
+    text += fmt::format("\n#### Confirmation: {}\n\n{}\n", util::md_text(item.confirmation_runs),
                         report::render_markdown(*item.confirmation));
   }
   return text + "</details>\n";
@@ -277,10 +280,10 @@ std::string render_nightly_markdown(std::string_view suite, const std::vector<Ni
   std::string text = fmt::format(
       "## Suite {}, night of {}: {} fail, {} warn, {} pass, {} skipped\n\n"
       "| entry | grade | verdict | candidate | baseline |\n| --- | --- | --- | --- | --- |\n",
-      suite, date, counts.fail, counts.warn, counts.pass, counts.skipped);
+      util::md_text(suite), util::md_text(date), counts.fail, counts.warn, counts.pass, counts.skipped);
   for (const auto& item : cases) {
-    text += fmt::format("| {} | {} | {} | `{}` | {} |\n", item.spec, grade_cell(item), verdict_cell(item),
-                        item.candidate, item.baseline);
+    text += fmt::format("| {} | {} | {} | {} | {} |\n", util::md_text(item.spec), grade_cell(item),
+                        util::md_text(verdict_cell(item)), util::md_code(item.candidate), util::md_text(item.baseline));
   }
   text += warnings_section(cases);
   for (const auto& item : cases) {

@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "expctl/report/format.hpp"
 #include "expctl/report/report.hpp"
+#include "expctl/util/markdown.hpp"
 #include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
 
@@ -225,24 +227,29 @@ json curve_json(const compare::CurveReport& curve) {
           {"max_difference_step", step(curve.max_difference_step)}};
 }
 
-std::string md_cell(std::string text) {
-  std::string escaped;
-  for (const char c : text) {
-    escaped += c == '|' ? std::string("\\|") : std::string(1, c);
+// A row's cells as Markdown: text from the runs (util::md_text) unless its column is one of
+// `code_columns` (a code span), so a value, name or metric never becomes markup or ends its cell.
+std::vector<std::string> md_cells(const std::vector<std::string>& cells,
+                                  const std::vector<std::size_t>& code_columns = {}) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const bool code = std::find(code_columns.begin(), code_columns.end(), i) != code_columns.end();
+    out.push_back(code ? util::md_code(cells[i]) : util::md_text(cells[i]));
   }
-  return escaped;
+  return out;
 }
 
-std::string md_row(const std::vector<std::string>& cells) {
+std::string md_row(const std::vector<std::string>& markdown_cells) {
   std::string line = "|";
-  for (const auto& cell : cells) {
-    line += " " + md_cell(cell) + " |";
+  for (const auto& cell : markdown_cells) {
+    line += " " + cell + " |";
   }
   return line + "\n";
 }
 
+// `rows`: cells already Markdown (md_cells).
 std::string md_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::string text = md_row(header) + "|";
+  std::string text = md_row(md_cells(header)) + "|";
   for (size_t i = 0; i < header.size(); ++i) {
     text += " --- |";
   }
@@ -251,6 +258,16 @@ std::string md_table(const std::vector<std::string>& header, const std::vector<s
     text += md_row(row);
   }
   return text;
+}
+
+// Each row of `rows` through md_cells.
+std::vector<std::vector<std::string>> md_rows(const std::vector<std::vector<std::string>>& rows,
+                                              const std::vector<std::size_t>& code_columns = {}) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& row : rows) {
+    out.push_back(md_cells(row, code_columns));
+  }
+  return out;
 }
 
 std::string_view md_icon(compare::Outcome outcome) {
@@ -338,16 +355,18 @@ json to_json(const compare::Comparison& comparison) {
 }
 
 std::string render_markdown(const compare::Comparison& comparison) {
-  std::string text = fmt::format("### {} {}\n\n", md_icon(comparison.outcome), comparison.verdict_line());
+  using util::md_code;
+  using util::md_text;
+  std::string text = fmt::format("### {} {}\n\n", md_icon(comparison.outcome), md_text(comparison.verdict_line()));
   for (const auto& line : detail::change_lines(comparison)) {
-    text += "- " + md_cell(line) + "\n";
+    text += "- " + md_text(line) + "\n";
   }
   text += detail::change_lines(comparison).empty() ? "" : "\n";
-  text += fmt::format("**A** `{}` ({}) · **B** `{}` ({})\n", detail::ids_text(comparison.a), comparison.a.name,
-                      detail::ids_text(comparison.b), comparison.b.name);
+  text += fmt::format("**A** {} ({}) · **B** {} ({})\n", md_code(detail::ids_text(comparison.a)),
+                      md_text(comparison.a.name), md_code(detail::ids_text(comparison.b)), md_text(comparison.b.name));
   std::vector<std::vector<std::string>> rows;
   for (const auto& row : comparison.metrics) {
-    auto cells = detail::metric_cells(row);
+    auto cells = md_cells(detail::metric_cells(row));
     if (row.verdict.status == compare::Status::regression) {
       cells[7] = "**" + cells[7] + "**";
     }
@@ -356,30 +375,30 @@ std::string render_markdown(const compare::Comparison& comparison) {
   text += "\n#### Metrics\n\n" +
           (rows.empty() ? std::string("No metrics on either side.\n") : md_table(detail::metric_header(), rows));
   for (const auto& note : detail::verdict_notes(comparison)) {
-    text += "\n- " + md_cell(note);
+    text += "\n- " + md_text(note);
   }
   text += detail::verdict_notes(comparison).empty() ? "" : "\n";
-  text += "\n#### Runs\n\n" + md_table(detail::run_header(comparison), detail::run_rows(comparison)) +
-          "\nHistory: " + detail::history_text(comparison) + "\n";
-  text += "\n#### Loss curves\n\n" + detail::curve_text(comparison.curve) + "\n";
+  text += "\n#### Runs\n\n" + md_table(detail::run_header(comparison), md_rows(detail::run_rows(comparison))) +
+          "\nHistory: " + md_text(detail::history_text(comparison)) + "\n";
+  text += "\n#### Loss curves\n\n" + md_text(detail::curve_text(comparison.curve)) + "\n";
   if (comparison.reproducibility.required) {
-    text += "\nReproducibility: " + comparison.reproducibility.reason + "\n";
+    text += "\nReproducibility: " + md_text(comparison.reproducibility.reason) + "\n";
   }
   rows.clear();
   for (const auto& change : comparison.spec_changes) {
-    rows.push_back({"`" + change.path + "`", detail::value_text(change.old_value), detail::value_text(change.new_value),
+    rows.push_back({change.path, detail::value_text(change.old_value), detail::value_text(change.new_value),
                     change.hashed ? "yes" : "no"});
   }
   text += "\n#### Spec differences\n\n" +
-          (rows.empty() ? std::string("No differences.\n") : md_table({"key", "A", "B", "hashed"}, rows));
+          (rows.empty() ? std::string("No differences.\n") : md_table({"key", "A", "B", "hashed"}, md_rows(rows, {0})));
   rows.clear();
   for (const auto& row : comparison.env_changes) {
-    rows.push_back({row.group, "`" + row.field + "`", row.left, row.right, row.hashed ? "yes" : "no"});
+    rows.push_back({row.group, row.field, row.left, row.right, row.hashed ? "yes" : "no"});
   }
   text += "\n#### Environment differences\n\n" +
           (!comparison.env_available ? std::string("Not available (a run has no stored fingerprint).\n")
            : rows.empty()            ? std::string("No differences.\n")
-                                     : md_table({"group", "field", "A", "B", "hashed"}, rows));
+                                     : md_table({"group", "field", "A", "B", "hashed"}, md_rows(rows, {1})));
   return text;
 }
 

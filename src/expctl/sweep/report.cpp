@@ -10,6 +10,7 @@
 #include "expctl/compare/statistics.hpp"
 #include "expctl/spec/canonical.hpp"
 #include "expctl/sweep/report_parts.hpp"
+#include "expctl/util/markdown.hpp"
 #include "expctl/util/strings.hpp"
 #include "expctl/util/text_table.hpp"
 
@@ -360,18 +361,25 @@ std::string render_text(const Report& report) {
 }
 
 std::string render_markdown(const Report& report) {
+  const auto cells = [](const std::vector<std::string>& row) {
+    std::vector<std::string> escaped;
+    for (const auto& cell : row) {
+      escaped.push_back(util::md_text(cell));  // axis values and names come from the sweep file
+    }
+    return util::join(escaped, " | ");
+  };
   const auto header = table_header(report);
-  std::string text = "### " + heading(report) + "\n\n| " + util::join(header, " | ") + " |\n|";
+  std::string text = "### " + util::md_text(heading(report)) + "\n\n| " + cells(header) + " |\n|";
   for (size_t i = 0; i < header.size(); ++i) {
     text += i <= report.axes.size() ? " --- |" : " ---: |";
   }
   text += "\n";
   for (const auto& row : table_rows(report)) {
-    text += "| " + util::join(row, " | ") + " |\n";
+    text += "| " + cells(row) + " |\n";
   }
   text += "\n";
   for (const std::string& note : notes(report)) {
-    text += "- " + note + "\n";
+    text += "- " + util::md_text(note) + "\n";
   }
   return text;
 }

@@ -4,6 +4,7 @@
 // Regenerate the golden files after an intended change: EXPCTL_UPDATE_GOLDEN=1 test_report
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "noise.hpp"
@@ -186,6 +187,51 @@ TEST_CASE("markdown report matches its golden file") {
   const auto markdown = render_markdown(golden_comparison());
   CHECK(markdown.starts_with("### :x: regression in samples_per_sec"));
   check_golden("report.md", markdown);
+}
+
+TEST_CASE("markdown report: hostile run names, spec values and metric names stay text in their cell and line") {
+  RunData a = fake_run("20261129-000000-aaaaaa", 1, 1000.0, "6.1.0-18-amd64");
+  RunData b = fake_run("20261129-010000-bbbbbb", 2, 900.0, "6.1.0-18-amd64");
+  b.record.name = "x](https://evil.example) <img src=x> | cell\n### heading";
+  b.spec["optim"]["lr"] = "![t](https://evil.example/t.png)|\n- item";
+  const auto markdown = render_markdown(compare::compare_runs({a}, {b}, {}, {}));
+  // Markup characters appear only backslash-escaped.
+  const auto unescaped = [&](const std::string& needle) {
+    for (auto at = markdown.find(needle); at != std::string::npos; at = markdown.find(needle, at + 1)) {
+      if (at == 0 || markdown[at - 1] != '\\') {
+        return true;
+      }
+    }
+    return false;
+  };
+  CHECK_FALSE(unescaped("](https://evil.example)"));
+  CHECK_FALSE(unescaped("[t]"));
+  CHECK_FALSE(unescaped("<img"));
+  CHECK(markdown.find("\n### heading") == std::string::npos);
+  CHECK(markdown.find("\n- item") == std::string::npos);
+  CHECK_THAT(markdown, Catch::Contains("x\\](https://evil.example) \\<img src=x\\> \\| cell ### heading"));
+  // Every row of a table has as many unescaped bars as its header: no value opened a cell.
+  std::istringstream lines(markdown);
+  std::string line;
+  std::optional<std::size_t> header_bars;
+  int tables = 0;
+  while (std::getline(lines, line)) {
+    if (!line.starts_with("|")) {
+      header_bars.reset();
+      continue;
+    }
+    std::size_t bars = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      bars += line[i] == '|' && (i == 0 || line[i - 1] != '\\') ? 1 : 0;
+    }
+    if (!header_bars) {
+      header_bars = bars;
+      ++tables;
+    }
+    INFO(line);
+    CHECK(bars == *header_bars);
+  }
+  CHECK(tables >= 3);  // metrics, runs, spec differences
 }
 
 TEST_CASE("html report matches its golden file and is self-contained with both plots") {
