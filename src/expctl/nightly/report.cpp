@@ -7,6 +7,8 @@
 // failed cases only), and none fails a build on a skipped case. docs/nightly.md, "Reports".
 #include "expctl/nightly/report.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "expctl/report/format.hpp"
@@ -240,13 +242,21 @@ std::string warnings_section(const std::vector<NightlyCase>& cases) {
   return text.empty() ? "" : "\n### Failures, warnings and notes\n\n" + text;
 }
 
+// A <summary> line is HTML, where Markdown's backslash escapes do not apply: entities, one line.
+std::string summary_text(std::string_view text) {
+  std::string line(text);
+  std::replace_if(
+      line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return report::xml_escape(line);
+}
+
 std::string details(const NightlyCase& item) {
   std::string changed;
   for (const auto& change : item.changes) {
     changed += "- " + util::md_text(change) + "\n";
   }
-  std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}{}\n", util::md_html(item.spec),
-                                 util::md_html(item.grade.line),
+  std::string text = fmt::format("\n<details><summary>{}: {}</summary>\n\n{}{}\n", summary_text(item.spec),
+                                 summary_text(item.grade.line),
                                  changed.empty() ? "" : "Changed since the baseline:\n\n" + changed + "\n",
                                  report::render_markdown(*item.comparison));
   if (item.confirmation) {

@@ -56,31 +56,4 @@ std::string md_code(std::string_view text) {
   return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
 }
 
-std::string md_html(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += is_control(c) ? ' ' : c;
-    }
-  }
-  return out;
-}
-
 }  // namespace expctl::util

@@ -21,8 +21,4 @@ std::string md_text(std::string_view text);
 /// other control characters as spaces.
 std::string md_code(std::string_view text);
 
-/// `text` for HTML inside Markdown (a <summary> line), where backslash escapes do not apply: '&',
-/// '<', '>', '"' and '\'' as entities, control characters as spaces.
-std::string md_html(std::string_view text);
-
 }  // namespace expctl::util

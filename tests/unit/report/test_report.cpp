@@ -189,6 +189,16 @@ TEST_CASE("markdown report matches its golden file") {
   check_golden("report.md", markdown);
 }
 
+// Whether `needle` occurs in `markdown` other than right after a backslash (escaped).
+bool unescaped(const std::string& markdown, const std::string& needle) {
+  for (auto at = markdown.find(needle); at != std::string::npos; at = markdown.find(needle, at + 1)) {
+    if (at == 0 || markdown[at - 1] != '\\') {
+      return true;
+    }
+  }
+  return false;
+}
+
 TEST_CASE("markdown report: hostile run names, spec values and metric names stay text in their cell and line") {
   RunData a = fake_run("20261129-000000-aaaaaa", 1, 1000.0, "6.1.0-18-amd64");
   RunData b = fake_run("20261129-010000-bbbbbb", 2, 900.0, "6.1.0-18-amd64");
@@ -196,17 +206,9 @@ TEST_CASE("markdown report: hostile run names, spec values and metric names stay
   b.spec["optim"]["lr"] = "![t](https://evil.example/t.png)|\n- item";
   const auto markdown = render_markdown(compare::compare_runs({a}, {b}, {}, {}));
   // Markup characters appear only backslash-escaped.
-  const auto unescaped = [&](const std::string& needle) {
-    for (auto at = markdown.find(needle); at != std::string::npos; at = markdown.find(needle, at + 1)) {
-      if (at == 0 || markdown[at - 1] != '\\') {
-        return true;
-      }
-    }
-    return false;
-  };
-  CHECK_FALSE(unescaped("](https://evil.example)"));
-  CHECK_FALSE(unescaped("[t]"));
-  CHECK_FALSE(unescaped("<img"));
+  CHECK_FALSE(unescaped(markdown, "](https://evil.example)"));
+  CHECK_FALSE(unescaped(markdown, "[t]"));
+  CHECK_FALSE(unescaped(markdown, "<img"));
   CHECK(markdown.find("\n### heading") == std::string::npos);
   CHECK(markdown.find("\n- item") == std::string::npos);
   CHECK_THAT(markdown, Catch::Contains("x\\](https://evil.example) \\<img src=x\\> \\| cell ### heading"));
@@ -232,6 +234,17 @@ TEST_CASE("markdown report: hostile run names, spec values and metric names stay
     CHECK(bars == *header_bars);
   }
   CHECK(tables >= 3);  // metrics, runs, spec differences
+}
+
+TEST_CASE("nightly markdown summary: an entry's name stays text in its row, its list items and its <summary>") {
+  const auto slower = timing_only(golden_comparison());
+  const auto markdown =
+      render_nightly_markdown("nightly", {graded("<img src=x>](u)\n| y", slower, std::nullopt)}, "2026-11-29");
+  CHECK_FALSE(unescaped(markdown, "<img"));
+  CHECK(markdown.find("\n| y") == std::string::npos);
+  CHECK_THAT(markdown, Catch::Contains("| \\<img src=x\\>\\](u) \\| y | :warning: warn |"));
+  CHECK_THAT(markdown, Catch::Contains("- \\<img src=x\\>\\](u) \\| y samples_per_sec: **warn**"));
+  CHECK_THAT(markdown, Catch::Contains("<details><summary>&lt;img src=x&gt;](u) | y: warn: "));
 }
 
 TEST_CASE("html report matches its golden file and is self-contained with both plots") {
