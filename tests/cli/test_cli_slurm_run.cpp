@@ -28,6 +28,13 @@ std::vector<std::string> long_slurm_run() {
           "--set", "distributed.timeout_s=60"};
 }
 
+// A 40-step run whose job Slurm holds for 10 minutes: it stays queued until cancelled.
+std::vector<std::string> held_slurm_run() {
+  auto args = long_slurm_run();
+  args.insert(args.end(), {"--set", "train.max_steps=40", "--sbatch=--begin=now+600"});
+  return args;
+}
+
 Env slurm_env(const ThrowawaySlurm& slurm) {
   return {{"SLURM_CONF", slurm.conf()}, {"OMP_NUM_THREADS", "1"}};
 }
@@ -175,8 +182,7 @@ TEST_CASE("slurm run: a queued run shows its job, is cancelled before it starts,
     return;
   }
   RunDir d;
-  auto args = long_slurm_run();
-  args.insert(args.end(), {"--set", "train.max_steps=40", "--sbatch=--begin=now+600"});
+  const auto args = held_slurm_run();
   const auto queued = submit(d, slurm, args);
   CHECK(queued.status == store::RunStatus::queued);
   const std::string job = job_of(queued);
@@ -223,8 +229,7 @@ TEST_CASE(
     return;
   }
   RunDir d;
-  auto args = long_slurm_run();
-  args.insert(args.end(), {"--set", "train.max_steps=40", "--sbatch=--begin=now+600"});
+  const auto args = held_slurm_run();
   const auto queued = submit(d, slurm, args);
   const std::string job = job_of(queued);
   // While the job waits, nothing is noted.
