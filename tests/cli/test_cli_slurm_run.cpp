@@ -252,6 +252,11 @@ TEST_CASE(
   CHECK_THAT(expctl_on(d, slurm, {"show", queued.id}).out, Catch::Contains(note));
   CHECK(parse_stdout(expctl_on(d, slurm, {"show", queued.id, "--format", "json"})).at("slurm_job_ended").at("job") ==
         job);
+  // watch would wait for an end that never comes: it says so and stops.
+  const auto watched = expctl_on(d, slurm, {"watch", queued.id});
+  CHECK(watched.exit_code == 1);
+  CHECK_THAT(watched.err, Catch::Contains("expctl: run " + queued.id + " reads queued, but its Slurm job " + job +
+                                          " has ended (CANCELLED)"));
   // A Slurm that cannot be asked notes nothing, and fails nothing.
   const auto unreachable =
       test::run_expctl({"--db", d.db.string(), "list"}, {{"SLURM_CONF", "/nonexistent/slurm.conf"}});

@@ -9,6 +9,7 @@
 #include "expctl/compare/selector.hpp"
 #include "expctl/util/error.hpp"
 #include "expctl/util/metric_names.hpp"
+#include "expctl/util/text_table.hpp"
 
 namespace expctl::api {
 namespace {
@@ -176,6 +177,62 @@ nlohmann::json view_json(const WatchView& view) {
           {"total_steps", view.total_steps ? nlohmann::json(*view.total_steps) : nlohmann::json(nullptr)},
           {"ended", view.ended()},
           {"ranks", ranks}};
+}
+
+namespace {
+
+// "n/a": the phase is not timed in this run (a program's, unless it logs it).
+std::string percent(const std::optional<double>& share) {
+  return share ? fmt::format("{:.0f}%", 100.0 * *share) : "n/a";
+}
+
+template <typename T>
+std::string or_dash(const std::optional<T>& value, const char* format) {
+  return value ? fmt::format(fmt::runtime(format), *value) : "-";
+}
+
+std::vector<std::string> phase_cells(const std::optional<PhaseShares>& phases) {
+  if (!phases) {
+    return {"-", "-", "-", "-", "-"};
+  }
+  return {percent(phases->data), percent(phases->forward), percent(phases->backward), percent(phases->comm),
+          percent(phases->optimizer)};
+}
+
+std::string straggler_cell(const RankView& rank) {
+  return rank.straggler_score ? fmt::format("{:.2f}{}", *rank.straggler_score, rank.straggler ? " *" : "") : "-";
+}
+
+std::string rank_table(const WatchView& view) {
+  util::TextTable table({"rank", "status", "step", "loss", "samples/s", "step ms", "data", "fwd", "bwd", "comm", "opt",
+                         "straggler", "quiet"});
+  for (std::size_t column = 2; column < 13; ++column) {
+    table.set_align(column, util::TextTable::Align::right);
+  }
+  for (const auto& rank : view.ranks) {
+    std::vector<std::string> cells = {
+        std::to_string(rank.rank),    std::string(store::to_string(rank.status)), or_dash(rank.step, "{}"),
+        or_dash(rank.loss, "{:.4f}"), or_dash(rank.samples_per_sec, "{:.0f}"),    or_dash(rank.step_time_ms, "{:.2f}")};
+    for (auto& cell : phase_cells(rank.phases)) {
+      cells.push_back(std::move(cell));
+    }
+    cells.push_back(straggler_cell(rank));
+    cells.push_back(or_dash(rank.quiet_for_s, "{:.0f}s"));
+    table.add_row(std::move(cells));
+  }
+  return table.render();
+}
+
+std::string headline(const WatchView& view) {
+  const std::string of = view.total_steps ? fmt::format("/{}", *view.total_steps) : "";
+  return fmt::format("run {}  {}  step {}{}{}", view.run.id, store::to_string(view.run.status), view.latest_step(), of,
+                     view.waiting());
+}
+
+}  // namespace
+
+std::string view_text(const WatchView& view) {
+  return headline(view) + "\n" + rank_table(view);
 }
 
 }  // namespace expctl::api

@@ -69,6 +69,11 @@ WatchView watch_view(const store::Store& store, const std::string& run_id, const
 /// `watch --format json`'s object for one refresh (one line per refresh).
 nlohmann::json view_json(const WatchView& view);
 
+/// `watch`'s text for one refresh: a headline (run, status, step of the planned steps, what a
+/// queued run waits for) and one row per rank (step, loss, throughput, where the time went, the
+/// straggler score, how long its step has not changed). Stored strings are raw: terminal_safe it.
+std::string view_text(const WatchView& view);
+
 /// Tracks each rank's step across polls, to fill RankView::quiet_for_s.
 class QuietClock {
  public:

@@ -9,15 +9,13 @@
 
 #include "expctl/api/watch.hpp"
 #include "expctl/cli/command.hpp"
+#include "expctl/cli/support_slurm.hpp"
 #include "expctl/cli/support_store.hpp"
 #include "expctl/util/strings.hpp"
-#include "expctl/util/text_table.hpp"
 
 namespace expctl::cli {
 
 namespace {
-
-using nlohmann::json;
 
 struct WatchOptions {
   std::string selector;
@@ -25,54 +23,6 @@ struct WatchOptions {
   double interval_s = 1.0;
   bool once = false;
 };
-
-// "n/a": the phase is not timed in this run (a program's, unless it logs it).
-std::string percent(const std::optional<double>& share) {
-  return share ? fmt::format("{:.0f}%", 100.0 * *share) : "n/a";
-}
-
-template <typename T>
-std::string or_dash(const std::optional<T>& value, const char* format) {
-  return value ? fmt::format(fmt::runtime(format), *value) : "-";
-}
-
-std::vector<std::string> phase_cells(const std::optional<api::PhaseShares>& phases) {
-  if (!phases) {
-    return {"-", "-", "-", "-", "-"};
-  }
-  return {percent(phases->data), percent(phases->forward), percent(phases->backward), percent(phases->comm),
-          percent(phases->optimizer)};
-}
-
-std::string straggler_cell(const api::RankView& rank) {
-  return rank.straggler_score ? fmt::format("{:.2f}{}", *rank.straggler_score, rank.straggler ? " *" : "") : "-";
-}
-
-std::string rank_table(const api::WatchView& view) {
-  util::TextTable table({"rank", "status", "step", "loss", "samples/s", "step ms", "data", "fwd", "bwd", "comm",
-                         "opt", "straggler", "quiet"});
-  for (std::size_t column = 2; column < 13; ++column) {
-    table.set_align(column, util::TextTable::Align::right);
-  }
-  for (const auto& rank : view.ranks) {
-    std::vector<std::string> cells = {std::to_string(rank.rank), std::string(store::to_string(rank.status)),
-                                      or_dash(rank.step, "{}"), or_dash(rank.loss, "{:.4f}"),
-                                      or_dash(rank.samples_per_sec, "{:.0f}"), or_dash(rank.step_time_ms, "{:.2f}")};
-    for (auto& cell : phase_cells(rank.phases)) {
-      cells.push_back(std::move(cell));
-    }
-    cells.push_back(straggler_cell(rank));
-    cells.push_back(or_dash(rank.quiet_for_s, "{:.0f}s"));
-    table.add_row(std::move(cells));
-  }
-  return table.render();
-}
-
-std::string headline(const api::WatchView& view) {
-  const std::string of = view.total_steps ? fmt::format("/{}", *view.total_steps) : "";
-  return fmt::format("run {}  {}  step {}{}{}", view.run.id, store::to_string(view.run.status), view.latest_step(), of,
-                     view.waiting());
-}
 
 class Printer {
  public:
@@ -83,7 +33,7 @@ class Printer {
       std::cout << api::view_json(view).dump() << std::endl;  // one line per refresh, for scripts
       return;
     }
-    const std::string text = util::terminal_safe(headline(view) + "\n" + rank_table(view));
+    const std::string text = util::terminal_safe(api::view_text(view));
     if (m_terminal) {
       std::cout << "\x1b[H\x1b[2J" << text << std::flush;  // redraw in place
     } else if (text != m_last) {
@@ -103,10 +53,20 @@ void run_watch(const WatchOptions& options, GlobalOptions& globals) {
   const std::string id = api::watched_run(db, options.selector);
   Printer printer(options.format);
   api::QuietClock quiet;
+  auto ask_slurm = std::chrono::steady_clock::now();  // a run --slurm's job: at most every 10 s
   while (true) {
     api::WatchView view = api::watch_view(db, id);
     quiet.update(view);
     printer.print(view);
+    if (!view.ended() && std::chrono::steady_clock::now() >= ask_slurm) {
+      ask_slurm = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      if (const auto ended = ended_slurm_jobs({view.run}); !ended.empty()) {
+        // Nothing would end the run, nor this watch: say why and how to set it right.
+        std::cerr << "expctl: " << ended_slurm_job_text(ended.front()) << '\n';
+        globals.result = util::ExitCode::run_failed;
+        return;
+      }
+    }
     if (view.ended() || options.once) {
       if (options.format != "json" && view.ended()) {
         std::cout << util::terminal_safe(
@@ -128,7 +88,9 @@ void setup_watch(CLI::App& app, const std::shared_ptr<GlobalOptions>& globals) {
       "communication wait, optimizer), the straggler score (the rank's compute time over the\n"
       "median rank's; '*' from 1.2) and how long its step has not changed ('quiet'). Reads the\n"
       "store read-only, so it works from another terminal or host while `expctl run` writes, and\n"
-      "ends by itself when the run ends. RUN defaults to the newest running run, else the newest;\n"
+      "ends by itself when the run ends (exit 0); a run of `run --slurm` whose job Slurm says has ended\n"
+      "while the run reads queued or running ends it too, with a line saying how to set the run right\n"
+      "(exit 1). RUN defaults to the newest running run, else the newest;\n"
       "otherwise any selector that names one run: an id or prefix, @latest, @latest~N, tag:NAME, spec:HASH.\n"
       "--format json prints one JSON object per refresh, one per line.\n"
       "Examples:\n"
