@@ -220,6 +220,7 @@ void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat 
 }
 
 std::vector<EndedSlurmJob> ended_slurm_jobs(const std::vector<store::RunRecord>& runs) {
+  constexpr std::size_t k_most_jobs_asked = 10;
   std::vector<EndedSlurmJob> ended;
   std::map<std::string, std::optional<std::string>> states;  // job -> final state ("": unknown to Slurm)
   const launch::slurm::Client client({}, std::chrono::seconds(5));
@@ -229,6 +230,9 @@ std::vector<EndedSlurmJob> ended_slurm_jobs(const std::vector<store::RunRecord>&
       continue;
     }
     if (!states.contains(*job)) {
+      if (states.size() == k_most_jobs_asked) {
+        break;  // a list of a running sweep's many tasks stays one scontrol call from each of the newest
+      }
       try {
         const auto info = client.query(*job);
         states[*job] = !info                                  ? std::optional<std::string>("")
