@@ -1,5 +1,7 @@
 #include "expctl/cli/support_slurm.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -219,11 +221,33 @@ void run_on_slurm(RunSlurmOptions options, GlobalOptions& globals, OutputFormat 
   globals.result = result.exit_code;
 }
 
+namespace {
+
+// Whether this host has a Slurm configuration for scontrol to read. Without one (a laptop reading
+// the team store, slurm-client installed) scontrol looks for a configless controller and fails
+// only after seconds; a read command asks nothing then.
+bool slurm_configured() {
+  std::error_code ignored;
+  if (const char* conf = std::getenv("SLURM_CONF"); conf != nullptr && *conf != '\0') {
+    return fs::exists(conf, ignored);
+  }
+  return fs::exists("/etc/slurm/slurm.conf", ignored) || fs::exists("/run/slurm/conf/slurm.conf", ignored);
+}
+
+}  // namespace
+
 std::vector<EndedSlurmJob> ended_slurm_jobs(const std::vector<store::RunRecord>& runs) {
   constexpr std::size_t k_most_jobs_asked = 10;
+  const bool tagged = std::any_of(runs.begin(), runs.end(), [](const store::RunRecord& run) {
+    return (run.status == store::RunStatus::queued || run.status == store::RunStatus::running) &&
+           run::slurm_job_of(run).has_value();
+  });
+  if (!tagged || !slurm_configured()) {
+    return {};
+  }
   std::vector<EndedSlurmJob> ended;
   std::map<std::string, std::optional<std::string>> states;  // job -> final state ("": unknown to Slurm)
-  const launch::slurm::Client client({}, std::chrono::seconds(5));
+  const launch::slurm::Client client({}, std::chrono::seconds(2));
   for (const store::RunRecord& run : runs) {
     const auto job = run::slurm_job_of(run);
     if (!job || (run.status != store::RunStatus::queued && run.status != store::RunStatus::running)) {

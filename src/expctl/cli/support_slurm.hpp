@@ -57,9 +57,10 @@ struct EndedSlurmJob {
   std::string job_state;  ///< as Slurm names it ("CANCELLED", "NODE_FAIL"); empty: Slurm no longer knows the job
 };
 
-/// Asks scontrol (at most 5 s, once per job, of the first 10 jobs in `runs`' order: `list`'s newest)
+/// Asks scontrol (at most 2 s, once per job, of the first 10 jobs in `runs`' order: `list`'s newest)
 /// of the runs among `runs` that have a slurm-job tag and read queued or running; asks nothing when
-/// there are none. A Slurm that cannot be asked (no
+/// there are none, or when this host has no Slurm configuration ($SLURM_CONF, /etc/slurm/slurm.conf,
+/// or a configless node's /run/slurm/conf/slurm.conf). A Slurm that cannot be asked (no
 /// scontrol, no slurm.conf, slurmctld down) gives none: `list` and `show` never fail for it.
 std::vector<EndedSlurmJob> ended_slurm_jobs(const std::vector<store::RunRecord>& runs);
 
