@@ -642,7 +642,7 @@ struct Server::Impl {
 
   template <typename Handler>
   httplib::Server::Handler route(Handler handler) {
-    return [this, handler](const Request& request, Response& response) {
+    return [handler](const Request& request, Response& response) {
       try {
         handler(request, response);
       } catch (const HttpError& error) {
