@@ -583,6 +583,41 @@ TEST_CASE("run: under an external launcher the process is one rank and global ra
   CHECK(result.out.find("step 20/20") == std::string::npos);  // stdout is the JSON summary only
 }
 
+TEST_CASE("run: under an external launcher rank 0 stores its own CPU use and memory once a second") {
+  // No supervisor samples a rank that torchrun started: the recording rank samples itself.
+  RunDir d;
+  std::map<std::string, std::optional<std::string>> env = {
+      {"RANK", "0"},       {"WORLD_SIZE", "1"},          {"LOCAL_RANK", "0"},        {"LOCAL_WORLD_SIZE", "1"},
+      {"GROUP_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"EXPCTL_DB", std::nullopt}};
+  env["MASTER_PORT"] = std::to_string(20000 + (::getpid() + 7) % 20000);
+  const std::vector<std::string> args = {"--db",     d.db.string(),
+                                         "run",      tiny_spec(),
+                                         "--set",    "train.max_steps=8000",
+                                         "--set",    "train.eval_every=0",
+                                         "--set",    "distributed.nproc_per_node=1",
+                                         "--format", "json"};
+  const auto result = run_expctl(args, env);
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto id = parse_stdout(result).at("run").at("id").get<std::string>();
+  const auto db = d.open();
+  const auto cpu = db.metrics(id, {.name = "sys_cpu_percent", .rank = 0});
+  const auto rss = db.metrics(id, {.name = "sys_rss_mb", .rank = 0});
+  REQUIRE(cpu.size() >= 1);  // a run of some seconds: a reading a second after the first
+  REQUIRE(rss.size() == cpu.size());
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    CHECK(cpu[i].value > 1.0);  // the training process is busy
+    CHECK(cpu[i].value < 400.0);
+    CHECK(rss[i].value > 20.0);  // LibTorch alone is more than this
+    CHECK(rss[i].value < 8192.0);
+  }
+  // Turned off as a supervised run's are.
+  env["EXPCTL_SYS_METRICS"] = "0";
+  const auto off = run_expctl(args, env);
+  REQUIRE(off.exit_code == 0);
+  CHECK(d.open().metrics(parse_stdout(off).at("run").at("id").get<std::string>(), {.name = "sys_rss_mb"}).empty());
+}
+
 TEST_CASE("run: -vv reaches the ranks, whose logs then hold their debug lines") {
   RunDir d;
   const auto logs_of = [](const expctl::util::SubprocessResult& result) {

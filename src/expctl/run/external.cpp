@@ -1,12 +1,19 @@
 // The built-in trainer under an external launcher (torchrun, mpirun, srun, Kubeflow): this process
-// is one rank and trains in-process; global rank 0 records the run, the others only train and log.
+// is one rank and trains in-process; global rank 0 records the run (its own CPU and memory too),
+// the others only train and log.
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
 #include <string_view>
+#include <thread>
 
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "expctl/launch/process_usage.hpp"
 #include "expctl/run/lifecycle.hpp"
 #include "expctl/run/train_options.hpp"
 #include "expctl/train/plugin.hpp"
@@ -76,6 +83,52 @@ class RankZeroSink final : public train::MetricSink {
  private:
   Recorder& m_recorder;
   RankStop& m_stop;
+};
+
+// Under an external launcher no supervisor samples the ranks: rank 0, which records the run,
+// samples its own process (CPU, memory, and the GPU where it uses one) once a second into the
+// series a supervised rank gets (sys_cpu_percent, sys_rss_mb, ...); EXPCTL_SYS_METRICS=0 turns it
+// off as there. The other ranks record nothing, these included.
+class OwnUsage {
+ public:
+  explicit OwnUsage(Recorder& recorder) {
+    if (const char* sys = std::getenv("EXPCTL_SYS_METRICS"); sys != nullptr && std::string_view(sys) == "0") {
+      return;
+    }
+    m_thread = std::thread([this, &recorder] { sample(recorder); });
+  }
+  ~OwnUsage() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_wake.notify_all();
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+  OwnUsage(const OwnUsage&) = delete;
+  OwnUsage& operator=(const OwnUsage&) = delete;
+
+ private:
+  void sample(Recorder& recorder) {
+    launch::UsageRate usage;
+    launch::GpuUsage gpu_usage;
+    std::unique_lock lock(m_mutex);
+    do {
+      lock.unlock();
+      const auto gpu = gpu_usage.read();
+      if (const auto sample = usage.read(0, ::getpid(), launch::UsageRate::Clock::now(), gpu ? &*gpu : nullptr)) {
+        recorder.on_usage(0, *sample);
+      }
+      lock.lock();
+    } while (!m_wake.wait_for(lock, std::chrono::seconds(1), [this] { return m_stop; }));
+  }
+
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stop = false;
+  std::thread m_thread;
 };
 
 // The trainer's own lines: this process's output (the launcher collects it).
@@ -161,7 +214,10 @@ RunResult run_as_external_rank(SteadyClock::time_point started, const RunRequest
   {
     Recorder recorder(store, invocation.run.id, invocation.run.run_dir, observer, invocation.started);
     export_tensorboard(recorder, store, invocation, invocation.plan.world_size);
-    verdict = train_as_rank_zero(config, recorder, observer, stop);
+    {
+      const OwnUsage own_usage(recorder);
+      verdict = train_as_rank_zero(config, recorder, observer, stop);
+    }
     observer.finish();
     recorder.drain();
     facts = recorder.facts();
