@@ -10,6 +10,8 @@
 #      spent reading /proc for them (read_process_tree and what it calls): the cost itself.
 #
 #   bench/sys_metrics.sh [BUILD_DIR] [PAIRS]     # defaults: build/ci 7; SKIP_PERF=1 skips part 2
+#   EXTERNAL=1 bench/sys_metrics.sh ...            # part 1 as one rank under torchrun's variables
+#                                                  # (no supervisor: rank 0 samples itself)
 # A benchmark: it prints figures and asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +27,15 @@ py=/usr/bin/python3
 step_median() {  # MODE (on|off): rank 0's median step time (ms) after 10 steps, of a new run
   local mode=$1 db="$work/$1.db"
   rm -f "$db"*
+  local -a run=("$expctl" --db "$db" -q run experiments/quickstart.yaml)
+  if [[ -n ${EXTERNAL:-} ]]; then
+    run=(env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=0 MASTER_ADDR=127.0.0.1
+      MASTER_PORT=$((20000 + RANDOM % 20000)) "${run[@]}" --set distributed.nproc_per_node=1)
+  fi
   if [[ $mode == off ]]; then
-    EXPCTL_SYS_METRICS=0 "$expctl" --db "$db" -q run experiments/quickstart.yaml >/dev/null
+    EXPCTL_SYS_METRICS=0 "${run[@]}" >/dev/null
   else
-    "$expctl" --db "$db" -q run experiments/quickstart.yaml >/dev/null
+    "${run[@]}" >/dev/null
   fi
   # Through expctl (the store keeps series as compressed chunks): rank 0's points in step order.
   local id
@@ -41,7 +48,7 @@ print(statistics.median([v for _, v in points][10:]))'
 
 echo "machine: $(nproc --all) cores; $(date -u +%FT%TZ); expctl $(git rev-parse --short HEAD)"
 compiler_running && echo "warning: a compiler is running: these figures are not worth much" >&2
-echo "== 1. interleaved pairs, quick start, median step_time_ms of rank 0 (ratio on/off)"
+echo "== 1. interleaved pairs, quick start${EXTERNAL:+ (one rank under torchrun variables)}, median step_time_ms of rank 0 (ratio on/off)"
 ratios=""
 for ((i = 1; i <= pairs; ++i)); do
   if ((i % 2)); then on=$(step_median on); off=$(step_median off); else off=$(step_median off); on=$(step_median on); fi
