@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -227,25 +226,8 @@ json curve_json(const compare::CurveReport& curve) {
           {"max_difference_step", step(curve.max_difference_step)}};
 }
 
-// A row's cells as Markdown: text from the runs (util::md_text) unless its column is one of
-// `code_columns` (a code span), so a value, name or metric never becomes markup or ends its cell.
-std::vector<std::string> md_cells(const std::vector<std::string>& cells,
-                                  const std::vector<std::size_t>& code_columns = {}) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    const bool code = std::find(code_columns.begin(), code_columns.end(), i) != code_columns.end();
-    out.push_back(code ? util::md_code(cells[i]) : util::md_text(cells[i]));
-  }
-  return out;
-}
-
-std::string md_row(const std::vector<std::string>& markdown_cells) {
-  std::string line = "|";
-  for (const auto& cell : markdown_cells) {
-    line += " " + cell + " |";
-  }
-  return line + "\n";
-}
+using util::md_cells;
+using util::md_row;
 
 // `rows`: cells already Markdown (md_cells).
 std::string md_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {

@@ -361,21 +361,15 @@ std::string render_text(const Report& report) {
 }
 
 std::string render_markdown(const Report& report) {
-  const auto cells = [](const std::vector<std::string>& row) {
-    std::vector<std::string> escaped;
-    for (const auto& cell : row) {
-      escaped.push_back(util::md_text(cell));  // axis values and names come from the sweep file
-    }
-    return util::join(escaped, " | ");
-  };
+  // Axis values and names come from the sweep file: text, never markup.
   const auto header = table_header(report);
-  std::string text = "### " + util::md_text(heading(report)) + "\n\n| " + cells(header) + " |\n|";
+  std::string text = "### " + util::md_text(heading(report)) + "\n\n" + util::md_row(util::md_cells(header)) + "|";
   for (size_t i = 0; i < header.size(); ++i) {
     text += i <= report.axes.size() ? " --- |" : " ---: |";
   }
   text += "\n";
   for (const auto& row : table_rows(report)) {
-    text += "| " + cells(row) + " |\n";
+    text += util::md_row(util::md_cells(row));
   }
   text += "\n";
   for (const std::string& note : notes(report)) {

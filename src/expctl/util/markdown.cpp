@@ -56,4 +56,22 @@ std::string md_code(std::string_view text) {
   return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
 }
 
+std::vector<std::string> md_cells(const std::vector<std::string>& cells, const std::vector<std::size_t>& code_columns) {
+  std::vector<std::string> out;
+  out.reserve(cells.size());
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const bool code = std::find(code_columns.begin(), code_columns.end(), i) != code_columns.end();
+    out.push_back(code ? md_code(cells[i]) : md_text(cells[i]));
+  }
+  return out;
+}
+
+std::string md_row(const std::vector<std::string>& markdown_cells) {
+  std::string line = "|";
+  for (const auto& cell : markdown_cells) {
+    line += " " + cell + " |";
+  }
+  return line + "\n";
+}
+
 }  // namespace expctl::util
