@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <mutex>
 #include <string_view>
 #include <thread>
@@ -92,10 +91,9 @@ class RankZeroSink final : public train::MetricSink {
 class OwnUsage {
  public:
   explicit OwnUsage(Recorder& recorder) {
-    if (const char* sys = std::getenv("EXPCTL_SYS_METRICS"); sys != nullptr && std::string_view(sys) == "0") {
-      return;
+    if (Recorder::usage_wanted()) {
+      m_thread = std::thread([this, &recorder] { sample(recorder); });
     }
-    m_thread = std::thread([this, &recorder] { sample(recorder); });
   }
   ~OwnUsage() {
     {

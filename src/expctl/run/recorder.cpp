@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string_view>
 
@@ -399,6 +400,11 @@ void Recorder::on_usage(int rank, const launch::UsageRate::Sample& sample) {
     }
   }
   after_record();
+}
+
+bool Recorder::usage_wanted() {
+  const char* sys = std::getenv("EXPCTL_SYS_METRICS");
+  return sys == nullptr || std::string_view(sys) != "0";
 }
 
 std::map<int, std::int64_t> Recorder::last_steps() const {

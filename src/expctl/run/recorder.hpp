@@ -123,6 +123,9 @@ class Recorder {
   /// GPU) at the last step the rank reported, at most once a step (each series only grows;
   /// nothing before the rank's first step).
   void on_usage(int rank, const launch::UsageRate::Sample& sample);
+  /// Whether the ranks' system metrics are taken (once a second, for on_usage): unless
+  /// EXPCTL_SYS_METRICS=0, the switch bench/sys_metrics.sh measures their cost with.
+  static bool usage_wanted();
   /// A step a user's program logged (program_records.hpp): `points` are stored as they are (the
   /// program's own series, and what follows from them: step_time_ms, samples_per_sec), so a
   /// program run is read by the same summary, compare and export code as a built-in one.

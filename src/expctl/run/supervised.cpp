@@ -2,7 +2,6 @@
 // the recorder stores their records as they come, the journal keeps them until they are stored,
 // and the run ends in conclude (record.cpp).
 
-#include <cstdlib>
 #include <map>
 #include <string_view>
 
@@ -61,7 +60,7 @@ launch::SupervisorOptions supervisor_options(const Invocation& invocation, RunOb
   options.on_record = [&recorder](int rank, std::string_view payload) { recorder.on_record(rank, payload); };
   // sys_cpu_percent and sys_rss_mb (sys_gpu_* on a GPU) once a second (EXPCTL_SYS_METRICS=0 turns them off: a switch
   // for measuring what they cost, bench/sys_metrics.sh).
-  if (const char* sys = std::getenv("EXPCTL_SYS_METRICS"); sys == nullptr || std::string_view(sys) != "0") {
+  if (Recorder::usage_wanted()) {
     options.usage_every = std::chrono::seconds(1);
     options.on_usage = [&recorder](int rank, const launch::UsageRate::Sample& sample) {
       recorder.on_usage(rank, sample);
