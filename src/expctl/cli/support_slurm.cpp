@@ -1,6 +1,5 @@
 #include "expctl/cli/support_slurm.hpp"
 
-#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -238,37 +237,38 @@ bool slurm_configured() {
 
 std::vector<EndedSlurmJob> ended_slurm_jobs(const std::vector<store::RunRecord>& runs) {
   constexpr std::size_t k_most_jobs_asked = 10;
-  const bool tagged = std::any_of(runs.begin(), runs.end(), [](const store::RunRecord& run) {
-    return (run.status == store::RunStatus::queued || run.status == store::RunStatus::running) &&
-           run::slurm_job_of(run).has_value();
-  });
-  if (!tagged || !slurm_configured()) {
+  std::vector<EndedSlurmJob> waiting;  // the runs a job holds that read queued or running
+  for (const store::RunRecord& run : runs) {
+    if (run.status == store::RunStatus::queued || run.status == store::RunStatus::running) {
+      if (auto job = run::slurm_job_of(run)) {
+        waiting.push_back({run.id, run.status, std::move(*job), ""});
+      }
+    }
+  }
+  if (waiting.empty() || !slurm_configured()) {
     return {};
   }
   std::vector<EndedSlurmJob> ended;
   std::map<std::string, std::optional<std::string>> states;  // job -> final state ("": unknown to Slurm)
   const launch::slurm::Client client({}, std::chrono::seconds(2));
-  for (const store::RunRecord& run : runs) {
-    const auto job = run::slurm_job_of(run);
-    if (!job || (run.status != store::RunStatus::queued && run.status != store::RunStatus::running)) {
-      continue;
-    }
-    if (!states.contains(*job)) {
+  for (EndedSlurmJob& run : waiting) {
+    if (!states.contains(run.job)) {
       if (states.size() == k_most_jobs_asked) {
         break;  // a list of a running sweep's many tasks stays one scontrol call from each of the newest
       }
       try {
-        const auto info = client.query(*job);
-        states[*job] = !info                                  ? std::optional<std::string>("")
-                       : launch::slurm::is_final(info->state) ? std::optional(info->state_text)
-                                                              : std::nullopt;
+        const auto info = client.query(run.job);
+        states[run.job] = !info                                  ? std::optional<std::string>("")
+                          : launch::slurm::is_final(info->state) ? std::optional(info->state_text)
+                                                                 : std::nullopt;
       } catch (const util::Failure& error) {
-        util::log::debug(fmt::format("slurm: job {} of run {} not asked: {}", *job, run.id, error.what()));
+        util::log::debug(fmt::format("slurm: job {} of run {} not asked: {}", run.job, run.run_id, error.what()));
         return {};  // the same Slurm answers no job better
       }
     }
-    if (const auto& state = states[*job]) {
-      ended.push_back({run.id, run.status, *job, *state});
+    if (const auto& state = states[run.job]) {
+      run.job_state = *state;
+      ended.push_back(std::move(run));
     }
   }
   return ended;
