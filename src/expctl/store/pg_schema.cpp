@@ -242,16 +242,16 @@ int pg_prepare(PgConnection& connection, int target_version, bool may_write) {
   if (found >= target_version) {
     return found;
   }
-  if (!may_write && found == 0) {
-    throw NoStoreYet(
-        fmt::format("{}: holds no expctl store yet: 'expctl run' records the first run there (or "
-                    "'expctl sync' ships this node's runs), which makes it",
-                    connection.display()));
-  }
   if (!may_write) {
-    throw Error(fmt::format("{}: {} (schema v{}, this expctl needs v{}): open it once for writing, e.g. with "
-                            "'expctl sync', to upgrade it",
-                            connection.display(), "written by an older expctl", found, target_version),
+    if (found == 0) {
+      throw NoStoreYet(
+          fmt::format("{}: holds no expctl store yet: 'expctl run' records the first run there (or "
+                      "'expctl sync' ships this node's runs), which makes it",
+                      connection.display()));
+    }
+    throw Error(fmt::format("{}: written by an older expctl (schema v{}, this expctl needs v{}): open it once for "
+                            "writing, e.g. with 'expctl sync', to upgrade it",
+                            connection.display(), found, target_version),
                 FailureKind::input, util::ExitCode::usage);
   }
   return connection.transaction([&] {
